@@ -1,0 +1,1 @@
+//! Patch application: JSON patch, merge patch, strategic merge patch, server-side apply.

@@ -1,0 +1,1 @@
+//! Per-kind strategies (defaulting, validation, spec/status split, tables, field selectors).
