@@ -1,1 +1,17 @@
-//! controller
+//! The minik8s controller manager: the replication controller (ReplicaSet and ReplicationController),
+//! the garbage collector, the namespace lifecycle controller, the scheduler and the node lifecycle
+//! controller, all consuming the API over HTTP through the `client` crate's informers.
+//!
+//! Every decision a controller makes is a pure function in its own module (tested with a fake clock);
+//! the controller modules only read caches, call those functions and issue the resulting requests.
+
+pub mod clock;
+pub mod error;
+pub mod gc;
+pub mod nodelifecycle;
+pub mod pod_util;
+pub mod replication;
+pub mod scheduler;
+pub mod selector;
+
+pub use error::{Error, Result};
