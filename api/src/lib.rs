@@ -1,1 +1,27 @@
-//! api
+//! The Kubernetes API vocabulary shared by the apiserver and its clients.
+//!
+//! This crate knows neither HTTP nor the store. It provides:
+//! * the resource table ([`resources`], [`find_resource`], [`find_by_kind`]): every served kind with its
+//!   group, version, plural, scope, short names, verbs and subresources — the single source of truth for
+//!   discovery, routing and storage key prefixes;
+//! * label and field selectors ([`labels`], [`fields`]) with apimachinery's grammar;
+//! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
+//! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
+//!   ([`status`]);
+//! * helpers over JSON objects' `metadata` ([`meta`]) and kubectl's human durations ([`duration_short`]).
+//!
+//! Guarantees: nothing here panics on any input (parsers return errors as values); the resource table is
+//! static and immutable.
+
+pub use k8s_openapi;
+
+pub mod duration;
+pub mod fields;
+pub mod labels;
+pub mod meta;
+pub mod resources;
+pub mod status;
+pub mod validation;
+
+pub use duration::{duration_short, human_duration_since};
+pub use resources::{find_by_kind, find_resource, resources, ResourceInfo, Subresource};
