@@ -1,1 +1,5 @@
-//! Scheduler.
+//! The scheduler: binds each pod without a node to a feasible node through `pods/binding`.
+
+pub mod filter;
+pub mod resources;
+pub mod score;
