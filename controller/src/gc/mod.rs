@@ -1,1 +1,3 @@
-//! Garbage collector.
+//! The garbage collector: ownerReference-based cascading deletion (Background, Foreground, Orphan).
+
+pub mod graph;

@@ -1,1 +1,3 @@
-//! Node lifecycle.
+//! The node lifecycle controller: stale leases → Ready=Unknown + unreachable taints → pod eviction.
+
+pub mod decide;
