@@ -13,6 +13,7 @@
 //! * an owner with the `orphan` finalizer has its reference removed from every dependent, then the
 //!   finalizer; an owner with `foregroundDeletion` waits until no dependent blocks it
 //!   (`blockOwnerDeletion: true`), then loses the finalizer.
+//!
 //! An owner the graph has not observed must be verified with a live GET before it is called absent
 //! (the cache may lag its dependents); [`OwnerState::Unverified`] makes that explicit.
 
