@@ -31,8 +31,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replace the value of `key`. With `expected = Some(rev)` only if its `mod_revision == rev`
     /// (else `Conflict`); `NotFound` if the key does not exist.
-    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>)
-        -> Result<UpdateOutcome>;
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<UpdateOutcome>;
 
     /// Delete `key`, with the same precondition as `update`.
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<DeleteOutcome>;

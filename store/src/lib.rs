@@ -8,13 +8,21 @@
 //!
 //! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs.
 
+mod backend;
+mod codec;
+pub mod conformance;
+mod continue_token;
 mod contract;
+mod engine;
 mod error;
+mod sled_backend;
+mod stores;
 mod types;
 mod watch;
 
 pub use contract::Store;
 pub use error::{Error, Result};
+pub use stores::{MemoryStore, SledStore};
 pub use types::{
     CreateOutcome, DeleteOutcome, Event, EventKind, KeyValue, ListOptions, ListOutcome, ListPage,
     Revision, StoreConfig, UpdateOutcome, WatchOutcome, MAX_VALUE_SIZE,

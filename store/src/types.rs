@@ -66,7 +66,10 @@ pub enum CreateOutcome {
 /// Outcome of [`crate::Store::update`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpdateOutcome {
-    Updated { kv: KeyValue, prev: KeyValue },
+    Updated {
+        kv: KeyValue,
+        prev: KeyValue,
+    },
     /// The key does not exist; nothing was written.
     NotFound,
     /// The key's `mod_revision` is not the expected one; nothing was written. Carries the current value.
@@ -77,7 +80,10 @@ pub enum UpdateOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteOutcome {
     /// `revision` is the revision of the delete itself.
-    Deleted { prev: KeyValue, revision: Revision },
+    Deleted {
+        prev: KeyValue,
+        revision: Revision,
+    },
     NotFound,
     /// The key's `mod_revision` is not the expected one; nothing was deleted. Carries the current value.
     Conflict(KeyValue),
@@ -112,11 +118,15 @@ pub struct ListPage {
 pub enum ListOutcome {
     Listed(ListPage),
     /// The requested (or token's) revision is older than the history the store keeps (HTTP 410).
-    Expired { compacted: Revision },
+    Expired {
+        compacted: Revision,
+    },
     /// The continue token is malformed (HTTP 400).
     InvalidContinue,
     /// The requested revision is newer than the store's current one.
-    FutureRevision { current: Revision },
+    FutureRevision {
+        current: Revision,
+    },
 }
 
 /// Outcome of [`crate::Store::watch`].
@@ -124,7 +134,9 @@ pub enum ListOutcome {
 pub enum WatchOutcome {
     Watching(crate::WatchStream),
     /// `after` is older than the oldest revision a watch can start after (HTTP 410).
-    Expired { compacted: Revision },
+    Expired {
+        compacted: Revision,
+    },
 }
 
 /// Tuning of a store. `Default` gives the documented defaults.

@@ -161,8 +161,13 @@ impl Hub {
 }
 
 enum State {
-    CatchUp { pending: VecDeque<Event> },
-    Live { rx: mpsc::Receiver<Arc<Event>>, reason: ReasonSlot },
+    CatchUp {
+        pending: VecDeque<Event>,
+    },
+    Live {
+        rx: mpsc::Receiver<Arc<Event>>,
+        reason: ReasonSlot,
+    },
     Done,
 }
 
@@ -194,14 +199,21 @@ impl WatchStream {
         after: Revision,
         buffer: usize,
     ) -> Self {
+        let buffer = buffer.max(1);
+        // Subscribe at once when there is nothing to replay, so events committed after this call
+        // are buffered even before the first poll.
+        let state = match source.hub().subscribe(prefix, after, buffer) {
+            Subscribe::Live(rx, reason) => State::Live { rx, reason },
+            Subscribe::Behind(_) | Subscribe::Closed => State::CatchUp {
+                pending: VecDeque::new(),
+            },
+        };
         Self {
             prefix: prefix.to_owned(),
             cursor: after,
-            buffer: buffer.max(1),
+            buffer,
             source,
-            state: State::CatchUp {
-                pending: VecDeque::new(),
-            },
+            state,
         }
     }
 
@@ -222,8 +234,14 @@ impl WatchStream {
                     if let Some(event) = pending.pop_front() {
                         return Some(WatchItem::Event(event));
                     }
-                    match self.source.hub().subscribe(&self.prefix, self.cursor, self.buffer) {
-                        Subscribe::Closed => return Some(self.end(WatchClosedReason::StoreShutdown)),
+                    match self
+                        .source
+                        .hub()
+                        .subscribe(&self.prefix, self.cursor, self.buffer)
+                    {
+                        Subscribe::Closed => {
+                            return Some(self.end(WatchClosedReason::StoreShutdown))
+                        }
                         Subscribe::Live(rx, reason) => self.state = State::Live { rx, reason },
                         Subscribe::Behind(published) => {
                             if let Err(reason) = self.catch_up(published) {
@@ -238,7 +256,10 @@ impl WatchStream {
                         return Some(WatchItem::Event(Event::clone(&event)));
                     }
                     None => {
-                        let why = reason.lock().take().unwrap_or(WatchClosedReason::StoreShutdown);
+                        let why = reason
+                            .lock()
+                            .take()
+                            .unwrap_or(WatchClosedReason::StoreShutdown);
                         return Some(self.end(why));
                     }
                 },

@@ -1,0 +1,651 @@
+//! The engine every back end shares: one writer thread, an in-memory index, reads, lists, watches.
+//!
+//! **Writes.** Callers send a write to a bounded queue (`StoreConfig::write_queue`; a full queue is
+//! backpressure on the caller, never unbounded memory) and wait for its outcome. One writer thread
+//! takes everything queued (at most `max_batch`), evaluates preconditions in order against the index
+//! plus the batch's own earlier writes, assigns dense revisions, then:
+//! 1. commits the batch's events atomically and durably in the back end (one flush: group commit),
+//! 2. applies them to the in-memory index and advances the revision, under the index lock,
+//! 3. acknowledges every caller (outcomes that only read, like `Conflict`, are also held back until
+//!    the batch is durable, since they may reveal the batch's own earlier writes),
+//! 4. publishes the events to watchers, in revision order.
+//!
+//! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
+//! every later write get an error; a restart recovers what is durable.
+//!
+//! **Reads** (`get`, `list`) are served from the index, which holds only acknowledged-durable data:
+//! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
+//! that has not been made durable") forbids. A read after an acknowledged write sees it.
+//! The index holds every current key-value; values are `Bytes`, shared with events and callers.
+//!
+//! **Lists at an older revision** (continue tokens, `ListOptions::revision`) are exact: the page is the
+//! current index with every key touched after the target revision replaced by its state before the
+//! first such touch (the `prev` of that event in the log). A target older than the log is `Expired`.
+//!
+//! **Compaction** runs on the writer thread between batches (so it never races a commit), at most
+//! `COMPACT_STEP` events per tick: the count bound and the age bound of the config.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::{Backend, Loaded};
+use crate::continue_token::ContinueToken;
+use crate::watch::{Hub, WatchSource};
+use crate::{
+    CreateOutcome, DeleteOutcome, Error, Event, EventKind, KeyValue, ListOptions, ListOutcome,
+    ListPage, Result, Revision, StoreConfig, UpdateOutcome, WatchOutcome, WatchStream,
+    MAX_VALUE_SIZE,
+};
+
+/// Most log entries one compaction tick removes, so a tick never stalls writes for long.
+const COMPACT_STEP: u64 = 20_000;
+
+enum WriteOp {
+    Create {
+        key: String,
+        value: Bytes,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Option<Revision>,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+}
+
+enum WriteOutcome {
+    Create(CreateOutcome),
+    Update(UpdateOutcome),
+    Delete(DeleteOutcome),
+}
+
+enum Command {
+    Write(WriteOp, oneshot::Sender<Result<WriteOutcome>>),
+    Compact,
+    Close(oneshot::Sender<Result<()>>),
+}
+
+/// The index: every current key-value, and the revision it is consistent at.
+struct Index {
+    revision: Revision,
+    items: BTreeMap<String, KeyValue>,
+}
+
+pub(crate) struct Shared<B: Backend> {
+    backend: B,
+    /// Written only by the writer thread, after the back end made the batch durable.
+    index: RwLock<Index>,
+    hub: Hub,
+    /// Events with revision > this are in the log. Raised *before* entries are removed.
+    compacted: AtomicU64,
+    /// Set when a commit failed; all later writes are refused.
+    failed: AtomicBool,
+    config: StoreConfig,
+}
+
+impl<B: Backend> WatchSource for Shared<B> {
+    fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
+        self.backend.read_log(after, upto, max)
+    }
+    fn compacted_revision(&self) -> Revision {
+        self.compacted.load(Ordering::Acquire)
+    }
+    fn hub(&self) -> &Hub {
+        &self.hub
+    }
+}
+
+/// A running store over back end `B`. Dropping it stops the writer once queued writes are done.
+pub(crate) struct Engine<B: Backend> {
+    shared: Arc<Shared<B>>,
+    commands: mpsc::Sender<Command>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl<B: Backend> Engine<B> {
+    pub(crate) fn start(backend: B, config: StoreConfig, name: &'static str) -> Result<Self> {
+        let Loaded {
+            revision,
+            compacted,
+            items,
+        } = backend.load()?;
+        let items = items.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+        let shared = Arc::new(Shared {
+            backend,
+            index: RwLock::new(Index { revision, items }),
+            hub: Hub::new(revision),
+            compacted: AtomicU64::new(compacted),
+            failed: AtomicBool::new(false),
+            config: config.clone(),
+        });
+        let (commands, rx) = mpsc::channel(config.write_queue.max(1));
+        let writer_shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name(format!("{name}-writer"))
+            .spawn(move || Writer::new(writer_shared).run(rx))
+            .map_err(|source| Error::Spawn {
+                name: "writer",
+                source,
+            })?;
+        // The ticker holds only a weak sender: it ends when the store is dropped or closed.
+        let ticker = commands.downgrade();
+        let interval = config.compaction_interval.max(Duration::from_millis(10));
+        std::thread::Builder::new()
+            .name(format!("{name}-compact"))
+            .spawn(move || loop {
+                std::thread::sleep(interval);
+                let Some(sender) = ticker.upgrade() else {
+                    return;
+                };
+                match sender.try_send(Command::Compact) {
+                    Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => {}
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                }
+            })
+            .map_err(|source| Error::Spawn {
+                name: "compaction ticker",
+                source,
+            })?;
+        tracing::debug!(revision, compacted, "store started");
+        Ok(Self { shared, commands })
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+
+    async fn submit(&self, op: WriteOp) -> Result<WriteOutcome> {
+        let (reply, outcome) = oneshot::channel();
+        self.commands
+            .send(Command::Write(op, reply))
+            .await
+            .map_err(|_| Error::Closed)?;
+        outcome.await.map_err(|_| Error::Closed)?
+    }
+
+    fn check_size(value: &Bytes) -> Result<()> {
+        if value.len() > MAX_VALUE_SIZE {
+            return Err(Error::ValueTooLarge {
+                size: value.len(),
+                limit: MAX_VALUE_SIZE,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        Ok(self.shared.index.read().items.get(key).cloned())
+    }
+
+    pub(crate) async fn create(&self, key: &str, value: Bytes) -> Result<CreateOutcome> {
+        Self::check_size(&value)?;
+        let key = key.to_owned();
+        match self.submit(WriteOp::Create { key, value }).await? {
+            WriteOutcome::Create(outcome) => Ok(outcome),
+            _ => Err(Error::Failed),
+        }
+    }
+
+    pub(crate) async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<UpdateOutcome> {
+        Self::check_size(&value)?;
+        let key = key.to_owned();
+        match self
+            .submit(WriteOp::Update {
+                key,
+                value,
+                expected,
+            })
+            .await?
+        {
+            WriteOutcome::Update(outcome) => Ok(outcome),
+            _ => Err(Error::Failed),
+        }
+    }
+
+    pub(crate) async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<DeleteOutcome> {
+        let key = key.to_owned();
+        match self.submit(WriteOp::Delete { key, expected }).await? {
+            WriteOutcome::Delete(outcome) => Ok(outcome),
+            _ => Err(Error::Failed),
+        }
+    }
+
+    pub(crate) async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListOutcome> {
+        let (target, after_key) = match &opts.continue_token {
+            Some(token) => match ContinueToken::decode(token) {
+                Some(token) => (Some(token.revision), Some(token.after_key)),
+                None => return Ok(ListOutcome::InvalidContinue),
+            },
+            None => (opts.revision, None),
+        };
+        let limit = opts.limit.filter(|l| *l > 0);
+        let index = self.shared.index.read();
+        let current = index.revision;
+        let target = target.unwrap_or(current);
+        if target > current {
+            return Ok(ListOutcome::FutureRevision { current });
+        }
+        let start = match &after_key {
+            Some(key) => Bound::Excluded(key.clone()),
+            None => Bound::Included(prefix.to_owned()),
+        };
+        let mut range = index
+            .items
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix));
+        if target == current {
+            let items: Vec<KeyValue> = range
+                .by_ref()
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|(_, kv)| kv.clone())
+                .collect();
+            let remaining = range.count() as u64;
+            return Ok(ListOutcome::Listed(page(
+                items,
+                current,
+                remaining > 0,
+                Some(remaining),
+            )));
+        }
+
+        // Historical: at most `current - target` keys changed since the target, so this many current
+        // items (plus one) are enough to fill the page and know whether more follow.
+        let compacted = self.shared.compacted_revision();
+        if target < compacted {
+            return Ok(ListOutcome::Expired { compacted });
+        }
+        let changed = usize::try_from(current - target).unwrap_or(usize::MAX);
+        let wanted = limit.map_or(usize::MAX, |l| l.saturating_add(changed).saturating_add(1));
+        let snapshot: Vec<KeyValue> = range
+            .by_ref()
+            .take(wanted)
+            .map(|(_, kv)| kv.clone())
+            .collect();
+        let exhausted = snapshot.len() < wanted;
+        drop(index);
+
+        let events = self.shared.backend.read_log(target, current, usize::MAX)?;
+        let dense = events.len() == changed
+            && events.first().is_none_or(|e| e.revision == target + 1)
+            && events.last().is_none_or(|e| e.revision == current);
+        if !dense {
+            return Ok(ListOutcome::Expired {
+                compacted: self.shared.compacted_revision(),
+            });
+        }
+        let in_range = |key: &str| {
+            key.starts_with(prefix) && after_key.as_deref().is_none_or(|after| key > after)
+        };
+        // State at `target` of every key changed since: `prev` of its first later event.
+        let mut at_target: HashMap<&str, Option<&KeyValue>> = HashMap::new();
+        for event in events.iter().filter(|e| in_range(&e.key)) {
+            at_target
+                .entry(event.key.as_str())
+                .or_insert(event.prev.as_ref());
+        }
+        let upper = if exhausted {
+            None
+        } else {
+            snapshot.last().map(|kv| kv.key.clone())
+        };
+        let mut merged: BTreeMap<&str, &KeyValue> = snapshot
+            .iter()
+            .filter(|kv| !at_target.contains_key(kv.key.as_str()))
+            .map(|kv| (kv.key.as_str(), kv))
+            .collect();
+        for (key, state) in &at_target {
+            if let Some(kv) = state {
+                if upper.as_deref().is_none_or(|upper| *key <= upper) {
+                    merged.insert(key, kv);
+                }
+            }
+        }
+        let total = merged.len();
+        let take = limit.unwrap_or(usize::MAX).min(total);
+        let items: Vec<KeyValue> = merged.into_values().take(take).cloned().collect();
+        let more = total > take;
+        let remaining = exhausted.then(|| (total - take) as u64);
+        Ok(ListOutcome::Listed(page(items, target, more, remaining)))
+    }
+
+    pub(crate) fn watch(
+        &self,
+        prefix: &str,
+        after: Revision,
+        buffer: usize,
+    ) -> Result<WatchOutcome> {
+        if self.shared.hub.is_closed() {
+            return Err(Error::Closed);
+        }
+        let compacted = self.shared.compacted_revision();
+        if after < compacted {
+            return Ok(WatchOutcome::Expired { compacted });
+        }
+        let buffer = if buffer == 0 {
+            self.shared.config.default_watch_buffer
+        } else {
+            buffer
+        };
+        let source: Arc<dyn WatchSource> = Arc::clone(&self.shared) as Arc<dyn WatchSource>;
+        Ok(WatchOutcome::Watching(WatchStream::new(
+            source, prefix, after, buffer,
+        )))
+    }
+
+    pub(crate) fn current_revision(&self) -> Revision {
+        self.shared.index.read().revision
+    }
+
+    pub(crate) fn compacted_revision(&self) -> Revision {
+        self.shared.compacted_revision()
+    }
+
+    /// Number of live watch subscribers (for tests and metrics).
+    pub(crate) fn watcher_count(&self) -> usize {
+        self.shared.hub.subscriber_count()
+    }
+
+    pub(crate) async fn flush_and_close(&self) -> Result<()> {
+        let (reply, done) = oneshot::channel();
+        if self.commands.send(Command::Close(reply)).await.is_err() {
+            return Ok(()); // already closed
+        }
+        done.await.unwrap_or(Ok(()))
+    }
+}
+
+fn page(items: Vec<KeyValue>, revision: Revision, more: bool, remaining: Option<u64>) -> ListPage {
+    let continue_token = match (more, items.last()) {
+        (true, Some(last)) => Some(
+            ContinueToken {
+                revision,
+                after_key: last.key.clone(),
+            }
+            .encode(),
+        ),
+        _ => None,
+    };
+    ListPage {
+        remaining: if continue_token.is_some() {
+            remaining
+        } else {
+            None
+        },
+        items,
+        revision,
+        continue_token,
+    }
+}
+
+/// The single writer. Runs on its own thread; owns every mutation of index, log and compaction.
+struct Writer<B: Backend> {
+    shared: Arc<Shared<B>>,
+}
+
+type Pending = (oneshot::Sender<Result<WriteOutcome>>, WriteOutcome);
+
+impl<B: Backend> Writer<B> {
+    fn new(shared: Arc<Shared<B>>) -> Self {
+        Self { shared }
+    }
+
+    fn run(self, mut rx: mpsc::Receiver<Command>) {
+        let max_batch = self.shared.config.max_batch.max(1);
+        let mut batch = Vec::with_capacity(max_batch);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            let mut writes = Vec::with_capacity(batch.len());
+            let mut compact = false;
+            let mut close = None;
+            for command in batch.drain(..) {
+                match command {
+                    Command::Write(op, reply) if close.is_none() => writes.push((op, reply)),
+                    Command::Write(_, reply) => {
+                        let _ = reply.send(Err(Error::Closed));
+                    }
+                    Command::Compact => compact = true,
+                    Command::Close(reply) => close = close.or(Some(reply)),
+                }
+            }
+            self.commit(writes);
+            if compact {
+                self.compact();
+            }
+            if let Some(reply) = close {
+                rx.close();
+                while let Ok(command) = rx.try_recv() {
+                    match command {
+                        Command::Write(_, reply) => {
+                            let _ = reply.send(Err(Error::Closed));
+                        }
+                        Command::Close(reply) => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        Command::Compact => {}
+                    }
+                }
+                let flushed = self.shared.backend.flush();
+                self.shared.hub.close();
+                tracing::debug!("store closed");
+                // Release the back end (sled's directory lock) before the caller hears "closed".
+                drop(self);
+                let _ = reply.send(flushed);
+                return;
+            }
+        }
+        // Every sender is gone: the store was dropped.
+        let _ = self.shared.backend.flush();
+        self.shared.hub.close();
+    }
+
+    fn commit(&self, writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>) {
+        if writes.is_empty() {
+            return;
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            for (_, reply) in writes {
+                let _ = reply.send(Err(Error::Failed));
+            }
+            return;
+        }
+        let (events, pending) = {
+            let index = self.shared.index.read();
+            evaluate(&index, writes)
+        };
+        if !events.is_empty() {
+            if let Err(error) = self.shared.backend.commit(&events, now_ms()) {
+                tracing::error!(%error, "store commit failed; refusing further writes");
+                self.shared.failed.store(true, Ordering::Release);
+                for (reply, _) in pending {
+                    let _ = reply.send(Err(Error::Failed));
+                }
+                return;
+            }
+            let mut index = self.shared.index.write();
+            for event in &events {
+                match &event.value {
+                    Some(kv) => {
+                        index.items.insert(event.key.clone(), kv.clone());
+                    }
+                    None => {
+                        index.items.remove(&event.key);
+                    }
+                }
+            }
+            if let Some(last) = events.last() {
+                index.revision = last.revision;
+            }
+        }
+        for (reply, outcome) in pending {
+            let _ = reply.send(Ok(outcome));
+        }
+        self.shared.hub.publish(&events);
+    }
+
+    fn compact(&self) {
+        let config = &self.shared.config;
+        let revision = self.shared.index.read().revision;
+        let compacted = self.shared.compacted_revision();
+        let by_count = revision.saturating_sub(config.event_log_max_events);
+        let max_age_ms = u64::try_from(config.event_log_max_age.as_millis()).unwrap_or(u64::MAX);
+        let cutoff = now_ms().saturating_sub(max_age_ms);
+        let by_age = match self.shared.backend.last_committed_before(cutoff, revision) {
+            Ok(found) => found.unwrap_or(0),
+            Err(error) => {
+                tracing::warn!(%error, "compaction scan failed");
+                return;
+            }
+        };
+        let target = by_count
+            .max(by_age)
+            .min(compacted.saturating_add(COMPACT_STEP));
+        if target <= compacted {
+            return;
+        }
+        // Raise the bound first, so no new watch or list relies on entries about to go.
+        self.shared.compacted.store(target, Ordering::Release);
+        match self.shared.backend.compact(target) {
+            Ok(()) => tracing::debug!(compacted = target, "event log compacted"),
+            Err(error) => tracing::warn!(%error, "compaction failed"),
+        }
+    }
+}
+
+/// Evaluate a batch in order against the index plus the batch's own earlier writes; assign revisions.
+fn evaluate(
+    index: &Index,
+    writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>,
+) -> (Vec<Arc<Event>>, Vec<Pending>) {
+    let mut overlay: HashMap<String, Option<KeyValue>> = HashMap::new();
+    let mut events = Vec::new();
+    let mut pending = Vec::with_capacity(writes.len());
+    let mut next = index.revision + 1;
+    let current = |overlay: &HashMap<String, Option<KeyValue>>, key: &str| match overlay.get(key) {
+        Some(state) => state.clone(),
+        None => index.items.get(key).cloned(),
+    };
+    for (op, reply) in writes {
+        let outcome = match op {
+            WriteOp::Create { key, value } => match current(&overlay, &key) {
+                Some(existing) => WriteOutcome::Create(CreateOutcome::AlreadyExists(existing)),
+                None => {
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value,
+                        create_revision: next,
+                        mod_revision: next,
+                    };
+                    push(
+                        &mut events,
+                        &mut overlay,
+                        &mut next,
+                        EventKind::Put,
+                        Some(kv.clone()),
+                        None,
+                        key,
+                    );
+                    WriteOutcome::Create(CreateOutcome::Created(kv))
+                }
+            },
+            WriteOp::Update {
+                key,
+                value,
+                expected,
+            } => match current(&overlay, &key) {
+                None => WriteOutcome::Update(UpdateOutcome::NotFound),
+                Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
+                    WriteOutcome::Update(UpdateOutcome::Conflict(prev))
+                }
+                Some(prev) => {
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value,
+                        create_revision: prev.create_revision,
+                        mod_revision: next,
+                    };
+                    push(
+                        &mut events,
+                        &mut overlay,
+                        &mut next,
+                        EventKind::Put,
+                        Some(kv.clone()),
+                        Some(prev.clone()),
+                        key,
+                    );
+                    WriteOutcome::Update(UpdateOutcome::Updated { kv, prev })
+                }
+            },
+            WriteOp::Delete { key, expected } => match current(&overlay, &key) {
+                None => WriteOutcome::Delete(DeleteOutcome::NotFound),
+                Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
+                    WriteOutcome::Delete(DeleteOutcome::Conflict(prev))
+                }
+                Some(prev) => {
+                    let revision = next;
+                    push(
+                        &mut events,
+                        &mut overlay,
+                        &mut next,
+                        EventKind::Delete,
+                        None,
+                        Some(prev.clone()),
+                        key,
+                    );
+                    WriteOutcome::Delete(DeleteOutcome::Deleted { prev, revision })
+                }
+            },
+        };
+        pending.push((reply, outcome));
+    }
+    (events, pending)
+}
+
+fn push(
+    events: &mut Vec<Arc<Event>>,
+    overlay: &mut HashMap<String, Option<KeyValue>>,
+    next: &mut Revision,
+    kind: EventKind,
+    value: Option<KeyValue>,
+    prev: Option<KeyValue>,
+    key: String,
+) {
+    overlay.insert(key.clone(), value.clone());
+    events.push(Arc::new(Event {
+        kind,
+        key,
+        revision: *next,
+        value,
+        prev,
+    }));
+    *next += 1;
+}

@@ -1,0 +1,114 @@
+//! The public store types: [`SledStore`] (durable) and [`MemoryStore`] (no files), both the same
+//! [`crate::engine`] over a different back end, both implementing [`Store`].
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::backend::MemoryBackend;
+use crate::engine::Engine;
+use crate::sled_backend::SledBackend;
+use crate::{
+    CreateOutcome, DeleteOutcome, KeyValue, ListOptions, ListOutcome, Result, Revision, Store,
+    StoreConfig, UpdateOutcome, WatchOutcome,
+};
+
+/// The durable store on sled. See [`crate::sled_backend`] for the on-disk guarantees.
+///
+/// Opening starts two threads (the writer and a compaction ticker); no tokio runtime is needed to open,
+/// the async methods run on any executor.
+pub struct SledStore {
+    engine: Engine<SledBackend>,
+    path: PathBuf,
+}
+
+impl SledStore {
+    /// Open (or create) the store in directory `path`. A directory that is not a minik8s store, or
+    /// whose data does not decode, fails with [`crate::Error::Corrupt`] naming the path.
+    pub fn open(path: &Path, cfg: StoreConfig) -> Result<Self> {
+        let backend = SledBackend::open(path, cfg.sled_cache_bytes)?;
+        let engine = Engine::start(backend, cfg, "store")?;
+        tracing::info!(path = %path.display(), revision = engine.current_revision(), "sled store opened");
+        Ok(Self {
+            engine,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Live watch subscribers (watchers that finished catching up), for tests and metrics.
+    pub fn watcher_count(&self) -> usize {
+        self.engine.watcher_count()
+    }
+
+    #[allow(dead_code)]
+    fn backend(&self) -> &SledBackend {
+        self.engine.backend()
+    }
+}
+
+/// The in-memory store: same engine and contract, nothing written to any file. See
+/// [`crate::backend`] for why this is a pure in-memory back end rather than a temporary sled.
+pub struct MemoryStore {
+    engine: Engine<MemoryBackend>,
+}
+
+impl MemoryStore {
+    pub fn new(cfg: StoreConfig) -> Result<Self> {
+        Ok(Self {
+            engine: Engine::start(MemoryBackend::default(), cfg, "memstore")?,
+        })
+    }
+
+    /// Live watch subscribers (watchers that finished catching up), for tests and metrics.
+    pub fn watcher_count(&self) -> usize {
+        self.engine.watcher_count()
+    }
+}
+
+macro_rules! delegate_store {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl Store for $ty {
+            async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+                self.engine.get(key).await
+            }
+            async fn create(&self, key: &str, value: Bytes) -> Result<CreateOutcome> {
+                self.engine.create(key, value).await
+            }
+            async fn update(
+                &self,
+                key: &str,
+                value: Bytes,
+                expected: Option<Revision>,
+            ) -> Result<UpdateOutcome> {
+                self.engine.update(key, value, expected).await
+            }
+            async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<DeleteOutcome> {
+                self.engine.delete(key, expected).await
+            }
+            async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListOutcome> {
+                self.engine.list(prefix, opts).await
+            }
+            fn watch(&self, prefix: &str, after: Revision, buffer: usize) -> Result<WatchOutcome> {
+                self.engine.watch(prefix, after, buffer)
+            }
+            fn current_revision(&self) -> Revision {
+                self.engine.current_revision()
+            }
+            fn compacted_revision(&self) -> Revision {
+                self.engine.compacted_revision()
+            }
+            async fn flush_and_close(&self) -> Result<()> {
+                self.engine.flush_and_close().await
+            }
+        }
+    };
+}
+
+delegate_store!(SledStore);
+delegate_store!(MemoryStore);

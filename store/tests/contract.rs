@@ -1,0 +1,54 @@
+//! The contract suite ([`store::conformance`]) against every back end in this crate.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use store::conformance::{self, Harness};
+use store::{MemoryStore, SledStore, StoreConfig};
+
+struct Memory;
+
+impl Harness for Memory {
+    type S = MemoryStore;
+    fn open(&self, cfg: StoreConfig) -> MemoryStore {
+        match MemoryStore::new(cfg) {
+            Ok(store) => store,
+            Err(error) => panic!("open memory store: {error}"),
+        }
+    }
+}
+
+/// Each store in its own sub-directory of one temporary directory, removed at the end.
+struct Sled {
+    root: tempfile::TempDir,
+    next: AtomicUsize,
+}
+
+impl Harness for Sled {
+    type S = SledStore;
+    fn open(&self, cfg: StoreConfig) -> SledStore {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.root.path().join(format!("store-{n}"));
+        match SledStore::open(&path, cfg) {
+            Ok(store) => store,
+            Err(error) => panic!("open sled store at {}: {error}", path.display()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_passes_the_contract() {
+    conformance::run_all(&Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_store_passes_the_contract() {
+    let root = match tempfile::tempdir() {
+        Ok(root) => root,
+        Err(error) => panic!("tempdir: {error}"),
+    };
+    conformance::run_all(&Sled {
+        root,
+        next: AtomicUsize::new(0),
+    })
+    .await;
+}
