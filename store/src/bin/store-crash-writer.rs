@@ -62,7 +62,7 @@ async fn client(store: Arc<SledStore>, mut rng: Rng, tag: String) {
                 }
             },
             Ok(Some(current)) => {
-                let expected = (rng.next() % 4 != 0).then_some(current.mod_revision);
+                let expected = (!rng.next().is_multiple_of(4)).then_some(current.mod_revision);
                 match store.update(&key, bytes, expected).await {
                     Ok(UpdateOutcome::Updated { kv, .. }) => Some(kv.mod_revision),
                     Ok(UpdateOutcome::Conflict(_) | UpdateOutcome::NotFound) => None,
