@@ -1,1 +1,52 @@
-//! client
+//! `client`: what client-go is to Kubernetes controllers, in Rust.
+//!
+//! It speaks plain Kubernetes HTTP/JSON to any apiserver and knows nothing of this project's
+//! apiserver internals. The pieces follow client-go's architecture and vocabulary
+//! (`/work/shared/spec/informer.md` §1–§5, §7):
+//!
+//! * [`rest`]: `Config`, `Client`, typed `Api<K>` (get/list/watch/create/replace/patch/delete),
+//!   errors classified from `Status`, client-side token bucket, bounded retries.
+//! * [`reflector`] → [`delta_fifo`] → [`indexer`] + [`processor`] listeners = [`shared_informer`];
+//!   [`factory`] shares one informer per type; [`lister`] reads the cache.
+//! * [`workqueue`]: dirty/processing queue, delaying queue, rate limiters, rate-limiting queue.
+//! * [`record`]: event broadcaster/recorder with client-go's correlator.
+//! * [`leaderelection`]: Lease-based leader election.
+//! * [`testing`]: an in-process `ListerWatcher` with controllable resourceVersions, 410s and
+//!   disconnects, for tests of anything built on informers.
+#![allow(clippy::result_large_err)]
+
+pub mod delta_fifo;
+pub mod factory;
+pub mod error;
+pub mod flowcontrol;
+pub mod indexer;
+pub mod labels;
+pub mod list_watch;
+pub mod lister;
+pub mod processor;
+pub mod reflector;
+pub mod rest;
+pub mod shared_informer;
+pub mod workqueue;
+
+pub use delta_fifo::{
+    DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, KnownObjects,
+    ReflectorStore,
+};
+pub use error::{Error, Result};
+pub use indexer::{
+    meta_namespace_key, namespace_index_func, split_meta_namespace_key, IndexFunc, Indexer,
+    Indexers, NAMESPACE_INDEX,
+};
+pub use labels::LabelMatcher;
+pub use list_watch::ListerWatcher;
+pub use lister::{Lister, NamespaceLister};
+pub use rest::{
+    Api, Client, Config, DeleteParams, ListParams, ObjectList, Patch, Preconditions,
+    PropagationPolicy, Resource, WatchEvent, WatchStream,
+};
+pub use factory::SharedInformerFactory;
+pub use processor::{FilteringHandler, FnHandler, HandlerRegistration, ResourceEventHandler};
+pub use reflector::Reflector;
+pub use shared_informer::{wait_for_cache_sync, HasSynced, SharedIndexInformer};
+pub use workqueue::{QueueMetrics, RateLimiter, RateLimitingQueue, WorkQueue};

@@ -1,0 +1,115 @@
+//! SharedInformerFactory: one informer per (type, list options) for a whole process (client-go
+//! `informers.SharedInformerFactory`).
+//!
+//! Guarantees: `informer::<K>()` returns the *same* instance on every call (all namespaces, no
+//! selectors), `informer_for::<K>(params)` the same instance per distinct `params`; `start` runs
+//! each informer not yet started exactly once, as a task on the current tokio runtime.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::rest::{Client, ListParams, Resource};
+use crate::shared_informer::{HasSynced, SharedIndexInformer};
+
+struct Entry {
+    informer: Box<dyn Any + Send + Sync>,
+    synced: Arc<dyn HasSynced>,
+    start: Box<dyn Fn(&TaskTracker, CancellationToken) + Send + Sync>,
+    started: bool,
+}
+
+/// Creates and starts shared informers over one [`Client`].
+pub struct SharedInformerFactory {
+    client: Client,
+    default_resync: Duration,
+    entries: Mutex<HashMap<(TypeId, ListParams), Entry>>,
+    tasks: TaskTracker,
+}
+
+impl SharedInformerFactory {
+    /// `default_resync` = 0 disables resync (kube-controller-manager uses a random 12–24 h).
+    pub fn new(client: Client, default_resync: Duration) -> Self {
+        SharedInformerFactory {
+            client,
+            default_resync,
+            entries: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The informer for all objects of `K` in all namespaces.
+    pub fn informer<K: Resource>(&self) -> SharedIndexInformer<K> {
+        self.informer_for::<K>(ListParams::default())
+    }
+
+    /// The informer for `K` restricted by `tweak` (label/field selectors, e.g.
+    /// `spec.nodeName=node-1`).
+    pub fn informer_for<K: Resource>(&self, tweak: ListParams) -> SharedIndexInformer<K> {
+        let key = (TypeId::of::<K>(), tweak.clone());
+        let mut entries = self.entries.lock();
+        if let Some(e) = entries.get(&key) {
+            if let Some(i) = e.informer.downcast_ref::<SharedIndexInformer<K>>() {
+                return i.clone();
+            }
+        }
+        let inf = SharedIndexInformer::new(self.client.all::<K>(), tweak, self.default_resync);
+        let run = inf.clone();
+        entries.insert(
+            key,
+            Entry {
+                informer: Box::new(inf.clone()),
+                synced: Arc::new(inf.clone()),
+                start: Box::new(move |tasks, token| {
+                    let i = run.clone();
+                    tasks.spawn(async move { i.run(token).await });
+                }),
+                started: false,
+            },
+        );
+        inf
+    }
+
+    /// Starts every informer created so far that is not running yet. Must be called within a tokio
+    /// runtime; call again after creating more informers.
+    pub fn start(&self, shutdown: CancellationToken) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            tracing::error!("SharedInformerFactory::start outside a tokio runtime; nothing started");
+            return;
+        }
+        for e in self.entries.lock().values_mut() {
+            if !e.started {
+                e.started = true;
+                (e.start)(&self.tasks, shutdown.clone());
+            }
+        }
+    }
+
+    /// Waits until every started informer synced; false if `shutdown` fired first.
+    pub async fn wait_for_cache_sync(&self, shutdown: &CancellationToken) -> bool {
+        let synced: Vec<Arc<dyn HasSynced>> = self
+            .entries
+            .lock()
+            .values()
+            .filter(|e| e.started)
+            .map(|e| e.synced.clone())
+            .collect();
+        let refs: Vec<&dyn HasSynced> = synced.iter().map(|s| s.as_ref()).collect();
+        crate::shared_informer::wait_for_cache_sync(&refs, shutdown).await
+    }
+
+    /// Waits for every started informer's task to finish (after `shutdown` was cancelled).
+    pub async fn shutdown(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
