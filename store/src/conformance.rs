@@ -6,7 +6,7 @@
 //! with deadlines (never fixed sleeps as assertions). Checks make no assumption about the starting
 //! revision beyond "nothing under the check's own key prefix".
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,6 +109,7 @@ pub async fn run_all<H: Harness>(harness: &H) {
     list_at_revision_and_bad_tokens(harness).await;
     watch_from_now_past_and_future(harness).await;
     watch_filters_by_prefix(harness).await;
+    watch_guarantees_checker(harness).await;
     concurrent_writers_and_watchers(harness).await;
     lost_update_counter(harness).await;
     slow_watcher_is_closed_without_blocking_writers(harness).await;
@@ -764,4 +765,239 @@ pub async fn snapshot(store: &dyn Store) -> BTreeMap<String, KeyValue> {
         .into_iter()
         .map(|kv| (kv.key.clone(), kv))
         .collect()
+}
+
+/// xorshift64*: deterministic choices from a seed, no dependency.
+struct SeededRng(u64);
+
+impl SeededRng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// The seed of randomized checks: `TEST_SEED` if set, else from the clock. Always in failure messages.
+pub fn test_seed() -> u64 {
+    std::env::var("TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
+
+/// One acknowledged write, as its writer saw it.
+#[derive(Debug, Clone)]
+struct Acked {
+    kind: EventKind,
+    key: String,
+    value: Option<Bytes>,
+}
+
+/// spec/reliability.md T3 at the store level: while writers run, watchers from now, from the past,
+/// from a future revision and with a narrow prefix record every event; then every stream is checked
+/// against the history the writers were acknowledged (all writes in the store come from them):
+/// ordered, unique, reliable (exactly the filtered history, no gap), resumable (a stream broken
+/// mid-way and resumed from its last revision continues exactly), `prev` and create-ness correct, and
+/// a future watch delivers nothing at or before its revision.
+pub async fn watch_guarantees_checker<H: Harness>(harness: &H) {
+    const WRITERS: u64 = 4;
+    const OPS: u64 = 300;
+    const KEYS: u64 = 10;
+    let seed = test_seed();
+    tracing::info!(seed, "watch checker");
+    let store: Arc<dyn Store> = Arc::new(harness.open(StoreConfig::default()));
+    let base = store.current_revision();
+    let history = Arc::new(parking_lot::Mutex::new(BTreeMap::<Revision, Acked>::new()));
+
+    async fn write(
+        store: &dyn Store,
+        rng: &mut SeededRng,
+        tag: &str,
+        history: &parking_lot::Mutex<BTreeMap<Revision, Acked>>,
+    ) {
+        let key = match rng.next() % 8 {
+            0 => format!("/other/k{}", rng.next() % 3),
+            _ => format!("/t3/k{}", rng.next() % KEYS),
+        };
+        let value = Bytes::from(format!("{tag}-{}", rng.next()));
+        let current = ok(store.get(&key).await, "get");
+        let acked = match (current, rng.next() % 10) {
+            (None, _) => match ok(store.create(&key, value.clone()).await, "create") {
+                CreateOutcome::Created(kv) => Some((kv.mod_revision, EventKind::Put, Some(value))),
+                CreateOutcome::AlreadyExists(_) => None,
+            },
+            (Some(kv), 0..=1) => {
+                match ok(store.delete(&key, Some(kv.mod_revision)).await, "delete") {
+                    DeleteOutcome::Deleted { revision, .. } => {
+                        Some((revision, EventKind::Delete, None))
+                    }
+                    _ => None,
+                }
+            }
+            (Some(kv), _) => match ok(
+                store
+                    .update(&key, value.clone(), Some(kv.mod_revision))
+                    .await,
+                "update",
+            ) {
+                UpdateOutcome::Updated { kv, .. } => {
+                    Some((kv.mod_revision, EventKind::Put, Some(value)))
+                }
+                _ => None,
+            },
+        };
+        if let Some((revision, kind, value)) = acked {
+            history.lock().insert(revision, Acked { kind, key, value });
+        }
+    }
+
+    // Some history before the watchers start, so "from the past" has something to replay.
+    let mut rng = SeededRng(seed | 1);
+    for _ in 0..60 {
+        write(&*store, &mut rng, "pre", &history).await;
+    }
+    let head = store.current_revision();
+    let past_offset = 1 + rng.next() % (head - base);
+    let specs: Vec<(&str, Revision, &str)> = vec![
+        ("", head, "now-all"),
+        ("/t3/", head, "now-t3"),
+        ("/t3/", head, "now-t3-b"),
+        ("", head, "now-all-b"),
+        ("/t3/", head - past_offset, "past-random"),
+        ("", base, "past-start"),
+        ("/t3/", head + 10, "future"),
+        ("/t3/k1", head - past_offset / 2, "filtered"),
+    ];
+    let sentinel = "/t3/k1~end";
+    let mut watchers = Vec::new();
+    for (prefix, after, name) in specs.iter().cloned() {
+        let mut stream = watching(&*store, prefix, after, 1 << 16);
+        // One stream of the from-now ones is broken mid-way and resumed from its last revision.
+        let break_after = (name == "now-t3-b").then_some(100usize);
+        let store = Arc::clone(&store);
+        watchers.push(tokio::spawn(async move {
+            let mut events = Vec::new();
+            loop {
+                if Some(events.len()) == break_after {
+                    let resume = stream.last_revision();
+                    stream = watching(&*store, prefix, resume, 1 << 16);
+                }
+                let event = next_event(&mut stream).await;
+                let done = event.key == sentinel;
+                events.push(event);
+                if done {
+                    return (name, prefix, after, events);
+                }
+            }
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let store = Arc::clone(&store);
+        let history = Arc::clone(&history);
+        let mut rng = SeededRng(seed.wrapping_add(w + 1).wrapping_mul(0x9E37_79B9) | 1);
+        writers.push(tokio::spawn(async move {
+            for _ in 0..OPS {
+                write(&*store, &mut rng, &format!("w{w}"), &history).await;
+            }
+        }));
+    }
+    for writer in writers {
+        if let Err(error) = writer.await {
+            panic!("seed {seed}: writer failed: {error}");
+        }
+    }
+    let end = created(&*store, sentinel, "end").await;
+    history.lock().insert(
+        end.mod_revision,
+        Acked {
+            kind: EventKind::Put,
+            key: sentinel.into(),
+            value: Some(val("end")),
+        },
+    );
+    let history = history.lock().clone();
+    let last = end.mod_revision;
+    let expected_all: Vec<Revision> = (base + 1..=last).collect();
+    assert_eq!(
+        history.keys().copied().collect::<Vec<_>>(),
+        expected_all,
+        "seed {seed}: acknowledged revisions are not dense"
+    );
+
+    // The state of every key before each revision, to check `prev` and create-ness.
+    let mut state: HashMap<String, (Bytes, Revision)> = HashMap::new();
+    let mut before: HashMap<Revision, Option<(Bytes, Revision)>> = HashMap::new();
+    for (revision, acked) in &history {
+        before.insert(*revision, state.get(&acked.key).cloned());
+        match &acked.value {
+            Some(value) => state.insert(acked.key.clone(), (value.clone(), *revision)),
+            None => state.remove(&acked.key),
+        };
+    }
+    for watcher in watchers {
+        let (name, prefix, after, events) = match watcher.await {
+            Ok(result) => result,
+            Err(error) => panic!("seed {seed}: watcher failed: {error}"),
+        };
+        let expected: Vec<Revision> = history
+            .range(after + 1..)
+            .filter(|(_, a)| a.key.starts_with(prefix))
+            .map(|(r, _)| *r)
+            .collect();
+        let got: Vec<Revision> = events.iter().map(|e| e.revision).collect();
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "seed {seed}: {name}: not strictly ordered / unique"
+        );
+        assert_eq!(
+            got, expected,
+            "seed {seed}: {name}: not exactly the filtered history after {after}"
+        );
+        for event in &events {
+            let Some(acked) = history.get(&event.revision) else {
+                panic!(
+                    "seed {seed}: {name}: event at unknown revision {}",
+                    event.revision
+                )
+            };
+            assert_eq!(
+                (event.kind, &event.key),
+                (acked.kind, &acked.key),
+                "seed {seed}: {name}"
+            );
+            assert_eq!(
+                event.value.as_ref().map(|kv| kv.value.clone()),
+                acked.value,
+                "seed {seed}: {name}"
+            );
+            let prev = event
+                .prev
+                .as_ref()
+                .map(|kv| (kv.value.clone(), kv.mod_revision));
+            let expected_prev = before.get(&event.revision).cloned().flatten();
+            assert_eq!(
+                prev, expected_prev,
+                "seed {seed}: {name}: prev at {}",
+                event.revision
+            );
+            assert_eq!(
+                event.is_create(),
+                event.kind == EventKind::Put && expected_prev.is_none()
+            );
+        }
+        if name == "future" {
+            assert!(
+                got.iter().all(|r| *r > after),
+                "seed {seed}: future watch delivered old events"
+            );
+        }
+    }
+    ok(store.flush_and_close().await, "close");
 }
