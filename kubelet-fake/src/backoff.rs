@@ -187,10 +187,10 @@ mod tests {
         let mut t = Duration::ZERO;
         while out.len() < n {
             match tl.at(t) {
-                RunState::Running { started, .. } if started > Duration::ZERO => {
-                    if out.last() != Some(&started.as_secs()) {
-                        out.push(started.as_secs());
-                    }
+                RunState::Running { started, .. }
+                    if started > Duration::ZERO && out.last() != Some(&started.as_secs()) =>
+                {
+                    out.push(started.as_secs());
                 }
                 _ => {}
             }
@@ -264,13 +264,21 @@ mod tests {
             stepped = tl.at(probe);
         }
         assert!(probe <= t);
-        let (RunState::Running { restart_count: a, .. } | RunState::BackOff { restart_count: a, .. }) =
-            direct
+        let (RunState::Running {
+            restart_count: a, ..
+        }
+        | RunState::BackOff {
+            restart_count: a, ..
+        }) = direct
         else {
             panic!("unexpected {direct:?}");
         };
-        let (RunState::Running { restart_count: b, .. } | RunState::BackOff { restart_count: b, .. }) =
-            stepped
+        let (RunState::Running {
+            restart_count: b, ..
+        }
+        | RunState::BackOff {
+            restart_count: b, ..
+        }) = stepped
         else {
             panic!("unexpected {stepped:?}");
         };
@@ -321,6 +329,9 @@ mod tests {
         assert_eq!(image_pull_attempt(S(310)), (5, S(310), S(610)));
         assert_eq!(image_pull_attempt(S(700)), (6, S(610), S(910)));
         assert_eq!(image_pull_attempt(S(1000)), (7, S(910), S(1210)));
-        assert_eq!(image_pull_attempt(S(1000)).2 - image_pull_attempt(S(1000)).1, S(300));
+        assert_eq!(
+            image_pull_attempt(S(1000)).2 - image_pull_attempt(S(1000)).1,
+            S(300)
+        );
     }
 }

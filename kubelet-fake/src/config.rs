@@ -61,7 +61,11 @@ impl Delay {
 
     /// The delay for a sample `u` in `[0, 1)` (the caller derives `u` deterministically).
     pub fn sample(&self, u: f64) -> Duration {
-        let u = if u.is_finite() { u.clamp(0.0, 1.0) } else { 0.0 };
+        let u = if u.is_finite() {
+            u.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         self.delay + self.jitter.mul_f64(u)
     }
 }
@@ -368,8 +372,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             other => return Err(format!("{text:?}: unknown unit {other:?}")),
         };
         rest = &rest[unit_len..];
-        let part = Duration::try_from_secs_f64(value * unit_secs)
-            .map_err(|e| format!("{text:?}: {e}"))?;
+        let part =
+            Duration::try_from_secs_f64(value * unit_secs).map_err(|e| format!("{text:?}: {e}"))?;
         total = total
             .checked_add(part)
             .ok_or_else(|| format!("{text:?}: overflow"))?;
@@ -482,7 +486,10 @@ mod tests {
     #[test]
     fn empty_document_gives_defaults() -> Result<()> {
         assert_eq!(LifecycleConfig::from_yaml("")?, LifecycleConfig::default());
-        assert_eq!(LifecycleConfig::from_yaml("{}")?, LifecycleConfig::default());
+        assert_eq!(
+            LifecycleConfig::from_yaml("{}")?,
+            LifecycleConfig::default()
+        );
         Ok(())
     }
 

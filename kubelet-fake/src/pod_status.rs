@@ -1,0 +1,914 @@
+//! The exact `PodStatus` a kubelet would report, as a pure function of the pod, its plan and time.
+//!
+//! [`evaluate`] takes the pod (spec and current status), its [`PodPlan`], the node-side facts
+//! ([`PodFacts`]: when the node accepted the pod, its IP, the node's IP, when the deletion was seen)
+//! and an instant, and returns the status at that instant plus the next instant at which it will
+//! change. The runtime writes the status if it differs and sets a timer for the next change, so the
+//! number of writes per pod is the number of visible transitions, never a polling rate.
+//!
+//! The timeline (offsets from acceptance): sandbox ready at `sandbox_after` (podIP assigned,
+//! `PodReadyToStartContainers`); init containers run in order (sidecars start and keep running);
+//! then every regular container starts at once and becomes Ready after its `ready_after`; rules
+//! replace that with image-pull failures, crash loops (kubelet back-off, [`crate::backoff`]),
+//! not-ready turns or exits. Phases follow the kubelet's `getPhase`. A seen `deletionTimestamp`
+//! terminates every container at `min(terminationDelay, remaining grace / 2)` after it was seen,
+//! the pod becomes terminal (`Succeeded` if all exited 0, else `Failed`) and
+//! [`Evaluation::delete_now`] tells the runtime to send the final `DELETE` (grace 0, UID
+//! precondition).
+//!
+//! Guarantees: no panics for any input; every timestamp is whole seconds (what the API stores, so a
+//! status read back compares equal); condition `lastTransitionTime`s change only when the
+//! condition's status changes ([`merge_with_previous`]); conditions owned by others (readiness
+//! gates, `DisruptionTarget`, the scheduler's `PodScheduled`) are carried over untouched.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::backoff::{image_pull_attempt, RestartTimeline, Run, RunState};
+use crate::config::format_go_duration;
+use crate::ids::{container_id, ImageRef};
+use crate::plan::{Behavior, ContainerPlan, PodPlan, RestartPolicy};
+
+/// How long `ErrImagePull` is shown after a failed pull before the next sync reports
+/// `ImagePullBackOff` (the kubelet resyncs a pod in error within about a second).
+pub const ERR_IMAGE_PULL_VISIBLE: Duration = Duration::from_secs(1);
+
+/// Condition types the kubelet owns, in the order the kubelet reports them.
+pub const KUBELET_CONDITIONS: [&str; 4] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+];
+
+/// Node-side facts about a pod that are not in the API object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    /// When this node first saw the pod bound to it (becomes `startTime`).
+    pub accepted: Timestamp,
+    /// The pod's IP, once IPAM gave one (`None`: the CIDR is exhausted; the sandbox never gets
+    /// ready, as with a real CNI failure).
+    pub pod_ip: Option<Ipv4Addr>,
+    /// The node's InternalIP.
+    pub host_ip: Ipv4Addr,
+    /// When this node first saw the pod's `deletionTimestamp`.
+    pub deletion_seen: Option<Timestamp>,
+}
+
+/// The result of [`evaluate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// The status to report now.
+    pub status: PodStatus,
+    /// When the status will next change on its own (`None`: never, until something external happens).
+    pub next_change: Option<Timestamp>,
+    /// The pod was being deleted and its containers have exited: write the status, then delete the
+    /// pod with grace period 0 and a UID precondition.
+    pub delete_now: bool,
+}
+
+/// Adds a duration to an instant, saturating.
+pub fn add(ts: Timestamp, d: Duration) -> Timestamp {
+    ts.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// `later - earlier`, or zero if `later` is not later.
+pub fn since(later: Timestamp, earlier: Timestamp) -> Duration {
+    Duration::try_from(later.duration_since(earlier)).unwrap_or(Duration::ZERO)
+}
+
+/// An API `Time`, truncated to whole seconds as the API serializes it.
+pub fn api_time(ts: Timestamp) -> Time {
+    Time(Timestamp::from_second(ts.as_second()).unwrap_or(ts))
+}
+
+/// What a container evaluation found, beyond the API status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Waiting and never ran (image pull, ContainerCreating, PodInitializing).
+    Waiting,
+    /// Waiting in back-off after at least one run.
+    BackOff,
+    Running,
+    Terminated(i32),
+}
+
+struct ContainerEval {
+    status: ContainerStatus,
+    kind: Kind,
+    /// When `ready` last changed, offset from acceptance.
+    ready_changed: Duration,
+    next: Option<Duration>,
+}
+
+/// Identity of the pod for kubelet-style messages: `name_namespace(uid)`.
+struct PodRef<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+}
+
+struct Ctx<'a> {
+    pod: PodRef<'a>,
+    accepted: Timestamp,
+    policy: RestartPolicy,
+}
+
+impl Ctx<'_> {
+    fn time(&self, offset: Duration) -> Time {
+        api_time(add(self.accepted, offset))
+    }
+
+    fn waiting(&self, c: &ContainerPlan, reason: &str, message: Option<String>) -> ContainerEval {
+        ContainerEval {
+            status: ContainerStatus {
+                name: c.name.clone(),
+                image: c.image.clone(),
+                image_id: String::new(),
+                ready: false,
+                started: Some(false),
+                restart_count: 0,
+                state: Some(ContainerState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some(reason.to_string()),
+                        message,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            kind: Kind::Waiting,
+            ready_changed: Duration::ZERO,
+            next: None,
+        }
+    }
+
+    fn terminated_state(
+        &self,
+        c: &ContainerPlan,
+        run: Run,
+        start: Duration,
+        restart: i32,
+        code: i32,
+    ) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                container_id: Some(container_id(self.pod.uid, &c.name, restart)),
+                exit_code: code,
+                reason: Some(if code == 0 { "Completed" } else { "Error" }.to_string()),
+                started_at: Some(self.time(start + run.started)),
+                finished_at: Some(self.time(start + run.finished)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn pulled(
+        &self,
+        c: &ContainerPlan,
+        restart_count: i32,
+        cid: Option<String>,
+    ) -> ContainerStatus {
+        let image = ImageRef::parse(&c.image);
+        ContainerStatus {
+            name: c.name.clone(),
+            image: image.status_image(),
+            image_id: image.image_id(),
+            container_id: cid,
+            restart_count,
+            ..Default::default()
+        }
+    }
+
+    /// A container that runs until deleted.
+    fn run(
+        &self,
+        c: &ContainerPlan,
+        start: Duration,
+        t: Duration,
+        ready_after: Duration,
+        not_ready_after: Option<Duration>,
+    ) -> ContainerEval {
+        let ready_at = start + ready_after;
+        let unready_at = not_ready_after.map(|d| start + d);
+        let ready = t >= ready_at && unready_at.is_none_or(|u| t < u);
+        let (ready_changed, next) = match unready_at {
+            Some(u) if t >= u => (u.max(start), None),
+            Some(u) if t >= ready_at => (ready_at, Some(u)),
+            Some(u) => (start, Some(u.min(ready_at))),
+            None if t >= ready_at => (ready_at, None),
+            None => (start, Some(ready_at)),
+        };
+        let mut status = self.pulled(c, 0, Some(container_id(self.pod.uid, &c.name, 0)));
+        status.ready = ready;
+        status.started = Some(true);
+        status.state = Some(ContainerState {
+            running: Some(ContainerStateRunning {
+                started_at: Some(self.time(start)),
+            }),
+            ..Default::default()
+        });
+        ContainerEval {
+            status,
+            kind: Kind::Running,
+            ready_changed,
+            next,
+        }
+    }
+
+    /// A container that exits after `run_for` and may be restarted with back-off.
+    fn exit(
+        &self,
+        c: &ContainerPlan,
+        start: Duration,
+        t: Duration,
+        timeline: RestartTimeline,
+        code: i32,
+        ready_after: Duration,
+    ) -> ContainerEval {
+        let run_for = timeline.run_for;
+        let state = timeline.at(t.saturating_sub(start));
+        let next = state.next_change(run_for).map(|n| start + n);
+        match state {
+            RunState::Running {
+                started,
+                restart_count,
+                previous,
+            } => {
+                let cid = container_id(self.pod.uid, &c.name, restart_count);
+                let mut status = self.pulled(c, restart_count, Some(cid));
+                let ready_at = start + started + ready_after;
+                let ready = t >= ready_at && ready_after < run_for;
+                status.ready = ready;
+                status.started = Some(true);
+                status.state = Some(ContainerState {
+                    running: Some(ContainerStateRunning {
+                        started_at: Some(self.time(start + started)),
+                    }),
+                    ..Default::default()
+                });
+                status.last_state = previous
+                    .map(|run| self.terminated_state(c, run, start, restart_count - 1, code));
+                let next = if !ready && ready_after < run_for {
+                    Some(ready_at)
+                } else {
+                    next
+                };
+                ContainerEval {
+                    status,
+                    kind: Kind::Running,
+                    ready_changed: if ready { ready_at } else { start + started },
+                    next,
+                }
+            }
+            RunState::BackOff {
+                last,
+                restart_count,
+                backoff,
+                ..
+            } => {
+                let cid = container_id(self.pod.uid, &c.name, restart_count);
+                let mut status = self.pulled(c, restart_count, Some(cid));
+                status.started = Some(false);
+                status.state = Some(ContainerState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some("CrashLoopBackOff".to_string()),
+                        message: Some(format!(
+                            "back-off {} restarting failed container={} pod={}_{}({})",
+                            format_go_duration(backoff),
+                            c.name,
+                            self.pod.name,
+                            self.pod.namespace,
+                            self.pod.uid
+                        )),
+                    }),
+                    ..Default::default()
+                });
+                status.last_state =
+                    Some(self.terminated_state(c, last, start, restart_count, code));
+                ContainerEval {
+                    status,
+                    kind: Kind::BackOff,
+                    ready_changed: start + last.finished,
+                    next,
+                }
+            }
+            RunState::Exited {
+                last,
+                restart_count,
+            } => {
+                let cid = container_id(self.pod.uid, &c.name, restart_count);
+                let mut status = self.pulled(c, restart_count, Some(cid));
+                status.started = Some(false);
+                status.state = Some(self.terminated_state(c, last, start, restart_count, code));
+                ContainerEval {
+                    status,
+                    kind: Kind::Terminated(code),
+                    ready_changed: start + last.finished,
+                    next: None,
+                }
+            }
+        }
+    }
+
+    /// A container whose image never pulls.
+    fn image_pull_error(
+        &self,
+        c: &ContainerPlan,
+        start: Duration,
+        t: Duration,
+        message: Option<&str>,
+    ) -> ContainerEval {
+        let offset = t.saturating_sub(start);
+        let (_, attempt_at, next_attempt) = image_pull_attempt(offset);
+        let image = ImageRef::parse(&c.image).status_image();
+        let (reason, msg, next) = if offset < attempt_at + ERR_IMAGE_PULL_VISIBLE {
+            let msg = message.map(str::to_string).unwrap_or_else(|| {
+                format!(
+                    "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": \
+                     failed to resolve reference \"{image}\": {image}: not found"
+                )
+            });
+            (
+                "ErrImagePull",
+                msg,
+                start + attempt_at + ERR_IMAGE_PULL_VISIBLE,
+            )
+        } else {
+            (
+                "ImagePullBackOff",
+                format!("Back-off pulling image \"{}\"", c.image),
+                start + next_attempt,
+            )
+        };
+        let mut e = self.waiting(c, reason, Some(msg));
+        e.ready_changed = start;
+        e.next = Some(next);
+        e
+    }
+
+    fn container(
+        &self,
+        c: &ContainerPlan,
+        start: Duration,
+        t: Duration,
+        init: bool,
+    ) -> ContainerEval {
+        match &c.behavior {
+            Behavior::Run {
+                ready_after,
+                not_ready_after,
+            } => self.run(c, start, t, *ready_after, *not_ready_after),
+            Behavior::Exit {
+                run_for,
+                exit_code,
+                ready_after,
+            } => {
+                let restarts = if init {
+                    self.policy.restarts_init(*exit_code)
+                } else {
+                    self.policy.restarts(*exit_code)
+                };
+                let timeline = RestartTimeline {
+                    run_for: *run_for,
+                    restarts,
+                };
+                self.exit(c, start, t, timeline, *exit_code, *ready_after)
+            }
+            Behavior::ImagePullError { message } => {
+                self.image_pull_error(c, start, t, message.as_deref())
+            }
+        }
+    }
+}
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    since: Time,
+    reason: Option<&str>,
+    message: Option<String>,
+) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: if ok { "True" } else { "False" }.to_string(),
+        last_transition_time: Some(since),
+        reason: reason.map(str::to_string),
+        message,
+        ..Default::default()
+    }
+}
+
+/// Go's `fmt` rendering of a `[]string`: `[a b c]`.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}
+
+fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// The kubelet's `getPhase` over the regular containers (init handled by the caller).
+fn phase_of(kinds: &[Kind], policy: RestartPolicy) -> &'static str {
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for k in kinds {
+        match k {
+            Kind::Running => running += 1,
+            Kind::Waiting => waiting += 1,
+            Kind::BackOff => stopped += 1,
+            Kind::Terminated(code) => {
+                stopped += 1;
+                if *code == 0 {
+                    succeeded += 1;
+                }
+            }
+        }
+    }
+    if waiting > 0 {
+        "Pending"
+    } else if running > 0 {
+        "Running"
+    } else if stopped > 0 {
+        match policy {
+            RestartPolicy::Always => "Running",
+            _ if stopped == succeeded => "Succeeded",
+            RestartPolicy::Never => "Failed",
+            RestartPolicy::OnFailure => "Running",
+        }
+    } else {
+        "Pending"
+    }
+}
+
+/// Marks every container of a pod being deleted as exited at `at` (offset).
+fn terminate_for_deletion(ctx: &Ctx<'_>, e: &mut ContainerEval, at: Duration) {
+    let state = e.status.state.take().unwrap_or_default();
+    let new_state = if let Some(running) = state.running {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                container_id: e.status.container_id.clone(),
+                exit_code: 0,
+                reason: Some("Completed".to_string()),
+                started_at: running.started_at,
+                finished_at: Some(ctx.time(at)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    } else if state.terminated.is_some() {
+        state
+    } else if let Some(last) = e
+        .status
+        .last_state
+        .as_ref()
+        .filter(|l| l.terminated.is_some())
+    {
+        // In back-off: the last instance is what remains.
+        last.clone()
+    } else {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("ContainerStatusUnknown".to_string()),
+                message: Some(
+                    "The container could not be located when the pod was terminated".to_string(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let code = new_state.terminated.as_ref().map_or(0, |t| t.exit_code);
+    e.status.state = Some(new_state);
+    e.status.ready = false;
+    e.status.started = Some(false);
+    e.kind = Kind::Terminated(code);
+    e.ready_changed = at;
+    e.next = None;
+}
+
+/// Computes the status of `pod` at `now`. See the module docs.
+pub fn evaluate(pod: &Pod, plan: &PodPlan, facts: &PodFacts, now: Timestamp) -> Evaluation {
+    let ctx = Ctx {
+        pod: PodRef {
+            name: pod.metadata.name.as_deref().unwrap_or_default(),
+            namespace: pod.metadata.namespace.as_deref().unwrap_or_default(),
+            uid: pod.metadata.uid.as_deref().unwrap_or_default(),
+        },
+        accepted: facts.accepted,
+        policy: plan.restart_policy,
+    };
+    let t = since(now, facts.accepted);
+    let current = pod.status.as_ref();
+    let sandbox_ready = facts.pod_ip.is_some() && t >= plan.sandbox_after;
+    let mut next: Option<Duration> = None;
+    if facts.pod_ip.is_some() && !sandbox_ready {
+        next = Some(plan.sandbox_after);
+    }
+    let has_init = !plan.init_containers.is_empty();
+
+    // Init containers, in order.
+    let mut init: Vec<ContainerEval> = Vec::with_capacity(plan.init_containers.len());
+    let mut init_done_at: Option<Duration> = if has_init { None } else { Some(Duration::ZERO) };
+    let mut init_failed = false;
+    if has_init {
+        let mut blocked = !sandbox_ready;
+        let mut cursor = plan.sandbox_after;
+        for c in &plan.init_containers {
+            if blocked {
+                init.push(ctx.waiting(c, "PodInitializing", None));
+                continue;
+            }
+            let e = ctx.container(c, cursor, t, true);
+            next = min_opt(next, e.next);
+            match e.kind {
+                // A sidecar counts as done once started; it keeps running.
+                Kind::Running if c.sidecar => {}
+                Kind::Terminated(0) if !c.sidecar => {
+                    // An init container that exits 0 never restarts: it ran exactly once.
+                    cursor = match &c.behavior {
+                        Behavior::Exit { run_for, .. } => cursor + *run_for,
+                        _ => cursor,
+                    };
+                }
+                Kind::Terminated(_) => {
+                    init_failed = true;
+                    blocked = true;
+                }
+                _ => blocked = true,
+            }
+            init.push(e);
+        }
+        if !blocked {
+            init_done_at = Some(cursor);
+        }
+    }
+
+    // Regular containers start together once init is done and the sandbox is ready.
+    let mut regular: Vec<ContainerEval> = plan
+        .containers
+        .iter()
+        .map(|c| match init_done_at {
+            Some(start) if sandbox_ready => {
+                let start = start.max(plan.sandbox_after);
+                let e = ctx.container(c, start, t, false);
+                next = min_opt(next, e.next);
+                e
+            }
+            _ => ctx.waiting(
+                c,
+                if has_init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                },
+                None,
+            ),
+        })
+        .collect();
+    let containers_started = sandbox_ready && init_done_at.is_some();
+
+    let mut phase = if init_failed {
+        "Failed"
+    } else if !containers_started {
+        "Pending"
+    } else {
+        let kinds: Vec<Kind> = regular.iter().map(|e| e.kind).collect();
+        phase_of(&kinds, plan.restart_policy)
+    };
+
+    // Graceful deletion.
+    let mut delete_now = false;
+    let mut terminal_at: Option<Duration> = None;
+    if let Some(seen) = facts.deletion_seen {
+        let seen_off = since(seen, facts.accepted);
+        let deadline = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|d| since(d.0, seen))
+            .unwrap_or(Duration::ZERO);
+        let exit_at = seen_off + plan.termination_delay.min(deadline / 2);
+        if t >= exit_at {
+            for e in init.iter_mut().chain(regular.iter_mut()) {
+                terminate_for_deletion(&ctx, e, exit_at);
+            }
+            let all_zero = regular
+                .iter()
+                .all(|e| matches!(e.kind, Kind::Terminated(0)));
+            phase = if all_zero && !init_failed {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+            terminal_at = Some(exit_at);
+            delete_now = true;
+            next = None;
+        } else {
+            next = min_opt(next, Some(exit_at));
+        }
+    }
+    let terminal = phase == "Succeeded" || phase == "Failed";
+    if terminal && terminal_at.is_none() {
+        terminal_at = Some(
+            init.iter()
+                .chain(regular.iter())
+                .map(|e| e.ready_changed)
+                .max()
+                .unwrap_or(t),
+        );
+        if !delete_now {
+            // Nothing changes on its own any more (a failed init container's restarts included).
+            next = None;
+        }
+    }
+
+    // Conditions.
+    let at = |off: Duration| ctx.time(off);
+    let sandbox_cond = match terminal_at {
+        Some(off) => condition("PodReadyToStartContainers", false, at(off), None, None),
+        None if sandbox_ready => condition(
+            "PodReadyToStartContainers",
+            true,
+            at(plan.sandbox_after),
+            None,
+            None,
+        ),
+        None => condition(
+            "PodReadyToStartContainers",
+            false,
+            at(Duration::ZERO),
+            None,
+            None,
+        ),
+    };
+    let initialized_cond = match init_done_at {
+        Some(off) => condition("Initialized", true, at(off), None, None),
+        None => {
+            let incomplete: Vec<&str> = plan
+                .init_containers
+                .iter()
+                .zip(init.iter())
+                .filter(|(c, e)| {
+                    !(matches!(e.kind, Kind::Terminated(0)) && !c.sidecar
+                        || matches!(e.kind, Kind::Running) && c.sidecar)
+                })
+                .map(|(c, _)| c.name.as_str())
+                .collect();
+            let changed = init
+                .iter()
+                .map(|e| e.ready_changed)
+                .max()
+                .unwrap_or_default();
+            condition(
+                "Initialized",
+                false,
+                at(changed),
+                Some("ContainersNotInitialized"),
+                Some(format!(
+                    "containers with incomplete status: {}",
+                    go_list(&incomplete)
+                )),
+            )
+        }
+    };
+    let sidecars = plan
+        .init_containers
+        .iter()
+        .zip(init.iter())
+        .filter(|(c, _)| c.sidecar);
+    let mut unready: Vec<&str> = sidecars
+        .clone()
+        .filter(|(_, e)| !e.status.ready)
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    unready.extend(
+        plan.containers
+            .iter()
+            .zip(regular.iter())
+            .filter(|(_, e)| !e.status.ready)
+            .map(|(c, _)| c.name.as_str()),
+    );
+    let ready_changed = regular
+        .iter()
+        .chain(sidecars.map(|(_, e)| e))
+        .map(|e| e.ready_changed)
+        .max()
+        .unwrap_or_default();
+    let containers_ready = containers_started && unready.is_empty() && !terminal;
+    let (cr_reason, cr_message) = if terminal {
+        (Some("PodCompleted"), None)
+    } else if containers_ready {
+        (None, None)
+    } else {
+        (
+            Some("ContainersNotReady"),
+            Some(format!(
+                "containers with unready status: {}",
+                go_list(&unready)
+            )),
+        )
+    };
+    let cr_since = terminal_at.unwrap_or(ready_changed);
+    let containers_ready_cond = condition(
+        "ContainersReady",
+        containers_ready,
+        at(cr_since),
+        cr_reason,
+        cr_message.clone(),
+    );
+
+    // Readiness gates: conditions owned by someone else, unless we are told to satisfy them.
+    let gates: Vec<&str> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .map(|g| g.iter().map(|g| g.condition_type.as_str()).collect())
+        .unwrap_or_default();
+    let current_conditions: &[PodCondition] = current
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let mut gate_conditions: Vec<PodCondition> = Vec::new();
+    let mut gate_problems: Vec<String> = Vec::new();
+    for gate in &gates {
+        let existing = current_conditions.iter().find(|c| c.type_ == *gate);
+        if plan.satisfy_readiness_gates && containers_ready {
+            gate_conditions.push(condition(gate, true, at(ready_changed), None, None));
+            continue;
+        }
+        match existing {
+            None => gate_problems.push(format!(
+                "corresponding condition of pod readiness gate \"{gate}\" does not exist."
+            )),
+            Some(c) if c.status != "True" => gate_problems.push(format!(
+                "the status of pod readiness gate \"{gate}\" is not \"True\", but {}",
+                c.status
+            )),
+            Some(_) => {}
+        }
+    }
+    let ready_cond = if !containers_ready {
+        condition("Ready", false, at(cr_since), cr_reason, cr_message)
+    } else if !gate_problems.is_empty() {
+        condition(
+            "Ready",
+            false,
+            at(ready_changed),
+            Some("ReadinessGatesNotReady"),
+            Some(gate_problems.join(", ")),
+        )
+    } else {
+        condition("Ready", true, at(ready_changed), None, None)
+    };
+    let scheduled_cond = current_conditions
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .cloned()
+        .unwrap_or_else(|| condition("PodScheduled", true, at(Duration::ZERO), None, None));
+
+    let mut conditions = vec![
+        sandbox_cond,
+        initialized_cond,
+        ready_cond,
+        containers_ready_cond,
+        scheduled_cond,
+    ];
+    let ours_gates: Vec<&str> = gate_conditions.iter().map(|c| c.type_.as_str()).collect();
+    let foreign: Vec<PodCondition> = current_conditions
+        .iter()
+        .filter(|c| {
+            !KUBELET_CONDITIONS.contains(&c.type_.as_str())
+                && c.type_ != "PodScheduled"
+                && !ours_gates.contains(&c.type_.as_str())
+        })
+        .cloned()
+        .collect();
+    conditions.extend(gate_conditions);
+    conditions.extend(foreign);
+
+    let pod_ip = facts
+        .pod_ip
+        .filter(|_| sandbox_ready || terminal_at.is_some());
+    let status = PodStatus {
+        phase: Some(phase.to_string()),
+        conditions: Some(conditions),
+        host_ip: Some(facts.host_ip.to_string()),
+        host_ips: Some(vec![HostIP {
+            ip: facts.host_ip.to_string(),
+        }]),
+        pod_ip: pod_ip.map(|ip| ip.to_string()),
+        pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.to_string() }]),
+        start_time: Some(api_time(facts.accepted)),
+        qos_class: Some(qos_class(pod).to_string()),
+        init_container_statuses: has_init.then(|| init.into_iter().map(|e| e.status).collect()),
+        container_statuses: Some(regular.into_iter().map(|e| e.status).collect()),
+        nominated_node_name: current.and_then(|s| s.nominated_node_name.clone()),
+        resource_claim_statuses: current.and_then(|s| s.resource_claim_statuses.clone()),
+        ..Default::default()
+    };
+    Evaluation {
+        status,
+        next_change: next.map(|off| add(facts.accepted, off)),
+        delete_now,
+    }
+}
+
+/// The pod's QoS class, as `pkg/apis/core/helper/qos` computes it (requests default to limits).
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let Some(spec) = pod.spec.as_ref() else {
+        return "BestEffort";
+    };
+    let all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in all {
+        let res = c.resources.as_ref();
+        let requests = res.and_then(|r| r.requests.as_ref());
+        let limits = res.and_then(|r| r.limits.as_ref());
+        for name in ["cpu", "memory"] {
+            let req = requests
+                .and_then(|r| r.get(name))
+                .or(limits.and_then(|l| l.get(name)));
+            let lim = limits.and_then(|l| l.get(name));
+            if req.is_some() || lim.is_some() {
+                any = true;
+            }
+            if lim.is_none() || req != lim {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+/// Keeps `lastTransitionTime` of conditions whose status did not change, and the timestamps of
+/// container states that are the same container instance in the same state, as the kubelet does.
+pub fn merge_with_previous(new: &mut PodStatus, previous: Option<&PodStatus>) {
+    let Some(prev) = previous else { return };
+    if let (Some(conds), Some(prev_conds)) = (new.conditions.as_mut(), prev.conditions.as_ref()) {
+        for c in conds.iter_mut() {
+            if let Some(p) = prev_conds.iter().find(|p| p.type_ == c.type_) {
+                if p.status == c.status && p.last_transition_time.is_some() {
+                    c.last_transition_time = p.last_transition_time.clone();
+                }
+            }
+        }
+    }
+    let pairs = [
+        (
+            new.container_statuses.as_mut(),
+            prev.container_statuses.as_ref(),
+        ),
+        (
+            new.init_container_statuses.as_mut(),
+            prev.init_container_statuses.as_ref(),
+        ),
+    ];
+    for (news, prevs) in pairs {
+        let (Some(news), Some(prevs)) = (news, prevs) else {
+            continue;
+        };
+        for c in news.iter_mut() {
+            let Some(p) = prevs.iter().find(|p| p.name == c.name) else {
+                continue;
+            };
+            if c.container_id.is_none() || c.container_id != p.container_id {
+                continue;
+            }
+            if let (Some(state), Some(pstate)) = (c.state.as_mut(), p.state.as_ref()) {
+                match (state.running.as_mut(), pstate.running.as_ref()) {
+                    (Some(r), Some(pr)) if pr.started_at.is_some() => {
+                        r.started_at = pr.started_at.clone()
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if prev.start_time.is_some() {
+        new.start_time = prev.start_time.clone();
+    }
+}
+
+#[cfg(test)]
+#[path = "pod_status_tests.rs"]
+mod tests;
