@@ -4,6 +4,7 @@ pub mod config;
 pub mod error;
 pub mod ids;
 pub mod ipam;
+pub mod node;
 pub mod plan;
 pub mod pod_status;
 
