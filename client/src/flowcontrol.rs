@@ -58,6 +58,21 @@ impl TokenBucket {
         }
     }
 
+    /// Takes a token only if one is available now (`rate.Limiter.Allow` / flowcontrol `TryAccept`).
+    pub fn try_acquire(&self) -> bool {
+        let now = Instant::now();
+        let mut s = self.state.lock();
+        let elapsed = now.saturating_duration_since(s.last).as_secs_f64();
+        s.last = now;
+        s.tokens = (s.tokens + elapsed * self.qps).min(self.burst);
+        if s.tokens >= 1.0 {
+            s.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
     /// Takes one token and sleeps until it is granted.
     pub async fn acquire(&self) {
         let d = self.reserve();

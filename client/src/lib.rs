@@ -22,11 +22,14 @@ pub mod flowcontrol;
 pub mod indexer;
 pub mod labels;
 pub mod list_watch;
+pub mod leaderelection;
 pub mod lister;
 pub mod processor;
+pub mod record;
 pub mod reflector;
 pub mod rest;
 pub mod shared_informer;
+pub mod testing;
 pub mod workqueue;
 
 pub use delta_fifo::{
@@ -50,3 +53,5 @@ pub use processor::{FilteringHandler, FnHandler, HandlerRegistration, ResourceEv
 pub use reflector::Reflector;
 pub use shared_informer::{wait_for_cache_sync, HasSynced, SharedIndexInformer};
 pub use workqueue::{QueueMetrics, RateLimiter, RateLimitingQueue, WorkQueue};
+pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
+pub use record::{EventBroadcaster, EventRecorder, EventType};

@@ -5,7 +5,7 @@
 //! * Producers never block on a slow handler: each listener owns a growing FIFO buffer (initial
 //!   capacity 1024, doubling, as client-go's `buffer.RingGrowing`). This is the one deliberately
 //!   unbounded buffer of the crate (spec §4.6): its size is bounded by the number of events the
-//!   informer delivers while that handler is slow, and `pending()` exposes it.
+//!   informer delivers while that handler is slow.
 //! * Per handler: notifications are delivered sequentially, in distribution order, by one task.
 //!   Across handlers: no ordering.
 //! * Sync notifications (resync, unchanged relist) go only to listeners whose resync is due.

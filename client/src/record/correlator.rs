@@ -1,0 +1,269 @@
+//! The event correlator (client-go `tools/record/events_cache.go`): aggregation of similar events,
+//! count increments for repeats, and a per-source/object spam filter.
+//!
+//! Pipeline for each event, in client-go's order:
+//! 1. **Aggregate**: events equal in everything but the message (source, involved object, type,
+//!    reason) are tracked per aggregate key; once [`AGGREGATE_MAX_EVENTS`] distinct messages were
+//!    seen within [`AGGREGATE_INTERVAL`], further ones are replaced by a single event with message
+//!    `"(combined from similar events): <msg>"`, correlated by the aggregate key.
+//! 2. **Observe**: an event whose key was seen before becomes a repeat: same name and first
+//!    timestamp, `count + 1`, and a strategic-merge patch of `count`, `lastTimestamp`, `message`.
+//! 3. **Spam filter**: a token bucket per (source, involved object, type, reason), burst
+//!    [`SPAM_BURST`], refilled at [`SPAM_QPS`]; events without a token are skipped.
+//!
+//! Bounds: each cache is an LRU of [`MAX_LRU_ENTRIES`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use parking_lot::Mutex;
+
+use crate::flowcontrol::TokenBucket;
+
+/// `maxLruCacheEntries`.
+pub const MAX_LRU_ENTRIES: usize = 4096;
+/// `defaultAggregateMaxEvents`: distinct messages before aggregation kicks in.
+pub const AGGREGATE_MAX_EVENTS: usize = 10;
+/// `defaultAggregateIntervalInSeconds`.
+pub const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
+/// `defaultSpamBurst`.
+pub const SPAM_BURST: u32 = 25;
+/// `defaultSpamQPS` = 1/300: one event per 5 minutes after the burst.
+pub const SPAM_QPS: f64 = 1.0 / 300.0;
+
+/// A small LRU (least-recently *touched* is evicted).
+struct Lru<K, V> {
+    map: HashMap<K, (V, u64)>,
+    tick: u64,
+    cap: usize,
+}
+
+impl<K: Eq + Hash + Clone, V> Lru<K, V> {
+    fn new(cap: usize) -> Self {
+        Lru {
+            map: HashMap::new(),
+            tick: 0,
+            cap,
+        }
+    }
+    fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.tick += 1;
+        let t = self.tick;
+        self.map.get_mut(k).map(|(v, at)| {
+            *at = t;
+            v
+        })
+    }
+    fn insert(&mut self, k: K, v: V) {
+        self.tick += 1;
+        if self.map.len() >= self.cap && !self.map.contains_key(&k) {
+            if let Some(oldest) = self.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone()) {
+                self.map.remove(&oldest);
+            }
+        }
+        self.map.insert(k, (v, self.tick));
+    }
+}
+
+fn source_and_object(e: &Event) -> Vec<String> {
+    let src = e.source.clone().unwrap_or_default();
+    let o = &e.involved_object;
+    vec![
+        src.component.unwrap_or_default(),
+        src.host.unwrap_or_default(),
+        o.kind.clone().unwrap_or_default(),
+        o.namespace.clone().unwrap_or_default(),
+        o.name.clone().unwrap_or_default(),
+        o.uid.clone().unwrap_or_default(),
+        o.api_version.clone().unwrap_or_default(),
+    ]
+}
+
+/// `getSpamKey`: source + involved object + type + reason.
+fn spam_key(e: &Event) -> String {
+    let mut parts = source_and_object(e);
+    parts.push(e.type_.clone().unwrap_or_default());
+    parts.push(e.reason.clone().unwrap_or_default());
+    parts.join("")
+}
+
+/// `EventAggregatorByReasonFunc`: (aggregate key, local key = message).
+fn aggregate_keys(e: &Event) -> (String, String) {
+    let mut parts = source_and_object(e);
+    parts.push(e.type_.clone().unwrap_or_default());
+    parts.push(e.reason.clone().unwrap_or_default());
+    (parts.join(""), e.message.clone().unwrap_or_default())
+}
+
+/// `getEventKey`: everything including the message.
+fn event_key(e: &Event) -> String {
+    let mut parts = source_and_object(e);
+    parts.push(e.type_.clone().unwrap_or_default());
+    parts.push(e.reason.clone().unwrap_or_default());
+    parts.push(e.message.clone().unwrap_or_default());
+    parts.join("")
+}
+
+struct AggregateRecord {
+    local_keys: BTreeSet<String>,
+    last: Timestamp,
+}
+
+#[derive(Clone)]
+struct Observed {
+    count: i32,
+    first: Option<Time>,
+    name: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// What to do with an event.
+#[derive(Clone, Debug)]
+pub struct CorrelationResult {
+    /// The event to write (possibly the aggregated replacement, with updated count).
+    pub event: Event,
+    /// For repeats: the strategic-merge patch to send instead of a create.
+    pub patch: Option<serde_json::Value>,
+    /// Dropped by the spam filter.
+    pub skip: bool,
+    /// Key under which to record the server's answer ([`EventCorrelator::update_state`]).
+    pub key: String,
+}
+
+/// Aggregation, repeat counting and spam filtering for one broadcaster.
+pub struct EventCorrelator {
+    aggregate: Mutex<Lru<String, AggregateRecord>>,
+    observed: Mutex<Lru<String, Observed>>,
+    spam: Mutex<Lru<String, TokenBucket>>,
+}
+
+impl Default for EventCorrelator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventCorrelator {
+    pub fn new() -> Self {
+        EventCorrelator {
+            aggregate: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
+            observed: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
+            spam: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
+        }
+    }
+
+    fn aggregate(&self, e: Event, now: Timestamp) -> (Event, String) {
+        let (agg_key, local_key) = aggregate_keys(&e);
+        let mut cache = self.aggregate.lock();
+        let fresh = AggregateRecord {
+            local_keys: BTreeSet::new(),
+            last: now,
+        };
+        let mut rec = match cache.map.remove(&agg_key) {
+            Some((r, _)) if r.last.saturating_add(AGGREGATE_INTERVAL).map_or(true, |t| t >= now) => r,
+            _ => fresh,
+        };
+        rec.local_keys.insert(local_key);
+        rec.last = now;
+        if rec.local_keys.len() < AGGREGATE_MAX_EVENTS {
+            cache.insert(agg_key, rec);
+            let k = event_key(&e);
+            return (e, k);
+        }
+        // Do not grow the set further.
+        rec.local_keys.pop_first();
+        cache.insert(agg_key.clone(), rec);
+        let t = Time(now);
+        let name = e.involved_object.name.clone().unwrap_or_default();
+        let agg = Event {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: e.metadata.namespace.clone(),
+                ..Default::default()
+            },
+            count: Some(1),
+            first_timestamp: Some(t.clone()),
+            last_timestamp: Some(t),
+            involved_object: e.involved_object.clone(),
+            message: Some(format!(
+                "(combined from similar events): {}",
+                e.message.clone().unwrap_or_default()
+            )),
+            type_: e.type_.clone(),
+            reason: e.reason.clone(),
+            source: e.source.clone(),
+            reporting_component: e.reporting_component.clone(),
+            reporting_instance: e.reporting_instance.clone(),
+            ..Default::default()
+        };
+        (agg, agg_key)
+    }
+
+    fn observe(&self, mut e: Event, key: &str) -> (Event, Option<serde_json::Value>) {
+        let mut cache = self.observed.lock();
+        let mut patch = None;
+        if let Some(last) = cache.get_mut(&key.to_string()).cloned() {
+            e.count = Some(last.count.saturating_add(1));
+            e.first_timestamp = last.first;
+            e.metadata.name = last.name;
+            e.metadata.resource_version = last.resource_version;
+            patch = Some(serde_json::json!({
+                "count": e.count,
+                "lastTimestamp": e.last_timestamp,
+                "message": e.message,
+            }));
+        }
+        cache.insert(
+            key.to_string(),
+            Observed {
+                count: e.count.unwrap_or(1),
+                first: e.first_timestamp.clone(),
+                name: e.metadata.name.clone(),
+                resource_version: e.metadata.resource_version.clone(),
+            },
+        );
+        (e, patch)
+    }
+
+    fn spam_filtered(&self, e: &Event) -> bool {
+        let key = spam_key(e);
+        let mut cache = self.spam.lock();
+        if cache.get_mut(&key).is_none() {
+            cache.insert(key.clone(), TokenBucket::new(SPAM_QPS, SPAM_BURST));
+        }
+        match cache.get_mut(&key) {
+            Some(b) => !b.try_acquire(),
+            None => false,
+        }
+    }
+
+    /// Runs the pipeline on a new event recorded at `now`.
+    pub fn correlate(&self, e: Event, now: Timestamp) -> CorrelationResult {
+        let (agg, key) = self.aggregate(e, now);
+        let (observed, patch) = self.observe(agg, &key);
+        let skip = self.spam_filtered(&observed);
+        CorrelationResult {
+            event: observed,
+            patch,
+            skip,
+            key,
+        }
+    }
+
+    /// Records the server's copy after a successful write (name, RV, count).
+    pub fn update_state(&self, key: &str, written: &Event) {
+        self.observed.lock().insert(
+            key.to_string(),
+            Observed {
+                count: written.count.unwrap_or(1),
+                first: written.first_timestamp.clone(),
+                name: written.metadata.name.clone(),
+                resource_version: written.metadata.resource_version.clone(),
+            },
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! Event recording (client-go `tools/record`): recorders hand `core/v1` Events to a broadcaster,
+//! which logs them, correlates them ([`correlator`]) and writes them to the apiserver.
+//!
+//! Guarantees and bounds:
+//! * `EventRecorder::event` never blocks and never fails the caller: events go into a channel of
+//!   [`MAX_QUEUED_EVENTS`] and are dropped (with a log) when it is full (client-go
+//!   `DropIfChannelFull`, `maxQueuedEvents = 1000`).
+//! * Writes: a repeat is a PATCH of count/lastTimestamp/message (falling back to a create when the
+//!   event is gone), otherwise a POST. An API error (e.g. AlreadyExists, namespace terminating) is
+//!   final; a transport error is retried up to [`MAX_TRIES_PER_EVENT`] times, [`RETRY_SLEEP`]
+//!   apart (the first retry after a random fraction of it), stopping at shutdown.
+
+pub mod correlator;
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use correlator::{CorrelationResult, EventCorrelator};
+
+use crate::error::{Error, Result};
+use crate::rest::{Client, Patch};
+
+/// `maxQueuedEvents`.
+pub const MAX_QUEUED_EVENTS: usize = 1000;
+/// `maxTriesPerEvent`.
+pub const MAX_TRIES_PER_EVENT: u32 = 12;
+/// `defaultSleepDuration` between write retries.
+pub const RETRY_SLEEP: Duration = Duration::from_secs(10);
+
+/// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// Records events for one component. Cheap to clone.
+#[derive(Clone)]
+pub struct EventRecorder {
+    tx: mpsc::Sender<Event>,
+    component: String,
+    host: String,
+}
+
+impl EventRecorder {
+    /// Records an event about `obj` (client-go `generateEvent`): name `<obj>.<unix-nanos hex>`, in
+    /// the object's namespace (`default` for cluster-scoped objects), count 1.
+    pub fn event(&self, obj: &ObjectReference, type_: EventType, reason: &str, message: &str) {
+        let now = Timestamp::now();
+        let ns = obj
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_string());
+        let name = obj.name.clone().unwrap_or_default();
+        let e = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(ns),
+                ..Default::default()
+            },
+            involved_object: obj.clone(),
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            type_: Some(type_.as_str().to_string()),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: (!self.host.is_empty()).then(|| self.host.clone()),
+            }),
+            reporting_component: Some(self.component.clone()),
+            reporting_instance: (!self.host.is_empty()).then(|| self.host.clone()),
+            ..Default::default()
+        };
+        tracing::info!(
+            object = %format!("{}/{}", obj.namespace.as_deref().unwrap_or(""), name),
+            kind = obj.kind.as_deref().unwrap_or(""),
+            r#type = type_.as_str(), reason, message, "event"
+        );
+        if let Err(e) = self.tx.try_send(e) {
+            tracing::warn!(error = %e, "event queue full or closed; event dropped");
+        }
+    }
+}
+
+/// Receives events from recorders and writes them to the apiserver.
+pub struct EventBroadcaster {
+    client: Client,
+    component: String,
+    host: String,
+    tx: mpsc::Sender<Event>,
+    rx: mpsc::Receiver<Event>,
+    correlator: EventCorrelator,
+}
+
+impl EventBroadcaster {
+    pub fn new(client: Client, component: &str) -> Self {
+        let (tx, rx) = mpsc::channel(MAX_QUEUED_EVENTS);
+        EventBroadcaster {
+            client,
+            component: component.to_string(),
+            host: std::env::var("HOSTNAME").unwrap_or_default(),
+            tx,
+            rx,
+            correlator: EventCorrelator::new(),
+        }
+    }
+
+    /// Sets `source.host` of events recorded from now on (default: `$HOSTNAME`).
+    pub fn with_host(mut self, host: &str) -> Self {
+        self.host = host.to_string();
+        self
+    }
+
+    /// A recorder for `component` (empty: the broadcaster's component).
+    pub fn recorder(&self, component: &str) -> EventRecorder {
+        EventRecorder {
+            tx: self.tx.clone(),
+            component: if component.is_empty() {
+                self.component.clone()
+            } else {
+                component.to_string()
+            },
+            host: self.host.clone(),
+        }
+    }
+
+    /// Writes events until `shutdown` (or until every recorder is dropped).
+    pub async fn run(self, shutdown: CancellationToken) {
+        let EventBroadcaster {
+            client,
+            mut rx,
+            correlator,
+            tx,
+            ..
+        } = self;
+        drop(tx);
+        loop {
+            let e = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                e = rx.recv() => e,
+            };
+            let Some(e) = e else { return };
+            let result = correlator.correlate(e, Timestamp::now());
+            if result.skip {
+                tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
+                continue;
+            }
+            record_to_sink(&client, &correlator, result, &shutdown).await;
+        }
+    }
+}
+
+async fn record_to_sink(
+    client: &Client,
+    correlator: &EventCorrelator,
+    result: CorrelationResult,
+    shutdown: &CancellationToken,
+) {
+    let mut tries = 0u32;
+    loop {
+        match write_event(client, &result).await {
+            Ok(written) => {
+                correlator.update_state(&result.key, &written);
+                return;
+            }
+            Err(e) if e.status().is_some() => {
+                tracing::warn!(error = %e, "server rejected event; not retrying");
+                return;
+            }
+            Err(e) => {
+                tries += 1;
+                if tries >= MAX_TRIES_PER_EVENT {
+                    tracing::error!(error = %e, tries, "unable to write event; giving up");
+                    return;
+                }
+                let d = if tries == 1 {
+                    RETRY_SLEEP.mul_f64(rand::thread_rng().gen_range(0.0..1.0))
+                } else {
+                    RETRY_SLEEP
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(d) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn write_event(client: &Client, r: &CorrelationResult) -> Result<Event> {
+    let ns = r.event.metadata.namespace.clone().unwrap_or_default();
+    let api = client.api::<Event>(Some(&ns));
+    if let (Some(patch), Some(name)) = (&r.patch, r.event.metadata.name.as_deref()) {
+        match api.patch(name, &Patch::Strategic(patch.clone())).await {
+            Ok(e) => return Ok(e),
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut e = r.event.clone();
+    e.metadata.resource_version = None;
+    api.create(&e).await
+}
+
+#[cfg(test)]
+mod tests;
