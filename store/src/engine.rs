@@ -90,6 +90,9 @@ pub(crate) struct Shared<B: Backend> {
     compacted: AtomicU64,
     /// Set when a commit failed; all later writes are refused.
     failed: AtomicBool,
+    /// Durable commits (flushes) so far, and the writes they carried: their ratio is the group size.
+    commits: AtomicU64,
+    committed_writes: AtomicU64,
     config: StoreConfig,
 }
 
@@ -131,6 +134,8 @@ impl<B: Backend> Engine<B> {
             hub: Hub::new(revision),
             compacted: AtomicU64::new(compacted),
             failed: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            committed_writes: AtomicU64::new(0),
             config: config.clone(),
         });
         let (commands, rx) = mpsc::channel(config.write_queue.max(1));
@@ -364,6 +369,14 @@ impl<B: Backend> Engine<B> {
         self.shared.compacted_revision()
     }
 
+    pub(crate) fn stats(&self) -> crate::StoreStats {
+        crate::StoreStats {
+            commits: self.shared.commits.load(Ordering::Relaxed),
+            committed_writes: self.shared.committed_writes.load(Ordering::Relaxed),
+            watchers: self.shared.hub.subscriber_count(),
+        }
+    }
+
     /// Number of live watch subscribers (for tests and metrics).
     pub(crate) fn watcher_count(&self) -> usize {
         self.shared.hub.subscriber_count()
@@ -491,6 +504,10 @@ impl<B: Backend> Writer<B> {
                 }
                 return;
             }
+            self.shared.commits.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .committed_writes
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
             let mut index = self.shared.index.write();
             for event in &events {
                 match &event.value {

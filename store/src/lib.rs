@@ -25,6 +25,6 @@ pub use error::{Error, Result};
 pub use stores::{MemoryStore, SledStore};
 pub use types::{
     CreateOutcome, DeleteOutcome, Event, EventKind, KeyValue, ListOptions, ListOutcome, ListPage,
-    Revision, StoreConfig, UpdateOutcome, WatchOutcome, MAX_VALUE_SIZE,
+    Revision, StoreConfig, StoreStats, UpdateOutcome, WatchOutcome, MAX_VALUE_SIZE,
 };
 pub use watch::{WatchClosedReason, WatchItem, WatchStream};

@@ -45,6 +45,11 @@ impl SledStore {
         self.engine.watcher_count()
     }
 
+    /// Commit and watcher counters.
+    pub fn stats(&self) -> crate::StoreStats {
+        self.engine.stats()
+    }
+
     #[allow(dead_code)]
     fn backend(&self) -> &SledBackend {
         self.engine.backend()
@@ -67,6 +72,11 @@ impl MemoryStore {
     /// Live watch subscribers (watchers that finished catching up), for tests and metrics.
     pub fn watcher_count(&self) -> usize {
         self.engine.watcher_count()
+    }
+
+    /// Commit and watcher counters.
+    pub fn stats(&self) -> crate::StoreStats {
+        self.engine.stats()
     }
 }
 

@@ -172,3 +172,14 @@ impl Default for StoreConfig {
         }
     }
 }
+
+/// Counters of a running store, for benchmarks and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// Durable commits (one flush each).
+    pub commits: u64,
+    /// Writes those commits carried; `committed_writes / commits` is the mean group-commit size.
+    pub committed_writes: u64,
+    /// Live watch subscribers.
+    pub watchers: usize,
+}

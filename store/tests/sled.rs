@@ -166,9 +166,9 @@ async fn an_undecodable_object_fails_start_up() {
     drop(store);
     {
         let db = sled::open(dir.path()).unwrap();
-        db.open_tree("objects")
+        db.open_tree("data")
             .unwrap()
-            .insert(b"/k", b"\x09garbage")
+            .insert(b"o/k", b"\x09garbage")
             .unwrap();
         db.flush().unwrap();
     }
