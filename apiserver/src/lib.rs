@@ -1,5 +1,114 @@
 //! The Kubernetes REST API over the `store` crate.
+//!
+//! Layout: [`server`] accepts connections (header-read timeout, connection cap, graceful
+//! shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
+//! handlers of [`handlers`], behind the in-flight/timeout limits of [`http::limits`]. Lists and
+//! watches are served from the [`watch_cache`]; writes go to the store with compare-and-swap on
+//! the revision. Per-kind behaviour comes from [`registry`] strategies; patches from [`patch`].
+//! Every failure is rendered once, as a Kubernetes `Status`, by [`error::ApiError`].
 
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+
+pub mod bootstrap;
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod handlers;
+pub mod http;
+pub mod metrics;
+pub mod openapi;
+pub mod server;
+pub mod state;
+pub mod table;
+pub mod watch_cache;
+
+pub use config::Config;
+pub use error::ApiError;
+pub use server::{run, start, Server};
+pub use state::AppState;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+
+async fn version() -> Response {
+    axum::Json(discovery::version()).into_response()
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    state.metrics.set_revision(state.cache.revision());
+    let mut r = state.metrics.render().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+async fn api_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::root(&headers, true, &state.config.advertise_address)
+}
+
+async fn apis_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::root(&headers, false, &state.config.advertise_address)
+}
+
+async fn not_found() -> Response {
+    ApiError::unknown_path().into_response()
+}
+
+/// Records count and latency of every request by verb, resource and code.
+async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let (verb, resource) = handlers::classify(&req);
+    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
+    let _enter = span.enter();
+    drop(_enter);
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .record_request(verb, &resource, resp.status().as_u16(), started.elapsed());
+    if resp.status() == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::warn!(verb, resource = %resource, "request failed with 500");
+    }
+    resp
+}
+
+/// The router of one apiserver.
+pub fn app(state: AppState) -> Router {
+    let limits = http::limits::Limits::new(
+        state.config.max_read_inflight,
+        state.config.max_mutating_inflight,
+        state.config.request_timeout,
+        state.metrics.clone(),
+    );
+    Router::new()
+        .route("/version", get(version))
+        .route("/healthz", get(ok))
+        .route("/livez", get(ok))
+        .route("/readyz", get(ok))
+        .route("/metrics", get(metrics_text))
+        .route("/api", get(api_root))
+        .route("/apis", get(apis_root))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*path}", get(openapi::document))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/api/{version}", any(handlers::core_root))
+        .route("/api/{version}/{*rest}", any(handlers::core))
+        .route("/apis/{group}", any(handlers::group_root))
+        .route("/apis/{group}/{version}", any(handlers::named_root))
+        .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(limits, http::limits::limit))
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .with_state(state)
+}

@@ -1,0 +1,62 @@
+//! Server configuration: listen address, limits, timeouts and watch settings.
+//!
+//! Every bound the server enforces is a field here so tests can shrink it. Defaults follow the
+//! Kubernetes apiserver (`pkg/server/config.go`) scaled for a two-core machine where noted.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Configuration of one apiserver instance.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address `main` binds; `run` itself takes an already-bound listener.
+    pub address: SocketAddr,
+    /// Largest accepted request body (Kubernetes `MaxRequestBodyBytes` = 3 MiB).
+    pub max_body_bytes: usize,
+    /// Time limit of a non-watch request before it is answered 504 (Kubernetes `RequestTimeout` = 60 s).
+    pub request_timeout: Duration,
+    /// Time a client has to send the request head before the connection is closed (T8: 10 s).
+    pub header_read_timeout: Duration,
+    /// Concurrent non-mutating requests before 429 (Kubernetes 400; scaled for 2 cores, T9).
+    pub max_read_inflight: usize,
+    /// Concurrent mutating requests before 429 (Kubernetes 200; scaled for 2 cores, T9).
+    pub max_mutating_inflight: usize,
+    /// Open connections; further connections wait in the kernel backlog, not in memory (T8).
+    pub max_connections: usize,
+    /// Events each watcher may have queued; a watcher that falls this far behind is closed.
+    pub watch_buffer: usize,
+    /// Recent events kept per resource for watches resuming from an older resourceVersion
+    /// (Kubernetes watch cache: between 100 and 100 * 1024 events).
+    pub watch_history: usize,
+    /// Interval of BOOKMARK events to watchers that asked for them (Kubernetes: 1 min).
+    pub bookmark_interval: Duration,
+    /// Lifetime of a watch that gave no `timeoutSeconds` (Kubernetes: random 30-60 min).
+    pub default_watch_timeout: Duration,
+    /// How long a read at a future resourceVersion waits for the cache (Kubernetes `blockTimeout` = 3 s).
+    pub future_rv_wait: Duration,
+    /// How long graceful shutdown waits for in-flight requests before it stops waiting.
+    pub shutdown_deadline: Duration,
+    /// Server address advertised in `/api` (`serverAddressByClientCIDRs`).
+    pub advertise_address: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            address: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            max_body_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(10),
+            max_read_inflight: 64,
+            max_mutating_inflight: 32,
+            max_connections: 512,
+            watch_buffer: 1024,
+            watch_history: 10 * 1024,
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            future_rv_wait: Duration::from_secs(3),
+            shutdown_deadline: Duration::from_secs(10),
+            advertise_address: "127.0.0.1:6443".to_string(),
+        }
+    }
+}

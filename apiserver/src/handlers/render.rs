@@ -1,0 +1,124 @@
+//! Rendering objects and lists in the negotiated representation (JSON, YAML, Table,
+//! PartialObjectMetadata[List]).
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, Result};
+use crate::handlers::Target;
+use crate::http::negotiate::{negotiate_output, Negotiated, Output};
+use crate::http::query::IncludeObject;
+use crate::table;
+
+/// Sets `kind`/`apiVersion` of an object to the endpoint's (objects shared between API groups,
+/// such as events, are stored once).
+pub fn with_type_meta(info: &api::ResourceInfo, mut obj: Value) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("kind".into(), Value::String(info.kind.to_string()));
+        o.insert("apiVersion".into(), Value::String(info.api_version()));
+    }
+    obj
+}
+
+/// The negotiated output, or 406.
+pub fn output(accept: Option<&str>) -> Result<Output> {
+    match negotiate_output(accept) {
+        Negotiated::Chosen(o) => Ok(o),
+        Negotiated::NotAcceptable => Err(ApiError::not_acceptable()),
+    }
+}
+
+/// Serialises `body` as the output format asks.
+pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
+    let (bytes, ct) = match out {
+        Output::Yaml => match serde_yaml::to_string(body) {
+            Ok(s) => (s.into_bytes(), out.content_type()),
+            Err(e) => return ApiError::internal("encoding YAML", e).into_response(),
+        },
+        _ => (serde_json::to_vec(body).unwrap_or_default(), out.content_type()),
+    };
+    let mut resp = (code, bytes).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    resp
+}
+
+/// What to send back for one object.
+pub struct ObjectResponse {
+    /// The object.
+    pub object: Value,
+    /// 200 or 201.
+    pub code: StatusCode,
+}
+
+/// Renders one object in the negotiated representation.
+pub fn respond_object(
+    target: &Target,
+    accept: Option<&str>,
+    include: IncludeObject,
+    resp: ObjectResponse,
+) -> Result<Response> {
+    let out = output(accept)?;
+    let obj = with_type_meta(target.info, resp.object);
+    let body = match out {
+        Output::Table => table::table(
+            target.info,
+            std::iter::once(&obj),
+            include,
+            json!({ "resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null) }),
+            true,
+        ),
+        Output::PartialObjectMetadata | Output::PartialObjectMetadataList => {
+            table::partial_metadata(&obj)
+        }
+        Output::Json | Output::Yaml => obj,
+    };
+    let out = if out == Output::PartialObjectMetadataList {
+        Output::PartialObjectMetadata
+    } else {
+        out
+    };
+    Ok(encode(&body, out, resp.code))
+}
+
+/// Renders a list page.
+pub fn respond_list(
+    target: &Target,
+    accept: Option<&str>,
+    include: IncludeObject,
+    items: &[Arc<Value>],
+    list_meta: Value,
+) -> Result<Response> {
+    let out = output(accept)?;
+    let info = target.info;
+    let body = match out {
+        Output::Table => {
+            let typed: Vec<Value> = items
+                .iter()
+                .map(|o| with_type_meta(info, Value::clone(o)))
+                .collect();
+            table::table(info, typed.iter(), include, list_meta, true)
+        }
+        Output::PartialObjectMetadata | Output::PartialObjectMetadataList => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": list_meta,
+            "items": items.iter().map(|o| table::partial_metadata(o)).collect::<Vec<_>>(),
+        }),
+        Output::Json | Output::Yaml => json!({
+            "kind": info.list_kind,
+            "apiVersion": info.api_version(),
+            "metadata": list_meta,
+            "items": items.iter().map(|o| with_type_meta(info, Value::clone(o))).collect::<Vec<_>>(),
+        }),
+    };
+    let out = if out == Output::PartialObjectMetadata {
+        Output::PartialObjectMetadataList
+    } else {
+        out
+    };
+    Ok(encode(&body, out, StatusCode::OK))
+}

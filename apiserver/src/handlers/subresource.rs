@@ -1,0 +1,193 @@
+//! Subresources (spec §8): `status` (GET/PUT/PATCH touching only status), `scale`
+//! (autoscaling/v1 Scale view of replicated kinds), `pods/binding` (POST, schedules a pod) and
+//! `namespaces/finalize` (PUT, sets `spec.finalizers`; a terminating namespace whose finalizers
+//! are all gone is removed).
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+use crate::handlers::read::decode_kv;
+use crate::handlers::render::{encode, output};
+use crate::handlers::write::{
+    commit, field_manager, patch_content_type, precondition, prepare_update, respond_committed, update_with,
+    Committed, WriteScope,
+};
+use crate::handlers::{read, Ctx};
+use crate::http::body::decode_object;
+use crate::http::query::WriteOptions;
+use crate::registry::strategy_for;
+
+/// Attempts of a subresource write that keeps losing compare-and-swap races.
+const MAX_RETRIES: usize = 16;
+
+/// Dispatches a subresource request.
+pub async fn handle(ctx: Ctx, method: Method, sub: &str, body: Body) -> Result<Response> {
+    match (sub, method) {
+        ("status", Method::GET) => read::get(ctx).await,
+        ("status", Method::PUT) => update_with(&ctx, body, WriteScope::Status).await,
+        ("status", Method::PATCH) => {
+            crate::handlers::patch::patch_with(&ctx, body, WriteScope::Status).await
+        }
+        ("scale", Method::GET) => get_scale(ctx).await,
+        ("scale", Method::PUT) => put_scale(ctx, body).await,
+        ("scale", Method::PATCH) => patch_scale(ctx, body).await,
+        ("binding", Method::POST) => bind(ctx, body).await,
+        ("finalize", Method::PUT) => finalize(ctx, body).await,
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+fn scale_access(ctx: &Ctx) -> Result<&'static dyn crate::registry::ScaleAccess> {
+    strategy_for(ctx.target.info)
+        .scale()
+        .ok_or_else(ApiError::unknown_path)
+}
+
+fn respond_scale(ctx: &Ctx, scale: &Value) -> Result<Response> {
+    let out = output(ctx.accept())?;
+    Ok(encode(scale, out, StatusCode::OK))
+}
+
+async fn get_scale(ctx: Ctx) -> Result<Response> {
+    let access = scale_access(&ctx)?;
+    let (obj, _) = crate::handlers::write::load_object(&ctx).await?;
+    respond_scale(&ctx, &access.to_scale(&obj))
+}
+
+/// Applies a desired Scale to the object: resourceVersion precondition from the Scale,
+/// replicas validation, commit with retries on races of unconditional writes.
+async fn write_scale(
+    ctx: &Ctx,
+    make_scale: &(dyn Fn(&Value) -> Result<Value> + Send + Sync),
+    dry_run: bool,
+) -> Result<Response> {
+    let access = scale_access(ctx)?;
+    let name = ctx.target.require_name()?.to_string();
+    let gr = ctx.target.group_resource();
+    for _ in 0..MAX_RETRIES {
+        let Some(kv) = ctx.state.store.get(&ctx.target.key(&name)).await? else {
+            return Err(ApiError::not_found(&gr, &name));
+        };
+        let old = decode_kv(&kv)?;
+        let current = access.to_scale(&old);
+        let scale = make_scale(&current)?;
+        let wanted = precondition(&ctx.target, &scale, &name)?;
+        if wanted.is_some_and(|w| w != kv.mod_revision) {
+            return Err(ApiError::conflict(&gr, &name));
+        }
+        let mut new = old.clone();
+        access.apply_scale(&mut new, &scale).map_err(|errs| {
+            ApiError::from(api::status::invalid("Scale.autoscaling", &name, &errs))
+        })?;
+        prepare_update(&ctx.target, &mut new, &old, WriteScope::Main, &field_manager(ctx))?;
+        match commit(ctx, &name, new, &old, kv.mod_revision, dry_run).await? {
+            Committed::Stored(o) | Committed::Removed(o) => {
+                return respond_scale(ctx, &access.to_scale(&o))
+            }
+            Committed::Raced if wanted.is_none() => continue,
+            Committed::Raced => return Err(ApiError::conflict(&gr, &name)),
+        }
+    }
+    Err(api::status::server_timeout(&gr, "PUT", 1).into())
+}
+
+async fn put_scale(ctx: Ctx, body: Body) -> Result<Response> {
+    let opts = WriteOptions::from_query(&ctx.query, "UpdateOptions")?;
+    let bytes = ctx.read_body(body).await?;
+    let scale = decode_object(&ctx.headers, &bytes)?;
+    write_scale(&ctx, &move |_| Ok(scale.clone()), opts.dry_run).await
+}
+
+async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
+    let opts = WriteOptions::from_query(&ctx.query, "PatchOptions")?;
+    let ct = patch_content_type(&ctx)?;
+    let ty = crate::patch::PatchType::from_content_type(&ct)
+        .ok_or_else(|| ApiError::unsupported_patch_type(&ct))?;
+    let bytes = ctx.read_body(body).await?;
+    let info = ctx.target.info;
+    write_scale(
+        &ctx,
+        &move |current| crate::handlers::patch::apply_to(ty, info, current, &bytes, ""),
+        opts.dry_run,
+    )
+    .await
+}
+
+async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
+    let opts = WriteOptions::from_query(&ctx.query, "CreateOptions")?;
+    let name = ctx.target.require_name()?.to_string();
+    let bytes = ctx.read_body(body).await?;
+    let binding = decode_object(&ctx.headers, &bytes)?;
+    let gr = ctx.target.group_resource();
+    for _ in 0..MAX_RETRIES {
+        let Some(kv) = ctx.state.store.get(&ctx.target.key(&name)).await? else {
+            return Err(ApiError::not_found(&gr, &name));
+        };
+        let old = decode_kv(&kv)?;
+        let mut new = old.clone();
+        crate::registry::apply_binding(&mut new, &binding).map_err(|e| binding_error(&gr, &name, e))?;
+        match commit(&ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
+            Committed::Raced => continue,
+            _ => {
+                let body = api::status::to_json(&api::status::StatusObject {
+                    status: Some("Success".into()),
+                    code: Some(201),
+                    ..Default::default()
+                });
+                return Ok((StatusCode::CREATED, axum::Json(body)).into_response());
+            }
+        }
+    }
+    Err(api::status::server_timeout(&gr, "POST", 1).into())
+}
+
+fn binding_error(gr: &str, name: &str, e: crate::registry::BindingError) -> ApiError {
+    api::status::conflict(gr, name, &e.to_string()).into()
+}
+
+async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
+    let opts = WriteOptions::from_query(&ctx.query, "UpdateOptions")?;
+    let name = ctx.target.require_name()?.to_string();
+    let bytes = ctx.read_body(body).await?;
+    let body_obj = decode_object(&ctx.headers, &bytes)?;
+    let wanted = precondition(&ctx.target, &body_obj, &name)?;
+    let finalizers = body_obj
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    let gr = ctx.target.group_resource();
+    for _ in 0..MAX_RETRIES {
+        let Some(kv) = ctx.state.store.get(&ctx.target.key(&name)).await? else {
+            return Err(ApiError::not_found(&gr, &name));
+        };
+        if wanted.is_some_and(|w| w != kv.mod_revision) {
+            return Err(ApiError::conflict(&gr, &name));
+        }
+        let old = decode_kv(&kv)?;
+        let mut new = old.clone();
+        if let Some(o) = new.as_object_mut() {
+            let spec = o
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(s) = spec.as_object_mut() {
+                s.insert("finalizers".into(), finalizers.clone());
+            }
+        }
+        prepare_update(&ctx.target, &mut new, &old, WriteScope::Internal, "")?;
+        match commit(&ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
+            Committed::Raced if wanted.is_none() => continue,
+            Committed::Raced => return Err(ApiError::conflict(&gr, &name)),
+            c => return respond_committed(&ctx, c),
+        }
+    }
+    Err(api::status::server_timeout(&gr, "PUT", 1).into())
+}
+
+/// Per-kind allocation at create time (Service cluster IPs).
+pub async fn allocate_on_create(ctx: &Ctx, obj: Value, _dry_run: bool) -> Result<Value> {
+    let _ = ctx;
+    Ok(obj)
+}

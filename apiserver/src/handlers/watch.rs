@@ -1,0 +1,251 @@
+//! WATCH (spec §7.3): chunked JSON lines `{"type":…,"object":…}`, one event per line, flushed
+//! per event, served from the watch cache.
+//!
+//! Each watch is one task that owns a bounded cache queue and a bounded response channel. It ends
+//! when `timeoutSeconds` (or the default lifetime) elapses, when the client goes away, when the
+//! cache drops the watcher for falling behind (the client re-watches from its last
+//! resourceVersion), or at server shutdown — always with a clean end of the chunked body.
+//! Selector transitions are delivered as ADDED/DELETED, as the apiserver's cacher does.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::Result;
+use crate::handlers::read::{wait_consistent, wait_for_revision, Filter};
+use crate::handlers::render::{output, with_type_meta};
+use crate::handlers::Ctx;
+use crate::http::negotiate::Output;
+use crate::http::query::{IncludeObject, ListOptions};
+use crate::table;
+use crate::watch_cache::{CacheEvent, EventType, WatchFrom, WatchStart};
+
+/// Frames in flight between the watch task and hyper: small, the cache queue is the buffer.
+const RESPONSE_CHANNEL: usize = 16;
+
+struct Encoder {
+    info: &'static api::ResourceInfo,
+    out: Output,
+    include: IncludeObject,
+    first_table: bool,
+}
+
+impl Encoder {
+    fn object(&mut self, obj: &Value) -> Value {
+        let obj = with_type_meta(self.info, obj.clone());
+        match self.out {
+            Output::Table => {
+                let first = std::mem::replace(&mut self.first_table, false);
+                table::table(
+                    self.info,
+                    std::iter::once(&obj),
+                    self.include,
+                    json!({ "resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null) }),
+                    first,
+                )
+            }
+            Output::PartialObjectMetadata | Output::PartialObjectMetadataList => {
+                table::partial_metadata(&obj)
+            }
+            Output::Json | Output::Yaml => obj,
+        }
+    }
+
+    fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
+        let object = self.object(obj);
+        frame(kind, &object)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({ "resourceVersion": rv.to_string() });
+        if initial_end {
+            meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let obj = json!({
+            "kind": self.info.kind,
+            "apiVersion": self.info.api_version(),
+            "metadata": meta,
+        });
+        frame("BOOKMARK", &obj)
+    }
+
+    fn error(&self, status: &Value) -> Bytes {
+        let obj = if self.out == Output::Table {
+            table::status_table(status)
+        } else {
+            status.clone()
+        };
+        frame("ERROR", &obj)
+    }
+}
+
+fn frame(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// What one cache event means to one watcher, after namespace and selector filtering.
+fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<(EventType, Arc<Value>)> {
+    if !ev.key.starts_with(prefix) {
+        return None;
+    }
+    let now = filter.matches(&ev.object);
+    let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    match ev.kind {
+        EventType::Added => now.then(|| (EventType::Added, ev.object.clone())),
+        EventType::Modified => match (before, now) {
+            (true, true) => Some((EventType::Modified, ev.object.clone())),
+            (false, true) => Some((EventType::Added, ev.object.clone())),
+            (true, false) => Some((EventType::Deleted, ev.object.clone())),
+            (false, false) => None,
+        },
+        EventType::Deleted => before.then(|| (EventType::Deleted, ev.object.clone())),
+    }
+}
+
+fn stream_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>, out: Output) -> Response {
+    let ct = match out {
+        Output::Table => crate::http::negotiate::TABLE_CONTENT_TYPE,
+        _ => "application/json",
+    };
+    let mut resp = (StatusCode::OK, Body::from_stream(ReceiverStream::new(rx))).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    resp
+}
+
+/// WATCH.
+pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
+    let filter = Filter::new(&ctx.target, &opts)?;
+    let out = match output(ctx.accept())? {
+        Output::Yaml => Output::Json,
+        o => o,
+    };
+    let send_initial = opts.send_initial_events == Some(true);
+    let from = match opts.resource_version {
+        None => {
+            wait_consistent(&ctx).await?;
+            WatchFrom::Snapshot
+        }
+        Some(0) => WatchFrom::Snapshot,
+        Some(rv) if send_initial => {
+            wait_for_revision(&ctx, rv).await?;
+            WatchFrom::Snapshot
+        }
+        Some(rv) => WatchFrom::After(rv),
+    };
+    let mut enc = Encoder {
+        info: ctx.target.info,
+        out,
+        include: opts.include_object,
+        first_table: true,
+    };
+    let (tx, rx) = mpsc::channel(RESPONSE_CHANNEL);
+    let resource_prefix = ctx.target.resource_prefix();
+    let mut watch = match ctx.state.cache.watch(&resource_prefix, from) {
+        WatchStart::Watching(w) => w,
+        WatchStart::Expired { oldest } => {
+            let requested = opts.resource_version.unwrap_or(0);
+            let status = api::status::to_json(&api::status::gone_expired(&format!(
+                "too old resource version: {requested} ({oldest})"
+            )));
+            let _ = tx.try_send(Ok(enc.error(&status)));
+            drop(tx);
+            return Ok(stream_response(rx, out));
+        }
+    };
+    let prefix = ctx.target.collection_prefix();
+    let state = ctx.state.clone();
+    let lifetime = opts
+        .timeout_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(state.config.default_watch_timeout);
+    let bookmarks = opts.allow_bookmarks;
+    let bookmark_every = state.config.bookmark_interval;
+    tokio::spawn(async move {
+        let _watcher = state.metrics.watcher();
+        let deadline = tokio::time::sleep(lifetime);
+        tokio::pin!(deadline);
+        let mut last_rv = watch.revision.max(watch.skip_through);
+        let snapshot = matches!(from, WatchFrom::Snapshot);
+        for ev in std::mem::take(&mut watch.initial) {
+            let item = if snapshot {
+                filter
+                    .matches(&ev.object)
+                    .then(|| (EventType::Added, ev.object.clone()))
+                    .filter(|_| ev.key.starts_with(&prefix))
+            } else {
+                translate(&ev, &prefix, &filter)
+            };
+            if !snapshot {
+                last_rv = last_rv.max(ev.revision);
+            }
+            if let Some((kind, obj)) = item {
+                if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if send_initial && tx.send(Ok(enc.bookmark(watch.revision, true))).await.is_err() {
+            return;
+        }
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + bookmark_every,
+            bookmark_every,
+        );
+        loop {
+            tokio::select! {
+                _ = state.shutdown.cancelled() => break,
+                _ = tx.closed() => break,
+                _ = &mut deadline => {
+                    if bookmarks {
+                        let rv = last_rv.max(watch.skip_through);
+                        let _ = tx.send(Ok(enc.bookmark(rv, false))).await;
+                    }
+                    break;
+                }
+                _ = ticker.tick(), if bookmarks => {
+                    // Every event ≤ `seen` is already queued: drain, then the bookmark is true.
+                    let seen = state.cache.revision();
+                    while let Ok(ev) = watch.rx.try_recv() {
+                        last_rv = last_rv.max(ev.revision);
+                        if ev.revision <= watch.skip_through {
+                            continue;
+                        }
+                        if let Some((kind, obj)) = translate(&ev, &prefix, &filter) {
+                            if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    let rv = seen.max(last_rv).max(watch.skip_through);
+                    if tx.send(Ok(enc.bookmark(rv, false))).await.is_err() {
+                        return;
+                    }
+                }
+                ev = watch.rx.recv() => {
+                    let Some(ev) = ev else { break };
+                    last_rv = last_rv.max(ev.revision);
+                    if ev.revision <= watch.skip_through {
+                        continue;
+                    }
+                    if let Some((kind, obj)) = translate(&ev, &prefix, &filter) {
+                        if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(stream_response(rx, out))
+}

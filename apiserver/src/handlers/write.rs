@@ -1,0 +1,476 @@
+//! CREATE (POST), UPDATE (PUT) and PATCH of objects (spec §6, §7.4–§7.6), and the shared commit
+//! step every mutation of an existing object goes through.
+//!
+//! Writes are compare-and-swap on the stored revision. An unconditional write (no
+//! `resourceVersion` in the body) that loses a race re-reads and re-applies; a conditional one
+//! answers 409. System metadata (uid, creationTimestamp, deletion fields) is owned by the server:
+//! set on create, carried over on update whatever the client sent.
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use rand::Rng;
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+use crate::handlers::read::{decode_kv, load};
+use crate::handlers::render::respond_object;
+use crate::handlers::{Ctx, ObjectResponse, Target};
+use crate::http::body::{content_type, decode_object};
+use crate::http::query::{IncludeObject, WriteOptions};
+use crate::registry::strategy_for;
+
+/// Attempts of an unconditional write that keeps losing compare-and-swap races.
+const MAX_RETRIES: usize = 16;
+
+/// Characters of generated name suffixes (apiserver `names.SimpleNameGenerator`).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// `metadata.name` from `generateName`: prefix (≤ 58 chars) + 5 random characters.
+pub fn generate_name(prefix: &str) -> String {
+    let mut p: String = prefix.chars().take(58).collect();
+    let mut rng = rand::thread_rng();
+    for _ in 0..5 {
+        let i = rng.gen_range(0..NAME_ALPHABET.len());
+        p.push(char::from(NAME_ALPHABET[i]));
+    }
+    p
+}
+
+/// Checks `kind`/`apiVersion` of a body against the endpoint (absent is fine).
+pub fn check_type_meta(info: &api::ResourceInfo, obj: &Value) -> Result<()> {
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
+        if !av.is_empty() && av != info.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                info.api_version()
+            )));
+        }
+    }
+    if let Some(k) = obj.get("kind").and_then(Value::as_str) {
+        if !k.is_empty() && k != info.kind {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fills or checks the body's namespace against the URL; clears it for cluster-scoped kinds.
+pub fn reconcile_namespace(target: &Target, obj: &mut Value) -> Result<()> {
+    if !target.info.namespaced {
+        api::meta::remove(obj, "namespace");
+        return Ok(());
+    }
+    let url_ns = target.namespace.as_deref().unwrap_or("");
+    match api::meta::namespace(obj) {
+        None | Some("") => api::meta::set_namespace(obj, url_ns),
+        Some(ns) if ns == url_ns => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn invalid(info: &api::ResourceInfo, name: &str, errs: &[api::validation::FieldError]) -> ApiError {
+    api::status::invalid(&info.group_kind(), name, errs).into()
+}
+
+/// Namespace existence and lifecycle for creates of namespaced objects.
+async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
+    if !ctx.target.info.namespaced {
+        return Ok(());
+    }
+    let ns = ctx.target.namespace.as_deref().unwrap_or("");
+    match ctx.state.store.get(&format!("/registry/namespaces/{ns}")).await? {
+        None => Err(ApiError::not_found("namespaces", ns)),
+        Some(kv) => {
+            let obj = decode_kv(&kv)?;
+            let terminating = api::meta::deletion_timestamp(&obj).is_some()
+                || obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+            if terminating {
+                Err(api::status::namespace_terminating(&ctx.target.group_resource(), name, ns).into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+fn encode(obj: &Value) -> Result<Bytes> {
+    let mut stored = obj.clone();
+    // resourceVersion is never stored: it is the key's mod_revision, set on read.
+    api::meta::remove(&mut stored, "resourceVersion");
+    serde_json::to_vec(&stored)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal("encoding an object", e))
+}
+
+/// The field manager of a write: `fieldManager`, else the client's User-Agent product name
+/// (upstream's default).
+pub fn field_manager(ctx: &Ctx) -> String {
+    if let Some(m) = ctx.query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.chars().take(128).collect();
+    }
+    ctx.headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .map(|s| s.chars().take(128).collect())
+        .unwrap_or_default()
+}
+
+/// Prepares a new object for storage: type meta, namespace, name, system metadata, strategy
+/// defaults and validation. Returns the object ready to store.
+pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
+    let info = ctx.target.info;
+    check_type_meta(info, &obj)?;
+    reconcile_namespace(&ctx.target, &mut obj)?;
+    if api::meta::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if api::meta::name(&obj).unwrap_or("").is_empty() {
+        if let Some(prefix) = api::meta::generate_name(&obj).filter(|p| !p.is_empty()) {
+            let n = generate_name(prefix);
+            api::meta::set_name(&mut obj, &n);
+        }
+    }
+    let obj_type = crate::handlers::render::with_type_meta(info, obj);
+    let mut obj = obj_type;
+    api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
+    api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
+    for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+        api::meta::remove(&mut obj, k);
+    }
+    let strategy = strategy_for(info);
+    strategy.prepare_for_create(&mut obj);
+    crate::patch::update_managed_fields(
+        info,
+        None,
+        &mut obj,
+        &field_manager(ctx),
+        &api::meta::now_rfc3339(),
+        None,
+    );
+    let name = api::meta::name(&obj).unwrap_or("").to_string();
+    let errs = strategy.validate_create(&obj);
+    if !errs.is_empty() {
+        return Err(invalid(info, &name, &errs));
+    }
+    Ok(obj)
+}
+
+/// Stores a prepared new object; retries generated names on collision.
+pub async fn store_new(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Value> {
+    let info = ctx.target.info;
+    let generated = api::meta::generate_name(&obj).is_some_and(|g| !g.is_empty());
+    for _ in 0..MAX_RETRIES {
+        let name = api::meta::name(&obj).unwrap_or("").to_string();
+        check_namespace(ctx, &name).await?;
+        if dry_run {
+            return Ok(obj);
+        }
+        let key = ctx.target.key(&name);
+        match ctx.state.store.create(&key, encode(&obj)?).await? {
+            store::CreateOutcome::Created(kv) => {
+                api::meta::set_resource_version(&mut obj, &kv.mod_revision.to_string());
+                return Ok(obj);
+            }
+            store::CreateOutcome::AlreadyExists(_) if generated => {
+                let prefix = api::meta::generate_name(&obj).unwrap_or("").to_string();
+                api::meta::set_name(&mut obj, &generate_name(&prefix));
+            }
+            store::CreateOutcome::AlreadyExists(_) => {
+                return Err(ApiError::already_exists(&info.group_resource(), &name))
+            }
+        }
+    }
+    Err(api::status::server_timeout(&info.group_resource(), "POST", 1).into())
+}
+
+/// POST to a collection.
+pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
+    if ctx.target.info.namespaced && ctx.target.namespace.is_none() {
+        return Err(ApiError::method_not_allowed());
+    }
+    let opts = WriteOptions::from_query(&ctx.query, "CreateOptions")?;
+    let bytes = ctx.read_body(body).await?;
+    let obj = decode_object(&ctx.headers, &bytes)?;
+    let obj = prepare_new(&ctx, obj).await?;
+    let obj = crate::handlers::subresource::allocate_on_create(&ctx, obj, opts.dry_run).await?;
+    let stored = store_new(&ctx, obj, opts.dry_run).await?;
+    respond_object(
+        &ctx.target,
+        ctx.accept(),
+        IncludeObject::Metadata,
+        ObjectResponse {
+            object: stored,
+            code: StatusCode::CREATED,
+        },
+    )
+}
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteScope {
+    /// The main resource: status is kept from storage.
+    Main,
+    /// `/status`: only status changes.
+    Status,
+    /// Server-internal: the object is already fully formed (finalize, scale, binding).
+    Internal,
+}
+
+/// Carries server-owned metadata from `old` to `new`, applies the strategy and validates.
+pub fn prepare_update(
+    target: &Target,
+    new: &mut Value,
+    old: &Value,
+    scope: WriteScope,
+    manager: &str,
+) -> Result<()> {
+    let info = target.info;
+    let name = api::meta::name(old).unwrap_or("").to_string();
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old.get("metadata").and_then(|m| m.get(k)) {
+            Some(v) => {
+                if let Some(m) = api::meta::metadata_mut(new) {
+                    m.insert(k.to_string(), v.clone());
+                }
+            }
+            None => api::meta::remove(new, k),
+        }
+    }
+    api::meta::set_name(new, &name);
+    if let Some(ns) = api::meta::namespace(old).map(String::from) {
+        api::meta::set_namespace(new, &ns);
+    }
+    if let Some(o) = new.as_object_mut() {
+        o.insert("kind".into(), Value::String(info.kind.to_string()));
+        o.insert("apiVersion".into(), Value::String(info.api_version()));
+    }
+    if api::meta::deletion_timestamp(old).is_some() {
+        let before = api::meta::finalizers(old);
+        if api::meta::finalizers(new).iter().any(|f| !before.contains(f)) {
+            return Err(invalid(
+                info,
+                &name,
+                &[api::validation::FieldError::forbidden(
+                    "metadata.finalizers",
+                    "no new finalizers can be added if the object is being deleted",
+                )],
+            ));
+        }
+    }
+    let strategy = strategy_for(info);
+    match scope {
+        WriteScope::Main => strategy.prepare_for_update(new, old),
+        WriteScope::Status => strategy.prepare_for_status_update(new, old),
+        WriteScope::Internal => {}
+    }
+    let subresource = (scope == WriteScope::Status).then_some("status");
+    crate::patch::update_managed_fields(
+        info,
+        Some(old),
+        new,
+        manager,
+        &api::meta::now_rfc3339(),
+        subresource,
+    );
+    let errs = strategy.validate_update(new, old);
+    if !errs.is_empty() {
+        return Err(invalid(info, &name, &errs));
+    }
+    Ok(())
+}
+
+fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
+    let mut a = a.clone();
+    let mut b = b.clone();
+    api::meta::remove(&mut a, "resourceVersion");
+    api::meta::remove(&mut b, "resourceVersion");
+    a == b
+}
+
+/// Outcome of [`commit`].
+pub enum Committed {
+    /// Stored (or unchanged, or dry run): the object as it now is.
+    Stored(Value),
+    /// The object was removed because its last finalizer went away.
+    Removed(Value),
+    /// The stored revision moved since `old` was read (compare-and-swap lost).
+    Raced,
+}
+
+/// Writes `new` over `old` (read at `old_rev`), or removes the object when it is being deleted
+/// and has no finalizers left. No-op writes are not stored.
+pub async fn commit(
+    ctx: &Ctx,
+    name: &str,
+    new: Value,
+    old: &Value,
+    old_rev: u64,
+    dry_run: bool,
+) -> Result<Committed> {
+    let key = ctx.target.key(name);
+    let finished = api::meta::deletion_timestamp(&new).is_some()
+        && api::meta::finalizers(&new).is_empty()
+        && !namespace_spec_finalizers_pending(&ctx.target, &new);
+    if finished {
+        if dry_run {
+            return Ok(Committed::Removed(new));
+        }
+        return match ctx.state.store.delete(&key, Some(old_rev)).await? {
+            store::DeleteOutcome::Deleted { revision, .. } => {
+                let mut gone = new;
+                api::meta::set_resource_version(&mut gone, &revision.to_string());
+                Ok(Committed::Removed(gone))
+            }
+            store::DeleteOutcome::NotFound => {
+                Err(ApiError::not_found(&ctx.target.group_resource(), name))
+            }
+            store::DeleteOutcome::Conflict(_) => Ok(Committed::Raced),
+        };
+    }
+    if same_ignoring_rv(&new, old) || dry_run {
+        let mut out = new;
+        api::meta::set_resource_version(&mut out, &old_rev.to_string());
+        return Ok(Committed::Stored(out));
+    }
+    match ctx.state.store.update(&key, encode(&new)?, Some(old_rev)).await? {
+        store::UpdateOutcome::Updated { kv, .. } => {
+            let mut out = new;
+            api::meta::set_resource_version(&mut out, &kv.mod_revision.to_string());
+            Ok(Committed::Stored(out))
+        }
+        store::UpdateOutcome::NotFound => Err(ApiError::not_found(&ctx.target.group_resource(), name)),
+        store::UpdateOutcome::Conflict(_) => Ok(Committed::Raced),
+    }
+}
+
+/// A namespace is only removed once its `spec.finalizers` are empty too.
+fn namespace_spec_finalizers_pending(target: &Target, obj: &Value) -> bool {
+    target.info.group.is_empty()
+        && target.info.plural == "namespaces"
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+}
+
+/// The body's `metadata.resourceVersion` as a precondition: `Some(rev)` when set.
+pub fn precondition(target: &Target, obj: &Value, name: &str) -> Result<Option<u64>> {
+    match api::meta::resource_version(obj) {
+        None | Some("") => Ok(None),
+        Some(rv) => rv
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ApiError::conflict(&target.group_resource(), name)),
+    }
+}
+
+/// Responds with the result of a commit (200; the removed object for a finished deletion).
+pub fn respond_committed(ctx: &Ctx, c: Committed) -> Result<Response> {
+    let object = match c {
+        Committed::Stored(o) | Committed::Removed(o) => o,
+        Committed::Raced => return Err(ApiError::conflict(&ctx.target.group_resource(), "")),
+    };
+    respond_object(
+        &ctx.target,
+        ctx.accept(),
+        IncludeObject::Metadata,
+        ObjectResponse {
+            object,
+            code: StatusCode::OK,
+        },
+    )
+}
+
+/// The read-modify-write loop of PUT and of PUT `/status`.
+pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Response> {
+    let name = ctx.target.require_name()?.to_string();
+    let opts = WriteOptions::from_query(&ctx.query, "UpdateOptions")?;
+    let bytes = ctx.read_body(body).await?;
+    let body_obj = decode_object(&ctx.headers, &bytes)?;
+    check_type_meta(ctx.target.info, &body_obj)?;
+    if let Some(n) = api::meta::name(&body_obj).filter(|n| !n.is_empty()) {
+        if n != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    let mut checked = body_obj.clone();
+    reconcile_namespace(&ctx.target, &mut checked)?;
+    let wanted = precondition(&ctx.target, &body_obj, &name)?;
+    for _ in 0..MAX_RETRIES {
+        let key = ctx.target.key(&name);
+        let Some(kv) = ctx.state.store.get(&key).await? else {
+            if scope == WriteScope::Main && strategy_for(ctx.target.info).allow_create_on_update() {
+                let mut obj = body_obj.clone();
+                api::meta::set_name(&mut obj, &name);
+                api::meta::remove(&mut obj, "resourceVersion");
+                let obj = prepare_new(ctx, obj).await?;
+                let stored = store_new(ctx, obj, opts.dry_run).await?;
+                return respond_object(
+                    &ctx.target,
+                    ctx.accept(),
+                    IncludeObject::Metadata,
+                    ObjectResponse {
+                        object: stored,
+                        code: StatusCode::CREATED,
+                    },
+                );
+            }
+            return Err(ApiError::not_found(&ctx.target.group_resource(), &name));
+        };
+        if wanted.is_some_and(|w| w != kv.mod_revision) {
+            return Err(ApiError::conflict(&ctx.target.group_resource(), &name));
+        }
+        let old = decode_kv(&kv)?;
+        let mut new = checked.clone();
+        prepare_update(&ctx.target, &mut new, &old, scope, &field_manager(ctx))?;
+        match commit(ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
+            Committed::Raced if wanted.is_none() => continue,
+            Committed::Raced => return Err(ApiError::conflict(&ctx.target.group_resource(), &name)),
+            c => return respond_committed(ctx, c),
+        }
+    }
+    Err(api::status::server_timeout(&ctx.target.group_resource(), "PUT", 1).into())
+}
+
+/// PUT of an object.
+pub async fn update(ctx: Ctx, body: Body) -> Result<Response> {
+    update_with(&ctx, body, WriteScope::Main).await
+}
+
+/// PATCH of an object.
+pub async fn patch(ctx: Ctx, body: Body) -> Result<Response> {
+    crate::handlers::patch::patch_with(&ctx, body, WriteScope::Main).await
+}
+
+/// Reads the object or answers 404 (re-exported for the subresources).
+pub async fn load_object(ctx: &Ctx) -> Result<(Value, store::KeyValue)> {
+    let name = ctx.target.require_name()?.to_string();
+    load(ctx, &name).await
+}
+
+/// The Content-Type of a PATCH, required.
+pub fn patch_content_type(ctx: &Ctx) -> Result<String> {
+    content_type(&ctx.headers)
+        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .ok_or_else(|| ApiError::unsupported_patch_type(""))
+}

@@ -1,0 +1,185 @@
+//! Serving: the accept loop, connection limits, graceful shutdown.
+//!
+//! Connections are served by hyper's HTTP/1 connection builder with a real header-read timeout
+//! (axum's `serve` does not turn it on, T8). The number of open connections is capped by a
+//! semaphore: when it is exhausted the loop stops accepting, so excess connections wait in the
+//! kernel backlog rather than in memory. Shutdown is one protocol: the token is cancelled, the
+//! loop stops accepting, every connection is told to finish its in-flight request and close,
+//! watch streams end themselves on the same token, and `run` waits for all connection tasks up to
+//! `Config::shutdown_deadline`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::state::AppState;
+
+/// Failure of the server as a whole (not of one request).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Binding the listen address failed.
+    #[error("binding {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the listener's local address failed.
+    #[error("reading the listener address")]
+    LocalAddr(#[source] std::io::Error),
+    /// Seeding the built-in namespaces and services failed.
+    #[error("seeding built-in objects")]
+    Bootstrap(#[source] crate::error::ApiError),
+    /// Starting the watch cache failed.
+    #[error("starting the watch cache")]
+    WatchCache(#[source] crate::error::ApiError),
+}
+
+/// Result of server operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Serves `store` on `listener` until `shutdown` is cancelled, then shuts down gracefully.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    store: Arc<dyn store::Store>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let state = AppState::start(config, store, shutdown.clone())
+        .await
+        .map_err(Error::WatchCache)?;
+    crate::bootstrap::seed(&state)
+        .await
+        .map_err(Error::Bootstrap)?;
+    serve(listener, state, shutdown).await;
+    Ok(())
+}
+
+/// The accept loop over an already started [`AppState`].
+pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) {
+    let config = state.config.clone();
+    let router = crate::app(state);
+    let conns = Arc::new(Semaphore::new(config.max_connections));
+    let tracker = TaskTracker::new();
+    loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            p = conns.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Accept errors (EMFILE, ECONNABORTED) are transient; back off briefly.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let token = shutdown.clone();
+        let header_timeout = config.header_read_timeout;
+        tracker.spawn(async move {
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "connection ended with error");
+                    }
+                }
+                _ = token.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    if let Err(e) = conn.await {
+                        tracing::debug!(%peer, error = %e, "connection ended with error during shutdown");
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    tracker.close();
+    if tokio::time::timeout(config.shutdown_deadline, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown deadline passed with connections still open");
+    }
+}
+
+/// A server started for tests or embedding: its address and its shutdown handle.
+#[derive(Debug)]
+pub struct Server {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// Cancel to shut the server down.
+    pub shutdown: CancellationToken,
+    /// The serving task; resolves when shutdown completed.
+    pub handle: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Server {
+    /// `http://<addr>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Cancels and waits for the shutdown to complete.
+    pub async fn stop(self) -> Result<()> {
+        self.shutdown.cancel();
+        match self.handle.await {
+            Ok(r) => r,
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Binds `config.address` (use port 0 for an ephemeral port), seeds and starts serving.
+/// Returns once the server accepts requests.
+pub async fn start(config: Config, store: Arc<dyn store::Store>) -> Result<Server> {
+    let listener = TcpListener::bind(config.address)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: config.address,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(Error::LocalAddr)?;
+    let shutdown = CancellationToken::new();
+    let state = AppState::start(config, store, shutdown.clone())
+        .await
+        .map_err(Error::WatchCache)?;
+    crate::bootstrap::seed(&state)
+        .await
+        .map_err(Error::Bootstrap)?;
+    let token = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        serve(listener, state, token).await;
+        Ok(())
+    });
+    Ok(Server {
+        addr,
+        shutdown,
+        handle,
+    })
+}

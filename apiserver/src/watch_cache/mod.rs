@@ -1,0 +1,467 @@
+//! The watch cache (DESIGN.md, Watch): every current object per resource in memory plus a ring of
+//! recent events, fed by ONE store watch over `/registry/`.
+//!
+//! Guarantees:
+//! - **One order.** Events are applied in store revision order by a single feeder task; the
+//!   object map, the ring and every watcher's queue change together under one write lock, so a
+//!   snapshot taken under the lock and a watch registered under the same lock never miss or
+//!   repeat an event.
+//! - **Consistent lists.** A list is served at one revision: the current one, or an older one `T`
+//!   still covered by the ring (reconstructed by undoing the ring's events after `T` with their
+//!   `prev` states). Older than the ring → `Expired` (410).
+//! - **Bounded.** The ring holds at most `history` events per resource; each watcher's queue holds
+//!   at most `buffer` events. A watcher whose queue is full is dropped from the cache (its stream
+//!   ends, the client re-watches from its last resourceVersion); writers never wait on readers.
+//! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
+//!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
+
+mod snapshot;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
+
+pub use snapshot::{ListAt, Snapshot, SnapshotOutcome};
+
+/// Root of every object key.
+pub const REGISTRY_ROOT: &str = "/registry/";
+
+/// Kind of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created (or, for a filtered watcher, started to match).
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was deleted (or stopped matching).
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one object, as cached.
+#[derive(Debug, Clone)]
+pub struct CacheEvent {
+    /// Kind of change.
+    pub kind: EventType,
+    /// Storage key.
+    pub key: String,
+    /// Revision of the change (for DELETED: of the delete).
+    pub revision: Revision,
+    /// New state (for DELETED: the last state, with the delete's resourceVersion).
+    pub object: Arc<Value>,
+    /// Previous state, if the object existed before.
+    pub prev: Option<Arc<Value>>,
+}
+
+/// Per-resource state (one storage prefix such as `/registry/pods/`).
+#[derive(Default)]
+struct ResourceCache {
+    /// Current objects by key; values carry their resourceVersion.
+    objects: BTreeMap<String, Arc<Value>>,
+    /// Recent events, ascending revision.
+    ring: VecDeque<Arc<CacheEvent>>,
+    /// Every event of this resource with revision > `oldest` is in `ring`.
+    oldest: Revision,
+    watchers: Vec<WatcherSlot>,
+}
+
+struct WatcherSlot {
+    tx: mpsc::Sender<Arc<CacheEvent>>,
+}
+
+struct Inner {
+    /// Revision of the last applied store event (or of the initial list).
+    revision: Revision,
+    /// Revision the cache was (re)built at: the `oldest` of resources first seen later.
+    base: Revision,
+    resources: HashMap<String, ResourceCache>,
+}
+
+/// How a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// From the current state: synthetic ADDED events for every current object, then changes.
+    Snapshot,
+    /// Every change with revision > the given one, no synthetic events.
+    After(Revision),
+}
+
+/// A registered watcher: initial events, then the live queue.
+#[derive(Debug)]
+pub struct CacheWatch {
+    /// Events to deliver before the live ones (snapshot or replay from the ring).
+    pub initial: Vec<Arc<CacheEvent>>,
+    /// Live events; the channel closes when the watcher fell behind or the cache relisted.
+    pub rx: mpsc::Receiver<Arc<CacheEvent>>,
+    /// Revision the initial events are consistent at.
+    pub revision: Revision,
+    /// Events with a revision ≤ this are not to be delivered (watch from a future revision).
+    pub skip_through: Revision,
+}
+
+/// Outcome of [`WatchCache::watch`].
+#[derive(Debug)]
+pub enum WatchStart {
+    /// Registered.
+    Watching(CacheWatch),
+    /// The requested revision is older than the ring: `oldest` is the oldest start possible.
+    Expired {
+        /// Oldest revision a watch can start after.
+        oldest: Revision,
+    },
+}
+
+/// The cache. Cheap to share behind an `Arc`.
+pub struct WatchCache {
+    inner: RwLock<Inner>,
+    /// Mirror of `inner.revision` for waiters.
+    progress: watch::Sender<Revision>,
+    relists: AtomicU64,
+    history: usize,
+    buffer: usize,
+}
+
+impl std::fmt::Debug for WatchCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchCache")
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `/registry/<storage>/` of a key, if it has one.
+pub fn resource_prefix(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix(REGISTRY_ROOT)?;
+    let slash = rest.find('/')?;
+    Some(&key[..REGISTRY_ROOT.len() + slash + 1])
+}
+
+/// Parses a stored value and stamps its resourceVersion.
+fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
+    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(
+            "resourceVersion".to_string(),
+            Value::String(revision.to_string()),
+        );
+    }
+    Some(v)
+}
+
+impl WatchCache {
+    /// Lists the store, then follows it from the listed revision in a background task that ends
+    /// with `shutdown`.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        history: usize,
+        buffer: usize,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, store::Error> {
+        let (progress, _) = watch::channel(0);
+        let cache = Arc::new(WatchCache {
+            inner: RwLock::new(Inner {
+                revision: 0,
+                base: 0,
+                resources: HashMap::new(),
+            }),
+            progress,
+            relists: AtomicU64::new(0),
+            history: history.max(1),
+            buffer: buffer.max(1),
+        });
+        let stream = cache.relist(store.as_ref()).await?;
+        let feeder = cache.clone();
+        tokio::spawn(async move { feeder.feed(store, stream, shutdown).await });
+        Ok(cache)
+    }
+
+    /// The revision the cache has applied.
+    pub fn revision(&self) -> Revision {
+        *self.progress.borrow()
+    }
+
+    /// How many times the cache rebuilt itself after losing the store watch.
+    pub fn relists(&self) -> u64 {
+        self.relists.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the cache has applied `rev`, at most `timeout`. Returns whether it has.
+    pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> bool {
+        let mut rx = self.progress.subscribe();
+        if *rx.borrow() >= rev {
+            return true;
+        }
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rev)).await;
+        matches!(reached, Ok(Ok(_)))
+    }
+
+    /// Loads the whole store and replaces the cache's contents; returns the store watch.
+    async fn relist(&self, store: &dyn Store) -> Result<store::WatchStream, store::Error> {
+        loop {
+            let mut objects: HashMap<String, BTreeMap<String, Arc<Value>>> = HashMap::new();
+            let mut opts = store::ListOptions {
+                limit: Some(1000),
+                ..Default::default()
+            };
+            let mut revision = None;
+            let mut restart = false;
+            loop {
+                match store.list(REGISTRY_ROOT, opts.clone()).await? {
+                    store::ListOutcome::Listed(page) => {
+                        revision.get_or_insert(page.revision);
+                        for kv in page.items {
+                            let Some(prefix) = resource_prefix(&kv.key) else {
+                                continue;
+                            };
+                            let Some(v) = decode(&kv.value, kv.mod_revision) else {
+                                tracing::warn!(key = %kv.key, "undecodable object skipped");
+                                continue;
+                            };
+                            objects
+                                .entry(prefix.to_string())
+                                .or_default()
+                                .insert(kv.key.clone(), Arc::new(v));
+                        }
+                        match page.continue_token {
+                            Some(t) => opts.continue_token = Some(t),
+                            None => break,
+                        }
+                    }
+                    // The snapshot was compacted mid-way: start over.
+                    _ => {
+                        restart = true;
+                        break;
+                    }
+                }
+            }
+            if restart {
+                continue;
+            }
+            let revision = revision.unwrap_or(0);
+            let stream = match store.watch(REGISTRY_ROOT, revision, self.buffer.max(16_384))? {
+                WatchOutcome::Watching(s) => s,
+                WatchOutcome::Expired { .. } => continue,
+            };
+            let mut inner = self.inner.write();
+            inner.revision = revision;
+            inner.base = revision;
+            // Dropping the old resources closes every watcher: they re-watch.
+            inner.resources = objects
+                .into_iter()
+                .map(|(prefix, objects)| {
+                    (
+                        prefix,
+                        ResourceCache {
+                            objects,
+                            oldest: revision,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect();
+            drop(inner);
+            self.progress.send_replace(revision);
+            return Ok(stream);
+        }
+    }
+
+    async fn feed(
+        self: Arc<Self>,
+        store: Arc<dyn Store>,
+        mut stream: store::WatchStream,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let item = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(WatchItem::Event(ev)) => self.apply(ev),
+                Some(WatchItem::Closed(store::WatchClosedReason::StoreShutdown)) | None => break,
+                Some(WatchItem::Closed(reason)) => {
+                    tracing::warn!(?reason, "watch cache lost the store watch; relisting");
+                    self.relists.fetch_add(1, Ordering::Relaxed);
+                    loop {
+                        match self.relist(store.as_ref()).await {
+                            Ok(s) => {
+                                stream = s;
+                                break;
+                            }
+                            Err(e) => {
+                                tracing::error!(error = %e, "watch cache relist failed");
+                                tokio::select! {
+                                    _ = shutdown.cancelled() => return self.close_all(),
+                                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.close_all();
+    }
+
+    fn close_all(&self) {
+        let mut inner = self.inner.write();
+        for res in inner.resources.values_mut() {
+            res.watchers.clear();
+        }
+    }
+
+    /// Applies one store event.
+    fn apply(&self, ev: Event) {
+        let revision = ev.revision;
+        let mut inner = self.inner.write();
+        let base = inner.base;
+        if let Some(prefix) = resource_prefix(&ev.key) {
+            let res = inner
+                .resources
+                .entry(prefix.to_string())
+                .or_insert_with(|| ResourceCache {
+                    oldest: base,
+                    ..Default::default()
+                });
+            let prev = res.objects.get(&ev.key).cloned();
+            let cached = match ev.kind {
+                EventKind::Put => ev
+                    .value
+                    .as_ref()
+                    .and_then(|kv| decode(&kv.value, kv.mod_revision))
+                    .map(|v| {
+                        let v = Arc::new(v);
+                        res.objects.insert(ev.key.clone(), v.clone());
+                        CacheEvent {
+                            kind: if prev.is_some() {
+                                EventType::Modified
+                            } else {
+                                EventType::Added
+                            },
+                            key: ev.key.clone(),
+                            revision,
+                            object: v,
+                            prev: prev.clone(),
+                        }
+                    }),
+                EventKind::Delete => {
+                    res.objects.remove(&ev.key);
+                    let last = prev.clone().or_else(|| {
+                        ev.prev
+                            .as_ref()
+                            .and_then(|kv| decode(&kv.value, kv.mod_revision))
+                            .map(Arc::new)
+                    });
+                    last.map(|last| {
+                        let mut obj = Value::clone(&last);
+                        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                        {
+                            meta.insert(
+                                "resourceVersion".into(),
+                                Value::String(revision.to_string()),
+                            );
+                        }
+                        CacheEvent {
+                            kind: EventType::Deleted,
+                            key: ev.key.clone(),
+                            revision,
+                            object: Arc::new(obj),
+                            prev: Some(last),
+                        }
+                    })
+                }
+            };
+            if let Some(cached) = cached {
+                let cached = Arc::new(cached);
+                res.ring.push_back(cached.clone());
+                while res.ring.len() > self.history {
+                    if let Some(old) = res.ring.pop_front() {
+                        res.oldest = old.revision;
+                    }
+                }
+                // A full or closed queue drops the watcher: never block the feeder.
+                res.watchers.retain(|w| w.tx.try_send(cached.clone()).is_ok());
+            } else {
+                tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
+            }
+        }
+        inner.revision = revision;
+        drop(inner);
+        self.progress.send_replace(revision);
+    }
+
+    /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).
+    pub fn watch(&self, prefix: &str, from: WatchFrom) -> WatchStart {
+        let (tx, rx) = mpsc::channel(self.buffer);
+        let mut inner = self.inner.write();
+        let current = inner.revision;
+        let base = inner.base;
+        let res = inner
+            .resources
+            .entry(prefix.to_string())
+            .or_insert_with(|| ResourceCache {
+                oldest: base,
+                ..Default::default()
+            });
+        let (initial, skip_through) = match from {
+            WatchFrom::Snapshot => {
+                let initial = res
+                    .objects
+                    .iter()
+                    .map(|(k, v)| {
+                        Arc::new(CacheEvent {
+                            kind: EventType::Added,
+                            key: k.clone(),
+                            revision: current,
+                            object: v.clone(),
+                            prev: None,
+                        })
+                    })
+                    .collect();
+                (initial, current)
+            }
+            WatchFrom::After(rev) => {
+                if rev < res.oldest {
+                    return WatchStart::Expired { oldest: res.oldest };
+                }
+                let start = res.ring.partition_point(|e| e.revision <= rev);
+                let replay = res.ring.iter().skip(start).cloned().collect();
+                (replay, rev)
+            }
+        };
+        res.watchers.push(WatcherSlot { tx });
+        WatchStart::Watching(CacheWatch {
+            initial,
+            rx,
+            revision: current,
+            skip_through,
+        })
+    }
+
+    /// Number of watchers registered on `prefix`.
+    pub fn watcher_count(&self, prefix: &str) -> usize {
+        self.inner
+            .read()
+            .resources
+            .get(prefix)
+            .map_or(0, |r| r.watchers.len())
+    }
+}
