@@ -12,9 +12,34 @@ pub enum Error {
     /// A pod template without labels cannot be owned by a selector.
     #[error("unable to create pods, no labels")]
     NoTemplateLabels,
-    /// An object from the cache lacked a field every stored object has.
-    #[error("object missing {0}")]
-    MissingField(&'static str),
+    /// Claiming (adoption/release) failed for some pods.
+    #[error("claiming pods: {0}")]
+    Claim(String),
+    /// An apiserver request failed.
+    #[error("{op}")]
+    Api {
+        /// The operation that failed.
+        op: &'static str,
+        /// The client error (boxed: `client::Error` carries a whole `Status`).
+        #[source]
+        source: Box<client::Error>,
+    },
+    /// Leader election ended while the manager was not shutting down.
+    #[error("leader election lost")]
+    LostLeadership,
+    /// The manager could not start.
+    #[error("controller manager: {0}")]
+    Start(String),
+}
+
+impl Error {
+    /// Wrap a client error with the operation that failed.
+    pub fn api(op: &'static str, source: client::Error) -> Self {
+        Self::Api {
+            op,
+            source: Box::new(source),
+        }
+    }
 }
 
 /// `Result` with [`Error`] as the default error.

@@ -8,6 +8,8 @@
 pub mod clock;
 pub mod error;
 pub mod gc;
+pub mod manager;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod pod_util;
 pub mod replication;
@@ -15,3 +17,4 @@ pub mod scheduler;
 pub mod selector;
 
 pub use error::{Error, Result};
+pub use manager::{run, ControllerManagerConfig, EnabledControllers};

@@ -84,6 +84,11 @@ impl HealthTracker {
     pub fn forget(&mut self, node: &str) {
         self.probes.remove(node);
     }
+
+    /// Keep only the nodes for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.probes.retain(|n, _| keep(n));
+    }
 }
 
 /// The Ready heartbeat in the node's status.

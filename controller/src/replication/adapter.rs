@@ -19,11 +19,10 @@ use crate::selector::Selector;
 use crate::Result;
 
 /// A kind the replication controller manages.
-pub trait ReplicaOwner: Clone + Send + Sync + 'static {
-    /// `kind` of the controller ownerReference.
-    const KIND: &'static str;
-    /// `apiVersion` of the controller ownerReference.
-    const API_VERSION: &'static str;
+///
+/// The controller ownerReference uses the kind's own `apiVersion` and `kind`
+/// (`k8s_openapi::Resource::{API_VERSION, KIND}`).
+pub trait ReplicaOwner: k8s_openapi::Resource + Clone + Send + Sync + 'static {
     /// Work-queue name (`replicaset` / `replicationmanager`).
     const QUEUE_NAME: &'static str;
     /// Event source component (`replicaset-controller` / `replication-controller`).
@@ -38,8 +37,6 @@ pub trait ReplicaOwner: Clone + Send + Sync + 'static {
 }
 
 impl ReplicaOwner for ReplicaSet {
-    const KIND: &'static str = "ReplicaSet";
-    const API_VERSION: &'static str = "apps/v1";
     const QUEUE_NAME: &'static str = "replicaset";
     const EVENT_SOURCE: &'static str = "replicaset-controller";
 
@@ -59,8 +56,6 @@ impl ReplicaOwner for ReplicaSet {
 }
 
 impl ReplicaOwner for ReplicationController {
-    const KIND: &'static str = "ReplicationController";
-    const API_VERSION: &'static str = "v1";
     const QUEUE_NAME: &'static str = "replicationmanager";
     const EVENT_SOURCE: &'static str = "replication-controller";
 
@@ -170,6 +165,22 @@ mod tests {
         let back = rc.with_status(&status);
         assert_eq!(back.status, rc.status);
         assert!(rc.selector().is_ok_and(|s| s.matches(Some(&sel))));
+    }
+
+    #[test]
+    fn owner_reference_identity_comes_from_the_kind() {
+        use k8s_openapi::Resource;
+        assert_eq!(
+            (ReplicaSet::API_VERSION, ReplicaSet::KIND),
+            ("apps/v1", "ReplicaSet")
+        );
+        assert_eq!(
+            (
+                ReplicationController::API_VERSION,
+                ReplicationController::KIND
+            ),
+            ("v1", "ReplicationController")
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod adapter;
 pub mod claim;
+pub mod controller;
 pub mod expectations;
 pub mod manage;
 pub mod ranking;

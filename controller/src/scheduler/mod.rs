@@ -1,5 +1,6 @@
 //! The scheduler: binds each pod without a node to a feasible node through `pods/binding`.
 
+pub mod controller;
 pub mod filter;
 pub mod resources;
 pub mod score;

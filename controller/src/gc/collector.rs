@@ -1,0 +1,350 @@
+//! `GarbageCollector`: cascading deletion through ownerReferences, wired to informers.
+//!
+//! Each registered kind's informer feeds the shared [`Graph`]; every change enqueues the UIDs whose
+//! decision may have changed (the object, its owners, its dependents). Workers evaluate one UID at a
+//! time (the queue never hands one UID to two workers) with the pure decisions of [`super::graph`] and
+//! issue the resulting requests: DELETE with a UID precondition and a propagation policy, strategic
+//! patches removing owner references (UID precondition), and JSON patches that remove one finalizer
+//! only if the finalizer list is still the one decided on (`test` op). An owner absent from the graph
+//! is verified with a live GET before its dependents are deleted; confirmed-absent UIDs are remembered
+//! in a bounded set so that thousands of dependents of one deleted owner cost one GET.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use client::{
+    Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, Patch, Preconditions,
+    PropagationPolicy, RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::graph::{
+    decide_dependent, decide_owner, owner_state_in_graph, remove_owner_refs_patch,
+    DependentDecision, Graph, GraphNode, ObjectId, OwnerDecision, OwnerState, Propagation,
+};
+use crate::{Error, Result};
+
+/// Bound of the confirmed-absent owner set (cleared when full).
+pub const ABSENT_OWNER_CACHE: usize = 4096;
+
+/// `group/kind` for an `apiVersion` and `kind`.
+fn group_kind(api_version: &str, kind: &str) -> String {
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    format!("{group}/{kind}")
+}
+
+/// Requests the collector makes for one kind.
+#[async_trait]
+trait KindOps: Send + Sync {
+    async fn get(&self, ns: Option<&str>, name: &str) -> Result<Option<GraphNode>, client::Error>;
+    async fn delete(&self, id: &ObjectId, policy: Propagation) -> Result<(), client::Error>;
+    async fn patch(&self, id: &ObjectId, patch: Patch) -> Result<(), client::Error>;
+}
+
+struct TypedOps<K> {
+    client: Client,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+#[async_trait]
+impl<K: client::Resource> KindOps for TypedOps<K> {
+    async fn get(&self, ns: Option<&str>, name: &str) -> Result<Option<GraphNode>, client::Error> {
+        let api: Api<K> = self.client.api::<K>(ns);
+        match api.get(name).await {
+            Ok(o) => Ok(GraphNode::from_meta(K::API_VERSION, K::KIND, o.metadata())),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(&self, id: &ObjectId, policy: Propagation) -> Result<(), client::Error> {
+        let api: Api<K> = self.client.api::<K>(id.namespace.as_deref());
+        let propagation_policy = Some(match policy {
+            Propagation::Background => PropagationPolicy::Background,
+            Propagation::Foreground => PropagationPolicy::Foreground,
+            Propagation::Orphan => PropagationPolicy::Orphan,
+        });
+        let opts = DeleteParams {
+            propagation_policy,
+            preconditions: Some(Preconditions {
+                uid: Some(id.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        api.delete(&id.name, &opts).await
+    }
+
+    async fn patch(&self, id: &ObjectId, patch: Patch) -> Result<(), client::Error> {
+        let api: Api<K> = self.client.api::<K>(id.namespace.as_deref());
+        api.patch(&id.name, &patch).await.map(|_| ())
+    }
+}
+
+struct Inner {
+    graph: Mutex<Graph>,
+    ops: HashMap<String, Arc<dyn KindOps>>,
+    queue: RateLimitingQueue<String>,
+    absent: Mutex<HashSet<String>>,
+}
+
+/// The garbage collector. Register kinds with [`GarbageCollector::watch`], then [`run`](Self::run).
+pub struct GarbageCollector {
+    client: Client,
+    ops: HashMap<String, Arc<dyn KindOps>>,
+    // Deferred handler registration: the graph exists only once `run` builds it.
+    graph_handlers: Vec<RegisterFn>,
+}
+
+type RegisterFn = Box<dyn FnOnce(Arc<Inner>) -> HandlerRegistration + Send>;
+
+impl GarbageCollector {
+    /// A collector with no kinds yet.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            ops: HashMap::new(),
+            graph_handlers: Vec::new(),
+        }
+    }
+
+    /// Observe kind `K` through its shared informer (dependents and owners of this kind).
+    pub fn watch<K: client::Resource>(&mut self, informer: SharedIndexInformer<K>) {
+        self.ops.insert(
+            group_kind(K::API_VERSION, K::KIND),
+            Arc::new(TypedOps::<K> {
+                client: self.client.clone(),
+                _k: std::marker::PhantomData,
+            }),
+        );
+        self.graph_handlers.push(Box::new(move |inner: Arc<Inner>| {
+            informer.add_event_handler(GraphHandler::<K> {
+                inner,
+                _k: std::marker::PhantomData,
+            })
+        }));
+    }
+
+    /// Register handlers, wait for every cache, then run `workers` workers until `shutdown`.
+    pub async fn run(mut self, workers: usize, shutdown: CancellationToken) {
+        let inner = Arc::new(Inner {
+            graph: Mutex::new(Graph::new()),
+            ops: std::mem::take(&mut self.ops),
+            queue: RateLimitingQueue::with_default_controller_rate_limiter(
+                "garbage_collector_attempt_to_delete",
+            ),
+            absent: Mutex::new(HashSet::new()),
+        });
+        let registrations: Vec<HandlerRegistration> = self
+            .graph_handlers
+            .drain(..)
+            .map(|h| h(inner.clone()))
+            .collect();
+        let synced: Vec<&dyn HasSynced> =
+            registrations.iter().map(|r| r as &dyn HasSynced).collect();
+        if !client::wait_for_cache_sync(&synced, &shutdown).await {
+            inner.queue.shut_down();
+            return;
+        }
+        tracing::info!(
+            objects = inner.graph.lock().len(),
+            "garbage collector graph synced"
+        );
+        let tracker = TaskTracker::new();
+        for _ in 0..workers.max(1) {
+            let inner = inner.clone();
+            tracker.spawn(async move {
+                while let Some(uid) = inner.queue.get().await {
+                    let span = tracing::debug_span!("gc", uid = %uid);
+                    match inner.process(&uid).instrument(span).await {
+                        Ok(()) => inner.queue.forget(&uid),
+                        Err(e) => {
+                            tracing::warn!(uid = %uid, error = %e, "garbage collection failed; requeue");
+                            inner.queue.add_rate_limited(uid.clone());
+                        }
+                    }
+                    inner.queue.done(&uid);
+                }
+            });
+        }
+        tracker.close();
+        shutdown.cancelled().await;
+        inner.queue.shut_down();
+        tracker.wait().await;
+    }
+}
+
+impl Inner {
+    fn ops_for(&self, api_version: &str, kind: &str) -> Option<Arc<dyn KindOps>> {
+        self.ops.get(&group_kind(api_version, kind)).cloned()
+    }
+
+    fn enqueue_all(&self, uids: Vec<String>) {
+        for u in uids {
+            self.queue.add(u);
+        }
+    }
+
+    async fn owner_state(&self, owner_ns: Option<&str>, r: &OwnerReference) -> Result<OwnerState> {
+        let in_graph = owner_state_in_graph(&self.graph.lock(), r);
+        if in_graph != OwnerState::Unverified {
+            return Ok(in_graph);
+        }
+        if self.absent.lock().contains(&r.uid) {
+            return Ok(OwnerState::Absent);
+        }
+        let Some(ops) = self.ops_for(&r.api_version, &r.kind) else {
+            // A kind we cannot look up: never delete on its behalf.
+            return Ok(OwnerState::Solid);
+        };
+        let found = ops
+            .get(owner_ns, &r.name)
+            .await
+            .map_err(|e| Error::api("verify owner", e))?;
+        let state = match found {
+            Some(n) if n.id.uid == r.uid && n.deleting_dependents() => {
+                OwnerState::WaitingForDependents
+            }
+            Some(n) if n.id.uid == r.uid => OwnerState::Solid,
+            _ => OwnerState::Absent,
+        };
+        if state == OwnerState::Absent {
+            let mut absent = self.absent.lock();
+            if absent.len() >= ABSENT_OWNER_CACHE {
+                absent.clear();
+            }
+            absent.insert(r.uid.clone());
+        }
+        Ok(state)
+    }
+
+    async fn remove_finalizer(&self, node: &GraphNode, finalizer: &str) -> Result<()> {
+        let Some(ops) = self.ops_for(&node.id.api_version, &node.id.kind) else {
+            return Ok(());
+        };
+        let remaining: Vec<&String> = node.finalizers.iter().filter(|f| *f != finalizer).collect();
+        let patch = Patch::Json(serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": node.finalizers},
+            {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
+        ]));
+        match ops.patch(&node.id, patch).await {
+            Ok(()) => {
+                tracing::info!(kind = %node.id.kind, name = %node.id.name, finalizer, "removed finalizer");
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(Error::api("remove finalizer", e)),
+        }
+    }
+
+    async fn process(&self, uid: &str) -> Result<()> {
+        let (node, dependents) = {
+            let g = self.graph.lock();
+            let Some(node) = g.get(uid).cloned() else {
+                return Ok(());
+            };
+            let deps: Vec<GraphNode> = g.dependents_of(uid).into_iter().cloned().collect();
+            (node, deps)
+        };
+        if node.deleting {
+            let dep_refs: Vec<&GraphNode> = dependents.iter().collect();
+            match decide_owner(&node, &dep_refs) {
+                OwnerDecision::Nothing => {}
+                OwnerDecision::Orphan(ids) => {
+                    for id in ids {
+                        let Some(ops) = self.ops_for(&id.api_version, &id.kind) else {
+                            continue;
+                        };
+                        let patch =
+                            Patch::Strategic(remove_owner_refs_patch(&id.uid, &[uid.to_string()]));
+                        match ops.patch(&id, patch).await {
+                            Ok(()) => {}
+                            Err(e) if e.is_not_found() || e.is_conflict() || e.is_invalid() => {}
+                            Err(e) => return Err(Error::api("orphan dependent", e)),
+                        }
+                    }
+                    self.remove_finalizer(&node, super::graph::FINALIZER_ORPHAN)
+                        .await?;
+                }
+                OwnerDecision::AwaitDependents(uids) => self.enqueue_all(uids),
+                OwnerDecision::RemoveFinalizer(f) => self.remove_finalizer(&node, f).await?,
+            }
+        }
+        if node.owners.is_empty() {
+            return Ok(());
+        }
+        let mut states = HashMap::new();
+        for r in &node.owners {
+            let s = self.owner_state(node.id.namespace.as_deref(), r).await?;
+            states.insert(r.uid.clone(), s);
+        }
+        let decision = decide_dependent(&node, !dependents.is_empty(), |r| {
+            states.get(&r.uid).copied().unwrap_or(OwnerState::Solid)
+        });
+        let Some(ops) = self.ops_for(&node.id.api_version, &node.id.kind) else {
+            return Ok(());
+        };
+        match decision {
+            DependentDecision::Keep | DependentDecision::Verify(_) => Ok(()),
+            DependentDecision::RemoveOwnerRefs(uids) => {
+                let patch = Patch::Strategic(remove_owner_refs_patch(&node.id.uid, &uids));
+                match ops.patch(&node.id, patch).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(Error::api("remove owner references", e)),
+                }
+            }
+            DependentDecision::Delete(policy) => {
+                tracing::debug!(kind = %node.id.kind, name = %node.id.name, policy = policy.as_str(), "deleting dependent");
+                match ops.delete(&node.id, policy).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+                    Err(e) => Err(Error::api("delete dependent", e)),
+                }
+            }
+        }
+    }
+}
+
+struct GraphHandler<K> {
+    inner: Arc<Inner>,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: client::Resource> GraphHandler<K> {
+    fn observe(&self, obj: &K) {
+        let Some(node) = GraphNode::from_meta(K::API_VERSION, K::KIND, obj.metadata()) else {
+            return;
+        };
+        let dirty = self.inner.graph.lock().observe(node);
+        self.inner.enqueue_all(dirty);
+    }
+}
+
+impl<K: client::Resource> ResourceEventHandler<K> for GraphHandler<K> {
+    fn on_add(&self, obj: &Arc<K>, _in_initial_list: bool) {
+        self.observe(obj);
+    }
+
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        if old.metadata().uid != new.metadata().uid {
+            if let Some(u) = old.metadata().uid.as_deref() {
+                let dirty = self.inner.graph.lock().forget(u);
+                self.inner.enqueue_all(dirty);
+            }
+        }
+        self.observe(new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<K>) {
+        if let Some(u) = obj.object().metadata().uid.as_deref() {
+            let dirty = self.inner.graph.lock().forget(u);
+            self.inner.enqueue_all(dirty);
+        }
+    }
+}

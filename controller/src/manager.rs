@@ -1,0 +1,326 @@
+//! The controller manager: one informer factory, every enabled controller, one shutdown protocol.
+//!
+//! [`run`] creates the shared informers (pods, nodes, leases, namespaces, ReplicaSets,
+//! ReplicationControllers), builds each enabled controller on them (registering handlers before the
+//! informers start, so no event is missed), starts the factory and the event broadcaster, and runs
+//! the controllers; each waits for its own caches before doing any work. Cancelling `shutdown` stops
+//! the work queues, waits for the controllers (bounded by [`SHUTDOWN_DEADLINE`]) and the informers,
+//! and returns. With leader election configured, the controllers run only while this process holds
+//! the Lease, and losing it ends `run` with [`Error::LostLeadership`](crate::Error).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
+use client::record::EventBroadcaster;
+use client::{Client, SharedInformerFactory};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::{self, Clock};
+use crate::gc::collector::GarbageCollector;
+use crate::namespace::NamespaceController;
+use crate::nodelifecycle::controller::{NodeLifecycleConfig, NodeLifecycleController};
+use crate::replication::controller::ReplicationManager;
+use crate::scheduler::controller::Scheduler;
+use crate::{Error, Result};
+
+/// How long shutdown waits for controllers to finish in-flight work.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Which controllers run (kube-controller-manager `--controllers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnabledControllers {
+    /// `replicaset`.
+    pub replicaset: bool,
+    /// `replicationcontroller`.
+    pub replicationcontroller: bool,
+    /// `garbagecollector`.
+    pub garbagecollector: bool,
+    /// `namespace`.
+    pub namespace: bool,
+    /// `scheduler` (kube-scheduler, run in-process here).
+    pub scheduler: bool,
+    /// `nodelifecycle`.
+    pub nodelifecycle: bool,
+}
+
+impl Default for EnabledControllers {
+    fn default() -> Self {
+        Self::all()
+    }
+}
+
+impl EnabledControllers {
+    /// Every controller.
+    pub fn all() -> Self {
+        Self {
+            replicaset: true,
+            replicationcontroller: true,
+            garbagecollector: true,
+            namespace: true,
+            scheduler: true,
+            nodelifecycle: true,
+        }
+    }
+
+    /// No controller.
+    pub fn none() -> Self {
+        Self {
+            replicaset: false,
+            replicationcontroller: false,
+            garbagecollector: false,
+            namespace: false,
+            scheduler: false,
+            nodelifecycle: false,
+        }
+    }
+
+    /// Parse `--controllers`: comma-separated names, `*` = all, `-name` disables (`*,-scheduler`).
+    pub fn parse(spec: &str) -> Result<Self> {
+        let mut out = Self::none();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if item == "*" {
+                out = Self::all();
+                continue;
+            }
+            let (on, name) = match item.strip_prefix('-') {
+                Some(n) => (false, n),
+                None => (true, item),
+            };
+            let slot = match name {
+                "replicaset" => &mut out.replicaset,
+                "replicationcontroller" => &mut out.replicationcontroller,
+                "garbagecollector" => &mut out.garbagecollector,
+                "namespace" => &mut out.namespace,
+                "scheduler" => &mut out.scheduler,
+                "nodelifecycle" => &mut out.nodelifecycle,
+                other => return Err(Error::Start(format!("unknown controller {other:?}"))),
+            };
+            *slot = on;
+        }
+        Ok(out)
+    }
+}
+
+/// Configuration of the controller manager.
+#[derive(Clone)]
+pub struct ControllerManagerConfig {
+    /// Workers per replication controller kind (`--concurrent-replicaset-syncs`, 5).
+    pub workers: usize,
+    /// Garbage-collector workers (`--concurrent-gc-syncs`, 20).
+    pub gc_workers: usize,
+    /// Namespace workers (`--concurrent-namespace-syncs`, 10).
+    pub namespace_workers: usize,
+    /// Node check period (`--node-monitor-period`, 5 s).
+    pub node_monitor_period: Duration,
+    /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
+    pub node_monitor_grace_period: Duration,
+    /// Default toleration of the unreachable taint (`--default-unreachable-toleration-seconds`, 300 s).
+    pub pod_eviction_timeout: Duration,
+    /// Informer resync (0 = never; kube-controller-manager uses a random 12–24 h).
+    pub resync_period: Duration,
+    /// Which controllers run.
+    pub controllers: EnabledControllers,
+    /// Emit a `Scheduled` event per bound pod (kube-scheduler does; costs one write per pod).
+    pub scheduled_events: bool,
+    /// Run only while holding this Lease (`--leader-elect`); `None` = always active.
+    pub leader_election: Option<LeaderElectionConfig>,
+    /// Time source for every controller decision.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ControllerManagerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerManagerConfig")
+            .field("workers", &self.workers)
+            .field("gc_workers", &self.gc_workers)
+            .field("node_monitor_grace_period", &self.node_monitor_grace_period)
+            .field("pod_eviction_timeout", &self.pod_eviction_timeout)
+            .field("controllers", &self.controllers)
+            .field(
+                "leader_election",
+                &self.leader_election.as_ref().map(|l| &l.identity),
+            )
+            .finish()
+    }
+}
+
+impl Default for ControllerManagerConfig {
+    fn default() -> Self {
+        Self {
+            workers: 5,
+            gc_workers: 20,
+            namespace_workers: 10,
+            node_monitor_period: Duration::from_secs(5),
+            node_monitor_grace_period: Duration::from_secs(40),
+            pod_eviction_timeout: Duration::from_secs(300),
+            resync_period: Duration::ZERO,
+            controllers: EnabledControllers::all(),
+            scheduled_events: true,
+            leader_election: None,
+            clock: clock::system(),
+        }
+    }
+}
+
+/// Run the controller manager until `shutdown` is cancelled.
+pub async fn run(
+    client: Client,
+    cfg: ControllerManagerConfig,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let Some(le) = cfg.leader_election.clone() else {
+        run_controllers(client, cfg, shutdown).await;
+        return Ok(());
+    };
+    let elector = LeaderElector::new(client.clone(), le)
+        .map_err(|e| Error::api("leader election config", e))?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let identity = elector.config().identity.clone();
+    let callbacks = LeaderCallbacks {
+        on_started_leading: Box::new(move |leading: CancellationToken| {
+            Box::pin(async move {
+                run_controllers(client, cfg, leading).await;
+                let _ = done_tx.send(());
+            })
+        }),
+        on_stopped_leading: Box::new(move || tracing::info!(%identity, "stopped leading")),
+        on_new_leader: Some(Box::new(|leader: &str| {
+            tracing::info!(leader, "new leader observed")
+        })),
+    };
+    elector.run(shutdown.clone(), callbacks).await;
+    if shutdown.is_cancelled() {
+        // Ran (if ever leading) to completion under the cancelled token.
+        let _ = tokio::time::timeout(SHUTDOWN_DEADLINE, done_rx).await;
+        Ok(())
+    } else {
+        Err(Error::LostLeadership)
+    }
+}
+
+/// Build and run every enabled controller on one informer factory.
+async fn run_controllers(
+    client: Client,
+    cfg: ControllerManagerConfig,
+    shutdown: CancellationToken,
+) {
+    let factory = SharedInformerFactory::new(client.clone(), cfg.resync_period);
+    let broadcaster = EventBroadcaster::new(client.clone(), "controller-manager");
+    let tracker = TaskTracker::new();
+    let en = cfg.controllers;
+    let clock = cfg.clock.clone();
+
+    let pods = factory.informer::<Pod>();
+    if en.replicaset {
+        let m = ReplicationManager::<ReplicaSet>::new(
+            client.clone(),
+            factory.informer::<ReplicaSet>(),
+            pods.clone(),
+            broadcaster.recorder("replicaset-controller"),
+            clock.clone(),
+        );
+        let (w, s) = (cfg.workers, shutdown.clone());
+        tracker.spawn(async move { m.run(w, s).await });
+    }
+    if en.replicationcontroller {
+        let m = ReplicationManager::<ReplicationController>::new(
+            client.clone(),
+            factory.informer::<ReplicationController>(),
+            pods.clone(),
+            broadcaster.recorder("replication-controller"),
+            clock.clone(),
+        );
+        let (w, s) = (cfg.workers, shutdown.clone());
+        tracker.spawn(async move { m.run(w, s).await });
+    }
+    if en.garbagecollector {
+        let mut gc = GarbageCollector::new(client.clone());
+        gc.watch(pods.clone());
+        gc.watch(factory.informer::<ReplicaSet>());
+        gc.watch(factory.informer::<ReplicationController>());
+        let (w, s) = (cfg.gc_workers, shutdown.clone());
+        tracker.spawn(async move { gc.run(w, s).await });
+    }
+    if en.namespace {
+        let nc = NamespaceController::new(client.clone(), factory.informer::<Namespace>());
+        let (w, s) = (cfg.namespace_workers, shutdown.clone());
+        tracker.spawn(async move { nc.run(w, s).await });
+    }
+    if en.scheduler {
+        let sched = Scheduler::new(
+            client.clone(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            broadcaster.recorder("default-scheduler"),
+            clock.clone(),
+            cfg.scheduled_events,
+        );
+        let s = shutdown.clone();
+        tracker.spawn(async move { sched.run(s).await });
+    }
+    if en.nodelifecycle {
+        let nl = NodeLifecycleController::new(
+            client.clone(),
+            factory.informer::<Node>(),
+            factory.informer::<Lease>(),
+            pods.clone(),
+            broadcaster.recorder("node-controller"),
+            clock.clone(),
+            NodeLifecycleConfig {
+                monitor_period: cfg.node_monitor_period,
+                grace_period: cfg.node_monitor_grace_period,
+                default_toleration_seconds: i64::try_from(cfg.pod_eviction_timeout.as_secs())
+                    .unwrap_or(300),
+            },
+        );
+        let s = shutdown.clone();
+        tracker.spawn(async move { nl.run(s).await });
+    }
+    tracker.close();
+    let events = tokio::spawn(broadcaster.run(shutdown.clone()));
+    factory.start(shutdown.clone());
+    tracing::info!(?en, "controller manager started");
+
+    shutdown.cancelled().await;
+    if tokio::time::timeout(SHUTDOWN_DEADLINE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("controllers did not stop within the shutdown deadline");
+    }
+    if tokio::time::timeout(SHUTDOWN_DEADLINE, factory.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("informers did not stop within the shutdown deadline");
+    }
+    let _ = events.await;
+    tracing::info!("controller manager stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_flag_parses_like_kube_controller_manager() {
+        let e = EnabledControllers::parse("*,-scheduler").unwrap_or(EnabledControllers::none());
+        assert!(e.replicaset && e.garbagecollector && !e.scheduler);
+        let only = EnabledControllers::parse("replicaset,namespace").unwrap_or_default();
+        assert!(only.replicaset && only.namespace && !only.replicationcontroller);
+        assert!(EnabledControllers::parse("bogus").is_err());
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let c = ControllerManagerConfig::default();
+        assert_eq!(c.workers, 5);
+        assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
+        assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
+    }
+}

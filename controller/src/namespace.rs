@@ -1,0 +1,240 @@
+//! `NamespaceController`: empties a namespace that is being deleted, then finalizes it.
+//!
+//! A namespace with a deletionTimestamp (phase `Terminating`) is purged kind by kind: every object of
+//! each known namespaced kind is deleted (Background; pods gracefully). Kinds the server does not serve
+//! answer 404 and count as empty. While anything remains (pods in their grace period, objects held by
+//! finalizers) the namespace is requeued after [`RECHECK_DELAY`]. When nothing remains, the `kubernetes`
+//! spec finalizer is removed through `PUT /api/v1/namespaces/{name}/finalize` and the apiserver removes
+//! the namespace. Lists are uncached (the content must be known to be gone, not believed gone).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use client::{
+    Api, Client, DeleteParams, DeletedObject, HandlerRegistration, ListParams, Lister,
+    PropagationPolicy, RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+};
+use k8s_openapi::api::core::v1::Namespace;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::{Error, Result};
+
+/// Delay before re-checking a namespace whose content is still going away.
+pub const RECHECK_DELAY: Duration = Duration::from_millis(500);
+/// The spec finalizer the namespace controller owns.
+pub const FINALIZER_KUBERNETES: &str = "kubernetes";
+
+#[async_trait]
+trait Purge: Send + Sync {
+    /// Delete what is not yet being deleted; return how many objects remain.
+    async fn purge(&self, ns: &str) -> Result<usize>;
+}
+
+struct TypedPurge<K> {
+    client: Client,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+#[async_trait]
+impl<K: client::Resource> Purge for TypedPurge<K> {
+    async fn purge(&self, ns: &str) -> Result<usize> {
+        let api: Api<K> = self.client.api::<K>(Some(ns));
+        let list = match api.list(&ListParams::default()).await {
+            Ok(l) => l,
+            Err(e) if e.is_not_found() || e.code() == Some(405) => return Ok(0),
+            Err(e) => return Err(Error::api("list namespace content", e)),
+        };
+        let opts = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        for obj in &list.items {
+            let meta = obj.metadata();
+            if meta.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = meta.name.as_deref().unwrap_or_default();
+            match api.delete(name, &opts).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() || e.is_conflict() => {}
+                Err(e) => return Err(Error::api("delete namespace content", e)),
+            }
+        }
+        Ok(list.items.len())
+    }
+}
+
+fn purger<K: client::Resource>(client: &Client) -> Arc<dyn Purge> {
+    Arc::new(TypedPurge::<K> {
+        client: client.clone(),
+        _k: std::marker::PhantomData,
+    })
+}
+
+fn all_kinds(c: &Client) -> Vec<Arc<dyn Purge>> {
+    use k8s_openapi::api::{
+        apps, autoscaling, batch, coordination, core, discovery, networking, policy, rbac,
+    };
+    vec![
+        purger::<apps::v1::Deployment>(c),
+        purger::<apps::v1::StatefulSet>(c),
+        purger::<apps::v1::DaemonSet>(c),
+        purger::<apps::v1::ReplicaSet>(c),
+        purger::<core::v1::ReplicationController>(c),
+        purger::<batch::v1::CronJob>(c),
+        purger::<batch::v1::Job>(c),
+        purger::<core::v1::Pod>(c),
+        purger::<core::v1::Service>(c),
+        purger::<core::v1::Endpoints>(c),
+        purger::<discovery::v1::EndpointSlice>(c),
+        purger::<core::v1::ConfigMap>(c),
+        purger::<core::v1::Secret>(c),
+        purger::<core::v1::ServiceAccount>(c),
+        purger::<core::v1::PersistentVolumeClaim>(c),
+        purger::<core::v1::PodTemplate>(c),
+        purger::<core::v1::LimitRange>(c),
+        purger::<core::v1::ResourceQuota>(c),
+        purger::<coordination::v1::Lease>(c),
+        purger::<autoscaling::v2::HorizontalPodAutoscaler>(c),
+        purger::<policy::v1::PodDisruptionBudget>(c),
+        purger::<networking::v1::NetworkPolicy>(c),
+        purger::<networking::v1::Ingress>(c),
+        purger::<rbac::v1::Role>(c),
+        purger::<rbac::v1::RoleBinding>(c),
+        purger::<core::v1::Event>(c),
+    ]
+}
+
+struct Inner {
+    client: Client,
+    namespaces: Lister<Namespace>,
+    queue: RateLimitingQueue<String>,
+    kinds: Vec<Arc<dyn Purge>>,
+}
+
+/// The namespace lifecycle controller.
+pub struct NamespaceController {
+    inner: Arc<Inner>,
+    registration: HandlerRegistration,
+}
+
+impl NamespaceController {
+    /// Build on the shared namespace informer.
+    pub fn new(client: Client, informer: SharedIndexInformer<Namespace>) -> Self {
+        let inner = Arc::new(Inner {
+            kinds: all_kinds(&client),
+            client,
+            namespaces: informer.lister(),
+            queue: RateLimitingQueue::with_default_controller_rate_limiter("namespace"),
+        });
+        let registration = informer.add_event_handler(Handler(inner.clone()));
+        Self {
+            inner,
+            registration,
+        }
+    }
+
+    /// Wait for the cache, then run `workers` workers until `shutdown`.
+    pub async fn run(self, workers: usize, shutdown: CancellationToken) {
+        if !client::wait_for_cache_sync(&[&self.registration], &shutdown).await {
+            self.inner.queue.shut_down();
+            return;
+        }
+        let tracker = TaskTracker::new();
+        for _ in 0..workers.max(1) {
+            let inner = self.inner.clone();
+            tracker.spawn(async move {
+                while let Some(name) = inner.queue.get().await {
+                    match inner.sync(&name).await {
+                        Ok(true) => inner.queue.forget(&name),
+                        Ok(false) => {
+                            inner.queue.forget(&name);
+                            inner.queue.add_after(name.clone(), RECHECK_DELAY);
+                        }
+                        Err(e) => {
+                            tracing::warn!(namespace = %name, error = %e, "namespace cleanup failed; requeue");
+                            inner.queue.add_rate_limited(name.clone());
+                        }
+                    }
+                    inner.queue.done(&name);
+                }
+            });
+        }
+        tracker.close();
+        shutdown.cancelled().await;
+        self.inner.queue.shut_down();
+        tracker.wait().await;
+    }
+}
+
+impl Inner {
+    /// `Ok(true)`: done (or nothing to do); `Ok(false)`: content remains, check again later.
+    async fn sync(&self, name: &str) -> Result<bool> {
+        let Some(ns) = self.namespaces.get(name) else {
+            return Ok(true);
+        };
+        if ns.metadata.deletion_timestamp.is_none() {
+            return Ok(true);
+        }
+        let finalizers = ns
+            .spec
+            .as_ref()
+            .and_then(|s| s.finalizers.clone())
+            .unwrap_or_default();
+        if !finalizers.iter().any(|f| f == FINALIZER_KUBERNETES) {
+            return Ok(true);
+        }
+        let mut remaining = 0;
+        for kind in &self.kinds {
+            remaining += kind.purge(name).await?;
+        }
+        if remaining > 0 {
+            tracing::debug!(
+                namespace = name,
+                remaining,
+                "namespace content still terminating"
+            );
+            return Ok(false);
+        }
+        let mut finalized = (*ns).clone();
+        if let Some(spec) = finalized.spec.as_mut() {
+            spec.finalizers = Some(
+                finalizers
+                    .into_iter()
+                    .filter(|f| f != FINALIZER_KUBERNETES)
+                    .collect(),
+            );
+        }
+        let api: Api<Namespace> = self.client.api::<Namespace>(None);
+        // PUT /api/v1/namespaces/{name}/finalize.
+        // The client has no PUT-subresource verb: the item path `{name}/finalize` is that URL.
+        match api.replace(&format!("{name}/finalize"), &finalized).await {
+            Ok(_) => {
+                tracing::info!(namespace = name, "namespace finalized");
+                Ok(true)
+            }
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(Error::api("finalize namespace", e)),
+        }
+    }
+}
+
+struct Handler(Arc<Inner>);
+
+impl ResourceEventHandler<Namespace> for Handler {
+    fn on_add(&self, obj: &Arc<Namespace>, _in_initial_list: bool) {
+        if obj.metadata.deletion_timestamp.is_some() {
+            self.0
+                .queue
+                .add(obj.metadata.name.clone().unwrap_or_default());
+        }
+    }
+
+    fn on_update(&self, _old: &Arc<Namespace>, new: &Arc<Namespace>) {
+        self.on_add(new, false);
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<Namespace>) {}
+}

@@ -1,0 +1,268 @@
+//! `NodeLifecycleController`: watches node Leases, marks silent nodes unreachable, evicts their pods.
+//!
+//! Every `monitor_period` (5 s upstream, `--node-monitor-period`) the controller records each node's
+//! Lease `renewTime` and Ready heartbeat in its [`HealthTracker`] (local clock), applies
+//! [`decide_node`] (conditions via a status patch, taints via a spec patch guarded by the node's
+//! resourceVersion), and for nodes carrying the `NoExecute` unreachable taint deletes every active pod
+//! whose toleration has run out ([`eviction_for`]). The loop reads only informer caches besides its
+//! writes, and is stopped by the shutdown token between ticks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::record::{EventRecorder, EventType};
+use client::{Client, DeleteParams, LabelMatcher, Lister, Patch, SharedIndexInformer};
+use jiff::SignedDuration;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{
+    decide_node, eviction_for, no_execute_unreachable, ready_heartbeat, Eviction, HealthTracker,
+    NodeDecision,
+};
+use crate::clock::Clock;
+use crate::pod_util::is_pod_active;
+use crate::{Error, Result};
+
+/// Namespace of node heartbeat Leases.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Timings of the node lifecycle controller.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeLifecycleConfig {
+    /// How often nodes are checked (`--node-monitor-period`, 5 s).
+    pub monitor_period: Duration,
+    /// Silence after which a node is unreachable (`--node-monitor-grace-period`, 40 s).
+    pub grace_period: Duration,
+    /// Toleration applied to pods without one for the unreachable taint (300 s).
+    pub default_toleration_seconds: i64,
+}
+
+impl Default for NodeLifecycleConfig {
+    fn default() -> Self {
+        Self {
+            monitor_period: Duration::from_secs(5),
+            grace_period: Duration::from_secs(40),
+            default_toleration_seconds: super::decide::DEFAULT_TOLERATION_SECONDS,
+        }
+    }
+}
+
+/// The node lifecycle controller.
+pub struct NodeLifecycleController {
+    client: Client,
+    nodes: SharedIndexInformer<Node>,
+    leases: SharedIndexInformer<Lease>,
+    pods: SharedIndexInformer<Pod>,
+    node_lister: Lister<Node>,
+    lease_lister: Lister<Lease>,
+    pod_lister: Lister<Pod>,
+    recorder: EventRecorder,
+    clock: Arc<dyn Clock>,
+    cfg: NodeLifecycleConfig,
+    health: Mutex<HealthTracker>,
+}
+
+impl NodeLifecycleController {
+    /// Build on the shared node, lease and pod informers.
+    pub fn new(
+        client: Client,
+        nodes: SharedIndexInformer<Node>,
+        leases: SharedIndexInformer<Lease>,
+        pods: SharedIndexInformer<Pod>,
+        recorder: EventRecorder,
+        clock: Arc<dyn Clock>,
+        cfg: NodeLifecycleConfig,
+    ) -> Self {
+        Self {
+            client,
+            node_lister: nodes.lister(),
+            lease_lister: leases.lister(),
+            pod_lister: pods.lister(),
+            nodes,
+            leases,
+            pods,
+            recorder,
+            clock,
+            cfg,
+            health: Mutex::new(HealthTracker::new()),
+        }
+    }
+
+    /// Wait for caches, then monitor until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let synced =
+            client::wait_for_cache_sync(&[&self.nodes, &self.leases, &self.pods], &shutdown).await;
+        if !synced {
+            return;
+        }
+        tracing::info!(grace = ?self.cfg.grace_period, "node lifecycle controller started");
+        let mut tick = tokio::time::interval(self.cfg.monitor_period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {
+                    if let Err(e) = self.monitor().await {
+                        tracing::warn!(error = %e, "node monitoring pass failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// One monitoring pass over every node.
+    pub async fn monitor(&self) -> Result<()> {
+        let now = self.clock.now();
+        let grace = SignedDuration::try_from(self.cfg.grace_period)
+            .unwrap_or(SignedDuration::from_secs(40));
+        let nodes = self.node_lister.list(&LabelMatcher::everything());
+        let mut tainted: HashMap<String, k8s_openapi::api::core::v1::Taint> = HashMap::new();
+        let mut first_err = None;
+        for node in &nodes {
+            let Some(name) = node.metadata.name.clone() else {
+                continue;
+            };
+            let renew = self
+                .lease_lister
+                .get(&format!("{NODE_LEASE_NAMESPACE}/{name}"))
+                .and_then(|l| {
+                    l.spec
+                        .as_ref()
+                        .and_then(|s| s.renew_time.as_ref())
+                        .map(|t| t.0)
+                });
+            let stale = {
+                let mut h = self.health.lock();
+                h.observe(&name, renew, ready_heartbeat(node), now);
+                h.is_stale(&name, now, grace)
+            };
+            let effective_taint = match decide_node(node, stale, now) {
+                NodeDecision::Nothing => no_execute_unreachable(node).cloned(),
+                NodeDecision::Update { conditions, taints } => {
+                    if let Err(e) = self.apply(node, &conditions, &taints).await {
+                        first_err.get_or_insert(e);
+                    }
+                    if stale {
+                        tracing::info!(node = %name, "node stopped renewing its lease: marked unreachable");
+                    } else {
+                        tracing::info!(node = %name, "node lease renewed: unreachable taints removed");
+                    }
+                    taints.into_iter().find(|t| {
+                        t.key == super::decide::TAINT_UNREACHABLE && t.effect == "NoExecute"
+                    })
+                }
+            };
+            if let Some(t) = effective_taint {
+                tainted.insert(name, t);
+            }
+        }
+        // Forget deleted nodes so the tracker stays bounded by the node count.
+        {
+            let names: std::collections::HashSet<&str> = nodes
+                .iter()
+                .filter_map(|n| n.metadata.name.as_deref())
+                .collect();
+            let mut h = self.health.lock();
+            h.retain(|n| names.contains(n));
+        }
+        if !tainted.is_empty() {
+            self.evict(&tainted, now).await;
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn apply(
+        &self,
+        node: &Node,
+        conditions: &[k8s_openapi::api::core::v1::NodeCondition],
+        taints: &[k8s_openapi::api::core::v1::Taint],
+    ) -> Result<()> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let api = self.client.api::<Node>(None);
+        let cur_conditions = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or(&[]);
+        if cur_conditions != conditions {
+            let patch = serde_json::json!({"status": {"conditions": conditions}});
+            api.patch_status(name, &Patch::Strategic(patch))
+                .await
+                .map_err(|e| Error::api("update node conditions", e))?;
+        }
+        let cur_taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[]);
+        if cur_taints != taints {
+            let patch = serde_json::json!({
+                "metadata": {"resourceVersion": node.metadata.resource_version},
+                "spec": {"taints": taints},
+            });
+            api.patch(name, &Patch::Merge(patch))
+                .await
+                .map_err(|e| Error::api("update node taints", e))?;
+        }
+        Ok(())
+    }
+
+    async fn evict(
+        &self,
+        tainted: &HashMap<String, k8s_openapi::api::core::v1::Taint>,
+        now: jiff::Timestamp,
+    ) {
+        for pod in self.pod_lister.list(&LabelMatcher::everything()) {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                continue;
+            };
+            let Some(taint) = tainted.get(node) else {
+                continue;
+            };
+            if !is_pod_active(&pod) {
+                continue;
+            }
+            let Eviction::At(at) =
+                eviction_for(&pod, taint, self.cfg.default_toleration_seconds, now)
+            else {
+                continue;
+            };
+            if at > now {
+                continue;
+            }
+            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let api = self.client.api::<Pod>(Some(ns));
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(()) => {
+                    tracing::info!(pod = %format!("{ns}/{name}"), node, "evicted pod from unreachable node");
+                    let oref = ObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        namespace: pod.metadata.namespace.clone(),
+                        name: pod.metadata.name.clone(),
+                        uid: pod.metadata.uid.clone(),
+                        ..Default::default()
+                    };
+                    self.recorder.event(
+                        &oref,
+                        EventType::Normal,
+                        "TaintManagerEviction",
+                        &format!("Marking for deletion Pod {ns}/{name}"),
+                    );
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(pod = name, error = %e, "eviction failed; retrying next pass")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! `Scheduler`: binds each pending pod to a node through `POST pods/{name}/binding`.
+//!
+//! One scheduling loop decides pods one at a time against a cache of node usage, so two decisions never
+//! race for the same capacity; the pod is *assumed* onto the chosen node in that cache at once, and the
+//! bind request runs concurrently (at most [`MAX_CONCURRENT_BINDS`] in flight, the loop waits for a
+//! slot: bounded). A failed bind forgets the assumption and retries the pod. A pod that fits nowhere gets
+//! a `FailedScheduling` event and a `PodScheduled=False` condition, and is retried with per-pod backoff
+//! (1 s doubling to 10 s, kube-scheduler's `podInitialBackoff`/`podMaxBackoff`) or at once when a node
+//! is added or changes, or a pod is deleted.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::record::{EventRecorder, EventType};
+use client::{
+    Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
+    RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::filter::{fit_error_message, NodeUsage};
+use super::resources::Resources;
+use super::score::{select_node, usage_of, Placement};
+use crate::clock::Clock;
+use crate::pod_util::{key_of, phase, split_key};
+
+/// Bind requests in flight at once.
+pub const MAX_CONCURRENT_BINDS: usize = 32;
+/// `podInitialBackoffSeconds` (kube-scheduler default): 1 s.
+pub const POD_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// `podMaxBackoffSeconds` (kube-scheduler default): 10 s.
+pub const POD_MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// The scheduler name this scheduler serves.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    node_idx: usize,
+    req: Resources,
+    non_zero: Resources,
+}
+
+/// Node usage from bound and assumed pods, keyed by pod key.
+#[derive(Debug, Default)]
+struct Cache {
+    node_names: Vec<String>,
+    node_index: HashMap<String, usize>,
+    usage: Vec<NodeUsage>,
+    pods: HashMap<String, Placed>,
+}
+
+impl Cache {
+    fn node_idx(&mut self, node: &str) -> usize {
+        if let Some(i) = self.node_index.get(node) {
+            return *i;
+        }
+        let i = self.node_names.len();
+        self.node_names.push(node.to_string());
+        self.node_index.insert(node.to_string(), i);
+        self.usage.push(NodeUsage::default());
+        i
+    }
+
+    fn add(&mut self, key: &str, node: &str, req: Resources, non_zero: Resources) {
+        let node_idx = self.node_idx(node);
+        if let Some(p) = self.pods.get(key) {
+            if p.node_idx == node_idx {
+                return;
+            }
+        }
+        self.remove(key);
+        let u = &mut self.usage[node_idx];
+        u.requested = u.requested.plus(req);
+        u.non_zero_requested = u.non_zero_requested.plus(non_zero);
+        u.pods += 1;
+        self.pods.insert(
+            key.to_string(),
+            Placed {
+                node_idx,
+                req,
+                non_zero,
+            },
+        );
+    }
+
+    fn remove(&mut self, key: &str) -> bool {
+        let Some(p) = self.pods.remove(key) else {
+            return false;
+        };
+        let u = &mut self.usage[p.node_idx];
+        u.requested.sub(p.req);
+        u.non_zero_requested.sub(p.non_zero);
+        u.pods -= 1;
+        true
+    }
+
+    fn usage(&self, node: &str) -> NodeUsage {
+        self.node_index
+            .get(node)
+            .map(|i| self.usage[*i])
+            .unwrap_or_default()
+    }
+}
+
+struct Inner {
+    client: Client,
+    pods: Lister<Pod>,
+    nodes: Lister<Node>,
+    queue: RateLimitingQueue<String>,
+    cache: Mutex<Cache>,
+    // Pods that fit nowhere, retried at once when the cluster changes; their backoff attempt counts.
+    unschedulable: Mutex<HashMap<String, u32>>,
+    // Pods assumed and not yet confirmed by the informer (bind in flight).
+    assumed: Mutex<HashSet<String>>,
+    recorder: EventRecorder,
+    clock: Arc<dyn Clock>,
+    binds: Arc<Semaphore>,
+    scheduled_events: bool,
+}
+
+/// The scheduler.
+pub struct Scheduler {
+    inner: Arc<Inner>,
+    registrations: Vec<HandlerRegistration>,
+}
+
+fn responsible(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    let name = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("");
+    (name.is_empty() || name == DEFAULT_SCHEDULER_NAME)
+        && spec
+            .and_then(|s| s.node_name.as_deref())
+            .is_none_or(str::is_empty)
+        && pod.metadata.deletion_timestamp.is_none()
+        && !matches!(phase(pod), "Succeeded" | "Failed")
+}
+
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+impl Scheduler {
+    /// Build the scheduler on the shared pod and node informers.
+    pub fn new(
+        client: Client,
+        pod_informer: SharedIndexInformer<Pod>,
+        node_informer: SharedIndexInformer<Node>,
+        recorder: EventRecorder,
+        clock: Arc<dyn Clock>,
+        scheduled_events: bool,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            client,
+            pods: pod_informer.lister(),
+            nodes: node_informer.lister(),
+            queue: RateLimitingQueue::with_default_controller_rate_limiter("scheduler"),
+            cache: Mutex::new(Cache::default()),
+            unschedulable: Mutex::new(HashMap::new()),
+            assumed: Mutex::new(HashSet::new()),
+            recorder,
+            clock,
+            binds: Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS)),
+            scheduled_events,
+        });
+        let registrations = vec![
+            pod_informer.add_event_handler(PodHandler(inner.clone())),
+            node_informer.add_event_handler(NodeHandler(inner.clone())),
+        ];
+        Self {
+            inner,
+            registrations,
+        }
+    }
+
+    /// Wait for the caches, then schedule until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let synced_refs: Vec<&dyn HasSynced> = self
+            .registrations
+            .iter()
+            .map(|r| r as &dyn HasSynced)
+            .collect();
+        let synced = client::wait_for_cache_sync(&synced_refs, &shutdown).await;
+        if !synced {
+            self.inner.queue.shut_down();
+            return;
+        }
+        tracing::info!("scheduler caches synced");
+        let tracker = TaskTracker::new();
+        let inner = self.inner.clone();
+        let t2 = tracker.clone();
+        tracker.spawn(async move {
+            while let Some(key) = inner.queue.get().await {
+                inner.schedule_one(&key, &t2).await;
+                inner.queue.done(&key);
+            }
+        });
+        shutdown.cancelled().await;
+        self.inner.queue.shut_down();
+        tracker.close();
+        tracker.wait().await;
+    }
+}
+
+impl Inner {
+    fn move_all_unschedulable(&self) {
+        let keys: Vec<String> = self.unschedulable.lock().keys().cloned().collect();
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
+    fn pod_ref(pod: &Pod) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            field_path: None,
+        }
+    }
+
+    async fn schedule_one(self: &Arc<Self>, key: &str, tracker: &TaskTracker) {
+        let (ns, name) = split_key(key);
+        let ns = ns.unwrap_or_default();
+        let Some(pod) = self.pods.namespace(ns).get(name) else {
+            self.unschedulable.lock().remove(key);
+            return;
+        };
+        if !responsible(&pod) || self.assumed.lock().contains(key) {
+            return;
+        }
+        let nodes = self.nodes.list(&LabelMatcher::everything());
+        let placement = {
+            let cache = self.cache.lock();
+            select_node(
+                &pod,
+                nodes.iter().map(|n| {
+                    let usage = cache.usage(n.metadata.name.as_deref().unwrap_or_default());
+                    (n.as_ref(), usage)
+                }),
+            )
+        };
+        match placement {
+            Placement::Node(node) => {
+                let (req, nz) = usage_of(&pod);
+                self.cache.lock().add(key, &node, req, nz);
+                self.assumed.lock().insert(key.to_string());
+                self.unschedulable.lock().remove(key);
+                self.queue.forget(&key.to_string());
+                // Bounded: wait for a bind slot before deciding the next pod.
+                let Ok(permit) = self.binds.clone().acquire_owned().await else {
+                    return;
+                };
+                let this = self.clone();
+                let key = key.to_string();
+                tracker.spawn(async move {
+                    this.bind(&key, &pod, &node).await;
+                    drop(permit);
+                });
+            }
+            Placement::Unschedulable(failures) => {
+                let msg = fit_error_message(nodes.len(), &failures);
+                tracing::debug!(pod = key, %msg, "unschedulable");
+                self.recorder.event(
+                    &Self::pod_ref(&pod),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    &msg,
+                );
+                self.mark_unschedulable(&pod, &msg).await;
+                let attempt = {
+                    let mut u = self.unschedulable.lock();
+                    let a = u.entry(key.to_string()).or_insert(0);
+                    *a = a.saturating_add(1);
+                    *a
+                };
+                let backoff = POD_INITIAL_BACKOFF
+                    .saturating_mul(1u32 << (attempt - 1).min(8))
+                    .min(POD_MAX_BACKOFF);
+                self.queue.add_after(key.to_string(), backoff);
+            }
+        }
+    }
+
+    async fn mark_unschedulable(&self, pod: &Pod, msg: &str) {
+        let already = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.message.as_deref() == Some(msg)
+                })
+            });
+        if already {
+            return;
+        }
+        let now: Timestamp = self.clock.now();
+        let patch = serde_json::json!({"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": msg,
+            "lastTransitionTime": now.to_string(),
+        }]}});
+        let api = self.client.api::<Pod>(pod.metadata.namespace.as_deref());
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        if let Err(e) = api.patch_status(name, &Patch::Strategic(patch)).await {
+            tracing::debug!(pod = name, error = %e, "could not set PodScheduled=False");
+        }
+    }
+
+    async fn bind(&self, key: &str, pod: &Pod, node: &str) {
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: pod.metadata.name.clone(),
+                namespace: pod.metadata.namespace.clone(),
+                uid: pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.to_string()),
+                ..Default::default()
+            },
+        };
+        let api = self.client.api::<Pod>(pod.metadata.namespace.as_deref());
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        match api.create_subresource(name, "binding", &binding).await {
+            Ok(_) => {
+                tracing::debug!(pod = key, node, "bound");
+                if self.scheduled_events {
+                    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+                    self.recorder.event(
+                        &Self::pod_ref(pod),
+                        EventType::Normal,
+                        "Scheduled",
+                        &format!("Successfully assigned {ns}/{name} to {node}"),
+                    );
+                }
+            }
+            Err(e) => {
+                self.assumed.lock().remove(key);
+                self.cache.lock().remove(key);
+                if e.is_not_found() || e.is_conflict() {
+                    // Pod gone, or already bound by someone else: the informer will tell.
+                    tracing::debug!(pod = key, error = %e, "bind not needed");
+                } else {
+                    tracing::warn!(pod = key, node, error = %e, "bind failed; retrying");
+                    self.queue.add_rate_limited(key.to_string());
+                }
+            }
+        }
+    }
+
+    fn observe_pod(&self, pod: &Pod) {
+        let key = key_of(&pod.metadata);
+        if let Some(node) = bound_node(pod) {
+            if matches!(phase(pod), "Succeeded" | "Failed") {
+                self.cache.lock().remove(&key);
+                self.assumed.lock().remove(&key);
+                self.move_all_unschedulable();
+                return;
+            }
+            let (req, nz) = usage_of(pod);
+            self.cache.lock().add(&key, node, req, nz);
+            self.assumed.lock().remove(&key);
+            self.unschedulable.lock().remove(&key);
+        } else if responsible(pod) {
+            self.queue.add(key);
+        }
+    }
+}
+
+struct PodHandler(Arc<Inner>);
+
+impl ResourceEventHandler<Pod> for PodHandler {
+    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+        self.0.observe_pod(obj);
+    }
+
+    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+        self.0.observe_pod(new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<Pod>) {
+        let key = obj.key();
+        let freed = self.0.cache.lock().remove(&key);
+        self.0.assumed.lock().remove(&key);
+        self.0.unschedulable.lock().remove(&key);
+        if freed {
+            self.0.move_all_unschedulable();
+        }
+    }
+}
+
+struct NodeHandler(Arc<Inner>);
+
+impl ResourceEventHandler<Node> for NodeHandler {
+    fn on_add(&self, _obj: &Arc<Node>, _in_initial_list: bool) {
+        self.0.move_all_unschedulable();
+    }
+
+    fn on_update(&self, old: &Arc<Node>, new: &Arc<Node>) {
+        // Heartbeat-only status updates do not change feasibility.
+        let changed = old.spec != new.spec
+            || old.metadata.labels != new.metadata.labels
+            || old.status.as_ref().map(|s| (&s.allocatable, ready_of(s)))
+                != new.status.as_ref().map(|s| (&s.allocatable, ready_of(s)));
+        if changed {
+            self.0.move_all_unschedulable();
+        }
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<Node>) {}
+}
+
+fn ready_of(s: &k8s_openapi::api::core::v1::NodeStatus) -> Option<&str> {
+    s.conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
