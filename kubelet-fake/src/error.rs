@@ -25,6 +25,13 @@ pub enum Error {
     /// The configuration parsed but is not usable (for example a rule without an action).
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// A node could not be registered with the apiserver at startup.
+    #[error("registering node {node}: {source}")]
+    RegisterNode {
+        node: String,
+        #[source]
+        source: Box<client::Error>,
+    },
     /// The shared pod or node informer did not sync before shutdown was requested.
     #[error("informer caches did not sync")]
     CacheSync,

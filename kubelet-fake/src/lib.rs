@@ -1,12 +1,32 @@
-//! kubelet-fake
+//! `kubelet-fake`: any number of simulated nodes in one process, behaving towards the API like
+//! real kubelets (the anchor is kwok).
+//!
+//! * [`config`]: the lifecycle configuration (YAML: delays with jitter, failure rules) — data, not
+//!   code, like kwok's Stages. [`plan`] applies it to one pod.
+//! * [`pod_status`]: the exact `PodStatus` of every stage as a pure function of time;
+//!   [`backoff`] the kubelet's crash-loop and image-pull back-off; [`ipam`] pod IPs; [`ids`]
+//!   deterministic container and image IDs.
+//! * [`node`]: Node and Lease objects, the node status update rule, kubelet timing constants.
+//! * [`runtime`]: [`FakeKubelets`] — one shared pod informer routed by `spec.nodeName`, one work
+//!   queue with a bounded pool of status writers, one heartbeat wheel ([`heartbeat`]) for all
+//!   nodes; [`metrics`] plain counters.
+//!
+//! It talks to the apiserver only over HTTP, through the `client` crate.
+
 pub mod backoff;
 pub mod config;
 pub mod error;
+pub mod heartbeat;
 pub mod ids;
 pub mod ipam;
+pub mod metrics;
 pub mod node;
 pub mod plan;
 pub mod pod_status;
+pub mod runtime;
 
 pub use config::LifecycleConfig;
 pub use error::{Error, Result};
+pub use metrics::KubeletMetrics;
+pub use node::NodeTemplate;
+pub use runtime::{FakeKubelets, KubeletConfig, NodeToggle};

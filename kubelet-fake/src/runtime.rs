@@ -1,0 +1,590 @@
+//! The running fake kubelets: N nodes in one process, sharing everything that can be shared.
+//!
+//! Shape (cheap enough for 1,000 nodes and 100,000 pods):
+//!
+//! * **One** pod informer for all namespaces with field selector `spec.nodeName!=`, indexed by
+//!   `spec.nodeName`; its handler routes each event to the owning node by name and enqueues the
+//!   pod key. **One** node informer (label `minik8s.io/fake-node=true`) gives each node its
+//!   current object for status decisions.
+//! * **One** rate-limited work queue of pod keys and a **bounded pool** of status writers
+//!   (`status_workers`). A writer evaluates the pod ([`crate::pod_status::evaluate`]), writes the
+//!   status if it changed (PUT `pods/status` carrying the cached `resourceVersion`, so a concurrent
+//!   writer's change is never overwritten: 409 → retry from the fresher cache), sends the final
+//!   delete for a terminated deleting pod, and re-adds the key with `add_after` for the next
+//!   scheduled change — the queue's delay heap is the timer for every pod.
+//! * **One** heartbeat wheel for all nodes ([`crate::heartbeat`]).
+//!
+//! Stopping a node ([`FakeKubelets::stop_node`]) is a crashed machine: no lease renewals, no node
+//! status, its pods are not touched (their status freezes; deletions hang until it comes back or
+//! someone force-deletes). Starting it again heartbeats at once and re-syncs all its pods.
+//!
+//! Shutdown: cancelling the token given to [`FakeKubelets::start`] stops the informers, shuts the
+//! queue down (writers finish their current pod and exit) and ends the wheel; [`FakeKubelets::join`]
+//! waits for all of it.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::workqueue::{ItemExponentialFailureRateLimiter, MaxOfRateLimiter};
+use client::{
+    Client, DeleteParams, DeletedObject, Indexers, ListParams, Preconditions, RateLimitingQueue,
+    SharedIndexInformer, SharedInformerFactory,
+};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+use crate::config::LifecycleConfig;
+use crate::error::{Error, Result};
+use crate::heartbeat;
+use crate::ipam::{Ipam, Reservation};
+use crate::metrics::{Counters, KubeletMetrics};
+use crate::node::{
+    NodeIdentity, NodeTemplate, FAKE_NODE_LABEL, NODE_LEASE_DURATION, NODE_LEASE_RENEW_INTERVAL,
+    NODE_STATUS_REPORT_INTERVAL,
+};
+use crate::plan::PodPlan;
+use crate::pod_status::{evaluate, merge_with_previous, since, PodFacts};
+
+/// Name of the pod informer's index by `spec.nodeName`.
+pub const NODE_NAME_INDEX: &str = "spec.nodeName";
+
+/// Everything [`FakeKubelets::start`] needs besides the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KubeletConfig {
+    /// How many nodes to simulate.
+    pub nodes: usize,
+    /// Nodes are named `<name_prefix>-<index>`.
+    pub name_prefix: String,
+    /// Index of the first node (so that several processes can simulate disjoint node sets).
+    pub first_index: usize,
+    /// How pods behave.
+    pub lifecycle: LifecycleConfig,
+    /// What every node looks like.
+    pub node: NodeTemplate,
+    /// `leaseDurationSeconds` of node leases (kubelet default 40 s).
+    pub lease_duration: Duration,
+    /// How often leases are renewed and node status is computed (kubelet: 10 s).
+    pub lease_renew_interval: Duration,
+    /// How often node status is posted even when unchanged.
+    pub node_status_report_interval: Duration,
+    /// Size of the pod status writer pool.
+    pub status_workers: usize,
+    /// At most this many heartbeats (lease + node status) in flight at once.
+    pub heartbeat_concurrency: usize,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            name_prefix: "node".to_string(),
+            first_index: 0,
+            lifecycle: LifecycleConfig::default(),
+            node: NodeTemplate::default(),
+            lease_duration: NODE_LEASE_DURATION,
+            lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
+            node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
+            status_workers: 32,
+            heartbeat_concurrency: 32,
+        }
+    }
+}
+
+/// The outcome of [`FakeKubelets::stop_node`] / [`FakeKubelets::start_node`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeToggle {
+    /// The node changed state.
+    Changed,
+    /// It already was in the requested state.
+    Unchanged,
+    /// No simulated node has that name.
+    UnknownNode,
+}
+
+/// Per-pod node-side state. Small on purpose: everything else is recomputed.
+#[derive(Clone, Debug)]
+pub(crate) struct PodRuntime {
+    uid: String,
+    accepted: Timestamp,
+    ip: Option<Ipv4Addr>,
+    deletion_seen: Option<Timestamp>,
+    /// `(resourceVersion our write produced, digest of the status we wrote)`: lets a writer skip a
+    /// status the server normalized differently from ours, without missing others' changes.
+    written: Option<(String, u64)>,
+}
+
+/// One node's pods and addresses, under one lock.
+pub(crate) struct NodePods {
+    ipam: Ipam,
+    pods: HashMap<String, PodRuntime>,
+}
+
+/// One simulated node.
+pub(crate) struct NodeState {
+    pub(crate) id: NodeIdentity,
+    pub(crate) running: AtomicBool,
+    /// Set while a heartbeat runs, so a slow one is never doubled up.
+    pub(crate) heartbeat_in_flight: AtomicBool,
+    pub(crate) uid: Mutex<Option<String>>,
+    /// The last Lease we wrote or read (its resourceVersion makes renewals a cheap PUT).
+    pub(crate) lease: Mutex<Option<Lease>>,
+    pub(crate) last_report: Mutex<Option<Timestamp>>,
+    pods: Mutex<NodePods>,
+}
+
+/// State shared by the handlers, writers and the heartbeat wheel.
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) cfg: KubeletConfig,
+    pub(crate) nodes: Vec<NodeState>,
+    by_name: HashMap<String, usize>,
+    pods: SharedIndexInformer<Pod>,
+    pub(crate) node_informer: SharedIndexInformer<Node>,
+    queue: RateLimitingQueue<String>,
+    pub(crate) counters: Counters,
+}
+
+impl Shared {
+    fn node_of(&self, pod: &Pod) -> Option<usize> {
+        let name = pod.spec.as_ref()?.node_name.as_deref()?;
+        self.by_name.get(name).copied()
+    }
+
+    fn pod_key(pod: &Pod) -> String {
+        client::meta_namespace_key(pod)
+    }
+
+    fn forget_pod(&self, node: usize, key: &str) {
+        let mut np = self.nodes[node].pods.lock();
+        if let Some(rt) = np.pods.remove(key) {
+            if let Some(ip) = rt.ip {
+                np.ipam.release(ip);
+            }
+        }
+    }
+}
+
+/// The running fake kubelets. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct FakeKubelets {
+    shared: Arc<Shared>,
+    tasks: TaskTracker,
+    factory: Arc<SharedInformerFactory>,
+    urgent: mpsc::Sender<usize>,
+}
+
+impl FakeKubelets {
+    /// Registers the nodes, brings them Ready with fresh Leases, starts the shared informers, the
+    /// status writers and the heartbeat wheel, and returns once all of that is running.
+    pub async fn start(
+        client: Client,
+        cfg: KubeletConfig,
+        shutdown: CancellationToken,
+    ) -> Result<FakeKubelets> {
+        cfg.lifecycle.validate()?;
+        if cfg.status_workers == 0 || cfg.heartbeat_concurrency == 0 {
+            return Err(Error::InvalidConfig(
+                "status_workers and heartbeat_concurrency must be at least 1".into(),
+            ));
+        }
+        if cfg.lease_renew_interval.is_zero() {
+            return Err(Error::InvalidConfig(
+                "lease_renew_interval must be positive".into(),
+            ));
+        }
+        let mut nodes = Vec::with_capacity(cfg.nodes);
+        let mut by_name = HashMap::with_capacity(cfg.nodes);
+        for i in 0..cfg.nodes {
+            let id = NodeIdentity::nth(&cfg.name_prefix, cfg.first_index + i, &cfg.node)
+                .ok_or_else(|| {
+                    Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
+                })?;
+            by_name.insert(id.name.clone(), i);
+            nodes.push(NodeState {
+                pods: Mutex::new(NodePods {
+                    ipam: Ipam::new(id.pod_cidr),
+                    pods: HashMap::new(),
+                }),
+                id,
+                running: AtomicBool::new(true),
+                heartbeat_in_flight: AtomicBool::new(false),
+                uid: Mutex::new(None),
+                lease: Mutex::new(None),
+                last_report: Mutex::new(None),
+            });
+        }
+
+        let factory = Arc::new(SharedInformerFactory::new(client.clone(), Duration::ZERO));
+        let pods = factory.informer_for::<Pod>(ListParams::default().fields("spec.nodeName!="));
+        let mut indexers: Indexers<Pod> = Indexers::new();
+        indexers.insert(
+            NODE_NAME_INDEX.to_string(),
+            Arc::new(|p: &Pod| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .into_iter()
+                    .collect()
+            }),
+        );
+        if let Err(e) = pods.add_indexers(indexers) {
+            // Only possible if the informer was shared and already indexed: harmless.
+            debug!(error = %e, "pod informer already has the nodeName index");
+        }
+        let node_informer = factory
+            .informer_for::<Node>(ListParams::default().labels(format!("{FAKE_NODE_LABEL}=true")));
+        // Failures are retried per pod with back-off capped at the kubelet's status sync period.
+        let limiter =
+            MaxOfRateLimiter::new(vec![Box::new(ItemExponentialFailureRateLimiter::new(
+                Duration::from_millis(5),
+                Duration::from_secs(10),
+            ))]);
+        let queue = RateLimitingQueue::new("kubelet-fake-pods", limiter);
+        let shared = Arc::new(Shared {
+            client,
+            cfg,
+            nodes,
+            by_name,
+            pods: pods.clone(),
+            node_informer,
+            queue,
+            counters: Counters::default(),
+        });
+
+        // Register every node and give it its first heartbeat (lease + Ready status).
+        let concurrency = shared.cfg.heartbeat_concurrency;
+        let results: Vec<Result<()>> = futures::stream::iter(0..shared.nodes.len())
+            .map(|i| {
+                let shared = shared.clone();
+                async move {
+                    heartbeat::register(&shared, i).await?;
+                    heartbeat::heartbeat(&shared, i).await;
+                    Ok(())
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
+
+        pods.add_event_handler(PodRouter {
+            shared: shared.clone(),
+        });
+        factory.start(shutdown.clone());
+        if !factory.wait_for_cache_sync(&shutdown).await {
+            return Err(Error::CacheSync);
+        }
+
+        let tasks = TaskTracker::new();
+        for _ in 0..shared.cfg.status_workers {
+            let shared = shared.clone();
+            tasks.spawn(async move { pod_worker(shared).await });
+        }
+        let (urgent_tx, urgent_rx) = mpsc::channel(shared.nodes.len().max(1));
+        tasks.spawn(heartbeat::wheel(
+            shared.clone(),
+            urgent_rx,
+            shutdown.clone(),
+        ));
+        {
+            let queue = shared.queue.clone();
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                shutdown.cancelled().await;
+                queue.shut_down();
+            });
+        }
+        tasks.close();
+        Ok(FakeKubelets {
+            shared,
+            tasks,
+            factory,
+            urgent: urgent_tx,
+        })
+    }
+
+    /// The names of all simulated nodes, in index order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.shared
+            .nodes
+            .iter()
+            .map(|n| n.id.name.clone())
+            .collect()
+    }
+
+    /// Whether `name` is a simulated node that is running.
+    pub fn is_running(&self, name: &str) -> Option<bool> {
+        let i = *self.shared.by_name.get(name)?;
+        Some(self.shared.nodes[i].running.load(Ordering::SeqCst))
+    }
+
+    /// Stops a node as if its machine crashed: no more heartbeats, its pods are left alone.
+    pub fn stop_node(&self, name: &str) -> NodeToggle {
+        let Some(&i) = self.shared.by_name.get(name) else {
+            return NodeToggle::UnknownNode;
+        };
+        if self.shared.nodes[i].running.swap(false, Ordering::SeqCst) {
+            tracing::info!(node = name, "node stopped");
+            NodeToggle::Changed
+        } else {
+            NodeToggle::Unchanged
+        }
+    }
+
+    /// Starts a stopped node: it heartbeats at once and re-syncs every pod bound to it.
+    pub fn start_node(&self, name: &str) -> NodeToggle {
+        let Some(&i) = self.shared.by_name.get(name) else {
+            return NodeToggle::UnknownNode;
+        };
+        if self.shared.nodes[i].running.swap(true, Ordering::SeqCst) {
+            return NodeToggle::Unchanged;
+        }
+        tracing::info!(node = name, "node started");
+        // Full channel: the wheel reaches the node within one renew interval anyway.
+        let _ = self.urgent.try_send(i);
+        for pod in self.shared.pods.indexer().by_index(NODE_NAME_INDEX, name) {
+            self.shared.queue.add(Shared::pod_key(&pod));
+        }
+        NodeToggle::Changed
+    }
+
+    /// A snapshot of the counters and of our pods by phase.
+    pub fn metrics(&self) -> KubeletMetrics {
+        let mut m = KubeletMetrics::default().with_counters(&self.shared.counters);
+        m.nodes = self.shared.nodes.len() as u64;
+        m.nodes_running = self
+            .shared
+            .nodes
+            .iter()
+            .filter(|n| n.running.load(Ordering::Relaxed))
+            .count() as u64;
+        let indexer = self.shared.pods.indexer();
+        for n in &self.shared.nodes {
+            for pod in indexer.by_index(NODE_NAME_INDEX, &n.id.name) {
+                m.count_phase(pod.status.as_ref().and_then(|s| s.phase.as_deref()));
+            }
+        }
+        m.queue_depth = self.shared.queue.len() as u64;
+        m
+    }
+
+    /// Waits until everything stopped after the shutdown token was cancelled.
+    pub async fn join(&self) {
+        self.tasks.wait().await;
+        self.factory.shutdown().await;
+    }
+}
+
+/// Routes pod events to their node's queue entries.
+struct PodRouter {
+    shared: Arc<Shared>,
+}
+
+impl client::ResourceEventHandler<Pod> for PodRouter {
+    fn on_add(&self, obj: &Arc<Pod>, _initial: bool) {
+        if self.shared.node_of(obj).is_some() {
+            self.shared.queue.add(Shared::pod_key(obj));
+        }
+    }
+
+    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+        if self.shared.node_of(new).is_some() {
+            self.shared.queue.add(Shared::pod_key(new));
+        }
+    }
+
+    fn on_delete(&self, obj: DeletedObject<Pod>) {
+        let pod = match &obj {
+            DeletedObject::Object(p) => p.clone(),
+            DeletedObject::Tombstone(t) => t.obj.clone(),
+        };
+        if let Some(node) = self.shared.node_of(&pod) {
+            let key = Shared::pod_key(&pod);
+            self.shared.forget_pod(node, &key);
+            // A worker may hold a timer for it: let it see the pod is gone.
+            self.shared.queue.add(key);
+        }
+    }
+}
+
+/// What one sync of a pod asks of the queue.
+enum SyncOutcome {
+    /// Done; come back after this long (the next scheduled change), or never.
+    Done(Option<Duration>),
+    /// Failed; retry with back-off.
+    Retry,
+}
+
+async fn pod_worker(shared: Arc<Shared>) {
+    while let Some(key) = shared.queue.get().await {
+        match sync_pod(&shared, &key).await {
+            SyncOutcome::Done(next) => {
+                shared.queue.forget(&key);
+                if let Some(d) = next {
+                    shared.queue.add_after(key.clone(), d);
+                }
+            }
+            SyncOutcome::Retry => shared.queue.add_rate_limited(key.clone()),
+        }
+        shared.queue.done(&key);
+    }
+}
+
+fn digest(status: &k8s_openapi::api::core::v1::PodStatus) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+/// Brings one pod's status up to date. See the module docs.
+async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
+    let Some(pod) = shared.pods.indexer().get_by_key(key) else {
+        return SyncOutcome::Done(None);
+    };
+    let Some(node_idx) = shared.node_of(&pod) else {
+        return SyncOutcome::Done(None);
+    };
+    let node = &shared.nodes[node_idx];
+    if !node.running.load(Ordering::SeqCst) {
+        // A crashed machine does nothing; start_node re-enqueues its pods.
+        return SyncOutcome::Done(None);
+    }
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let now = Timestamp::now();
+
+    let (facts, written) = {
+        let mut np = node.pods.lock();
+        let NodePods { ipam, pods } = &mut *np;
+        if pods.get(key).is_some_and(|rt| rt.uid != uid) {
+            // Same name, new pod: the old one's address goes back.
+            if let Some(old) = pods.remove(key) {
+                if let Some(ip) = old.ip {
+                    ipam.release(ip);
+                }
+            }
+        }
+        let rt = pods
+            .entry(key.to_string())
+            .or_insert_with(|| adopt(&pod, ipam, now, &shared.counters));
+        if pod.metadata.deletion_timestamp.is_some() && rt.deletion_seen.is_none() {
+            rt.deletion_seen = Some(now);
+        }
+        (
+            PodFacts {
+                accepted: rt.accepted,
+                pod_ip: rt.ip,
+                host_ip: node.id.internal_ip,
+                deletion_seen: rt.deletion_seen,
+            },
+            rt.written.clone(),
+        )
+    };
+
+    let plan = PodPlan::resolve(&shared.cfg.lifecycle, &pod);
+    let mut eval = evaluate(&pod, &plan, &facts, now);
+    merge_with_previous(&mut eval.status, pod.status.as_ref());
+    let next = eval
+        .next_change
+        .map(|t| since(t, now) + Duration::from_millis(1));
+
+    let changed = pod.status.as_ref() != Some(&eval.status);
+    let d = digest(&eval.status);
+    let already_written = written.as_ref().is_some_and(|(rv, dg)| {
+        *dg == d && pod.metadata.resource_version.as_deref() == Some(rv.as_str())
+    });
+    let (name, ns) = (
+        pod.metadata.name.clone().unwrap_or_default(),
+        pod.metadata.namespace.clone().unwrap_or_default(),
+    );
+    let api = shared.client.api::<Pod>(Some(&ns));
+    if changed && !already_written {
+        let mut updated = (*pod).clone();
+        updated.status = Some(eval.status.clone());
+        match api.replace_status(&name, &updated).await {
+            Ok(stored) => {
+                Counters::inc(&shared.counters.status_writes);
+                let mut np = node.pods.lock();
+                if let Some(rt) = np.pods.get_mut(key).filter(|rt| rt.uid == uid) {
+                    rt.written = stored.metadata.resource_version.map(|rv| (rv, d));
+                }
+            }
+            Err(e) if e.is_conflict() => {
+                // Our cache is behind; the informer brings the fresher pod and re-adds the key.
+                Counters::inc(&shared.counters.status_write_conflicts);
+                return SyncOutcome::Retry;
+            }
+            Err(e) if e.is_not_found() => return SyncOutcome::Done(None),
+            Err(e) => {
+                Counters::inc(&shared.counters.status_write_errors);
+                warn!(pod = key, error = %e, "pod status write failed");
+                return SyncOutcome::Retry;
+            }
+        }
+    }
+
+    if eval.delete_now {
+        let opts = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&name, &opts).await {
+            Ok(()) => Counters::inc(&shared.counters.pod_deletes),
+            // Gone already, or a new pod took the name: nothing of ours left to delete.
+            Err(e) if e.is_not_found() || e.is_conflict() => {}
+            Err(e) => {
+                Counters::inc(&shared.counters.pod_delete_errors);
+                warn!(pod = key, error = %e, "final pod delete failed");
+                return SyncOutcome::Retry;
+            }
+        }
+        return SyncOutcome::Done(None);
+    }
+    SyncOutcome::Done(next)
+}
+
+/// Node-side state for a pod seen for the first time: a pod that already carries a start time and
+/// an address of this node (we restarted) keeps both; anything else starts now with a new address.
+fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> PodRuntime {
+    let status = pod.status.as_ref();
+    let previous_ip = status
+        .and_then(|s| s.pod_ip.as_deref())
+        .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+        .filter(|ip| ipam.reserve(*ip) == Reservation::Reserved);
+    let started = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let (accepted, ip) = match (started, previous_ip) {
+        (Some(t), Some(ip)) => (t, Some(ip)),
+        (_, Some(ip)) => (now, Some(ip)),
+        (_, None) => {
+            let ip = ipam.allocate();
+            if ip.is_none() {
+                Counters::inc(&counters.ip_exhausted);
+                warn!(pod = %client::meta_namespace_key(pod), cidr = %ipam.cidr(), "pod CIDR exhausted");
+            }
+            (now, ip)
+        }
+    };
+    PodRuntime {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        accepted,
+        ip,
+        deletion_seen: None,
+        written: None,
+    }
+}
