@@ -19,6 +19,7 @@ pub mod error;
 pub mod heartbeat;
 pub mod ids;
 pub mod ipam;
+pub mod kubelet_config;
 pub mod metrics;
 pub mod node;
 pub mod plan;
@@ -27,6 +28,7 @@ pub mod runtime;
 
 pub use config::LifecycleConfig;
 pub use error::{Error, Result};
+pub use kubelet_config::KubeletConfig;
 pub use metrics::KubeletMetrics;
 pub use node::NodeTemplate;
-pub use runtime::{FakeKubelets, KubeletConfig, NodeToggle};
+pub use runtime::{FakeKubelets, NodeToggle};

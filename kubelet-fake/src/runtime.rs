@@ -45,62 +45,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::config::LifecycleConfig;
 use crate::error::{Error, Result};
 use crate::heartbeat;
 use crate::ipam::{Ipam, Reservation};
+use crate::kubelet_config::KubeletConfig;
 use crate::metrics::{Counters, KubeletMetrics};
-use crate::node::{
-    NodeIdentity, NodeTemplate, FAKE_NODE_LABEL, NODE_LEASE_DURATION, NODE_LEASE_RENEW_INTERVAL,
-    NODE_STATUS_REPORT_INTERVAL,
-};
+use crate::node::{NodeIdentity, FAKE_NODE_LABEL};
 use crate::plan::PodPlan;
 use crate::pod_status::{evaluate, merge_with_previous, since, PodFacts};
 
 /// Name of the pod informer's index by `spec.nodeName`.
 pub const NODE_NAME_INDEX: &str = "spec.nodeName";
-
-/// Everything [`FakeKubelets::start`] needs besides the client.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KubeletConfig {
-    /// How many nodes to simulate.
-    pub nodes: usize,
-    /// Nodes are named `<name_prefix>-<index>`.
-    pub name_prefix: String,
-    /// Index of the first node (so that several processes can simulate disjoint node sets).
-    pub first_index: usize,
-    /// How pods behave.
-    pub lifecycle: LifecycleConfig,
-    /// What every node looks like.
-    pub node: NodeTemplate,
-    /// `leaseDurationSeconds` of node leases (kubelet default 40 s).
-    pub lease_duration: Duration,
-    /// How often leases are renewed and node status is computed (kubelet: 10 s).
-    pub lease_renew_interval: Duration,
-    /// How often node status is posted even when unchanged.
-    pub node_status_report_interval: Duration,
-    /// Size of the pod status writer pool.
-    pub status_workers: usize,
-    /// At most this many heartbeats (lease + node status) in flight at once.
-    pub heartbeat_concurrency: usize,
-}
-
-impl Default for KubeletConfig {
-    fn default() -> Self {
-        Self {
-            nodes: 3,
-            name_prefix: "node".to_string(),
-            first_index: 0,
-            lifecycle: LifecycleConfig::default(),
-            node: NodeTemplate::default(),
-            lease_duration: NODE_LEASE_DURATION,
-            lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
-            node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
-            status_workers: 32,
-            heartbeat_concurrency: 32,
-        }
-    }
-}
 
 /// The outcome of [`FakeKubelets::stop_node`] / [`FakeKubelets::start_node`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,17 +147,7 @@ impl FakeKubelets {
         cfg: KubeletConfig,
         shutdown: CancellationToken,
     ) -> Result<FakeKubelets> {
-        cfg.lifecycle.validate()?;
-        if cfg.status_workers == 0 || cfg.heartbeat_concurrency == 0 {
-            return Err(Error::InvalidConfig(
-                "status_workers and heartbeat_concurrency must be at least 1".into(),
-            ));
-        }
-        if cfg.lease_renew_interval.is_zero() {
-            return Err(Error::InvalidConfig(
-                "lease_renew_interval must be positive".into(),
-            ));
-        }
+        cfg.validate()?;
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut by_name = HashMap::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
