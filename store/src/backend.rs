@@ -25,10 +25,10 @@ pub(crate) struct Loaded {
 pub(crate) trait Backend: Send + Sync + 'static {
     fn load(&self) -> Result<Loaded>;
 
-    /// Durably and atomically: apply `events` (ascending, dense, starting at the current revision + 1)
-    /// to the objects, append them to the log, and set the revision to the last one. Returns only
-    /// after the data is flushed.
-    fn commit(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()>;
+    /// Atomically apply `events` (ascending, dense, starting at the last applied revision + 1) to the
+    /// objects, append them to the log, and set the revision to the last one. Not yet durable: the
+    /// engine calls [`Backend::flush`] before anyone is told.
+    fn apply(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()>;
 
     /// Logged events with `after < revision <= upto`, ascending, at most `max`.
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>>;
@@ -40,7 +40,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Drop logged events with revision `<= upto` and record `upto` as compacted.
     fn compact(&self, upto: Revision) -> Result<()>;
 
-    /// Make everything written so far durable.
+    /// Make everything applied so far durable.
     fn flush(&self) -> Result<()>;
 }
 
@@ -60,7 +60,7 @@ impl Backend for MemoryBackend {
         })
     }
 
-    fn commit(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()> {
+    fn apply(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()> {
         let mut log = self.log.lock();
         log.extend(events.iter().map(|e| (at_ms, Arc::clone(e))));
         Ok(())

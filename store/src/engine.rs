@@ -1,14 +1,16 @@
 //! The engine every back end shares: one writer thread, an in-memory index, reads, lists, watches.
 //!
 //! **Writes.** Callers send a write to a bounded queue (`StoreConfig::write_queue`; a full queue is
-//! backpressure on the caller, never unbounded memory) and wait for its outcome. One writer thread
-//! takes everything queued (at most `max_batch`), evaluates preconditions in order against the index
-//! plus the batch's own earlier writes, assigns dense revisions, then:
-//! 1. commits the batch's events atomically and durably in the back end (one flush: group commit),
-//! 2. applies them to the in-memory index and advances the revision, under the index lock,
-//! 3. acknowledges every caller (outcomes that only read, like `Conflict`, are also held back until
-//!    the batch is durable, since they may reveal the batch's own earlier writes),
-//! 4. publishes the events to watchers, in revision order.
+//! backpressure on the caller, never unbounded memory) and wait for its outcome. Two threads form a
+//! pipeline, so that applying one batch overlaps flushing the previous one:
+//! - the **writer** takes everything queued (at most `max_batch`), evaluates preconditions in order
+//!   against the index plus the writes applied but not yet indexed (its overlay), assigns dense
+//!   revisions, and applies the batch's events atomically to the back end (objects, log, revision);
+//! - the **flusher**, for each applied batch in order (a bounded hand-off of one batch): flushes once
+//!   (group commit; the flush covers every batch applied before it), applies the events to the
+//!   in-memory index and advances the revision under the index lock, acknowledges every caller, and
+//!   publishes the events to watchers, in revision order. Outcomes that only read (`Conflict`, ...)
+//!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
 //! every later write get an error; a restart recovers what is durable.
@@ -22,7 +24,7 @@
 //! current index with every key touched after the target revision replaced by its state before the
 //! first such touch (the `prev` of that event in the log). A target older than the log is `Expired`.
 //!
-//! **Compaction** runs on the writer thread between batches (so it never races a commit), at most
+//! **Compaction** runs on the writer thread between batches (so it never races an apply), at most
 //! `COMPACT_STEP` events per tick: the count bound and the age bound of the config.
 
 use std::collections::{BTreeMap, HashMap};
@@ -139,10 +141,26 @@ impl<B: Backend> Engine<B> {
             config: config.clone(),
         });
         let (commands, rx) = mpsc::channel(config.write_queue.max(1));
-        let writer_shared = Arc::clone(&shared);
+        // One applied batch may wait while the previous one is being flushed: a two-stage pipeline.
+        let (stages, stage_rx) = std::sync::mpsc::sync_channel(1);
+        let flusher_shared = Arc::clone(&shared);
+        let flusher = std::thread::Builder::new()
+            .name(format!("{name}-flusher"))
+            .spawn(move || flusher(flusher_shared, stage_rx))
+            .map_err(|source| Error::Spawn {
+                name: "flusher",
+                source,
+            })?;
+        let writer = Writer {
+            shared: Arc::clone(&shared),
+            overlay: HashMap::new(),
+            next: revision + 1,
+            stages,
+            flusher,
+        };
         std::thread::Builder::new()
             .name(format!("{name}-writer"))
-            .spawn(move || Writer::new(writer_shared).run(rx))
+            .spawn(move || writer.run(rx))
             .map_err(|source| Error::Spawn {
                 name: "writer",
                 source,
@@ -414,19 +432,33 @@ fn page(items: Vec<KeyValue>, revision: Revision, more: bool, remaining: Option<
     }
 }
 
-/// The single writer. Runs on its own thread; owns every mutation of index, log and compaction.
+/// A batch applied to the back end, waiting for its flush.
+struct Applied {
+    events: Vec<Arc<Event>>,
+    pending: Vec<Pending>,
+}
+
+enum Stage {
+    Batch(Applied),
+    Close,
+}
+
+/// The single writer. Runs on its own thread; owns revision assignment, every mutation of the back
+/// end, and compaction. It applies batch N+1 while the flusher thread flushes batch N.
 struct Writer<B: Backend> {
     shared: Arc<Shared<B>>,
+    /// State of keys written by batches applied but not yet in the index (newer than the index).
+    overlay: HashMap<String, (Option<KeyValue>, Revision)>,
+    /// The revision the next write gets.
+    next: Revision,
+    stages: std::sync::mpsc::SyncSender<Stage>,
+    flusher: std::thread::JoinHandle<Result<()>>,
 }
 
 type Pending = (oneshot::Sender<Result<WriteOutcome>>, WriteOutcome);
 
 impl<B: Backend> Writer<B> {
-    fn new(shared: Arc<Shared<B>>) -> Self {
-        Self { shared }
-    }
-
-    fn run(self, mut rx: mpsc::Receiver<Command>) {
+    fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let max_batch = self.shared.config.max_batch.max(1);
         let mut batch = Vec::with_capacity(max_batch);
         while let Some(first) = rx.blocking_recv() {
@@ -450,7 +482,7 @@ impl<B: Backend> Writer<B> {
                     Command::Close(reply) => close = close.or(Some(reply)),
                 }
             }
-            self.commit(writes);
+            self.apply(writes);
             if compact {
                 self.compact();
             }
@@ -467,21 +499,33 @@ impl<B: Backend> Writer<B> {
                         Command::Compact => {}
                     }
                 }
-                let flushed = self.shared.backend.flush();
-                self.shared.hub.close();
+                let flushed = self.finish();
                 tracing::debug!("store closed");
-                // Release the back end (sled's directory lock) before the caller hears "closed".
-                drop(self);
                 let _ = reply.send(flushed);
                 return;
             }
         }
         // Every sender is gone: the store was dropped.
-        let _ = self.shared.backend.flush();
-        self.shared.hub.close();
+        let _ = self.finish();
     }
 
-    fn commit(&self, writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>) {
+    /// Let the flusher drain, flush and close the hub; release the back end (sled's directory lock)
+    /// before anyone hears "closed".
+    fn finish(self) -> Result<()> {
+        let Self {
+            shared,
+            stages,
+            flusher,
+            ..
+        } = self;
+        let _ = stages.send(Stage::Close);
+        drop(stages);
+        let flushed = flusher.join().unwrap_or(Err(Error::Failed));
+        drop(shared);
+        flushed
+    }
+
+    fn apply(&mut self, writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>) {
         if writes.is_empty() {
             return;
         }
@@ -493,10 +537,13 @@ impl<B: Backend> Writer<B> {
         }
         let (events, pending) = {
             let index = self.shared.index.read();
-            evaluate(&index, writes)
+            // Entries the index has caught up with are no longer needed.
+            let indexed = index.revision;
+            self.overlay.retain(|_, (_, revision)| *revision > indexed);
+            evaluate(&index, &mut self.overlay, &mut self.next, writes)
         };
         if !events.is_empty() {
-            if let Err(error) = self.shared.backend.commit(&events, now_ms()) {
+            if let Err(error) = self.shared.backend.apply(&events, now_ms()) {
                 tracing::error!(%error, "store commit failed; refusing further writes");
                 self.shared.failed.store(true, Ordering::Release);
                 for (reply, _) in pending {
@@ -504,29 +551,15 @@ impl<B: Backend> Writer<B> {
                 }
                 return;
             }
-            self.shared.commits.fetch_add(1, Ordering::Relaxed);
-            self.shared
-                .committed_writes
-                .fetch_add(events.len() as u64, Ordering::Relaxed);
-            let mut index = self.shared.index.write();
-            for event in &events {
-                match &event.value {
-                    Some(kv) => {
-                        index.items.insert(event.key.clone(), kv.clone());
-                    }
-                    None => {
-                        index.items.remove(&event.key);
-                    }
-                }
-            }
-            if let Some(last) = events.last() {
-                index.revision = last.revision;
+        }
+        // Outcomes without events also wait their turn: they may reveal earlier, unflushed writes.
+        if let Err(std::sync::mpsc::SendError(Stage::Batch(applied))) =
+            self.stages.send(Stage::Batch(Applied { events, pending }))
+        {
+            for (reply, _) in applied.pending {
+                let _ = reply.send(Err(Error::Failed));
             }
         }
-        for (reply, outcome) in pending {
-            let _ = reply.send(Ok(outcome));
-        }
-        self.shared.hub.publish(&events);
     }
 
     fn compact(&self) {
@@ -558,34 +591,89 @@ impl<B: Backend> Writer<B> {
     }
 }
 
-/// Evaluate a batch in order against the index plus the batch's own earlier writes; assign revisions.
+/// The flusher stage: for each applied batch, in order: flush, apply to the index, acknowledge,
+/// publish. A flush covers every batch applied before it started, so acknowledging after it is
+/// acknowledging durable data.
+fn flusher<B: Backend>(
+    shared: Arc<Shared<B>>,
+    stages: std::sync::mpsc::Receiver<Stage>,
+) -> Result<()> {
+    while let Ok(Stage::Batch(Applied { events, pending })) = stages.recv() {
+        if shared.failed.load(Ordering::Acquire) {
+            for (reply, _) in pending {
+                let _ = reply.send(Err(Error::Failed));
+            }
+            continue;
+        }
+        if !events.is_empty() {
+            if let Err(error) = shared.backend.flush() {
+                tracing::error!(%error, "store flush failed; refusing further writes");
+                shared.failed.store(true, Ordering::Release);
+                for (reply, _) in pending {
+                    let _ = reply.send(Err(Error::Failed));
+                }
+                continue;
+            }
+            shared.commits.fetch_add(1, Ordering::Relaxed);
+            shared
+                .committed_writes
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
+            let mut index = shared.index.write();
+            for event in &events {
+                match &event.value {
+                    Some(kv) => {
+                        index.items.insert(event.key.clone(), kv.clone());
+                    }
+                    None => {
+                        index.items.remove(&event.key);
+                    }
+                }
+            }
+            if let Some(last) = events.last() {
+                index.revision = last.revision;
+            }
+        }
+        for (reply, outcome) in pending {
+            let _ = reply.send(Ok(outcome));
+        }
+        shared.hub.publish(&events);
+    }
+    let flushed = shared.backend.flush();
+    shared.hub.close();
+    flushed
+}
+
+/// Evaluate a batch in order against the index plus the writes not yet in it (`overlay`, including
+/// this batch's own earlier ones); assign revisions from `next`.
 fn evaluate(
     index: &Index,
+    overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
+    next: &mut Revision,
     writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>,
 ) -> (Vec<Arc<Event>>, Vec<Pending>) {
-    let mut overlay: HashMap<String, Option<KeyValue>> = HashMap::new();
     let mut events = Vec::new();
     let mut pending = Vec::with_capacity(writes.len());
-    let mut next = index.revision + 1;
-    let current = |overlay: &HashMap<String, Option<KeyValue>>, key: &str| match overlay.get(key) {
-        Some(state) => state.clone(),
+    let current = |overlay: &HashMap<String, (Option<KeyValue>, Revision)>, key: &str| match overlay
+        .get(key)
+    {
+        Some((state, _)) => state.clone(),
         None => index.items.get(key).cloned(),
     };
     for (op, reply) in writes {
         let outcome = match op {
-            WriteOp::Create { key, value } => match current(&overlay, &key) {
+            WriteOp::Create { key, value } => match current(overlay, &key) {
                 Some(existing) => WriteOutcome::Create(CreateOutcome::AlreadyExists(existing)),
                 None => {
                     let kv = KeyValue {
                         key: key.clone(),
                         value,
-                        create_revision: next,
-                        mod_revision: next,
+                        create_revision: *next,
+                        mod_revision: *next,
                     };
                     push(
                         &mut events,
-                        &mut overlay,
-                        &mut next,
+                        overlay,
+                        next,
                         EventKind::Put,
                         Some(kv.clone()),
                         None,
@@ -598,7 +686,7 @@ fn evaluate(
                 key,
                 value,
                 expected,
-            } => match current(&overlay, &key) {
+            } => match current(overlay, &key) {
                 None => WriteOutcome::Update(UpdateOutcome::NotFound),
                 Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
                     WriteOutcome::Update(UpdateOutcome::Conflict(prev))
@@ -608,12 +696,12 @@ fn evaluate(
                         key: key.clone(),
                         value,
                         create_revision: prev.create_revision,
-                        mod_revision: next,
+                        mod_revision: *next,
                     };
                     push(
                         &mut events,
-                        &mut overlay,
-                        &mut next,
+                        overlay,
+                        next,
                         EventKind::Put,
                         Some(kv.clone()),
                         Some(prev.clone()),
@@ -622,17 +710,17 @@ fn evaluate(
                     WriteOutcome::Update(UpdateOutcome::Updated { kv, prev })
                 }
             },
-            WriteOp::Delete { key, expected } => match current(&overlay, &key) {
+            WriteOp::Delete { key, expected } => match current(overlay, &key) {
                 None => WriteOutcome::Delete(DeleteOutcome::NotFound),
                 Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
                     WriteOutcome::Delete(DeleteOutcome::Conflict(prev))
                 }
                 Some(prev) => {
-                    let revision = next;
+                    let revision = *next;
                     push(
                         &mut events,
-                        &mut overlay,
-                        &mut next,
+                        overlay,
+                        next,
                         EventKind::Delete,
                         None,
                         Some(prev.clone()),
@@ -649,14 +737,14 @@ fn evaluate(
 
 fn push(
     events: &mut Vec<Arc<Event>>,
-    overlay: &mut HashMap<String, Option<KeyValue>>,
+    overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
     next: &mut Revision,
     kind: EventKind,
     value: Option<KeyValue>,
     prev: Option<KeyValue>,
     key: String,
 ) {
-    overlay.insert(key.clone(), value.clone());
+    overlay.insert(key.clone(), (value.clone(), *next));
     events.push(Arc::new(Event {
         kind,
         key,

@@ -11,8 +11,8 @@
 //!   one tree, which sled applies atomically, also across a crash: after one, either all of a batch is
 //!   there or none. (One tree with prefixes rather than three trees in a `transaction`: the batch
 //!   gives the same atomicity at a fraction of the cost; measured in BENCHMARKS.md.)
-//! - **Durable**: [`Backend::commit`] returns only after `Db::flush` (sled's own periodic flush is
-//!   disabled: `flush_every_ms(None)`).
+//! - **Durable**: the engine acknowledges a batch only after a `Db::flush` that started after the
+//!   batch was applied (sled's own periodic flush is disabled: `flush_every_ms(None)`).
 //! - **Never reset**: a directory that is not ours, or holds data that does not decode, fails start-up
 //!   with [`Error::Corrupt`] naming the path. sled panics on some corrupt files; those are caught at
 //!   open and reported the same way.
@@ -218,7 +218,7 @@ impl Backend for SledBackend {
         })
     }
 
-    fn commit(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()> {
+    fn apply(&self, events: &[Arc<Event>], at_ms: u64) -> Result<()> {
         let Some(last) = events.last() else {
             return Ok(());
         };
@@ -235,8 +235,7 @@ impl Backend for SledBackend {
         batch.insert(REVISION_KEY, &codec::revision_key(last.revision));
         self.data
             .apply_batch(batch)
-            .map_err(Self::sled_err("commit"))?;
-        self.flush()
+            .map_err(Self::sled_err("commit"))
     }
 
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
