@@ -36,7 +36,6 @@ async fn ensure(ctx: &Ctx, obj: serde_json::Value) -> Result<()> {
         return Ok(());
     }
     let obj = prepare_new(ctx, obj).await?;
-    let obj = crate::handlers::subresource::allocate_on_create(ctx, obj, false).await?;
     match store_new(ctx, obj, false).await {
         Ok(_) => Ok(()),
         Err(e) if e.code() == 409 => Ok(()),

@@ -22,6 +22,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Process shutdown: watches end on it.
     pub shutdown: CancellationToken,
+    /// Service cluster IPs in use; rebuilt from the stored services at start.
+    pub ips: Arc<crate::registry::ClusterIpAllocator>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -45,7 +47,20 @@ impl AppState {
         )
         .await
         .map_err(|e| ApiError::internal("starting the watch cache", e))?;
+        let ips = crate::registry::ClusterIpAllocator::new();
+        let services = cache.list(
+            "/registry/services/",
+            "/registry/services/",
+            crate::watch_cache::ListAt::Current,
+            None,
+            None,
+            &|_| true,
+        );
+        if let crate::watch_cache::SnapshotOutcome::Listed(s) = services {
+            ips.rebuild(s.items.iter().map(|v| v.as_ref()));
+        }
         Ok(AppState {
+            ips: Arc::new(ips),
             config: Arc::new(config),
             store,
             cache,

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, Result};
 use crate::handlers::read::{decode_kv, wait_consistent, Filter};
-use crate::handlers::render::{encode, output, with_type_meta};
+use crate::handlers::render::{encode, output, present};
 use crate::handlers::write::respond_committed;
 use crate::handlers::{object_key, Ctx, Target};
 use crate::http::query::{DeleteOptions, ListOptions, Propagation};
@@ -174,6 +174,7 @@ pub async fn delete_object(
         }
         match state.store.delete(&key, Some(kv.mod_revision)).await? {
             store::DeleteOutcome::Deleted { revision, .. } => {
+                crate::handlers::subresource::release_on_delete(state, target, &obj);
                 let mut gone = obj;
                 api::meta::set_resource_version(&mut gone, &revision.to_string());
                 return Ok(Deleted::Removed(gone));
@@ -237,9 +238,9 @@ fn spawn_reaper(state: AppState, key: String, uid: String, grace: i64) {
 /// everything marked), else a Success Status.
 fn deleted_body(target: &Target, d: Deleted) -> (Value, bool) {
     match d {
-        Deleted::Marked(obj) => (with_type_meta(target.info, obj), true),
+        Deleted::Marked(obj) => (obj, true),
         Deleted::Removed(obj) if target.info.plural == "pods" && target.info.group.is_empty() => {
-            (with_type_meta(target.info, obj), true)
+            (obj, true)
         }
         Deleted::Removed(obj) => {
             let name = api::meta::name(&obj).unwrap_or("");
@@ -300,7 +301,7 @@ pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
         debug_assert_eq!(target.key(&name), object_key(ctx.target.info, ns.as_deref(), &name));
         match delete_object(&ctx.state, &target, &name, &opts).await {
             Ok(Deleted::Removed(o)) | Ok(Deleted::Marked(o)) => {
-                items.push(with_type_meta(ctx.target.info, o))
+                items.push(present(ctx.target.info, o))
             }
             Err(e) if e.code() == 404 => {}
             Err(e) => return Err(e),

@@ -81,8 +81,6 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
                 let mut obj = obj;
                 api::meta::set_name(&mut obj, &name);
                 let obj = prepare_new(ctx, obj).await?;
-                let obj =
-                    crate::handlers::subresource::allocate_on_create(ctx, obj, opts.dry_run).await?;
                 let stored = store_new(ctx, obj, opts.dry_run).await?;
                 return respond_object(
                     &ctx.target,
@@ -108,7 +106,9 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             )
             .map_err(|e| patch_error(&e, &gr, &name))?
         } else {
-            apply_to(ty, ctx.target.info, &old, &bytes, &name)?
+            let strategy = crate::registry::strategy_for(ctx.target.info);
+            let shown = crate::handlers::render::present(ctx.target.info, old.clone());
+            strategy.to_storage(apply_to(ty, ctx.target.info, &shown, &bytes, &name)?)
         };
         let rv = api::meta::resource_version(&patched).map(String::from);
         let conditional = match rv.as_deref() {

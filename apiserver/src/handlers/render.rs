@@ -23,6 +23,12 @@ pub fn with_type_meta(info: &api::ResourceInfo, mut obj: Value) -> Value {
     obj
 }
 
+/// An object as the endpoint serves it: converted from the storage form by the kind's strategy,
+/// with the endpoint's `kind`/`apiVersion`.
+pub fn present(info: &api::ResourceInfo, obj: Value) -> Value {
+    with_type_meta(info, crate::registry::strategy_for(info).from_storage(obj))
+}
+
 /// The negotiated output, or 406.
 pub fn output(accept: Option<&str>) -> Result<Output> {
     match negotiate_output(accept) {
@@ -62,7 +68,7 @@ pub fn respond_object(
     resp: ObjectResponse,
 ) -> Result<Response> {
     let out = output(accept)?;
-    let obj = with_type_meta(target.info, resp.object);
+    let obj = present(target.info, resp.object);
     let body = match out {
         Output::Table => table::table(
             target.info,
@@ -98,7 +104,7 @@ pub fn respond_list(
         Output::Table => {
             let typed: Vec<Value> = items
                 .iter()
-                .map(|o| with_type_meta(info, Value::clone(o)))
+                .map(|o| present(info, Value::clone(o)))
                 .collect();
             table::table(info, typed.iter(), include, list_meta, true)
         }
@@ -112,7 +118,7 @@ pub fn respond_list(
             "kind": info.list_kind,
             "apiVersion": info.api_version(),
             "metadata": list_meta,
-            "items": items.iter().map(|o| with_type_meta(info, Value::clone(o))).collect::<Vec<_>>(),
+            "items": items.iter().map(|o| present(info, Value::clone(o))).collect::<Vec<_>>(),
         }),
     };
     let out = if out == Output::PartialObjectMetadata {

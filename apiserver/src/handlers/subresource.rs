@@ -128,7 +128,7 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
         };
         let old = decode_kv(&kv)?;
         let mut new = old.clone();
-        crate::registry::apply_binding(&mut new, &binding).map_err(|e| binding_error(&gr, &name, e))?;
+        crate::registry::apply_binding(&mut new, &binding).map_err(|e| binding_error(&name, e))?;
         match commit(&ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
             Committed::Raced => continue,
             _ => {
@@ -144,8 +144,8 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
     Err(api::status::server_timeout(&gr, "POST", 1).into())
 }
 
-fn binding_error(gr: &str, name: &str, e: crate::registry::BindingError) -> ApiError {
-    api::status::conflict(gr, name, &e.to_string()).into()
+fn binding_error(name: &str, e: crate::registry::BindingError) -> ApiError {
+    e.to_status(name).into()
 }
 
 async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
@@ -186,8 +186,39 @@ async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
     Err(api::status::server_timeout(&gr, "PUT", 1).into())
 }
 
-/// Per-kind allocation at create time (Service cluster IPs).
-pub async fn allocate_on_create(ctx: &Ctx, obj: Value, _dry_run: bool) -> Result<Value> {
-    let _ = ctx;
-    Ok(obj)
+/// Whether the target is core `services`.
+fn is_service(ctx: &Ctx) -> bool {
+    ctx.target.info.group.is_empty() && ctx.target.info.plural == "services"
+}
+
+/// Per-kind allocation at create time: Service cluster IPs from 10.96.0.0/12. Returns the object
+/// and the address to release if the create does not happen.
+pub fn allocate_on_create(ctx: &Ctx, mut obj: Value) -> Result<(Value, Option<String>)> {
+    if !is_service(ctx) {
+        return Ok((obj, None));
+    }
+    let name = api::meta::name(&obj).unwrap_or("").to_string();
+    match ctx.state.ips.assign(&mut obj) {
+        Ok(ip) => Ok((obj, ip.map(|ip| ip.to_string()))),
+        Err(e) => Err(api::status::invalid("Service", &name, &[e]).into()),
+    }
+}
+
+/// Returns the cluster IPs of a deleted service to the pool.
+pub fn release_on_delete(state: &crate::state::AppState, target: &crate::handlers::Target, obj: &Value) {
+    if target.info.group.is_empty() && target.info.plural == "services" {
+        let mut ips: Vec<&str> = obj
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str) {
+            if !ips.contains(&ip) {
+                ips.push(ip);
+            }
+        }
+        for ip in ips {
+            state.ips.release(ip);
+        }
+    }
 }

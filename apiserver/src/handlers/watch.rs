@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::Result;
 use crate::handlers::read::{wait_consistent, wait_for_revision, Filter};
-use crate::handlers::render::{output, with_type_meta};
+use crate::handlers::render::{output, present};
 use crate::handlers::Ctx;
 use crate::http::negotiate::Output;
 use crate::http::query::{IncludeObject, ListOptions};
@@ -40,7 +40,7 @@ struct Encoder {
 
 impl Encoder {
     fn object(&mut self, obj: &Value) -> Value {
-        let obj = with_type_meta(self.info, obj.clone());
+        let obj = present(self.info, obj.clone());
         match self.out {
             Output::Table => {
                 let first = std::mem::replace(&mut self.first_table, false);

@@ -143,14 +143,13 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
             api::meta::set_name(&mut obj, &n);
         }
     }
-    let obj_type = crate::handlers::render::with_type_meta(info, obj);
-    let mut obj = obj_type;
+    let strategy = strategy_for(info);
+    let mut obj = strategy.to_storage(crate::handlers::render::with_type_meta(info, obj));
     api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
     api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
     for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
         api::meta::remove(&mut obj, k);
     }
-    let strategy = strategy_for(info);
     strategy.prepare_for_create(&mut obj);
     crate::patch::update_managed_fields(
         info,
@@ -169,7 +168,19 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
 }
 
 /// Stores a prepared new object; retries generated names on collision.
-pub async fn store_new(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Value> {
+pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Value> {
+    if dry_run {
+        return store_new_allocated(ctx, obj, true).await;
+    }
+    let (obj, ip) = crate::handlers::subresource::allocate_on_create(ctx, obj)?;
+    let result = store_new_allocated(ctx, obj, false).await;
+    if let (Err(_), Some(ip)) = (&result, ip) {
+        ctx.state.ips.release(&ip);
+    }
+    result
+}
+
+async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Value> {
     let info = ctx.target.info;
     let generated = api::meta::generate_name(&obj).is_some_and(|g| !g.is_empty());
     for _ in 0..MAX_RETRIES {
@@ -205,7 +216,6 @@ pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let obj = decode_object(&ctx.headers, &bytes)?;
     let obj = prepare_new(&ctx, obj).await?;
-    let obj = crate::handlers::subresource::allocate_on_create(&ctx, obj, opts.dry_run).await?;
     let stored = store_new(&ctx, obj, opts.dry_run).await?;
     respond_object(
         &ctx.target,
@@ -258,9 +268,14 @@ pub fn prepare_update(
     if let Some(ns) = api::meta::namespace(old).map(String::from) {
         api::meta::set_namespace(new, &ns);
     }
+    // Storage form: the type of the stored object, whichever endpoint wrote it.
     if let Some(o) = new.as_object_mut() {
-        o.insert("kind".into(), Value::String(info.kind.to_string()));
-        o.insert("apiVersion".into(), Value::String(info.api_version()));
+        for k in ["kind", "apiVersion"] {
+            match old.get(k) {
+                Some(v) => o.insert(k.to_string(), v.clone()),
+                None => o.remove(k),
+            };
+        }
     }
     if api::meta::deletion_timestamp(old).is_some() {
         let before = api::meta::finalizers(old);
@@ -415,6 +430,8 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
     }
     let mut checked = body_obj.clone();
     reconcile_namespace(&ctx.target, &mut checked)?;
+    let checked = strategy_for(ctx.target.info)
+        .to_storage(crate::handlers::render::with_type_meta(ctx.target.info, checked));
     let wanted = precondition(&ctx.target, &body_obj, &name)?;
     for _ in 0..MAX_RETRIES {
         let key = ctx.target.key(&name);

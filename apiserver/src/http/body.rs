@@ -68,7 +68,12 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value> {
     let value = match body_format(content_type(headers)) {
         Some(BodyFormat::Json) => parse_json(bytes)?,
         Some(BodyFormat::Yaml) => parse_yaml(bytes)?,
-        Some(BodyFormat::Protobuf) => return Err(ApiError::unsupported_media_type()),
+        Some(BodyFormat::Protobuf) => crate::protobuf::decode_object(bytes).map_err(|e| match e {
+            crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+                ApiError::from(api::status::unsupported_media_type(&e.to_string()))
+            }
+            other => ApiError::bad_request(other.to_string()),
+        })?,
         None => return Err(ApiError::unsupported_media_type()),
     };
     if !value.is_object() {
