@@ -1,0 +1,573 @@
+//! Server-side apply and `managedFields` bookkeeping.
+//!
+//! Field sets are the `FieldsV1` trees Kubernetes stores (`f:<field>`, `k:{<merge key>}` for keyed
+//! list elements with `.` marking the element itself, `v:<value>` for set elements), handled here as
+//! sets of leaf paths. Apply:
+//! 1. computes the applied set from the applied configuration (schema from [`schema`](super::schema));
+//! 2. finds conflicts: leaves owned by another manager whose live value differs from the applied one
+//!    (409 unless `force`, which moves ownership to the applier);
+//! 3. merges the applied configuration into the live object (strategic-merge semantics);
+//! 4. removes fields this manager applied before and no longer applies, unless another manager owns them;
+//! 5. records the manager's `Apply` entry (`apiVersion`, `time`, `fieldsType: FieldsV1`, `fieldsV1`).
+//!
+//! Simplifications against structured-merge-diff: keyed-list keys are the single patch merge key
+//! (`k:{"containerPort":80}` rather than `containerPort`+`protocol`); maps carry no `.` entries.
+
+use super::schema::{list_kind, map_is_atomic, ListKind};
+use super::strategic::merge_map;
+use super::{PatchError, MAX_DEPTH};
+use api::ResourceInfo;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+/// A leaf path of a field set: `["f:spec", "f:containers", "k:{\"name\":\"a\"}", "f:image"]`.
+pub type FieldPath = Vec<String>;
+pub type FieldSet = BTreeSet<FieldPath>;
+
+/// Metadata fields the system owns (never in a field set).
+const SYSTEM_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
+];
+
+/// The field set of `obj` (`status` excluded unless `with_status`, `spec`-side excluded when `only_status`).
+pub fn field_set(kind: &ResourceInfo, obj: &Value, scope: Scope) -> FieldSet {
+    let mut out = FieldSet::new();
+    let Some(m) = obj.as_object() else { return out };
+    for (k, v) in m {
+        if k == "apiVersion" || k == "kind" {
+            continue;
+        }
+        let is_status = k == "status";
+        match scope {
+            Scope::Main if is_status && kind.has_status_subresource() => continue,
+            Scope::Status if !is_status => continue,
+            _ => {}
+        }
+        let mut names = vec![k.as_str()];
+        let mut prefix = vec![format!("f:{k}")];
+        if k == "metadata" {
+            if let Some(mm) = v.as_object() {
+                for (mk, mv) in mm {
+                    if SYSTEM_META.contains(&mk.as_str()) {
+                        continue;
+                    }
+                    names.push(mk);
+                    prefix.push(format!("f:{mk}"));
+                    collect(kind, mv, &mut names, &mut prefix, &mut out, 2);
+                    names.pop();
+                    prefix.pop();
+                }
+            }
+            continue;
+        }
+        collect(kind, v, &mut names, &mut prefix, &mut out, 1);
+    }
+    out
+}
+
+/// Which part of an object a write may own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Main resource: everything but `status` for kinds with a status subresource.
+    Main,
+    /// `/status`: only `status`.
+    Status,
+    /// Everything (apply of kinds without status split).
+    All,
+}
+
+fn collect<'a>(
+    kind: &ResourceInfo,
+    v: &'a Value,
+    names: &mut Vec<&'a str>,
+    prefix: &mut FieldPath,
+    out: &mut FieldSet,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH {
+        out.insert(prefix.clone());
+        return;
+    }
+    match v {
+        Value::Object(m) if !m.is_empty() && !map_is_atomic(kind, names) => {
+            for (k, child) in m {
+                names.push(k);
+                prefix.push(format!("f:{k}"));
+                collect(kind, child, names, prefix, out, depth + 1);
+                names.pop();
+                prefix.pop();
+            }
+        }
+        Value::Array(items) => match list_kind(kind, names) {
+            ListKind::Atomic => {
+                out.insert(prefix.clone());
+            }
+            ListKind::Set => {
+                for it in items {
+                    prefix.push(format!("v:{it}"));
+                    out.insert(prefix.clone());
+                    prefix.pop();
+                }
+                if items.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+            ListKind::Keyed(key) => {
+                for it in items {
+                    let Some(kv) = it.get(key) else { continue };
+                    let mut km = Map::new();
+                    km.insert(key.to_string(), kv.clone());
+                    prefix.push(format!("k:{}", Value::Object(km)));
+                    prefix.push(".".to_string());
+                    out.insert(prefix.clone());
+                    prefix.pop();
+                    if let Some(em) = it.as_object() {
+                        for (k, child) in em {
+                            names.push(k);
+                            prefix.push(format!("f:{k}"));
+                            collect(kind, child, names, prefix, out, depth + 2);
+                            names.pop();
+                            prefix.pop();
+                        }
+                    }
+                    prefix.pop();
+                }
+                if items.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+        },
+        _ => {
+            out.insert(prefix.clone());
+        }
+    }
+}
+
+/// The `FieldsV1` JSON tree of a set.
+pub fn to_fields_v1(set: &FieldSet) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut cur = &mut root;
+        for seg in path {
+            let next = cur.entry(seg.clone()).or_insert_with(|| json!({}));
+            if !next.is_object() {
+                *next = json!({});
+            }
+            match next.as_object_mut() {
+                Some(m) => cur = m,
+                None => break,
+            }
+        }
+    }
+    Value::Object(root)
+}
+
+/// The leaf set of a `FieldsV1` tree.
+pub fn from_fields_v1(tree: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    let mut stack: Vec<(FieldPath, &Value)> = vec![(Vec::new(), tree)];
+    while let Some((path, v)) = stack.pop() {
+        match v.as_object() {
+            Some(m) if !m.is_empty() => {
+                if path.len() > MAX_DEPTH {
+                    continue;
+                }
+                for (k, child) in m {
+                    let mut p = path.clone();
+                    p.push(k.clone());
+                    stack.push((p, child));
+                }
+            }
+            _ if !path.is_empty() => {
+                out.insert(path);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn element_matches(e: &Value, seg: &str) -> bool {
+    if let Some(k) = seg.strip_prefix("k:") {
+        let Ok(Value::Object(want)) = serde_json::from_str::<Value>(k) else {
+            return false;
+        };
+        return want.iter().all(|(wk, wv)| e.get(wk) == Some(wv));
+    }
+    if let Some(v) = seg.strip_prefix("v:") {
+        return serde_json::from_str::<Value>(v).is_ok_and(|want| &want == e);
+    }
+    false
+}
+
+/// The value at a field path (`.` = the element itself).
+pub fn get_path<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = v;
+    for seg in path {
+        cur = if seg == "." {
+            cur
+        } else if let Some(f) = seg.strip_prefix("f:") {
+            cur.get(f)?
+        } else if let Some(i) = seg.strip_prefix("i:") {
+            cur.get(i.parse::<usize>().ok()?)?
+        } else {
+            cur.as_array()?.iter().find(|e| element_matches(e, seg))?
+        };
+    }
+    Some(cur)
+}
+
+/// Removes the field or element a path names. Returns whether something was removed.
+pub fn remove_path(v: &mut Value, path: &[String]) -> bool {
+    let path = match path.split_last() {
+        Some((last, rest)) if last == "." => rest,
+        _ => path,
+    };
+    let Some((last, parent_path)) = path.split_last() else {
+        return false;
+    };
+    let mut cur = v;
+    for seg in parent_path {
+        let next = if seg == "." {
+            Some(cur)
+        } else if let Some(f) = seg.strip_prefix("f:") {
+            cur.get_mut(f)
+        } else {
+            cur.as_array_mut()
+                .and_then(|a| a.iter_mut().find(|e| element_matches(e, seg)))
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return false,
+        }
+    }
+    if let Some(f) = last.strip_prefix("f:") {
+        return cur.as_object_mut().and_then(|m| m.remove(f)).is_some();
+    }
+    match cur.as_array_mut() {
+        Some(a) => {
+            let before = a.len();
+            a.retain(|e| !element_matches(e, last));
+            a.len() != before
+        }
+        None => false,
+    }
+}
+
+/// `.spec.containers[name="nginx"].image`: the path as conflict messages print it.
+pub fn render_path(path: &[String]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        if let Some(f) = seg.strip_prefix("f:") {
+            s.push('.');
+            s.push_str(f);
+        } else if let Some(k) = seg.strip_prefix("k:") {
+            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(k) {
+                let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+        } else if let Some(v) = seg.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        } else if let Some(i) = seg.strip_prefix("i:") {
+            s.push_str(&format!("[{i}]"));
+        }
+    }
+    s
+}
+
+/// One parsed `managedFields` entry.
+#[derive(Debug, Clone)]
+struct Entry {
+    raw: Map<String, Value>,
+    set: FieldSet,
+}
+
+impl Entry {
+    fn manager(&self) -> &str {
+        self.raw
+            .get("manager")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    fn operation(&self) -> &str {
+        self.raw
+            .get("operation")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    fn subresource(&self) -> &str {
+        self.raw
+            .get("subresource")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    fn api_version(&self) -> &str {
+        self.raw
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    fn render(mut self) -> Value {
+        self.raw.insert("fieldsType".into(), json!("FieldsV1"));
+        self.raw.insert("fieldsV1".into(), to_fields_v1(&self.set));
+        Value::Object(self.raw)
+    }
+}
+
+fn entries(obj: Option<&Value>) -> Vec<Entry> {
+    obj.and_then(|o| o.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_object)
+                .filter(|m| !m.is_empty())
+                .map(|m| Entry {
+                    raw: m.clone(),
+                    set: m.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_entries(obj: &mut Value, list: Vec<Entry>) {
+    let rendered: Vec<Value> = list
+        .into_iter()
+        .filter(|e| !e.set.is_empty())
+        .map(Entry::render)
+        .collect();
+    if let Some(m) = api::meta::metadata_mut(obj) {
+        if rendered.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(rendered));
+        }
+    }
+}
+
+fn is_prefix_of(prefix: &[String], path: &[String]) -> bool {
+    path.len() >= prefix.len() && path[..prefix.len()] == *prefix
+}
+
+/// Parses an apply body (YAML or JSON) into an object.
+fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
+    let v: Value = serde_yaml::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))?;
+    if super::depth(&v) > MAX_DEPTH {
+        return Err(PatchError::Malformed(
+            "the apply configuration is nested too deeply".into(),
+        ));
+    }
+    if !v.is_object() {
+        return Err(PatchError::Malformed(
+            "the apply configuration must be an object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// Server-side apply of `patch` (an `application/apply-patch+yaml` body) by `field_manager`.
+///
+/// `live: None` means the object does not exist: the result is the applied object with its managed
+/// fields, which the HTTP side creates (201). `now` is the `metav1.Time` text for the entry. The
+/// caller still checks the URL name and runs the kind's strategy on the result.
+pub fn server_side_apply(
+    kind: &'static ResourceInfo,
+    live: Option<&Value>,
+    patch: &[u8],
+    field_manager: &str,
+    force: bool,
+    now: &str,
+) -> Result<Value, PatchError> {
+    if field_manager.is_empty() {
+        return Err(PatchError::FieldManagerRequired);
+    }
+    let applied = parse_apply(patch)?;
+    let api_version = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let applied_kind = applied.get("kind").and_then(Value::as_str).unwrap_or("");
+    if api_version.is_empty() || applied_kind.is_empty() {
+        return Err(PatchError::Malformed(
+            "apiVersion and kind must be set in an apply configuration".into(),
+        ));
+    }
+    let expected = kind.api_version();
+    if api_version != expected || applied_kind != kind.kind {
+        return Err(PatchError::Malformed(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({expected})"
+        )));
+    }
+    if applied.pointer("/metadata/managedFields").is_some() {
+        return Err(PatchError::Malformed(
+            "metadata.managedFields must be nil".into(),
+        ));
+    }
+    let scope = Scope::All;
+    let new_set = field_set(kind, &applied, scope);
+    let mut list = entries(live);
+    let is_mine = |e: &Entry| {
+        e.manager() == field_manager && e.operation() == "Apply" && e.subresource().is_empty()
+    };
+    let prev_set = list
+        .iter()
+        .find(|e| is_mine(e))
+        .map(|e| e.set.clone())
+        .unwrap_or_default();
+
+    // Conflicts with other managers.
+    let empty = json!({});
+    let live_obj = live.unwrap_or(&empty);
+    let mut conflicts = Vec::new();
+    let mut forced: Vec<(usize, FieldPath)> = Vec::new();
+    for (i, e) in list.iter().enumerate() {
+        if is_mine(e) {
+            continue;
+        }
+        for p in e.set.intersection(&new_set) {
+            if p.last().map(String::as_str) == Some(".") {
+                continue;
+            }
+            if get_path(live_obj, p) != get_path(&applied, p) {
+                conflicts.push((
+                    e.manager().to_string(),
+                    e.api_version().to_string(),
+                    render_path(p),
+                ));
+                forced.push((i, p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(PatchError::Conflict { conflicts });
+    }
+    for (i, p) in forced {
+        if let Some(e) = list.get_mut(i) {
+            e.set.remove(&p);
+        }
+    }
+
+    // Merge, then drop what this manager stopped applying (unless someone else owns it).
+    let base = live_obj.as_object().cloned().unwrap_or_default();
+    let patch_map = applied.as_object().cloned().unwrap_or_default();
+    let mut merged = Value::Object(merge_map(kind, base, &patch_map, &mut Vec::new())?);
+    let others: FieldSet = list
+        .iter()
+        .filter(|e| !is_mine(e))
+        .flat_map(|e| e.set.iter().cloned())
+        .collect();
+    for p in prev_set.difference(&new_set) {
+        let elem: &[String] = match p.split_last() {
+            Some((last, rest)) if last == "." => rest,
+            _ => p,
+        };
+        let owned_elsewhere = others.iter().any(|o| is_prefix_of(elem, o))
+            || new_set.iter().any(|o| is_prefix_of(elem, o));
+        if !owned_elsewhere {
+            remove_path(&mut merged, p);
+        }
+    }
+
+    // Record the entry.
+    let mut raw = Map::new();
+    raw.insert("manager".into(), json!(field_manager));
+    raw.insert("operation".into(), json!("Apply"));
+    raw.insert("apiVersion".into(), json!(api_version));
+    raw.insert("time".into(), json!(now));
+    let mine = Entry { raw, set: new_set };
+    match list.iter().position(|e| is_mine(e)) {
+        Some(i) => list[i] = mine,
+        None => list.push(mine),
+    }
+    write_entries(&mut merged, list);
+    Ok(merged)
+}
+
+/// Records an `Update` entry for `manager` after a create, PUT or non-apply PATCH: the fields whose
+/// values changed from `old` (all fields on create) move to `manager`; other managers lose them;
+/// fields that disappeared leave every set. `managedFields` absent from `new` are carried over from
+/// `old`; `managedFields: [{}]` clears them (upstream's reset). `subresource` is `Some("status")` for
+/// `/status` writes. An empty `manager` only carries the entries over.
+pub fn update_managed_fields(
+    kind: &'static ResourceInfo,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    now: &str,
+    subresource: Option<&str>,
+) {
+    if let Some(mf) = new
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    {
+        if mf.len() == 1 && mf[0].as_object().is_some_and(Map::is_empty) {
+            api::meta::remove(new, "managedFields");
+            return;
+        }
+    }
+    let carried = if new.pointer("/metadata/managedFields").is_some() {
+        entries(Some(new))
+    } else {
+        entries(old)
+    };
+    let mut list = carried;
+    if manager.is_empty() {
+        write_entries(new, list);
+        return;
+    }
+    let scope = match subresource {
+        Some("status") => Scope::Status,
+        _ => Scope::Main,
+    };
+    let new_set = field_set(kind, new, scope);
+    let old_set = old.map(|o| field_set(kind, o, scope)).unwrap_or_default();
+    let empty = json!({});
+    let old_obj = old.unwrap_or(&empty);
+    let changed: FieldSet = new_set
+        .iter()
+        .filter(|p| get_path(old_obj, p) != get_path(new, p))
+        .cloned()
+        .collect();
+    let gone: FieldSet = old_set.difference(&new_set).cloned().collect();
+    let sub = subresource.unwrap_or("");
+    let is_mine =
+        |e: &Entry| e.manager() == manager && e.operation() == "Update" && e.subresource() == sub;
+    for e in list.iter_mut() {
+        if !is_mine(e) {
+            e.set.retain(|p| !changed.contains(p));
+        }
+        e.set.retain(|p| !gone.contains(p));
+    }
+    if !changed.is_empty() || list.iter().any(is_mine) {
+        let mut raw = Map::new();
+        raw.insert("manager".into(), json!(manager));
+        raw.insert("operation".into(), json!("Update"));
+        raw.insert("apiVersion".into(), json!(kind.api_version()));
+        raw.insert("time".into(), json!(now));
+        if !sub.is_empty() {
+            raw.insert("subresource".into(), json!(sub));
+        }
+        match list.iter().position(is_mine) {
+            Some(i) => {
+                let mut set = list[i].set.clone();
+                set.extend(changed);
+                if !gone.is_empty() || set != list[i].set {
+                    list[i] = Entry { raw, set };
+                }
+            }
+            None => list.push(Entry { raw, set: changed }),
+        }
+    }
+    write_entries(new, list);
+}

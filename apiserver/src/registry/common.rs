@@ -1,0 +1,256 @@
+//! Rules shared by every kind: the spec/status split, generation tracking, metadata field selectors,
+//! and the generic strategy for kinds without their own printer.
+
+use super::table::{age_cell, column, name_column};
+use super::Strategy;
+use api::validation::{self, FieldError, NameValidator};
+use api::ResourceInfo;
+use serde_json::{Map, Value};
+
+/// Stand-in `ResourceInfo` for a strategy asked about a kind outside the resource table.
+pub static UNKNOWN_RESOURCE: ResourceInfo = ResourceInfo {
+    group: "",
+    version: "v1",
+    kind: "Unknown",
+    plural: "unknown",
+    singular: "unknown",
+    namespaced: true,
+    short_names: &[],
+    categories: &[],
+    verbs: &[],
+    subresources: &[],
+    list_kind: "UnknownList",
+    storage: "unknown",
+};
+
+/// Whether `spec` differs between the two objects (deep compare; absent = null).
+pub fn spec_changed(new: &Value, old: &Value) -> bool {
+    new.get("spec") != old.get("spec")
+}
+
+/// `metadata.name` / `metadata.namespace` values for field selectors.
+pub fn meta_field_value(info: &ResourceInfo, obj: &Value, field: &str) -> Option<String> {
+    match field {
+        "metadata.name" => Some(api::meta::name(obj).unwrap_or("").to_string()),
+        "metadata.namespace" if info.namespaced => {
+            Some(api::meta::namespace(obj).unwrap_or("").to_string())
+        }
+        _ => None,
+    }
+}
+
+/// String at a dotted path, `""` when absent; non-strings render as JSON text (booleans, numbers).
+pub fn field_text(obj: &Value, path: &str) -> String {
+    match api::meta::value_at(obj, path) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(v) => v.to_string(),
+    }
+}
+
+/// Sets `obj[key] = value` when `obj` is an object.
+pub fn set_field(obj: &mut Value, key: &str, value: Value) {
+    if let Some(o) = obj.as_object_mut() {
+        o.insert(key.to_string(), value);
+    }
+}
+
+/// The object map at `obj[key]`, created (or replaced when mistyped) if needed.
+pub fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    let o = obj.as_object_mut()?;
+    let v = o
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    v.as_object_mut()
+}
+
+/// Inserts `key: value` into `map` when the key is absent or null.
+pub fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
+    match map.get(key) {
+        None | Some(Value::Null) => {
+            map.insert(key.to_string(), value);
+        }
+        Some(_) => {}
+    }
+}
+
+/// Create-time status and generation handling shared by kinds.
+pub fn prepare_create_common(
+    obj: &mut Value,
+    initial_status: Option<Value>,
+    track_generation: bool,
+) {
+    if let Some(st) = initial_status {
+        set_field(obj, "status", st);
+    }
+    if track_generation {
+        api::meta::set_generation(obj, 1);
+    }
+}
+
+/// Update-time handling: keep `old.status` (when the kind splits status), recompute generation.
+pub fn prepare_update_common(
+    new: &mut Value,
+    old: &Value,
+    has_status: bool,
+    track_generation: bool,
+) {
+    if has_status {
+        match old.get("status") {
+            Some(st) => set_field(new, "status", st.clone()),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    if track_generation {
+        let old_gen = api::meta::generation(old).unwrap_or(1);
+        let g = if spec_changed(new, old) {
+            old_gen + 1
+        } else {
+            old_gen
+        };
+        api::meta::set_generation(new, g);
+    } else if let Some(g) = api::meta::generation(old) {
+        api::meta::set_generation(new, g);
+    } else {
+        api::meta::remove(new, "generation");
+    }
+}
+
+/// `/status` handling: everything but `status` from `old` (metadata too, except resourceVersion,
+/// which the generic flow checks for optimistic concurrency).
+pub fn prepare_status_common(new: &mut Value, old: &Value) {
+    let status = new.get("status").cloned();
+    let rv = api::meta::resource_version(new).map(str::to_string);
+    let mut merged = old.clone();
+    match status {
+        Some(st) => set_field(&mut merged, "status", st),
+        None => {
+            if let Some(o) = merged.as_object_mut() {
+                o.remove("status");
+            }
+        }
+    }
+    match rv {
+        Some(rv) => api::meta::set_resource_version(&mut merged, &rv),
+        None => api::meta::remove(&mut merged, "resourceVersion"),
+    }
+    *new = merged;
+}
+
+/// Metadata validation for a create.
+pub fn validate_meta(info: &ResourceInfo, obj: &Value, names: NameValidator) -> Vec<FieldError> {
+    let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
+    validation::validate_object_meta(&meta, info.namespaced, names)
+}
+
+/// Metadata validation for an update: create rules plus immutability of name, namespace, uid and
+/// creationTimestamp, and no new finalizers while being deleted.
+pub fn validate_meta_update(
+    info: &ResourceInfo,
+    new: &Value,
+    old: &Value,
+    names: NameValidator,
+) -> Vec<FieldError> {
+    let mut errs = validate_meta(info, new, names);
+    for (field, label) in [
+        ("name", "metadata.name"),
+        ("namespace", "metadata.namespace"),
+        ("uid", "metadata.uid"),
+    ] {
+        let a = new
+            .get("metadata")
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let b = old
+            .get("metadata")
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !a.is_empty() && a != b {
+            errs.push(FieldError::invalid(label, a, "field is immutable"));
+        }
+    }
+    if api::meta::deletion_timestamp(old).is_some() {
+        let before = api::meta::finalizers(old);
+        let added: Vec<String> = api::meta::finalizers(new)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            errs.push(FieldError::forbidden(
+                "metadata.finalizers",
+                format!("no new finalizers can be added if the object is being deleted, found new finalizers {}", go_list(&added)),
+            ));
+        }
+    }
+    errs
+}
+
+/// Go's `%q` of a `[]string`: `["a" "b"]`.
+pub fn go_list(items: &[String]) -> String {
+    let q: Vec<String> = items.iter().map(|s| validation::go_quote(s)).collect();
+    format!("[{}]", q.join(" "))
+}
+
+/// The default table (name + age) for kinds without a printer.
+pub struct DefaultTable;
+
+impl DefaultTable {
+    pub fn columns() -> Vec<Value> {
+        vec![
+            name_column(),
+            column("Age", "string", "", "CreationTimestamp is a timestamp representing the server time when this object was created.", 0),
+        ]
+    }
+
+    pub fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        vec![
+            Value::from(api::meta::name(obj).unwrap_or("")),
+            age_cell(obj, now),
+        ]
+    }
+}
+
+/// Metadata-only strategy for infos outside the resource table.
+pub struct GenericStrategy;
+
+impl Strategy for GenericStrategy {
+    fn resource(&self) -> &'static ResourceInfo {
+        &UNKNOWN_RESOURCE
+    }
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        prepare_update_common(new, old, false, false);
+    }
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        prepare_status_common(new, old);
+    }
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_meta_update(
+            self.resource(),
+            new,
+            old,
+            validation::name_is_dns1123_subdomain,
+        )
+    }
+    fn has_status(&self) -> bool {
+        false
+    }
+    fn table_columns(&self) -> Vec<Value> {
+        DefaultTable::columns()
+    }
+    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        DefaultTable::cells(obj, now)
+    }
+}

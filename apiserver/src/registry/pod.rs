@@ -1,0 +1,677 @@
+//! Pods: defaulting (restartPolicy, dnsPolicy, schedulerName, grace period, container fields, QoS
+//! class), validation (containers, names, ports, policies), the update rule that pod specs are
+//! immutable except images, activeDeadlineSeconds and added tolerations, graceful deletion, field
+//! selectors and kubectl's pod printer (READY, STATUS with kubectl's reason rules, RESTARTS).
+
+use super::common::{self, default_field, field_text, object_at, set_field};
+use super::table::{age_cell, age_column, column, name_column};
+use super::Strategy;
+use api::validation::{self, FieldError};
+use api::ResourceInfo;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+pub struct PodStrategy;
+
+const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
+const DNS_POLICIES: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
+const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
+const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
+
+/// Defaults of one container (`SetDefaults_Container` and friends).
+fn default_container(c: &mut Value) {
+    let Some(m) = c.as_object_mut() else { return };
+    let image = m
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    default_field(m, "terminationMessagePath", json!("/dev/termination-log"));
+    default_field(m, "terminationMessagePolicy", json!("File"));
+    let pull = if image_tag_is_latest(&image) {
+        "Always"
+    } else {
+        "IfNotPresent"
+    };
+    default_field(m, "imagePullPolicy", json!(pull));
+    default_field(m, "resources", json!({}));
+    if let Some(ports) = m.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default_field(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+/// `:latest` or untagged (digests are not "latest").
+fn image_tag_is_latest(image: &str) -> bool {
+    if image.contains('@') {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, tag)) => tag == "latest",
+        None => true,
+    }
+}
+
+/// Pod spec defaults (also used for templates of RCs, ReplicaSets and Deployments).
+pub fn default_pod_spec(spec: &mut Value) {
+    let Some(m) = spec.as_object_mut() else {
+        return;
+    };
+    default_field(m, "restartPolicy", json!("Always"));
+    default_field(m, "terminationGracePeriodSeconds", json!(30));
+    default_field(m, "dnsPolicy", json!("ClusterFirst"));
+    default_field(m, "securityContext", json!({}));
+    default_field(m, "schedulerName", json!("default-scheduler"));
+    for key in ["containers", "initContainers"] {
+        if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
+            cs.iter_mut().for_each(default_container);
+        }
+    }
+}
+
+/// QoS class from container resources (`GetPodQOS`, simplified to cpu/memory).
+fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let req = c.pointer("/resources/requests");
+        let lim = c.pointer("/resources/limits");
+        for r in ["cpu", "memory"] {
+            let rq = req.and_then(|v| v.get(r));
+            let lm = lim.and_then(|v| v.get(r));
+            if rq.is_some() || lm.is_some() {
+                any = true;
+            }
+            match (rq, lm) {
+                (_, None) => guaranteed = false,
+                (Some(a), Some(b)) if a != b => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed && !containers.is_empty() {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn validate_container(
+    c: &Value,
+    path: &str,
+    names: &mut BTreeSet<String>,
+    errs: &mut Vec<FieldError>,
+    require_image: bool,
+) {
+    let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        errs.push(FieldError::required(format!("{path}.name"), ""));
+    } else {
+        for m in validation::is_dns1123_label(name) {
+            errs.push(FieldError::invalid(format!("{path}.name"), name, m));
+        }
+        if !names.insert(name.to_string()) {
+            errs.push(FieldError::duplicate(format!("{path}.name"), &json!(name)));
+        }
+    }
+    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+    if require_image && image.trim().is_empty() {
+        errs.push(FieldError::required(format!("{path}.image"), ""));
+    }
+    if let Some(p) = c.get("imagePullPolicy") {
+        if !p.as_str().is_some_and(|s| PULL_POLICIES.contains(&s)) {
+            errs.push(FieldError::not_supported(
+                format!("{path}.imagePullPolicy"),
+                p,
+                PULL_POLICIES,
+            ));
+        }
+    }
+    if let Some(ports) = c.get("ports").and_then(Value::as_array) {
+        let mut port_names = BTreeSet::new();
+        for (i, p) in ports.iter().enumerate() {
+            let pp = format!("{path}.ports[{i}]");
+            match p.get("containerPort") {
+                Some(v) if v.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {}
+                Some(v) => errs.push(FieldError::invalid_value(
+                    format!("{pp}.containerPort"),
+                    v,
+                    "must be between 1 and 65535, inclusive",
+                )),
+                None => errs.push(FieldError::required(format!("{pp}.containerPort"), "")),
+            }
+            if let Some(proto) = p.get("protocol") {
+                if !proto.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) {
+                    errs.push(FieldError::not_supported(
+                        format!("{pp}.protocol"),
+                        proto,
+                        PROTOCOLS,
+                    ));
+                }
+            }
+            if let Some(n) = p.get("name").and_then(Value::as_str) {
+                if !port_names.insert(n.to_string()) {
+                    errs.push(FieldError::duplicate(format!("{pp}.name"), &json!(n)));
+                }
+            }
+        }
+    }
+    if let Some(env) = c.get("env").and_then(Value::as_array) {
+        for (i, e) in env.iter().enumerate() {
+            if e.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                errs.push(FieldError::required(format!("{path}.env[{i}].name"), ""));
+            }
+        }
+    }
+}
+
+/// Validates a pod spec at `path` (`spec` or `spec.template.spec`).
+pub fn validate_pod_spec(spec: Option<&Value>, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(spec) = spec.filter(|s| s.is_object()) else {
+        errs.push(FieldError::required(format!("{path}.containers"), ""));
+        return errs;
+    };
+    let mut names = BTreeSet::new();
+    match spec.get("containers").and_then(Value::as_array) {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                validate_container(
+                    c,
+                    &format!("{path}.containers[{i}]"),
+                    &mut names,
+                    &mut errs,
+                    true,
+                );
+            }
+        }
+        _ => errs.push(FieldError::required(format!("{path}.containers"), "")),
+    }
+    if let Some(cs) = spec.get("initContainers").and_then(Value::as_array) {
+        for (i, c) in cs.iter().enumerate() {
+            validate_container(
+                c,
+                &format!("{path}.initContainers[{i}]"),
+                &mut names,
+                &mut errs,
+                true,
+            );
+        }
+    }
+    for (key, allowed) in [
+        ("restartPolicy", RESTART_POLICIES),
+        ("dnsPolicy", DNS_POLICIES),
+    ] {
+        if let Some(v) = spec.get(key) {
+            if !v.as_str().is_some_and(|s| allowed.contains(&s)) {
+                errs.push(FieldError::not_supported(
+                    format!("{path}.{key}"),
+                    v,
+                    allowed,
+                ));
+            }
+        }
+    }
+    for key in ["terminationGracePeriodSeconds", "activeDeadlineSeconds"] {
+        if let Some(v) = spec.get(key) {
+            let min = if key == "activeDeadlineSeconds" { 1 } else { 0 };
+            if !v.as_i64().is_some_and(|n| n >= min)
+                && !(key == "terminationGracePeriodSeconds" && v.as_i64().is_some())
+            {
+                errs.push(FieldError::invalid_value(
+                    format!("{path}.{key}"),
+                    v,
+                    format!("must be greater than or equal to {min}"),
+                ));
+            }
+        }
+    }
+    if let Some(vols) = spec.get("volumes").and_then(Value::as_array) {
+        let mut seen = BTreeSet::new();
+        for (i, v) in vols.iter().enumerate() {
+            let n = v.get("name").and_then(Value::as_str).unwrap_or("");
+            if n.is_empty() {
+                errs.push(FieldError::required(
+                    format!("{path}.volumes[{i}].name"),
+                    "",
+                ));
+            } else if !seen.insert(n) {
+                errs.push(FieldError::duplicate(
+                    format!("{path}.volumes[{i}].name"),
+                    &json!(n),
+                ));
+            }
+        }
+    }
+    if let Some(n) = spec.get("nodeName").and_then(Value::as_str) {
+        if !n.is_empty() {
+            for m in validation::is_dns1123_subdomain(n) {
+                errs.push(FieldError::invalid(format!("{path}.nodeName"), n, m));
+            }
+        }
+    }
+    errs
+}
+
+const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// The spec with the mutable fields replaced by `old`'s, for the immutability comparison.
+fn mask_mutable(new_spec: &Value, old_spec: &Value) -> Value {
+    let mut masked = new_spec.clone();
+    for key in ["containers", "initContainers"] {
+        let old_list = old_spec.get(key).and_then(Value::as_array);
+        if let (Some(list), Some(old_list)) =
+            (masked.get_mut(key).and_then(Value::as_array_mut), old_list)
+        {
+            for (c, o) in list.iter_mut().zip(old_list) {
+                if let (Some(m), Some(img)) = (c.as_object_mut(), o.get("image")) {
+                    m.insert("image".to_string(), img.clone());
+                }
+            }
+        }
+    }
+    if let Some(m) = masked.as_object_mut() {
+        for key in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
+            match old_spec.get(key) {
+                Some(v) => m.insert(key.to_string(), v.clone()),
+                None => m.remove(key),
+            };
+        }
+        if old_spec
+            .get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g < 0)
+        {
+            if let Some(v) = old_spec.get("terminationGracePeriodSeconds") {
+                m.insert("terminationGracePeriodSeconds".to_string(), v.clone());
+            }
+        }
+    }
+    masked
+}
+
+impl Strategy for PodStrategy {
+    fn resource(&self) -> &'static ResourceInfo {
+        crate::registry::info("", "pods")
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec") {
+            default_pod_spec(spec);
+        }
+        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
+        set_field(obj, "status", json!({"phase": "Pending", "qosClass": qos}));
+        if let Some(spec) = object_at(obj, "spec") {
+            default_field(spec, "enableServiceLinks", json!(true));
+            default_field(spec, "serviceAccountName", json!("default"));
+            default_field(spec, "serviceAccount", json!("default"));
+            default_field(spec, "priority", json!(0));
+            default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if let Some(spec) = new.get_mut("spec") {
+            default_pod_spec(spec);
+        }
+        common::prepare_update_common(new, old, true, false);
+    }
+
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        common::prepare_status_common(new, old);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs =
+            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
+        errs.extend(validate_pod_spec(obj.get("spec"), "spec"));
+        errs
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = common::validate_meta_update(
+            self.resource(),
+            new,
+            old,
+            validation::name_is_dns1123_subdomain,
+        );
+        errs.extend(validate_pod_spec(new.get("spec"), "spec"));
+        let null = Value::Null;
+        let new_spec = new.get("spec").unwrap_or(&null);
+        let old_spec = old.get("spec").unwrap_or(&null);
+        if mask_mutable(new_spec, old_spec) != *old_spec {
+            errs.push(FieldError::forbidden("spec", POD_UPDATE_FORBIDDEN));
+        }
+        // Tolerations may only be added.
+        let old_tol = old_spec
+            .get("tolerations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let new_tol = new_spec
+            .get("tolerations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if old_tol.iter().any(|t| !new_tol.contains(t)) {
+            errs.push(FieldError::forbidden(
+                "spec.tolerations",
+                "existing toleration can not be modified except its tolerationSeconds",
+            ));
+        }
+        errs
+    }
+
+    fn table_columns(&self) -> Vec<Value> {
+        vec![
+            name_column(),
+            column("Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0),
+            column("Status", "string", "", "The aggregate status of the containers in this pod.", 0),
+            column("Restarts", "string", "", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0),
+            age_column(),
+            column("IP", "string", "", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", 1),
+            column("Node", "string", "", "NodeName is a request to schedule this pod onto a specific node. If it is non-empty, the scheduler simply schedules this pod onto that node, assuming that it fits resource requirements.", 1),
+            column("Nominated Node", "string", "", "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.", 1),
+            column("Readiness Gates", "string", "", "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates", 1),
+        ]
+    }
+
+    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        let p = print_pod(obj, now);
+        let spec = obj.get("spec");
+        let status = obj.get("status");
+        let or_none = |s: String| {
+            if s.is_empty() {
+                "<none>".to_string()
+            } else {
+                s
+            }
+        };
+        let ip = status
+            .and_then(|s| s.get("podIPs"))
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(|p| p.get("ip"))
+            .and_then(Value::as_str)
+            .or_else(|| status.and_then(|s| s.get("podIP")).and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string();
+        let node = spec.map(|s| field_text(s, "nodeName")).unwrap_or_default();
+        let nominated = status
+            .map(|s| field_text(s, "nominatedNodeName"))
+            .unwrap_or_default();
+        let gates = readiness_gates(obj);
+        vec![
+            Value::from(api::meta::name(obj).unwrap_or("")),
+            Value::from(format!("{}/{}", p.ready, p.total)),
+            Value::from(p.reason),
+            Value::from(p.restarts),
+            age_cell(obj, now),
+            Value::from(or_none(ip)),
+            Value::from(or_none(node)),
+            Value::from(or_none(nominated)),
+            Value::from(gates),
+        ]
+    }
+
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        let v = match field {
+            "spec.nodeName" | "spec.host" => field_text(obj, "spec.nodeName"),
+            "spec.restartPolicy" => field_text(obj, "spec.restartPolicy"),
+            "spec.schedulerName" => field_text(obj, "spec.schedulerName"),
+            "spec.serviceAccountName" => field_text(obj, "spec.serviceAccountName"),
+            "spec.hostNetwork" => {
+                let b = obj
+                    .pointer("/spec/hostNetwork")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                b.to_string()
+            }
+            "status.phase" => field_text(obj, "status.phase"),
+            "status.nominatedNodeName" => field_text(obj, "status.nominatedNodeName"),
+            "status.podIP" => obj
+                .pointer("/status/podIPs/0/ip")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| field_text(obj, "status.podIP")),
+            "status.podIPs" => obj
+                .pointer("/status/podIPs")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|p| p.get("ip").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+            _ => return common::meta_field_value(self.resource(), obj, field),
+        };
+        Some(v)
+    }
+
+    fn graceful_deletion_seconds(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let unscheduled = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty();
+        let phase = obj
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if unscheduled || phase == "Succeeded" || phase == "Failed" {
+            return None;
+        }
+        let grace = requested
+            .or_else(|| {
+                obj.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(30);
+        // upstream: negative requests become 1 (a "force" needs an explicit 0).
+        let grace = if grace < 0 { 1 } else { grace };
+        (grace > 0).then_some(grace)
+    }
+}
+
+fn readiness_gates(obj: &Value) -> String {
+    let gates = obj
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if gates.is_empty() {
+        return "<none>".to_string();
+    }
+    let conditions = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let true_count = gates
+        .iter()
+        .filter(|g| {
+            let ty = g.get("conditionType");
+            conditions
+                .iter()
+                .find(|c| c.get("type") == ty)
+                .is_some_and(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+        })
+        .count();
+    format!("{}/{}", true_count, gates.len())
+}
+
+struct PodPrint {
+    ready: usize,
+    total: usize,
+    reason: String,
+    restarts: String,
+}
+
+fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+fn terminated_reason(t: &Value, prefix: &str) -> String {
+    let reason = s(t, "/reason");
+    if !reason.is_empty() {
+        return format!("{prefix}{reason}");
+    }
+    let signal = t.get("signal").and_then(Value::as_i64).unwrap_or(0);
+    if signal != 0 {
+        format!("{prefix}Signal:{signal}")
+    } else {
+        format!(
+            "{prefix}ExitCode:{}",
+            t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
+        )
+    }
+}
+
+fn condition_true(obj: &Value, ty: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| s(c, "/type") == ty && s(c, "/status") == "True")
+        })
+}
+
+/// The STATUS column of `kubectl get pods` (printers.go `printPod`).
+pub fn pod_status_reason(obj: &Value) -> String {
+    print_pod(obj, jiff::Timestamp::now()).reason
+}
+
+fn print_pod(obj: &Value, now: jiff::Timestamp) -> PodPrint {
+    let empty = Vec::new();
+    let arr = |ptr: &str| obj.pointer(ptr).and_then(Value::as_array).unwrap_or(&empty);
+    let init_specs = arr("/spec/initContainers");
+    let restartable = |name: &str| {
+        init_specs
+            .iter()
+            .any(|c| s(c, "/name") == name && s(c, "/restartPolicy") == "Always")
+    };
+    let total = arr("/spec/containers").len()
+        + init_specs
+            .iter()
+            .filter(|c| s(c, "/restartPolicy") == "Always")
+            .count();
+    let phase = s(obj, "/status/phase").to_string();
+    let mut reason = phase.clone();
+    let status_reason = s(obj, "/status/reason").to_string();
+    if !status_reason.is_empty() {
+        reason = status_reason.clone();
+    }
+    for c in arr("/status/conditions") {
+        if s(c, "/type") == "PodScheduled" && s(c, "/reason") == "SchedulingGated" {
+            reason = "SchedulingGated".to_string();
+        }
+    }
+    let mut restarts: i64 = 0;
+    let mut restartable_restarts: i64 = 0;
+    let mut last_restart: Option<jiff::Timestamp> = None;
+    let mut last_restartable_restart: Option<jiff::Timestamp> = None;
+    let mut ready = 0usize;
+    let finished = |c: &Value| {
+        c.pointer("/lastState/terminated/finishedAt")
+            .and_then(Value::as_str)
+            .and_then(api::meta::parse_time)
+    };
+    let later = |a: Option<jiff::Timestamp>, b: Option<jiff::Timestamp>| match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    let init_statuses = arr("/status/initContainerStatuses");
+    let n_init = init_specs.len();
+    let mut initializing = false;
+    for (i, c) in init_statuses.iter().enumerate() {
+        let rc = c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+        restarts += rc;
+        last_restart = later(last_restart, finished(c));
+        let name = s(c, "/name");
+        if restartable(name) {
+            restartable_restarts += rc;
+            last_restartable_restart = later(last_restartable_restart, finished(c));
+        }
+        let terminated = c.pointer("/state/terminated");
+        let waiting_reason = s(c, "/state/waiting/reason");
+        if terminated.is_some_and(|t| t.get("exitCode").and_then(Value::as_i64).unwrap_or(0) == 0) {
+            continue;
+        }
+        if restartable(name) && c.get("started").and_then(Value::as_bool) == Some(true) {
+            if c.get("ready").and_then(Value::as_bool) == Some(true) {
+                ready += 1;
+            }
+            continue;
+        }
+        if let Some(t) = terminated {
+            reason = terminated_reason(t, "Init:");
+        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+            reason = format!("Init:{waiting_reason}");
+        } else {
+            reason = format!("Init:{i}/{n_init}");
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing || condition_true(obj, "Initialized") {
+        restarts = restartable_restarts;
+        last_restart = last_restartable_restart;
+        let mut has_running = false;
+        for c in arr("/status/containerStatuses").iter().rev() {
+            restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+            last_restart = later(last_restart, finished(c));
+            let waiting = s(c, "/state/waiting/reason");
+            let terminated = c.pointer("/state/terminated");
+            if !waiting.is_empty() {
+                reason = waiting.to_string();
+            } else if let Some(t) = terminated {
+                reason = terminated_reason(t, "");
+            } else if c.get("ready").and_then(Value::as_bool) == Some(true)
+                && c.pointer("/state/running").is_some()
+            {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if condition_true(obj, "Ready") {
+                "Running".into()
+            } else {
+                "NotReady".into()
+            };
+        }
+    }
+    if api::meta::deletion_timestamp(obj).is_some() {
+        if status_reason == "NodeLost" {
+            reason = "Unknown".to_string();
+        } else if phase != "Succeeded" && phase != "Failed" {
+            reason = "Terminating".to_string();
+        }
+    }
+    let restarts_text = match last_restart {
+        Some(t) if restarts != 0 => {
+            format!("{restarts} ({} ago)", api::human_duration_since(t, now))
+        }
+        _ => restarts.to_string(),
+    };
+    PodPrint {
+        ready,
+        total,
+        reason,
+        restarts: restarts_text,
+    }
+}

@@ -1,0 +1,276 @@
+//! Services: defaulting (type, sessionAffinity, port protocol and targetPort, IP families), DNS-1035
+//! names, port validation, immutable cluster IPs, kubectl's service printer. Cluster IPs come from
+//! [`ClusterIpAllocator`](super::ClusterIpAllocator), which the HTTP side calls on create and delete.
+
+use super::common::{self, default_field, field_text, object_at};
+use super::table::{age_cell, age_column, column, name_column};
+use super::workloads::format_labels;
+use super::Strategy;
+use api::validation::{self, FieldError};
+use api::ResourceInfo;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+pub struct ServiceStrategy;
+
+const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+
+fn default_service(obj: &mut Value) {
+    let Some(spec) = object_at(obj, "spec") else {
+        return;
+    };
+    default_field(spec, "type", json!("ClusterIP"));
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    default_field(spec, "sessionAffinity", json!("None"));
+    if ty != "ExternalName" {
+        default_field(spec, "ipFamilies", json!(["IPv4"]));
+        default_field(spec, "ipFamilyPolicy", json!("SingleStack"));
+        default_field(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        default_field(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default_field(p, "protocol", json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                default_field(p, "targetPort", port);
+            }
+        }
+    }
+}
+
+impl ServiceStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let ty_v = obj
+            .pointer("/spec/type")
+            .cloned()
+            .unwrap_or(json!("ClusterIP"));
+        let ty = ty_v.as_str().unwrap_or("");
+        if !TYPES.contains(&ty) {
+            errs.push(FieldError::not_supported("spec.type", &ty_v, TYPES));
+        }
+        let ports = obj
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let headless = obj.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
+        if ports.is_empty() && ty != "ExternalName" && !headless {
+            errs.push(FieldError::required("spec.ports", ""));
+        }
+        if ty == "ExternalName" && field_text(obj, "spec.externalName").is_empty() {
+            errs.push(FieldError::required("spec.externalName", ""));
+        }
+        let mut names = BTreeSet::new();
+        for (i, p) in ports.iter().enumerate() {
+            let path = format!("spec.ports[{i}]");
+            let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+            if ports.len() > 1 && name.is_empty() {
+                errs.push(FieldError::required(format!("{path}.name"), ""));
+            } else if !name.is_empty() {
+                for m in validation::is_dns1123_label(name) {
+                    errs.push(FieldError::invalid(format!("{path}.name"), name, m));
+                }
+                if !names.insert(name.to_string()) {
+                    errs.push(FieldError::duplicate(format!("{path}.name"), &json!(name)));
+                }
+            }
+            match p.get("port") {
+                Some(v) if v.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {}
+                Some(v) => errs.push(FieldError::invalid_value(
+                    format!("{path}.port"),
+                    v,
+                    "must be between 1 and 65535, inclusive",
+                )),
+                None => errs.push(FieldError::required(format!("{path}.port"), "")),
+            }
+            if let Some(proto) = p.get("protocol") {
+                if !proto.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) {
+                    errs.push(FieldError::not_supported(
+                        format!("{path}.protocol"),
+                        proto,
+                        PROTOCOLS,
+                    ));
+                }
+            }
+            if let Some(np) = p.get("nodePort") {
+                if !np.as_i64().is_some_and(|n| (0..=65535).contains(&n)) {
+                    errs.push(FieldError::invalid_value(
+                        format!("{path}.nodePort"),
+                        np,
+                        "must be between 1 and 65535, inclusive",
+                    ));
+                }
+            }
+        }
+        if let Some(sel) = obj.pointer("/spec/selector") {
+            errs.extend(validation::validate_labels(sel, "spec.selector"));
+        }
+        errs
+    }
+}
+
+fn port_string(obj: &Value) -> String {
+    let ports = obj
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if ports.is_empty() {
+        return "<none>".to_string();
+    }
+    ports
+        .iter()
+        .map(|p| {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) {
+                0 => format!("{port}/{proto}"),
+                np => format!("{port}:{np}/{proto}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn external_ip(obj: &Value) -> String {
+    let ty = obj
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
+    let external: Vec<String> = obj
+        .pointer("/spec/externalIPs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    match ty {
+        "ClusterIP" | "NodePort" => {
+            if external.is_empty() {
+                "<none>".to_string()
+            } else {
+                external.join(",")
+            }
+        }
+        "LoadBalancer" => {
+            let mut ips: Vec<String> = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|i| {
+                            i.get("ip")
+                                .or_else(|| i.get("hostname"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            ips.extend(external);
+            if ips.is_empty() {
+                "<pending>".to_string()
+            } else {
+                ips.join(",")
+            }
+        }
+        "ExternalName" => field_text(obj, "spec.externalName"),
+        _ => "<unknown>".to_string(),
+    }
+}
+
+impl Strategy for ServiceStrategy {
+    fn resource(&self) -> &'static ResourceInfo {
+        crate::registry::info("", "services")
+    }
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_service(obj);
+        common::set_field(obj, "status", json!({"loadBalancer": {}}));
+    }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // Cluster IPs are kept when an update omits them (kubectl apply never sends them).
+        for key in ["clusterIP", "clusterIPs"] {
+            let missing = new
+                .pointer(&format!("/spec/{key}"))
+                .is_none_or(|v| v.is_null() || v == "");
+            if let (true, Some(v)) = (missing, old.pointer(&format!("/spec/{key}"))) {
+                if let Some(spec) = object_at(new, "spec") {
+                    spec.insert(key.to_string(), v.clone());
+                }
+            }
+        }
+        default_service(new);
+        common::prepare_update_common(new, old, true, false);
+    }
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        common::prepare_status_common(new, old);
+    }
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs =
+            common::validate_meta(self.resource(), obj, validation::name_is_dns1035_label);
+        errs.extend(self.validate(obj));
+        errs
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = common::validate_meta_update(
+            self.resource(),
+            new,
+            old,
+            validation::name_is_dns1035_label,
+        );
+        errs.extend(self.validate(new));
+        let (a, b) = (
+            field_text(new, "spec.clusterIP"),
+            field_text(old, "spec.clusterIP"),
+        );
+        let type_change = field_text(new, "spec.type") == "ExternalName"
+            || field_text(old, "spec.type") == "ExternalName";
+        if !b.is_empty() && a != b && !type_change {
+            errs.push(FieldError::invalid(
+                "spec.clusterIPs[0]",
+                &a,
+                "may not change once set",
+            ));
+        }
+        errs
+    }
+    fn table_columns(&self) -> Vec<Value> {
+        vec![
+            name_column(),
+            column("Type", "string", "", "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer.", 0),
+            column("Cluster-IP", "string", "", "clusterIP is the IP address of the service and is usually assigned randomly.", 0),
+            column("External-IP", "string", "", "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.", 0),
+            column("Port(s)", "string", "", "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies", 0),
+            age_column(),
+            column("Selector", "string", "", "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/", 1),
+        ]
+    }
+    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        let cluster_ip = field_text(obj, "spec.clusterIP");
+        vec![
+            Value::from(api::meta::name(obj).unwrap_or("")),
+            Value::from(field_text(obj, "spec.type")),
+            Value::from(if cluster_ip.is_empty() {
+                "<none>".to_string()
+            } else {
+                cluster_ip
+            }),
+            Value::from(external_ip(obj)),
+            Value::from(port_string(obj)),
+            age_cell(obj, now),
+            Value::from(format_labels(&api::meta::as_string_map(
+                obj.pointer("/spec/selector"),
+            ))),
+        ]
+    }
+}
