@@ -193,7 +193,13 @@ pub async fn run(
             tracing::info!(leader, "new leader observed")
         })),
     };
-    elector.run(shutdown.clone(), callbacks).await;
+    // `LeaderElector::run`'s future is not `Send` (it holds a non-`Sync` closure across awaits), so it
+    // is driven on a blocking thread; this keeps `run` itself spawnable.
+    let token = shutdown.clone();
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(elector.run(token, callbacks)))
+        .await
+        .map_err(|e| Error::Start(format!("leader election task: {e}")))?;
     if shutdown.is_cancelled() {
         // Ran (if ever leading) to completion under the cancelled token.
         let _ = tokio::time::timeout(SHUTDOWN_DEADLINE, done_rx).await;
