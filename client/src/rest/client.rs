@@ -23,7 +23,7 @@ use crate::error::{synthetic_status, Error, Result};
 use crate::flowcontrol::TokenBucket;
 use crate::rest::config::Config;
 
-/// Maximum retries of one request (so at most `MAX_RETRIES + 1` attempts).
+/// Default maximum retries of one request (so at most `MAX_RETRIES + 1` attempts).
 pub const MAX_RETRIES: u32 = 5;
 /// First retry delay when the server gave no `Retry-After`.
 pub const RETRY_BASE: Duration = Duration::from_millis(100);
@@ -40,8 +40,9 @@ struct Inner {
     http: reqwest::Client,
     server: String,
     auth: Option<HeaderValue>,
-    limiter: Option<TokenBucket>,
+    limiter: Option<Arc<TokenBucket>>,
     timeout: Duration,
+    max_retries: u32,
 }
 
 impl std::fmt::Debug for Client {
@@ -95,6 +96,9 @@ impl Client {
         if let Some(pem) = &cfg.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
+            if certs.is_empty() {
+                return Err(Error::Config("certificate authority: no PEM certificates".into()));
+            }
             b = b.tls_built_in_root_certs(false);
             for c in certs {
                 b = b.add_root_certificate(c);
@@ -113,7 +117,8 @@ impl Client {
             ),
             None => None,
         };
-        let limiter = (cfg.qps > 0.0).then(|| TokenBucket::new(f64::from(cfg.qps), cfg.burst));
+        let limiter =
+            (cfg.qps > 0.0).then(|| Arc::new(TokenBucket::new(f64::from(cfg.qps), cfg.burst)));
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
@@ -121,8 +126,24 @@ impl Client {
                 auth,
                 limiter,
                 timeout: cfg.timeout,
+                max_retries: MAX_RETRIES,
             }),
         })
+    }
+
+    /// The same connection pool and limiter with a different retry budget (0 = no retries).
+    pub fn with_max_retries(&self, max_retries: u32) -> Self {
+        let i = &self.inner;
+        Client {
+            inner: Arc::new(Inner {
+                http: i.http.clone(),
+                server: i.server.clone(),
+                auth: i.auth.clone(),
+                limiter: i.limiter.clone(),
+                timeout: i.timeout,
+                max_retries,
+            }),
+        }
     }
 
     /// Base URL, without trailing slash.
@@ -152,7 +173,7 @@ impl Client {
             let Some(retry_after) = retry_after else {
                 return Err(err);
             };
-            if attempt >= MAX_RETRIES {
+            if attempt >= self.inner.max_retries {
                 return Err(err);
             }
             let delay = retry_after
