@@ -35,8 +35,10 @@ pub fn init_tracing() {
 
 pub async fn server() -> (apiserver::Server, Client) {
     init_tracing();
-    let mut config = apiserver::Config::default();
-    config.address = "127.0.0.1:0".parse().unwrap();
+    let config = apiserver::Config {
+        address: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
     let store = store::MemoryStore::new(store::StoreConfig::default()).expect("memory store");
     let server = apiserver::start(config, Arc::new(store))
         .await
