@@ -99,8 +99,13 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Run every check against stores from `harness`.
+/// Run every check against stores from `harness`, randomized ones with [`test_seed`].
 pub async fn run_all<H: Harness>(harness: &H) {
+    run_all_with_seed(harness, test_seed()).await;
+}
+
+/// Run every check; randomized checks use `seed` (print it in the caller to replay with `TEST_SEED`).
+pub async fn run_all_with_seed<H: Harness>(harness: &H, seed: u64) {
     revisions_are_dense_and_outcomes_are_values(harness).await;
     create_revision_spans_one_life(harness).await;
     value_size_limit(harness).await;
@@ -109,7 +114,7 @@ pub async fn run_all<H: Harness>(harness: &H) {
     list_at_revision_and_bad_tokens(harness).await;
     watch_from_now_past_and_future(harness).await;
     watch_filters_by_prefix(harness).await;
-    watch_guarantees_checker(harness).await;
+    watch_guarantees_checker(harness, seed).await;
     concurrent_writers_and_watchers(harness).await;
     lost_update_counter(harness).await;
     slow_watcher_is_closed_without_blocking_writers(harness).await;
@@ -805,11 +810,10 @@ struct Acked {
 /// ordered, unique, reliable (exactly the filtered history, no gap), resumable (a stream broken
 /// mid-way and resumed from its last revision continues exactly), `prev` and create-ness correct, and
 /// a future watch delivers nothing at or before its revision.
-pub async fn watch_guarantees_checker<H: Harness>(harness: &H) {
+pub async fn watch_guarantees_checker<H: Harness>(harness: &H, seed: u64) {
     const WRITERS: u64 = 4;
     const OPS: u64 = 300;
     const KEYS: u64 = 10;
-    let seed = test_seed();
     tracing::info!(seed, "watch checker");
     let store: Arc<dyn Store> = Arc::new(harness.open(StoreConfig::default()));
     let base = store.current_revision();

@@ -184,7 +184,7 @@ impl Backend for SledBackend {
             }
         }
         if let Some(first) = first {
-            compacted = compacted.max(first - 1);
+            compacted = compacted.max(first.saturating_sub(1));
         } else {
             // An empty log means everything up to the revision was compacted.
             compacted = revision;

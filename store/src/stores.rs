@@ -15,8 +15,9 @@ use crate::{
 
 /// The durable store on sled. See [`crate::sled_backend`] for the on-disk guarantees.
 ///
-/// Opening starts two threads (the writer and a compaction ticker); no tokio runtime is needed to open,
-/// the async methods run on any executor.
+/// Opening starts three threads (writer, flusher, compaction ticker); no tokio runtime is needed to
+/// open, the async methods run on any executor. sled locks the directory: to reopen it in the same
+/// process, call [`Store::flush_and_close`] and drop the store and its watch streams first.
 pub struct SledStore {
     engine: Engine<SledBackend>,
     path: PathBuf,

@@ -37,7 +37,9 @@ impl Harness for Sled {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_passes_the_contract() {
-    conformance::run_all(&Memory).await;
+    let seed = conformance::test_seed();
+    println!("memory contract: TEST_SEED={seed}");
+    conformance::run_all_with_seed(&Memory, seed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,9 +48,11 @@ async fn sled_store_passes_the_contract() {
         Ok(root) => root,
         Err(error) => panic!("tempdir: {error}"),
     };
-    conformance::run_all(&Sled {
+    let seed = conformance::test_seed();
+    println!("sled contract: TEST_SEED={seed}");
+    let harness = Sled {
         root,
         next: AtomicUsize::new(0),
-    })
-    .await;
+    };
+    conformance::run_all_with_seed(&harness, seed).await;
 }
