@@ -336,6 +336,14 @@ async fn namespaces_and_old_clients() {
     let server = common::start().await;
     let k = Kube::new(&server.url());
     blocking(move || {
+        let out = k.ok(&["create", "namespace", "proto"]);
+        assert!(out.contains("namespace/proto created"), "{out}");
+        let out = k.ok(&["create", "configmap", "cm1", "--from-literal=a=b", "-n", "proto"]);
+        assert!(out.contains("configmap/cm1 created"), "{out}");
+        let out = k.ok(&["get", "cm", "cm1", "-n", "proto", "-o", "jsonpath={.data.a}"]);
+        assert_eq!(out, "b");
+        let (ok, _, err) = k.run(&["create", "configmap", "cm2", "-n", "missing"]);
+        assert!(!ok && err.contains("namespaces \"missing\" not found"), "{err}");
         let ns = k.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n");
         k.ok(&["apply", "-f", ns.to_str().unwrap()]);
         let out = k.ok(&["get", "ns", "team"]);
@@ -347,6 +355,19 @@ async fn namespaces_and_old_clients() {
         }
         let (ok, _, err) = k.run(&["delete", "ns", "default", "--wait=false"]);
         assert!(!ok && err.contains("Forbidden"), "{err}");
+    })
+    .await;
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_pods() {
+    let server = common::start().await;
+    let k = Kube::new(&server.url());
+    blocking(move || {
+        let out = k.ok(&["explain", "pods"]);
+        assert!(out.contains("KIND:") && out.contains("Pod"), "{out}");
+        assert!(out.contains("spec"), "{out}");
     })
     .await;
     server.stop().await.unwrap();
