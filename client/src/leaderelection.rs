@@ -168,7 +168,7 @@ impl LeaderElector {
         on_stopped_leading();
     }
 
-    async fn acquire(&self, shutdown: &CancellationToken, notify: &dyn Fn(&Self)) -> bool {
+    async fn acquire(&self, shutdown: &CancellationToken, notify: &(dyn Fn(&Self) + Send + Sync)) -> bool {
         loop {
             let ok = tokio::select! {
                 _ = shutdown.cancelled() => return false,
@@ -187,7 +187,7 @@ impl LeaderElector {
         }
     }
 
-    async fn renew(&self, shutdown: &CancellationToken, notify: &dyn Fn(&Self)) {
+    async fn renew(&self, shutdown: &CancellationToken, notify: &(dyn Fn(&Self) + Send + Sync)) {
         loop {
             let deadline = Instant::now() + self.cfg.renew_deadline;
             let renewed = loop {

@@ -1,0 +1,99 @@
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::correlator::{EventCorrelator, AGGREGATE_MAX_EVENTS, SPAM_BURST};
+
+fn ev(obj: &str, reason: &str, message: &str, now: Timestamp) -> Event {
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{obj}.{:x}", now.as_nanosecond())),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("default".into()),
+            name: Some(obj.into()),
+            uid: Some(format!("uid-{obj}")),
+            api_version: Some("v1".into()),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        type_: Some("Normal".into()),
+        source: Some(EventSource { component: Some("test".into()), host: None }),
+        ..Default::default()
+    }
+}
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+#[tokio::test(start_paused = true)]
+async fn identical_events_become_count_increments_via_patch() {
+    let c = EventCorrelator::new();
+    let first = c.correlate(ev("p", "Pulled", "image pulled", at(0)), at(0));
+    assert!(!first.skip && first.patch.is_none());
+    assert_eq!(first.event.count, Some(1));
+    let second = c.correlate(ev("p", "Pulled", "image pulled", at(5)), at(5));
+    assert_eq!(second.event.count, Some(2));
+    assert_eq!(second.event.metadata.name, first.event.metadata.name, "patched under the first name");
+    assert_eq!(second.event.first_timestamp, first.event.first_timestamp);
+    let patch = second.patch.clone().unwrap_or_default();
+    assert_eq!(patch["count"], 2);
+    assert_eq!(patch["message"], "image pulled");
+    assert!(patch.get("lastTimestamp").is_some());
+    // The server's answer (its RV) is remembered for the next repeat.
+    let mut written = second.event.clone();
+    written.metadata.resource_version = Some("77".into());
+    c.update_state(&second.key, &written);
+    let third = c.correlate(ev("p", "Pulled", "image pulled", at(6)), at(6));
+    assert_eq!(third.event.count, Some(3));
+    assert_eq!(third.event.metadata.resource_version.as_deref(), Some("77"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn similar_events_are_aggregated_after_ten_distinct_messages() {
+    let c = EventCorrelator::new();
+    for i in 0..AGGREGATE_MAX_EVENTS - 1 {
+        let r = c.correlate(ev("p", "Failed", &format!("attempt {i}"), at(i as i64)), at(i as i64));
+        assert!(!r.event.message.clone().unwrap_or_default().starts_with("(combined"), "event {i}");
+    }
+    let tenth = c.correlate(ev("p", "Failed", "attempt 9", at(10)), at(10));
+    let msg = tenth.event.message.clone().unwrap_or_default();
+    assert_eq!(msg, "(combined from similar events): attempt 9");
+    assert_eq!(tenth.event.count, Some(1));
+    let eleventh = c.correlate(ev("p", "Failed", "attempt 10", at(11)), at(11));
+    assert_eq!(eleventh.event.count, Some(2), "aggregated event counts up");
+    assert_eq!(eleventh.event.metadata.name, tenth.event.metadata.name);
+    assert!(eleventh.patch.is_some());
+    // A different reason is a different aggregate.
+    let other = c.correlate(ev("p", "Killing", "attempt 11", at(12)), at(12));
+    assert_eq!(other.event.message.as_deref(), Some("attempt 11"));
+    // After the 10-minute window the aggregate record starts over.
+    let later = c.correlate(ev("p", "Failed", "attempt 12", at(11 + 601)), at(11 + 601));
+    assert_eq!(later.event.message.as_deref(), Some("attempt 12"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn spam_filter_allows_burst_then_one_per_five_minutes_per_object() {
+    let c = EventCorrelator::new();
+    let mut passed = 0;
+    for i in 0..40 {
+        if !c.correlate(ev("p", "Same", "same", at(i)), at(i)).skip {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, SPAM_BURST as usize);
+    assert!(!c.correlate(ev("q", "Same", "same", at(50)), at(50)).skip, "other objects have their own bucket");
+    tokio::time::advance(Duration::from_secs(301)).await;
+    assert!(!c.correlate(ev("p", "Same", "same", at(400)), at(400)).skip, "refilled after 300 s");
+    assert!(c.correlate(ev("p", "Same", "same", at(401)), at(401)).skip);
+}
