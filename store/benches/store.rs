@@ -57,12 +57,66 @@ async fn creates(store: Arc<dyn Store>, writers: usize, total: usize) -> (usize,
     (done, started.elapsed())
 }
 
-fn report(name: &str, ops: usize, elapsed: Duration) {
-    let rate = ops as f64 / elapsed.as_secs_f64();
-    println!(
-        "| {name:<56} | {ops:>7} | {:>8.2} s | {rate:>10.0} /s |",
-        elapsed.as_secs_f64()
-    );
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+#[derive(Clone, Copy)]
+enum Case {
+    Sled(usize),
+    Memory,
+    RawFlushEach,
+    RawNoFlush,
+}
+
+impl Case {
+    fn name(self) -> String {
+        match self {
+            Case::Sled(w) => format!("SledStore durable creates, {w} writers"),
+            Case::Memory => "MemoryStore creates, 64 writers (reference)".into(),
+            Case::RawFlushEach => "raw sled insert + flush per write".into(),
+            Case::RawNoFlush => "raw sled insert, no flush (one flush at end)".into(),
+        }
+    }
+
+    /// (ops, elapsed, mean group-commit size if any)
+    fn run(self, runtime: &tokio::runtime::Runtime) -> (usize, Duration, Option<f64>) {
+        match self {
+            Case::Sled(writers) => {
+                let total = count(match writers {
+                    1 => 3_000,
+                    16 => 40_000,
+                    _ => 80_000,
+                });
+                let dir = tempfile::tempdir().unwrap();
+                let sled = Arc::new(SledStore::open(dir.path(), StoreConfig::default()).unwrap());
+                let store: Arc<dyn Store> = sled.clone();
+                let (ops, elapsed) = runtime.block_on(creates(Arc::clone(&store), writers, total));
+                runtime.block_on(store.flush_and_close()).unwrap();
+                let stats = sled.stats();
+                let group = stats.committed_writes as f64 / stats.commits.max(1) as f64;
+                (ops, elapsed, Some(group))
+            }
+            Case::Memory => {
+                let store: Arc<dyn Store> =
+                    Arc::new(MemoryStore::new(StoreConfig::default()).unwrap());
+                let (ops, elapsed) =
+                    runtime.block_on(creates(Arc::clone(&store), 64, count(80_000)));
+                runtime.block_on(store.flush_and_close()).unwrap();
+                (ops, elapsed, None)
+            }
+            Case::RawFlushEach => {
+                let (ops, elapsed) = raw_sled(true, count(3_000));
+                (ops, elapsed, None)
+            }
+            Case::RawNoFlush => {
+                let (ops, elapsed) = raw_sled(false, count(100_000));
+                (ops, elapsed, None)
+            }
+        }
+    }
 }
 
 fn raw_sled(flush_each: bool, total: usize) -> (usize, Duration) {
@@ -96,35 +150,46 @@ fn raw_sled(flush_each: bool, total: usize) -> (usize, Duration) {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
+    let reps: usize = std::env::var("STORE_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    println!("| case | ops | time | rate |");
+    let cases = [
+        Case::Sled(1),
+        Case::Sled(16),
+        Case::Sled(64),
+        Case::Memory,
+        Case::RawFlushEach,
+        Case::RawNoFlush,
+    ];
+    let load_before = loadavg();
+    // Repetitions are interleaved, so a burst of load from elsewhere hits every case alike.
+    let mut results: Vec<Vec<(f64, Option<f64>)>> = vec![Vec::new(); cases.len()];
+    for _ in 0..reps {
+        for (i, case) in cases.iter().enumerate() {
+            let (ops, elapsed, group) = case.run(&runtime);
+            results[i].push((ops as f64 / elapsed.as_secs_f64(), group));
+        }
+    }
+    println!(
+        "load average before: {load_before}; after: {}; {reps} interleaved repetitions",
+        loadavg()
+    );
+    println!("| case | best /s | median /s | mean group commit |");
     println!("|---|---|---|---|");
-    for (writers, total) in [(1, count(3_000)), (16, count(60_000)), (64, count(120_000))] {
-        let dir = tempfile::tempdir().unwrap();
-        let sled = Arc::new(SledStore::open(dir.path(), StoreConfig::default()).unwrap());
-        let store: Arc<dyn Store> = sled.clone();
-        let (ops, elapsed) = runtime.block_on(creates(Arc::clone(&store), writers, total));
-        runtime.block_on(store.flush_and_close()).unwrap();
-        let stats = sled.stats();
-        let group = stats.committed_writes as f64 / stats.commits.max(1) as f64;
-        report(
-            &format!("SledStore durable creates, {writers} writers (mean group {group:.1})"),
-            ops,
-            elapsed,
-        );
+    for (case, runs) in cases.iter().zip(&mut results) {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let best = runs.last().map_or(0.0, |r| r.0);
+        let median = runs[runs.len() / 2].0;
+        let group = runs
+            .last()
+            .and_then(|r| r.1)
+            .map_or("-".into(), |g| format!("{g:.1}"));
+        println!("| {} | {best:.0} | {median:.0} | {group} |", case.name());
     }
-    {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(StoreConfig::default()).unwrap());
-        let (ops, elapsed) = runtime.block_on(creates(Arc::clone(&store), 64, count(120_000)));
-        runtime.block_on(store.flush_and_close()).unwrap();
-        report("MemoryStore creates, 64 writers (reference)", ops, elapsed);
-    }
-    let (ops, elapsed) = raw_sled(true, count(3_000));
-    report("raw sled insert + flush per write", ops, elapsed);
-    let (ops, elapsed) = raw_sled(false, count(200_000));
-    report("raw sled insert, no flush (one flush at end)", ops, elapsed);
 }

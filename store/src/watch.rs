@@ -311,3 +311,79 @@ impl WatchStream {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EventKind, KeyValue};
+    use bytes::Bytes;
+
+    fn event(revision: Revision, key: &str) -> Arc<Event> {
+        Arc::new(Event {
+            kind: EventKind::Put,
+            key: key.into(),
+            revision,
+            value: Some(KeyValue {
+                key: key.into(),
+                value: Bytes::new(),
+                create_revision: revision,
+                mod_revision: revision,
+            }),
+            prev: None,
+        })
+    }
+
+    #[test]
+    fn a_full_subscriber_is_dropped_with_fell_behind_and_others_keep_receiving() {
+        let hub = Hub::new(0);
+        let Subscribe::Live(mut slow, slow_reason) = hub.subscribe("", 0, 2) else {
+            panic!("expected a live subscription");
+        };
+        let Subscribe::Live(mut fast, _) = hub.subscribe("/a", 0, 16) else {
+            panic!("expected a live subscription");
+        };
+        hub.publish(&[event(1, "/a/1"), event(2, "/b/1"), event(3, "/a/2")]);
+        assert_eq!(
+            hub.subscriber_count(),
+            1,
+            "the slow subscriber must be gone"
+        );
+        assert_eq!(
+            *slow_reason.lock(),
+            Some(WatchClosedReason::FellBehind { buffer: 2 })
+        );
+        // The slow one keeps what fitted, then sees the end.
+        assert_eq!(slow.try_recv().map(|e| e.revision).ok(), Some(1));
+        assert_eq!(slow.try_recv().map(|e| e.revision).ok(), Some(2));
+        assert!(slow.try_recv().is_err());
+        // The fast one got only its prefix.
+        assert_eq!(fast.try_recv().map(|e| e.revision).ok(), Some(1));
+        assert_eq!(fast.try_recv().map(|e| e.revision).ok(), Some(3));
+    }
+
+    #[test]
+    fn subscribing_behind_the_published_revision_is_refused_and_dropped_streams_are_pruned() {
+        let hub = Hub::new(0);
+        hub.publish(&[event(1, "/a")]);
+        assert!(matches!(hub.subscribe("", 0, 4), Subscribe::Behind(1)));
+        let Subscribe::Live(rx, _) = hub.subscribe("", 1, 4) else {
+            panic!("expected a live subscription");
+        };
+        drop(rx);
+        hub.publish(&[event(2, "/a")]);
+        assert_eq!(hub.subscriber_count(), 0);
+        hub.close();
+        assert!(matches!(hub.subscribe("", 2, 4), Subscribe::Closed));
+    }
+
+    #[test]
+    fn a_future_subscriber_skips_events_up_to_its_revision() {
+        let hub = Hub::new(0);
+        let Subscribe::Live(mut rx, _) = hub.subscribe("", 2, 4) else {
+            panic!("expected a live subscription");
+        };
+        hub.publish(&[event(1, "/a"), event(2, "/a"), event(3, "/a")]);
+        assert_eq!(rx.try_recv().map(|e| e.revision).ok(), Some(3));
+        assert!(rx.try_recv().is_err());
+    }
+}
