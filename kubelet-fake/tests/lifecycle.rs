@@ -1,0 +1,385 @@
+//! End to end against a real in-process apiserver (in-memory store) on 127.0.0.1:0: nodes register
+//! and heartbeat, a bound pod reaches Running/Ready with every field, configured failures happen,
+//! graceful deletion completes within the grace period, a stopped node's Lease goes stale and
+//! comes back. Every wait is a condition with a deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::{Api, Client, Config, DeleteParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kubelet_fake::{FakeKubelets, KubeletConfig, LifecycleConfig, NodeToggle};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+struct Env {
+    server: apiserver::Server,
+    client: Client,
+    kubelets: FakeKubelets,
+    shutdown: CancellationToken,
+}
+
+async fn start(nodes: usize, lifecycle: &str) -> Env {
+    let config = apiserver::Config {
+        address: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    let store = store::MemoryStore::new(store::StoreConfig::default()).expect("memory store");
+    let server = apiserver::start(config, Arc::new(store))
+        .await
+        .expect("server starts");
+    let client = Client::new(Config::new(server.url())).expect("client");
+    let cfg = KubeletConfig {
+        nodes,
+        lifecycle: LifecycleConfig::from_yaml(lifecycle).expect("lifecycle"),
+        lease_renew_interval: Duration::from_millis(500),
+        lease_duration: Duration::from_secs(2),
+        ..KubeletConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    let kubelets = FakeKubelets::start(client.clone(), cfg, shutdown.clone())
+        .await
+        .expect("kubelets start");
+    Env {
+        server,
+        client,
+        kubelets,
+        shutdown,
+    }
+}
+
+impl Env {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.kubelets.join())
+            .await
+            .expect("kubelets stop within 10 s");
+        let _ = self.server.stop().await;
+    }
+}
+
+/// Polls `f` until it returns `Some`, or panics after `deadline`.
+async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn pod(name: &str, node: &str, labels: serde_json::Value, extra_spec: serde_json::Value) -> Pod {
+    let mut spec = json!({
+        "nodeName": node,
+        "containers": [{"name": "app", "image": "nginx:1.25"}, {"name": "sidecar", "image": "busybox"}]
+    });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in e {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+fn cond(p: &Pod, t: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| c.status.clone())
+}
+
+async fn ready_pod(api: &Api<Pod>, name: &str) -> Pod {
+    wait_for(
+        &format!("pod {name} Running and Ready"),
+        Duration::from_secs(15),
+        || async {
+            let p = api.get(name).await.ok()?;
+            let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+            (running && cond(&p, "Ready").as_deref() == Some("True")).then_some(p)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_register_ready_with_fresh_leases() {
+    let env = start(3, "").await;
+    assert_eq!(
+        env.kubelets.node_names(),
+        vec!["node-0", "node-1", "node-2"]
+    );
+    let nodes: Api<Node> = env.client.all();
+    for name in env.kubelets.node_names() {
+        let n = nodes.get(&name).await.expect("node exists");
+        assert_eq!(cond_node(&n, "Ready").as_deref(), Some("True"));
+        assert_eq!(cond_node(&n, "MemoryPressure").as_deref(), Some("False"));
+        let spec = n.spec.clone().unwrap_or_default();
+        assert!(spec.pod_cidr.is_some_and(|c| c.starts_with("10.244.")));
+        let info = n.status.and_then(|s| s.node_info).unwrap_or_default();
+        assert_eq!(info.kubelet_version, "v1.33.0");
+    }
+    let leases: Api<Lease> = env.client.api(Some("kube-node-lease"));
+    let first = leases.get("node-1").await.expect("lease exists");
+    let renewed_at = first
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.clone())
+        .expect("renewTime")
+        .0;
+    assert_eq!(
+        first
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .as_deref(),
+        Some("node-1")
+    );
+    // The lease keeps being renewed (every 500 ms here).
+    wait_for("lease renewal", Duration::from_secs(5), || async {
+        let l = leases.get("node-1").await.ok()?;
+        let t = l.spec?.renew_time?.0;
+        (t > renewed_at).then_some(())
+    })
+    .await;
+    let m = env.kubelets.metrics();
+    assert_eq!(m.nodes, 3);
+    assert!(m.lease_renewals >= 4, "{m:?}");
+    assert!(m.node_status_writes >= 3, "{m:?}");
+    env.stop().await;
+}
+
+fn cond_node(n: &Node, t: &str) -> Option<String> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_pod_runs_ready_with_every_field_and_deletes_gracefully() {
+    let env = start(2, "").await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod("web", "node-1", json!({"app": "web"}), json!({})))
+        .await
+        .expect("create");
+    let p = ready_pod(&pods, "web").await;
+    let s = p.status.clone().unwrap_or_default();
+    let ip: std::net::Ipv4Addr = s
+        .pod_ip
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .expect("podIP");
+    assert_eq!(
+        ip.octets()[..3],
+        [10, 244, 1],
+        "podIP in node-1's CIDR: {ip}"
+    );
+    assert_eq!(s.host_ip.as_deref(), Some("172.16.0.3"));
+    assert!(s.start_time.is_some());
+    for t in [
+        "PodScheduled",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodReadyToStartContainers",
+    ] {
+        assert_eq!(cond(&p, t).as_deref(), Some("True"), "{t}");
+    }
+    let cs = s.container_statuses.clone().unwrap_or_default();
+    assert_eq!(cs.len(), 2);
+    for c in &cs {
+        assert!(c.ready && c.started == Some(true), "{c:?}");
+        assert_eq!(c.restart_count, 0);
+        assert!(c.image_id.contains("@sha256:"));
+        assert!(c
+            .container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("containerd://")));
+        assert!(c
+            .state
+            .as_ref()
+            .and_then(|st| st.running.as_ref())
+            .and_then(|r| r.started_at.as_ref())
+            .is_some());
+    }
+    assert!(env.kubelets.metrics().pods_running >= 1);
+
+    // A second pod on the same node gets a different address.
+    pods.create(&pod("web2", "node-1", json!({}), json!({})))
+        .await
+        .expect("create");
+    let p2 = ready_pod(&pods, "web2").await;
+    assert_ne!(p2.status.and_then(|s| s.pod_ip), s.pod_ip);
+
+    // Graceful deletion: the kubelet terminates containers and deletes with grace 0, well within
+    // the 30 s grace period.
+    let started = Instant::now();
+    pods.delete(
+        "web",
+        &DeleteParams {
+            grace_period_seconds: Some(30),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("delete");
+    wait_for("pod deleted", Duration::from_secs(15), || async {
+        match pods.get("web").await {
+            Err(e) if e.is_not_found() => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Only the kubelet acts before the grace period ends (the apiserver's own reaper waits the
+    // full 30 s). Which request removes the object depends on the apiserver: ours (DELETE, grace
+    // 0, UID precondition) or, as this apiserver currently does, already the terminal status
+    // write of a terminating pod.
+    let m = env.kubelets.metrics();
+    assert!(m.status_writes >= 3, "{m:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_failures_happen() {
+    let lifecycle = r#"
+podStartDelay: 0s
+rules:
+  - name: crashy
+    match: {labels: {app: crashy}}
+    crashLoop: {runFor: 200ms, exitCode: 3}
+  - name: bad-image
+    match: {image: "*:missing"}
+    imagePullError: {}
+  - name: job
+    match: {labels: {app: job}}
+    complete: {after: 500ms, phase: Succeeded}
+"#;
+    let env = start(1, lifecycle).await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod(
+        "crashy",
+        "node-0",
+        json!({"app": "crashy"}),
+        json!({}),
+    ))
+    .await
+    .expect("create");
+    let mut bad = pod("bad", "node-0", json!({}), json!({}));
+    if let Some(spec) = bad.spec.as_mut() {
+        spec.containers[0].image = Some("nginx:missing".into());
+    }
+    pods.create(&bad).await.expect("create");
+    pods.create(&pod(
+        "job",
+        "node-0",
+        json!({"app": "job"}),
+        json!({"restartPolicy": "Never"}),
+    ))
+    .await
+    .expect("create");
+
+    // Crash loop: restarted once at once, then in CrashLoopBackOff with the exit code recorded.
+    wait_for("crash loop back-off", Duration::from_secs(10), || async {
+        let p = pods.get("crashy").await.ok()?;
+        let c = p
+            .status?
+            .container_statuses?
+            .into_iter()
+            .find(|c| c.name == "app")?;
+        let waiting = c.state?.waiting?.reason?;
+        let last = c.last_state?.terminated?.exit_code;
+        (waiting == "CrashLoopBackOff" && c.restart_count >= 1 && last == 3).then_some(())
+    })
+    .await;
+    wait_for("image pull failure", Duration::from_secs(10), || async {
+        let p = pods.get("bad").await.ok()?;
+        let s = p.status?;
+        let c = s
+            .container_statuses?
+            .into_iter()
+            .find(|c| c.name == "app")?;
+        let reason = c.state?.waiting?.reason?;
+        (s.phase.as_deref() == Some("Pending")
+            && (reason == "ErrImagePull" || reason == "ImagePullBackOff"))
+            .then_some(())
+    })
+    .await;
+    wait_for("job Succeeded", Duration::from_secs(10), || async {
+        let p = pods.get("job").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Succeeded")).then_some(())
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_node_goes_stale_and_recovers() {
+    let env = start(2, "").await;
+    let leases: Api<Lease> = env.client.api(Some("kube-node-lease"));
+    let renew_time = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.renew_time.clone())
+            .map(|t| t.0)
+    };
+    assert_eq!(env.kubelets.stop_node("node-0"), NodeToggle::Changed);
+    assert_eq!(env.kubelets.stop_node("node-0"), NodeToggle::Unchanged);
+    assert_eq!(env.kubelets.stop_node("nope"), NodeToggle::UnknownNode);
+    // Stale: not renewed for 4 renew intervals (2 s, the lease duration), while node-1's stays fresh.
+    wait_for("node-0 lease stale", Duration::from_secs(10), || async {
+        let l = leases.get("node-0").await.ok()?;
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renew_time(&l)?);
+        (age > k8s_openapi::jiff::SignedDuration::from_secs(2)).then_some(())
+    })
+    .await;
+    let fresh = leases.get("node-1").await.expect("lease");
+    let age =
+        k8s_openapi::jiff::Timestamp::now().duration_since(renew_time(&fresh).expect("renewTime"));
+    assert!(
+        age < k8s_openapi::jiff::SignedDuration::from_secs(2),
+        "node-1 lease age {age}"
+    );
+    // Pods bound to a stopped node are left alone.
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod("orphan", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    assert_eq!(env.kubelets.start_node("node-0"), NodeToggle::Changed);
+    wait_for(
+        "node-0 lease fresh again",
+        Duration::from_secs(5),
+        || async {
+            let l = leases.get("node-0").await.ok()?;
+            let age = k8s_openapi::jiff::Timestamp::now().duration_since(renew_time(&l)?);
+            (age < k8s_openapi::jiff::SignedDuration::from_secs(1)).then_some(())
+        },
+    )
+    .await;
+    ready_pod(&pods, "orphan").await;
+    env.stop().await;
+}
