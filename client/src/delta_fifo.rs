@@ -186,7 +186,13 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
         }
     }
 
-    fn queue_action(&self, s: &mut State<K>, type_: DeltaType, key: String, object: DeletedObject<K>) {
+    fn queue_action(
+        &self,
+        s: &mut State<K>,
+        type_: DeltaType,
+        key: String,
+        object: DeletedObject<K>,
+    ) {
         let deltas = s.items.entry(key.clone()).or_default();
         let was_new = deltas.is_empty();
         deltas.push(Delta { type_, object });
@@ -230,7 +236,12 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
         if !queued && !known {
             return;
         }
-        self.queue_action(&mut s, DeltaType::Deleted, key, DeletedObject::Object(Arc::new(obj)));
+        self.queue_action(
+            &mut s,
+            DeltaType::Deleted,
+            key,
+            DeletedObject::Object(Arc::new(obj)),
+        );
     }
 
     /// Relist result: `Replaced` for each object, tombstones for vanished keys (spec §2.4).
@@ -257,7 +268,10 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
             .collect();
         for (key, obj) in stale {
             queued_deletions += 1;
-            let t = DeletedFinalStateUnknown { key: key.clone(), obj };
+            let t = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
             self.queue_action(&mut s, DeltaType::Deleted, key, DeletedObject::Tombstone(t));
         }
         // Keys known downstream, absent from the list, with nothing queued.
@@ -270,7 +284,10 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
                     continue;
                 };
                 queued_deletions += 1;
-                let t = DeletedFinalStateUnknown { key: key.clone(), obj };
+                let t = DeletedFinalStateUnknown {
+                    key: key.clone(),
+                    obj,
+                };
                 self.queue_action(&mut s, DeltaType::Deleted, key, DeletedObject::Tombstone(t));
             }
         }
@@ -355,7 +372,12 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
 
     /// The deltas queued for `key` (diagnostics and tests).
     pub fn deltas_of(&self, key: &str) -> Vec<Delta<K>> {
-        self.state.lock().items.get(key).cloned().unwrap_or_default()
+        self.state
+            .lock()
+            .items
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 

@@ -14,7 +14,12 @@ fn cm(name: &str, rv: &str) -> ConfigMap {
 }
 
 fn rv(d: &Delta<ConfigMap>) -> String {
-    d.object.object().metadata.resource_version.clone().unwrap_or_default()
+    d.object
+        .object()
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default()
 }
 
 fn fifo_with_known() -> (DeltaFifo<ConfigMap>, Indexer<ConfigMap>) {
@@ -29,7 +34,10 @@ async fn pop_all(f: &DeltaFifo<ConfigMap>) -> Vec<(String, Vec<(DeltaType, Strin
         let r = f
             .pop(|ds, initial| {
                 let key = ds[0].object.key();
-                let v = ds.iter().map(|d| (d.type_, rv(d), d.object.is_tombstone())).collect();
+                let v = ds
+                    .iter()
+                    .map(|d| (d.type_, rv(d), d.object.is_tombstone()))
+                    .collect();
                 (key, v, initial)
             })
             .await;
@@ -51,7 +59,10 @@ async fn deltas_group_per_key_at_first_position() {
     assert_eq!(got[0].0, "ns/a");
     assert_eq!(
         got[0].1,
-        vec![(DeltaType::Added, "1".into(), false), (DeltaType::Updated, "3".into(), false)],
+        vec![
+            (DeltaType::Added, "1".into(), false),
+            (DeltaType::Updated, "3".into(), false)
+        ],
         "nothing but double deletes is compacted"
     );
     assert_eq!(got[1].0, "ns/b");
@@ -111,8 +122,16 @@ async fn replace_emits_replaced_and_tombstones() {
     f.add(cm("q", "3"));
     f.replace(vec![cm("k1", "4"), cm("n", "5")], "5");
     let got = pop_all(&f).await;
-    let find = |k: &str| got.iter().find(|g| g.0 == k).map(|g| g.1.clone()).unwrap_or_default();
-    assert_eq!(find("ns/k1"), vec![(DeltaType::Replaced, "4".into(), false)]);
+    let find = |k: &str| {
+        got.iter()
+            .find(|g| g.0 == k)
+            .map(|g| g.1.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        find("ns/k1"),
+        vec![(DeltaType::Replaced, "4".into(), false)]
+    );
     assert_eq!(find("ns/n"), vec![(DeltaType::Replaced, "5".into(), false)]);
     assert_eq!(
         find("ns/k2"),
@@ -121,7 +140,10 @@ async fn replace_emits_replaced_and_tombstones() {
     );
     assert_eq!(
         find("ns/q"),
-        vec![(DeltaType::Added, "3".into(), false), (DeltaType::Deleted, "3".into(), true)],
+        vec![
+            (DeltaType::Added, "3".into(), false),
+            (DeltaType::Deleted, "3".into(), true)
+        ],
         "queued key absent from the list gets a tombstone of its newest object"
     );
     // Legacy mode emits Sync.
@@ -144,7 +166,11 @@ async fn has_synced_after_first_replace_is_popped() {
     assert_eq!(second, Some(true));
     assert!(f.has_synced(), "synced once both initial items were popped");
     let third = f.pop(|_, initial| initial).await;
-    assert_eq!(third, Some(false), "later items are not in the initial list");
+    assert_eq!(
+        third,
+        Some(false),
+        "later items are not in the initial list"
+    );
     f.replace(vec![cm("z", "9")], "9");
     assert!(f.has_synced(), "later replaces never un-sync");
 
@@ -154,7 +180,10 @@ async fn has_synced_after_first_replace_is_popped() {
 
     let (early, _) = fifo_with_known();
     early.add(cm("a", "1"));
-    assert!(early.has_synced(), "an add before any replace marks populated");
+    assert!(
+        early.has_synced(),
+        "an add before any replace marks populated"
+    );
 }
 
 #[tokio::test]
@@ -164,9 +193,18 @@ async fn resync_skips_keys_with_pending_deltas() {
     idx.add("ns/b", Arc::new(cm("b", "2")));
     f.update(cm("b", "3"));
     f.resync();
-    assert_eq!(f.deltas_of("ns/a").iter().map(|d| d.type_).collect::<Vec<_>>(), vec![DeltaType::Sync]);
     assert_eq!(
-        f.deltas_of("ns/b").iter().map(|d| d.type_).collect::<Vec<_>>(),
+        f.deltas_of("ns/a")
+            .iter()
+            .map(|d| d.type_)
+            .collect::<Vec<_>>(),
+        vec![DeltaType::Sync]
+    );
+    assert_eq!(
+        f.deltas_of("ns/b")
+            .iter()
+            .map(|d| d.type_)
+            .collect::<Vec<_>>(),
         vec![DeltaType::Updated],
         "no resync of a stale value"
     );

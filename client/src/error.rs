@@ -130,7 +130,9 @@ impl Error {
         }
         match code {
             404 => Error::NotFound(status),
-            409 if status.reason.as_deref() == Some("AlreadyExists") => Error::AlreadyExists(status),
+            409 if status.reason.as_deref() == Some("AlreadyExists") => {
+                Error::AlreadyExists(status)
+            }
             409 => Error::Conflict(status),
             410 => Error::Gone(status),
             422 => Error::Invalid(status),
@@ -225,7 +227,10 @@ mod tests {
         assert!(Error::from_status(410, s("Expired"), None).is_gone());
         assert!(Error::from_status(422, s("Invalid"), None).is_invalid());
         assert!(Error::from_status(429, s("TooManyRequests"), None).is_too_many_requests());
-        assert_eq!(Error::from_status(503, s("ServiceUnavailable"), None).code(), Some(503));
+        assert_eq!(
+            Error::from_status(503, s("ServiceUnavailable"), None).code(),
+            Some(503)
+        );
         let old = synthetic_status(504, "Timeout", "Too large resource version: 10, current: 5");
         assert!(Error::from_status(504, old, None).is_gone_or_too_large());
         let watch = synthetic_status(0, "Expired", "too old resource version: 1 (5)");

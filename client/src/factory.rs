@@ -17,10 +17,13 @@ use tokio_util::task::TaskTracker;
 use crate::rest::{Client, ListParams, Resource};
 use crate::shared_informer::{HasSynced, SharedIndexInformer};
 
+/// Spawns an informer's `run` on the factory's tracker.
+type StartFn = Box<dyn Fn(&TaskTracker, CancellationToken) + Send + Sync>;
+
 struct Entry {
     informer: Box<dyn Any + Send + Sync>,
     synced: Arc<dyn HasSynced>,
-    start: Box<dyn Fn(&TaskTracker, CancellationToken) + Send + Sync>,
+    start: StartFn,
     started: bool,
 }
 
@@ -83,7 +86,9 @@ impl SharedInformerFactory {
     /// runtime; call again after creating more informers.
     pub fn start(&self, shutdown: CancellationToken) {
         if tokio::runtime::Handle::try_current().is_err() {
-            tracing::error!("SharedInformerFactory::start outside a tokio runtime; nothing started");
+            tracing::error!(
+                "SharedInformerFactory::start outside a tokio runtime; nothing started"
+            );
             return;
         }
         for e in self.entries.lock().values_mut() {

@@ -182,7 +182,11 @@ mod tests {
         let expect = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0];
         for e in expect {
             let d = b.next_delay().as_secs_f64();
-            assert!(d >= e - 1e-9 && d < 2.0 * e + 1e-9, "{d} not in [{e}, {})", 2.0 * e);
+            assert!(
+                d >= e - 1e-9 && d < 2.0 * e + 1e-9,
+                "{d} not in [{e}, {})",
+                2.0 * e
+            );
         }
         tokio::time::advance(Duration::from_secs(121)).await;
         let d = b.next_delay().as_secs_f64();

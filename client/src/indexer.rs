@@ -57,7 +57,10 @@ pub fn namespace_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(obj: &K) 
 /// The default indexers of an informer: just the namespace index.
 pub fn namespace_indexers<K: k8s_openapi::Metadata<Ty = ObjectMeta> + 'static>() -> Indexers<K> {
     let mut m: Indexers<K> = HashMap::new();
-    m.insert(NAMESPACE_INDEX.to_string(), Arc::new(namespace_index_func::<K>));
+    m.insert(
+        NAMESPACE_INDEX.to_string(),
+        Arc::new(namespace_index_func::<K>),
+    );
     m
 }
 
@@ -150,8 +153,11 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         let mut s = self.inner.write();
         s.items = items.into_iter().collect();
         s.indices.clear();
-        let keys: Vec<(String, Arc<K>)> =
-            s.items.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let keys: Vec<(String, Arc<K>)> = s
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (k, v) in keys {
             s.update_indices(&k, None, Some(&v));
         }
@@ -198,11 +204,14 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         if !s.indexers.contains_key(index) {
             return Err(Error::IndexNotFound(index.to_string()));
         }
-        Ok(s
-            .indices
+        Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| keys.iter().filter_map(|k| s.items.get(k).cloned()).collect())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| s.items.get(k).cloned())
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
@@ -212,8 +221,7 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         if !s.indexers.contains_key(index) {
             return Err(Error::IndexNotFound(index.to_string()));
         }
-        Ok(s
-            .indices
+        Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
             .map(|keys| keys.iter().cloned().collect())
@@ -235,7 +243,10 @@ impl<K: Send + Sync + 'static> Indexer<K> {
                 }
             }
         }
-        Ok(keys.iter().filter_map(|k| s.items.get(k).cloned()).collect())
+        Ok(keys
+            .iter()
+            .filter_map(|k| s.items.get(k).cloned())
+            .collect())
     }
 
     /// All values currently indexed under `index`.
@@ -254,8 +265,11 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         if let Some(name) = indexers.keys().find(|n| s.indexers.contains_key(*n)) {
             return Err(Error::IndexerConflict(name.clone()));
         }
-        let items: Vec<(String, Arc<K>)> =
-            s.items.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let items: Vec<(String, Arc<K>)> = s
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (name, f) in indexers {
             let mut index: HashMap<String, HashSet<String>> = HashMap::new();
             for (k, v) in &items {
@@ -302,9 +316,15 @@ mod tests {
     #[test]
     fn indexes_follow_updates_and_empty_sets_are_dropped() -> Result<()> {
         let idx = Indexer::new(namespace_indexers::<Pod>());
-        idx.add_indexers(HashMap::from([("node".to_string(), Arc::new(node_of) as IndexFunc<Pod>)]))?;
+        idx.add_indexers(HashMap::from([(
+            "node".to_string(),
+            Arc::new(node_of) as IndexFunc<Pod>,
+        )]))?;
         assert!(matches!(
-            idx.add_indexers(HashMap::from([("node".to_string(), Arc::new(node_of) as IndexFunc<Pod>)])),
+            idx.add_indexers(HashMap::from([(
+                "node".to_string(),
+                Arc::new(node_of) as IndexFunc<Pod>
+            )])),
             Err(Error::IndexerConflict(_))
         ));
         idx.add("a/p1", pod("a", "p1", "n1"));
@@ -318,7 +338,11 @@ mod tests {
         idx.delete("b/p3");
         let mut vals = idx.list_index_func_values("node");
         vals.sort();
-        assert_eq!(vals, vec!["n1".to_string(), "n3".to_string()], "empty set for n2 removed");
+        assert_eq!(
+            vals,
+            vec!["n1".to_string(), "n3".to_string()],
+            "empty set for n2 removed"
+        );
         assert!(idx.try_by_index("nope", "x").is_err());
         assert_eq!(idx.index("node", &pod("z", "z", "n1"))?.len(), 1);
         idx.replace(vec![("c/p9".into(), pod("c", "p9", "n9"))]);

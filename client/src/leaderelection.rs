@@ -82,14 +82,19 @@ impl LeaderElectionConfig {
     }
 }
 
+/// Leadership body: receives a token cancelled when leadership ends.
+pub type StartedLeadingFn = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>;
+/// Observer of holder changes.
+pub type NewLeaderFn = Box<dyn Fn(&str) + Send + Sync>;
+
 /// What to run on leadership changes.
 pub struct LeaderCallbacks {
     /// Runs (as a task) when leadership is acquired; the token is cancelled when it is lost.
-    pub on_started_leading: Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>,
+    pub on_started_leading: StartedLeadingFn,
     /// Runs when `run` returns, leader or not.
     pub on_stopped_leading: Box<dyn FnOnce() + Send>,
     /// Called (synchronously, from the elector) whenever the observed holder changes.
-    pub on_new_leader: Option<Box<dyn Fn(&str) + Send + Sync>>,
+    pub on_new_leader: Option<NewLeaderFn>,
 }
 
 struct Observed {
@@ -168,7 +173,11 @@ impl LeaderElector {
         on_stopped_leading();
     }
 
-    async fn acquire(&self, shutdown: &CancellationToken, notify: &(dyn Fn(&Self) + Send + Sync)) -> bool {
+    async fn acquire(
+        &self,
+        shutdown: &CancellationToken,
+        notify: &(dyn Fn(&Self) + Send + Sync),
+    ) -> bool {
         loop {
             let ok = tokio::select! {
                 _ = shutdown.cancelled() => return false,
@@ -265,8 +274,11 @@ impl LeaderElector {
         let cached = {
             let o = self.observed.lock();
             let valid = o.spec.as_ref().is_some_and(|s| {
-                let d = Duration::from_secs(u64::try_from(s.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
-                s.holder_identity.as_deref() == Some(self.cfg.identity.as_str()) && o.time + d > Instant::now()
+                let d = Duration::from_secs(
+                    u64::try_from(s.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+                );
+                s.holder_identity.as_deref() == Some(self.cfg.identity.as_str())
+                    && o.time + d > Instant::now()
             });
             if valid {
                 o.lease.clone()
@@ -326,7 +338,9 @@ impl LeaderElector {
             o.lease = Some(lease.clone());
         }
         let holder = current.holder_identity.clone().unwrap_or_default();
-        let dur = Duration::from_secs(u64::try_from(current.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
+        let dur = Duration::from_secs(
+            u64::try_from(current.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+        );
         let observed_at = self.observed.lock().time;
         if !holder.is_empty() && holder != self.cfg.identity && observed_at + dur > Instant::now() {
             return false;

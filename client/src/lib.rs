@@ -16,13 +16,13 @@
 #![allow(clippy::result_large_err)]
 
 pub mod delta_fifo;
-pub mod factory;
 pub mod error;
+pub mod factory;
 pub mod flowcontrol;
 pub mod indexer;
 pub mod labels;
-pub mod list_watch;
 pub mod leaderelection;
+pub mod list_watch;
 pub mod lister;
 pub mod processor;
 pub mod record;
@@ -37,21 +37,21 @@ pub use delta_fifo::{
     ReflectorStore,
 };
 pub use error::{Error, Result};
+pub use factory::SharedInformerFactory;
 pub use indexer::{
     meta_namespace_key, namespace_index_func, split_meta_namespace_key, IndexFunc, Indexer,
     Indexers, NAMESPACE_INDEX,
 };
 pub use labels::LabelMatcher;
+pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 pub use list_watch::ListerWatcher;
 pub use lister::{Lister, NamespaceLister};
+pub use processor::{FilteringHandler, FnHandler, HandlerRegistration, ResourceEventHandler};
+pub use record::{EventBroadcaster, EventRecorder, EventType};
+pub use reflector::Reflector;
 pub use rest::{
     Api, Client, Config, DeleteParams, ListParams, ObjectList, Patch, Preconditions,
     PropagationPolicy, Resource, WatchEvent, WatchStream,
 };
-pub use factory::SharedInformerFactory;
-pub use processor::{FilteringHandler, FnHandler, HandlerRegistration, ResourceEventHandler};
-pub use reflector::Reflector;
 pub use shared_informer::{wait_for_cache_sync, HasSynced, SharedIndexInformer};
 pub use workqueue::{QueueMetrics, RateLimiter, RateLimitingQueue, WorkQueue};
-pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
-pub use record::{EventBroadcaster, EventRecorder, EventType};

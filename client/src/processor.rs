@@ -211,7 +211,10 @@ impl<K: Send + Sync + 'static> ProcessorListener<K> {
                 self.pending_initial.fetch_sub(1, Ordering::AcqRel);
             }
             if r.is_err() {
-                tracing::error!(listener = self.id, "event handler panicked; notification skipped");
+                tracing::error!(
+                    listener = self.id,
+                    "event handler panicked; notification skipped"
+                );
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }

@@ -46,8 +46,11 @@ pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Why one watch ended.
 enum WatchEnd {
     /// Server closed the stream.
-    Closed { events: u64, elapsed: Duration },
-    Failed(Error),
+    Closed {
+        events: u64,
+        elapsed: Duration,
+    },
+    Failed(Box<Error>),
     Shutdown,
 }
 
@@ -219,7 +222,11 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
     }
 
     fn watch_timeout(&self) -> u32 {
-        let min = self.min_watch_timeout.max(MIN_WATCH_TIMEOUT).as_secs().max(1);
+        let min = self
+            .min_watch_timeout
+            .max(MIN_WATCH_TIMEOUT)
+            .as_secs()
+            .max(1);
         let secs = rand::thread_rng().gen_range(min..2 * min);
         u32::try_from(secs).unwrap_or(u32::MAX)
     }
@@ -229,7 +236,8 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
             _ = shutdown.cancelled() => return Ok(()),
             r = self.list(st) => r?,
         }
-        let mut resync_at = (!self.resync_period.is_zero()).then(|| Instant::now() + self.resync_period);
+        let mut resync_at =
+            (!self.resync_period.is_zero()).then(|| Instant::now() + self.resync_period);
         loop {
             let rv = self.last_sync_resource_version();
             let mut p = self.params.clone();
@@ -254,7 +262,10 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
                 }
                 Err(e) => return Err(e),
             };
-            match self.watch_handler(stream, &rv, &mut resync_at, shutdown).await {
+            match self
+                .watch_handler(stream, &rv, &mut resync_at, shutdown)
+                .await
+            {
                 WatchEnd::Shutdown => return Ok(()),
                 WatchEnd::Closed { events, elapsed } => {
                     if events == 0 && elapsed < VERY_SHORT_WATCH {
@@ -318,7 +329,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
                         elapsed: start.elapsed(),
                     }
                 }
-                Some(Err(e)) => return WatchEnd::Failed(e),
+                Some(Err(e)) => return WatchEnd::Failed(Box::new(e)),
                 Some(Ok(ev)) => ev,
             };
             let rv = match ev {
@@ -347,7 +358,9 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
                     delay_rv = false;
                     Some(rv)
                 }
-                WatchEvent::Error(status) => return WatchEnd::Failed(Error::from_watch_status(status)),
+                WatchEvent::Error(status) => {
+                    return WatchEnd::Failed(Box::new(Error::from_watch_status(status)))
+                }
             };
             if let Some(rv) = rv.filter(|r| !r.is_empty()) {
                 self.set_rv(&rv);

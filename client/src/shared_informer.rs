@@ -27,8 +27,7 @@ use crate::indexer::{meta_namespace_key, namespace_indexers, Indexer, Indexers};
 use crate::list_watch::ListerWatcher;
 use crate::lister::Lister;
 use crate::processor::{
-    HandlerRegistration, Notification, ResourceEventHandler, SharedProcessor,
-    MINIMUM_RESYNC_PERIOD,
+    HandlerRegistration, Notification, ResourceEventHandler, SharedProcessor, MINIMUM_RESYNC_PERIOD,
 };
 use crate::reflector::Reflector;
 use crate::rest::ListParams;
@@ -154,7 +153,11 @@ where
         };
         if life.stopped {
             tracing::warn!(informer = %inner.name, "handler added to a stopped informer is ignored");
-            let l = SharedProcessor::<K>::new().add_listener(Box::new(h), Duration::ZERO, Duration::ZERO);
+            let l = SharedProcessor::<K>::new().add_listener(
+                Box::new(h),
+                Duration::ZERO,
+                Duration::ZERO,
+            );
             return HandlerRegistration::new(&l, synced);
         }
         let mut resync = resync;
@@ -235,9 +238,15 @@ where
         inner.processor.run();
         let processor = inner.processor.clone();
         let store: Arc<dyn ReflectorStore<K>> = inner.fifo.clone();
-        let reflector = Reflector::new(inner.name.clone(), inner.lw.clone(), store, inner.params.clone(), check)
-            .with_should_resync(Arc::new(move || processor.should_resync()))
-            .with_last_sync_rv(inner.last_sync_rv.clone());
+        let reflector = Reflector::new(
+            inner.name.clone(),
+            inner.lw.clone(),
+            store,
+            inner.params.clone(),
+            check,
+        )
+        .with_should_resync(Arc::new(move || processor.should_resync()))
+        .with_last_sync_rv(inner.last_sync_rv.clone());
         let child = shutdown.child_token();
         let reflector_task = tokio::spawn({
             let child = child.clone();

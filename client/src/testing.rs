@@ -180,8 +180,9 @@ impl<K: Resource> MemoryListerWatcher<K> {
     pub fn bookmark(&self) {
         let mut s = self.src.lock();
         let rv = s.rv.to_string();
-        s.watchers
-            .retain(|w| !w.bookmarks || w.tx.try_send(Ok(WatchEvent::Bookmark(rv.clone()))).is_ok());
+        s.watchers.retain(|w| {
+            !w.bookmarks || w.tx.try_send(Ok(WatchEvent::Bookmark(rv.clone()))).is_ok()
+        });
     }
 
     /// The next LIST fails with `e`.
@@ -243,12 +244,20 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
                 None => return Err(gone(format!("continue token {token} expired"))),
             }
         } else {
-            if let Some(want) = p.resource_version.as_deref().filter(|r| !r.is_empty() && *r != "0") {
-                let want: u64 = want
-                    .parse()
-                    .map_err(|_| Error::Invalid(synthetic_status(400, "BadRequest", "bad resourceVersion")))?;
+            if let Some(want) = p
+                .resource_version
+                .as_deref()
+                .filter(|r| !r.is_empty() && *r != "0")
+            {
+                let want: u64 = want.parse().map_err(|_| {
+                    Error::Invalid(synthetic_status(400, "BadRequest", "bad resourceVersion"))
+                })?;
                 if want > s.rv {
-                    let st = synthetic_status(504, "Timeout", format!("Too large resource version: {want}, current: {}", s.rv));
+                    let st = synthetic_status(
+                        504,
+                        "Timeout",
+                        format!("Too large resource version: {want}, current: {}", s.rv),
+                    );
                     return Err(Error::from_status(504, st, None));
                 }
             }
@@ -298,15 +307,23 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
         let selector = LabelMatcher::parse(p.label_selector.as_deref().unwrap_or(""))?;
         let mut initial: Vec<Result<WatchEvent<K>>> = Vec::new();
         if resource_version.is_empty() || resource_version == "0" {
-            for o in s.objects.values().filter(|o| selector.matches_opt(labels_of(*o))) {
+            for o in s
+                .objects
+                .values()
+                .filter(|o| selector.matches_opt(labels_of(*o)))
+            {
                 initial.push(Ok(WatchEvent::Added(o.clone())));
             }
         } else {
-            let from: u64 = resource_version
-                .parse()
-                .map_err(|_| Error::Invalid(synthetic_status(400, "BadRequest", "bad resourceVersion")))?;
+            let from: u64 = resource_version.parse().map_err(|_| {
+                Error::Invalid(synthetic_status(400, "BadRequest", "bad resourceVersion"))
+            })?;
             if from < s.compacted {
-                let st = synthetic_status(410, "Expired", format!("too old resource version: {from} ({})", s.compacted));
+                let st = synthetic_status(
+                    410,
+                    "Expired",
+                    format!("too old resource version: {from} ({})", s.compacted),
+                );
                 let once = futures::stream::iter(vec![Ok(WatchEvent::Error(st))]);
                 return Ok(WatchStream::new(once));
             }
@@ -331,7 +348,8 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
             selector,
             bookmarks: p.allow_bookmarks,
         });
-        let live = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+        let live =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
         Ok(WatchStream::new(futures::stream::iter(initial).chain(live)))
     }
 }

@@ -35,7 +35,12 @@ async fn repeats_are_patched_with_increasing_count() {
         ..Default::default()
     };
     for _ in 0..3 {
-        rec.event(&pod, EventType::Normal, "SuccessfulCreate", "Created pod: web-1");
+        rec.event(
+            &pod,
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Created pod: web-1",
+        );
     }
     rec.event(&pod, EventType::Warning, "FailedCreate", "quota exceeded");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -46,31 +51,49 @@ async fn repeats_are_patched_with_increasing_count() {
         if posts == 2 && patches == 2 {
             break;
         }
-        assert!(Instant::now() < deadline, "posts {posts} patches {patches}: {reqs:?}");
+        assert!(
+            Instant::now() < deadline,
+            "posts {posts} patches {patches}: {reqs:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let reqs = s.requests();
     let first = reqs.iter().find(|r| r.method == Method::POST).cloned();
-    let Some(first) = first else { panic!("no POST") };
+    let Some(first) = first else {
+        panic!("no POST")
+    };
     assert_eq!(first.path, EVENTS);
     assert_eq!(first.body["involvedObject"]["name"], "web");
     assert_eq!(first.body["source"]["component"], "replicaset-controller");
     assert_eq!(first.body["source"]["host"], "node-0");
     assert_eq!(first.body["type"], "Normal");
-    let name = first.body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = first.body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(name.starts_with("web."), "{name}");
     let patches: Vec<_> = reqs.iter().filter(|r| r.method == Method::PATCH).collect();
     assert_eq!(patches[0].path, format!("{EVENTS}/{name}"));
-    assert_eq!(patches[0].content_type.as_deref(), Some("application/strategic-merge-patch+json"));
+    assert_eq!(
+        patches[0].content_type.as_deref(),
+        Some("application/strategic-merge-patch+json")
+    );
     assert_eq!(patches[0].body["count"], 2);
     assert_eq!(patches[1].body["count"], 3);
     let stored = s.object(EVENTS, &name).unwrap_or_default();
     assert_eq!(stored["count"], 3);
     assert_eq!(stored["reason"], "SuccessfulCreate");
-    let warning = reqs.iter().filter(|r| r.method == Method::POST).nth(1).map(|r| r.body.clone()).unwrap_or_default();
+    let warning = reqs
+        .iter()
+        .filter(|r| r.method == Method::POST)
+        .nth(1)
+        .map(|r| r.body.clone())
+        .unwrap_or_default();
     assert_eq!(warning["type"], "Warning");
     token.cancel();
-    assert!(tokio::time::timeout(Duration::from_secs(5), task).await.is_ok());
+    assert!(tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .is_ok());
 }
 
 #[tokio::test]
@@ -85,13 +108,23 @@ async fn a_deleted_event_is_recreated_instead_of_patched() {
     let token = CancellationToken::new();
     let t = token.clone();
     let task = tokio::spawn(async move { b.run(t).await });
-    let obj = ObjectReference { kind: Some("Node".into()), name: Some("n1".into()), ..Default::default() };
+    let obj = ObjectReference {
+        kind: Some("Node".into()),
+        name: Some("n1".into()),
+        ..Default::default()
+    };
     rec.event(&obj, EventType::Normal, "Ready", "node ready");
     let wait_posts = |n: usize| {
         let s = &s;
         async move {
             let deadline = Instant::now() + Duration::from_secs(10);
-            while s.requests().iter().filter(|r| r.method == Method::POST).count() < n {
+            while s
+                .requests()
+                .iter()
+                .filter(|r| r.method == Method::POST)
+                .count()
+                < n
+            {
                 assert!(Instant::now() < deadline, "waiting for {n} POSTs");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -106,7 +139,12 @@ async fn a_deleted_event_is_recreated_instead_of_patched() {
     wait_posts(2).await;
     let reqs = s.requests();
     assert_eq!(reqs.iter().filter(|r| r.method == Method::PATCH).count(), 1);
-    let second = reqs.iter().filter(|r| r.method == Method::POST).nth(1).map(|r| r.body.clone()).unwrap_or_default();
+    let second = reqs
+        .iter()
+        .filter(|r| r.method == Method::POST)
+        .nth(1)
+        .map(|r| r.body.clone())
+        .unwrap_or_default();
     assert_eq!(second["count"], 2);
     token.cancel();
     let _ = task.await;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use client::testing::MemoryListerWatcher;
 use client::{
-    wait_for_cache_sync, Client, Config, DeletedObject, FnHandler, HasSynced, IndexFunc, LabelMatcher,
-    ListParams, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    wait_for_cache_sync, Client, Config, DeletedObject, FnHandler, HasSynced, IndexFunc,
+    LabelMatcher, ListParams, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use parking_lot::Mutex;
@@ -26,7 +26,11 @@ fn cm(name: &str, data: &str) -> ConfigMap {
 }
 
 fn rv(c: &ConfigMap) -> u64 {
-    c.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0)
+    c.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +54,9 @@ impl Recorder {
         let mut last = self.last_rv.lock();
         let prev = last.get(key).copied().unwrap_or(0);
         if r <= prev {
-            self.order_violations.lock().push(format!("{key}: rv {r} after {prev}"));
+            self.order_violations
+                .lock()
+                .push(format!("{key}: rv {r} after {prev}"));
         }
         last.insert(key.to_string(), r);
     }
@@ -82,7 +88,10 @@ impl ResourceEventHandler<ConfigMap> for H {
             *e = (*e).max(r);
         }
         self.0.state.lock().remove(&k);
-        self.0.events.lock().push(Ev::Delete(k, r, obj.is_tombstone()));
+        self.0
+            .events
+            .lock()
+            .push(Ev::Delete(k, r, obj.is_tombstone()));
     }
 }
 
@@ -95,7 +104,10 @@ async fn eventually(what: &str, cond: impl Fn() -> bool) {
 }
 
 fn source_state(src: &MemoryListerWatcher<ConfigMap>) -> BTreeMap<String, u64> {
-    src.objects().iter().map(|(k, v)| (k.clone(), rv(v))).collect()
+    src.objects()
+        .iter()
+        .map(|(k, v)| (k.clone(), rv(v)))
+        .collect()
 }
 
 fn cache_state(inf: &SharedIndexInformer<ConfigMap>) -> BTreeMap<String, u64> {
@@ -150,7 +162,11 @@ async fn cache_is_updated_before_handlers_run() {
     }
     eventually("all added", || *seen.lock() == 21).await;
     eventually("converged", || cache_state(&inf) == source_state(&src)).await;
-    assert_eq!(*violations.lock(), 0, "a handler saw an object the cache did not have yet");
+    assert_eq!(
+        *violations.lock(),
+        0,
+        "a handler saw an object the cache did not have yet"
+    );
     token.cancel();
     let _ = task.await;
     assert!(inf.is_stopped());
@@ -168,7 +184,13 @@ async fn late_handler_gets_existing_objects_replayed_then_live_events() {
     let rec = Arc::new(Recorder::default());
     let reg = inf.add_event_handler(H(rec.clone()));
     eventually("replayed", || rec.events.lock().len() == 5).await;
-    assert!(rec.events.lock().iter().all(|e| matches!(e, Ev::Add(_, _, true))), "replay = initial-list adds");
+    assert!(
+        rec.events
+            .lock()
+            .iter()
+            .all(|e| matches!(e, Ev::Add(_, _, true))),
+        "replay = initial-list adds"
+    );
     eventually("handler synced", || reg.has_synced()).await;
     src.apply(cm("new", "y"));
     eventually("live add", || rec.events.lock().len() == 6).await;
@@ -188,23 +210,39 @@ async fn relist_after_410_delivers_tombstones_and_only_real_changes() {
     let rec = Arc::new(Recorder::default());
     inf.add_event_handler(H(rec.clone()));
     let (token, task) = run(&inf);
-    eventually("synced", || inf.has_synced() && rec.events.lock().len() == 3).await;
-    assert!(rec.events.lock().iter().all(|e| matches!(e, Ev::Add(_, _, true))));
+    eventually("synced", || {
+        inf.has_synced() && rec.events.lock().len() == 3
+    })
+    .await;
+    assert!(rec
+        .events
+        .lock()
+        .iter()
+        .all(|e| matches!(e, Ev::Add(_, _, true))));
     // Watch cut; meanwhile one object changes, one is deleted, history is compacted.
     src.disconnect_watchers();
     src.apply(cm("changed", "2"));
     src.delete("default/gone");
     src.compact();
     eventually("converged", || cache_state(&inf) == source_state(&src)).await;
-    eventually("handler converged", || *rec.state.lock() == source_state(&src)).await;
+    eventually("handler converged", || {
+        *rec.state.lock() == source_state(&src)
+    })
+    .await;
     let evs = rec.events.lock()[3..].to_vec();
     assert!(
-        evs.iter().any(|e| matches!(e, Ev::Delete(k, 4, true) if k == "default/gone")),
+        evs.iter()
+            .any(|e| matches!(e, Ev::Delete(k, 4, true) if k == "default/gone")),
         "tombstone with last known state: {evs:?}"
     );
-    assert!(evs.iter().any(|e| matches!(e, Ev::Update(k, 3, 5) if k == "default/changed")), "{evs:?}");
     assert!(
-        !evs.iter().any(|e| matches!(e, Ev::Update(k, ..) if k == "default/same")),
+        evs.iter()
+            .any(|e| matches!(e, Ev::Update(k, 3, 5) if k == "default/changed")),
+        "{evs:?}"
+    );
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, Ev::Update(k, ..) if k == "default/same")),
         "unchanged object is a sync: not delivered to a non-resyncing handler: {evs:?}"
     );
     token.cancel();
@@ -226,10 +264,20 @@ async fn per_handler_resync_periods() {
     let (token, task) = run(&inf);
     eventually("synced", || inf.has_synced()).await;
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let syncs = |r: &Recorder| r.events.lock().iter().filter(|e| matches!(e, Ev::Update(_, a, b) if a == b)).count();
+    let syncs = |r: &Recorder| {
+        r.events
+            .lock()
+            .iter()
+            .filter(|e| matches!(e, Ev::Update(_, a, b) if a == b))
+            .count()
+    };
     let n = syncs(&fast);
     assert!((2..=4).contains(&n), "resync every ~2 s: {n}");
-    assert_eq!(syncs(&none), 0, "a handler without resync never gets sync updates");
+    assert_eq!(
+        syncs(&none),
+        0,
+        "a handler without resync never gets sync updates"
+    );
     assert_eq!(syncs(&default), 0, "30 s default not due yet");
     tokio::time::sleep(Duration::from_secs(25)).await;
     assert!(syncs(&default) >= 1, "default handler resyncs at 30 s");
@@ -245,7 +293,10 @@ async fn per_handler_resync_periods() {
     t0.cancel();
     let _ = task0.await;
     assert_eq!(
-        src.calls().iter().filter(|c| matches!(c, client::testing::Call::List { .. })).count(),
+        src.calls()
+            .iter()
+            .filter(|c| matches!(c, client::testing::Call::List { .. }))
+            .count(),
         2,
         "one list per informer: resync never relists"
     );
@@ -263,31 +314,53 @@ async fn custom_indexer_and_label_lister() {
     let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
     let by_data: IndexFunc<ConfigMap> =
         Arc::new(|c: &ConfigMap| c.data.iter().flat_map(|d| d.values().cloned()).collect());
-    assert!(inf.add_indexers(HashMap::from([("data".to_string(), by_data)])).is_ok());
+    assert!(inf
+        .add_indexers(HashMap::from([("data".to_string(), by_data)]))
+        .is_ok());
     let (token, task) = run(&inf);
     eventually("synced", || inf.has_synced()).await;
     assert_eq!(inf.indexer().by_index("data", "2").len(), 1);
-    assert_eq!(inf.indexer().by_index(client::NAMESPACE_INDEX, "default").len(), 2);
+    assert_eq!(
+        inf.indexer()
+            .by_index(client::NAMESPACE_INDEX, "default")
+            .len(),
+        2
+    );
     let web = LabelMatcher::parse("app=web").unwrap_or_else(|_| LabelMatcher::nothing());
     assert_eq!(inf.lister().namespace("default").list(&web).len(), 1);
     assert!(inf.lister().namespace("default").get("b").is_some());
     token.cancel();
     let _ = task.await;
-    assert!(inf.add_indexers(HashMap::new()).is_err(), "stopped informer");
+    assert!(
+        inf.add_indexers(HashMap::new()).is_err(),
+        "stopped informer"
+    );
 }
 
 #[tokio::test]
 async fn factory_shares_one_informer_per_type_and_params() {
     let client = Client::new(Config::new("http://127.0.0.1:9")).map_err(|e| e.to_string());
-    let Ok(client) = client else { panic!("client: {client:?}") };
+    let Ok(client) = client else {
+        panic!("client: {client:?}")
+    };
     let f = SharedInformerFactory::new(client, Duration::ZERO);
     let a = f.informer::<Pod>();
     let b = f.informer::<Pod>();
     let idx: IndexFunc<Pod> = Arc::new(|_p: &Pod| vec![]);
-    assert!(a.add_indexers(HashMap::from([("x".to_string(), idx.clone())])).is_ok());
-    assert!(b.add_indexers(HashMap::from([("x".to_string(), idx.clone())])).is_err(), "same instance");
+    assert!(a
+        .add_indexers(HashMap::from([("x".to_string(), idx.clone())]))
+        .is_ok());
+    assert!(
+        b.add_indexers(HashMap::from([("x".to_string(), idx.clone())]))
+            .is_err(),
+        "same instance"
+    );
     let c = f.informer_for::<Pod>(ListParams::default().fields("spec.nodeName=n1"));
-    assert!(c.add_indexers(HashMap::from([("x".to_string(), idx)])).is_ok(), "different params → different informer");
+    assert!(
+        c.add_indexers(HashMap::from([("x".to_string(), idx)]))
+            .is_ok(),
+        "different params → different informer"
+    );
     let _cm = f.informer::<ConfigMap>();
     assert!(!a.is_started());
 }
@@ -300,7 +373,11 @@ async fn randomized_informer_converges_to_source() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::thread_rng().gen());
-    let rounds = if std::env::var("TEST_SEED").is_ok() { 1 } else { 3 };
+    let rounds = if std::env::var("TEST_SEED").is_ok() {
+        1
+    } else {
+        3
+    };
     for round in 0..rounds {
         let seed = base.wrapping_add(round);
         eprintln!("randomized_informer_converges_to_source: TEST_SEED={seed}");
@@ -343,11 +420,17 @@ async fn one_random_run(seed: u64) {
             // Queued failures are consumed by later calls; cap them so backoff stays bounded.
             89 if injected < 4 => {
                 injected += 1;
-                src.fail_next_list(client::Error::Api { code: 500, status: Default::default() })
+                src.fail_next_list(client::Error::Api {
+                    code: 500,
+                    status: Default::default(),
+                })
             }
             90 if injected < 4 => {
                 injected += 1;
-                src.fail_next_watch(client::Error::Api { code: 503, status: Default::default() })
+                src.fail_next_watch(client::Error::Api {
+                    code: 503,
+                    status: Default::default(),
+                })
             }
             _ => tokio::time::sleep(Duration::from_millis(rng.gen_range(0..500))).await,
         }
@@ -369,7 +452,11 @@ async fn one_random_run(seed: u64) {
             .iter()
             .filter(|(k, v)| got.get(*k) != Some(*v))
             .map(|(k, v)| format!("{k}: want {v} got {:?}", got.get(k)))
-            .chain(got.iter().filter(|(k, _)| !want.contains_key(*k)).map(|(k, v)| format!("{k}: extra {v}")))
+            .chain(
+                got.iter()
+                    .filter(|(k, _)| !want.contains_key(*k))
+                    .map(|(k, v)| format!("{k}: extra {v}")),
+            )
             .collect();
         panic!(
             "seed {seed}: cache did not converge; last rv {} source rv {}; diff {diff:?}; calls tail {:?}",
@@ -378,14 +465,40 @@ async fn one_random_run(seed: u64) {
             src.calls().iter().rev().take(6).collect::<Vec<_>>()
         );
     }
-    eventually(&format!("early handler converged (seed {seed})"), || *early.state.lock() == want).await;
-    eventually(&format!("late handler converged (seed {seed})"), || *late.state.lock() == want).await;
-    let lists = src.calls().iter().filter(|c| matches!(c, client::testing::Call::List { .. })).count();
-    let tombstones = early.events.lock().iter().filter(|e| matches!(e, Ev::Delete(_, _, true))).count();
-    eprintln!("seed {seed}: {lists} lists, {tombstones} tombstones, {} events", early.events.lock().len());
+    eventually(&format!("early handler converged (seed {seed})"), || {
+        *early.state.lock() == want
+    })
+    .await;
+    eventually(&format!("late handler converged (seed {seed})"), || {
+        *late.state.lock() == want
+    })
+    .await;
+    let lists = src
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, client::testing::Call::List { .. }))
+        .count();
+    let tombstones = early
+        .events
+        .lock()
+        .iter()
+        .filter(|e| matches!(e, Ev::Delete(_, _, true)))
+        .count();
+    eprintln!(
+        "seed {seed}: {lists} lists, {tombstones} tombstones, {} events",
+        early.events.lock().len()
+    );
     assert!(lists >= 2, "the run must exercise relists");
-    assert!(early.order_violations.lock().is_empty(), "seed {seed}: {:?}", early.order_violations.lock());
-    assert!(late.order_violations.lock().is_empty(), "seed {seed}: {:?}", late.order_violations.lock());
+    assert!(
+        early.order_violations.lock().is_empty(),
+        "seed {seed}: {:?}",
+        early.order_violations.lock()
+    );
+    assert!(
+        late.order_violations.lock().is_empty(),
+        "seed {seed}: {:?}",
+        late.order_violations.lock()
+    );
     token.cancel();
     let _ = task.await;
 }

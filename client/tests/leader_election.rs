@@ -45,7 +45,9 @@ fn callbacks(f: &Arc<Flags>) -> LeaderCallbacks {
             .boxed()
         }),
         on_stopped_leading: Box::new(move || b.stopped.store(true, Ordering::SeqCst)),
-        on_new_leader: Some(Box::new(move |id: &str| c.leaders_seen.lock().push(id.to_string()))),
+        on_new_leader: Some(Box::new(move |id: &str| {
+            c.leaders_seen.lock().push(id.to_string())
+        })),
     }
 }
 
@@ -65,7 +67,12 @@ fn spawn(client: &Client, c: LeaderElectionConfig) -> Candidate {
     let token = CancellationToken::new();
     let (e, t, cb) = (elector.clone(), token.clone(), callbacks(&flags));
     let task = tokio::spawn(async move { e.run(t, cb).await });
-    Candidate { flags, token, task, elector }
+    Candidate {
+        flags,
+        token,
+        task,
+        elector,
+    }
 }
 
 async fn eventually(what: &str, within: Duration, cond: impl Fn() -> bool) {
@@ -97,13 +104,21 @@ fn transitions(s: &TestServer) -> i64 {
 
 #[test]
 fn config_validation() {
-    assert!(LeaderElectionConfig::new("ns", "l", "me").validate().is_ok(), "15/10/2 defaults");
+    assert!(
+        LeaderElectionConfig::new("ns", "l", "me")
+            .validate()
+            .is_ok(),
+        "15/10/2 defaults"
+    );
     let mut c = cfg("me");
     c.renew_deadline = c.lease_duration;
     assert!(c.validate().is_err(), "lease must exceed renew deadline");
     let mut c = cfg("me");
     c.retry_period = Duration::from_millis(1250);
-    assert!(c.validate().is_err(), "renew deadline must exceed 1.2 × retry");
+    assert!(
+        c.validate().is_err(),
+        "renew deadline must exceed 1.2 × retry"
+    );
     assert!(cfg("").validate().is_err(), "identity required");
 }
 
@@ -112,21 +127,33 @@ async fn hand_over_on_release_at_shutdown() {
     let s = TestServer::start().await;
     let client = client_for(&s);
     let a = spawn(&client, cfg("a"));
-    eventually("a leads", Duration::from_secs(10), || a.flags.leading.load(Ordering::SeqCst)).await;
+    eventually("a leads", Duration::from_secs(10), || {
+        a.flags.leading.load(Ordering::SeqCst)
+    })
+    .await;
     assert_eq!(holder(&s), "a");
     assert_eq!(transitions(&s), 0);
     let b = spawn(&client, cfg("b"));
     // b keeps observing a's renewals and must not take over.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!b.flags.started.load(Ordering::SeqCst), "b must not lead while a renews");
+    assert!(
+        !b.flags.started.load(Ordering::SeqCst),
+        "b must not lead while a renews"
+    );
     assert_eq!(holder(&s), "a");
     assert!(b.elector.get_leader() == "a" && !b.elector.is_leader());
-    assert_eq!(b.flags.leaders_seen.lock().first().map(String::as_str), Some("a"));
+    assert_eq!(
+        b.flags.leaders_seen.lock().first().map(String::as_str),
+        Some("a")
+    );
 
     a.token.cancel();
     let _ = a.task.await;
     assert!(a.flags.stopped.load(Ordering::SeqCst) && !a.flags.leading.load(Ordering::SeqCst));
-    eventually("b leads after release", Duration::from_secs(10), || b.flags.leading.load(Ordering::SeqCst)).await;
+    eventually("b leads after release", Duration::from_secs(10), || {
+        b.flags.leading.load(Ordering::SeqCst)
+    })
+    .await;
     assert_eq!(holder(&s), "b");
     assert_eq!(transitions(&s), 1, "takeover increments leaseTransitions");
     b.token.cancel();
@@ -140,7 +167,10 @@ async fn hand_over_when_holder_stops_renewing() {
     let mut ca = cfg("a");
     ca.release_on_cancel = false;
     let a = spawn(&client, ca);
-    eventually("a leads", Duration::from_secs(10), || a.flags.leading.load(Ordering::SeqCst)).await;
+    eventually("a leads", Duration::from_secs(10), || {
+        a.flags.leading.load(Ordering::SeqCst)
+    })
+    .await;
     let b = spawn(&client, cfg("b"));
     tokio::time::sleep(Duration::from_millis(600)).await;
     // a vanishes without releasing: b must wait for the lease to expire by its own clock.
@@ -148,8 +178,15 @@ async fn hand_over_when_holder_stops_renewing() {
     let stopped_at = Instant::now();
     let _ = a.task.await;
     assert_eq!(holder(&s), "a", "no release");
-    eventually("b takes over", Duration::from_secs(10), || b.flags.leading.load(Ordering::SeqCst)).await;
-    assert!(stopped_at.elapsed() >= Duration::from_secs(1), "takeover only after expiry: {:?}", stopped_at.elapsed());
+    eventually("b takes over", Duration::from_secs(10), || {
+        b.flags.leading.load(Ordering::SeqCst)
+    })
+    .await;
+    assert!(
+        stopped_at.elapsed() >= Duration::from_secs(1),
+        "takeover only after expiry: {:?}",
+        stopped_at.elapsed()
+    );
     assert_eq!(holder(&s), "b");
     b.token.cancel();
     let _ = b.task.await;
@@ -160,11 +197,20 @@ async fn leadership_is_lost_when_renewals_fail_past_the_deadline() {
     let s = TestServer::start().await;
     let client = client_for(&s);
     let a = spawn(&client, cfg("a"));
-    eventually("a leads", Duration::from_secs(10), || a.flags.leading.load(Ordering::SeqCst)).await;
+    eventually("a leads", Duration::from_secs(10), || {
+        a.flags.leading.load(Ordering::SeqCst)
+    })
+    .await;
     for _ in 0..200 {
         s.inject(500, None);
     }
-    eventually("a stops leading", Duration::from_secs(10), || a.flags.stopped.load(Ordering::SeqCst)).await;
-    assert!(!a.flags.leading.load(Ordering::SeqCst), "leading token cancelled");
+    eventually("a stops leading", Duration::from_secs(10), || {
+        a.flags.stopped.load(Ordering::SeqCst)
+    })
+    .await;
+    assert!(
+        !a.flags.leading.load(Ordering::SeqCst),
+        "leading token cancelled"
+    );
     let _ = a.task.await;
 }

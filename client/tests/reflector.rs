@@ -60,7 +60,9 @@ impl ReflectorStore<ConfigMap> for Rec {
         self.state.lock().remove(&key(&o));
     }
     fn replace(&self, list: Vec<ConfigMap>, rv: &str) {
-        self.ops.lock().push(Op::Replace(list.len(), rv.to_string()));
+        self.ops
+            .lock()
+            .push(Op::Replace(list.len(), rv.to_string()));
         *self.state.lock() = list.iter().map(|o| (key(o), rv_of(o))).collect();
     }
     fn resync(&self) {
@@ -88,10 +90,16 @@ impl Timed {
         self.times.lock().clone()
     }
     fn lists(&self) -> Vec<(Instant, Call)> {
-        self.calls().into_iter().filter(|c| matches!(c.1, Call::List { .. })).collect()
+        self.calls()
+            .into_iter()
+            .filter(|c| matches!(c.1, Call::List { .. }))
+            .collect()
     }
     fn watches(&self) -> Vec<(Instant, Call)> {
-        self.calls().into_iter().filter(|c| matches!(c.1, Call::Watch { .. })).collect()
+        self.calls()
+            .into_iter()
+            .filter(|c| matches!(c.1, Call::Watch { .. }))
+            .collect()
     }
 }
 
@@ -113,7 +121,12 @@ impl ListerWatcher<ConfigMap> for Timed {
         r
     }
     async fn watch(&self, p: &ListParams, rv: &str) -> Result<WatchStream<ConfigMap>> {
-        self.times.lock().push((Instant::now(), Call::Watch { resource_version: rv.to_string() }));
+        self.times.lock().push((
+            Instant::now(),
+            Call::Watch {
+                resource_version: rv.to_string(),
+            },
+        ));
         self.inner.watch(p, rv).await
     }
 }
@@ -137,14 +150,21 @@ fn start(
     let lw = Timed::new(src.clone());
     *lw.after_first_list.lock() = hook;
     let rv = Arc::new(parking_lot::RwLock::new(String::new()));
-    let mut r = Reflector::new("test", lw.clone(), store.clone(), params, resync).with_last_sync_rv(rv.clone());
+    let mut r = Reflector::new("test", lw.clone(), store.clone(), params, resync)
+        .with_last_sync_rv(rv.clone());
     if let Some(f) = should_resync {
         r = r.with_should_resync(f);
     }
     let token = CancellationToken::new();
     let t = token.clone();
     let task = tokio::spawn(async move { r.run(t).await });
-    Running { store, lw, token, task, rv }
+    Running {
+        store,
+        lw,
+        token,
+        task,
+        rv,
+    }
 }
 
 impl Running {
@@ -177,12 +197,20 @@ async fn paginated_initial_list_then_watch_from_list_rv() {
     assert_eq!(lists.len(), 3, "{lists:?}");
     assert_eq!(
         lists[0],
-        Call::List { resource_version: Some("0".into()), limit: Some(500), continue_token: None },
+        Call::List {
+            resource_version: Some("0".into()),
+            limit: Some(500),
+            continue_token: None
+        },
         "first list: RV 0, page size 500"
     );
     for c in &lists[1..] {
         match c {
-            Call::List { resource_version, limit, continue_token } => {
+            Call::List {
+                resource_version,
+                limit,
+                continue_token,
+            } => {
                 assert_eq!(*resource_version, None, "continuation pages carry no RV");
                 assert_eq!(*limit, Some(500));
                 assert!(continue_token.is_some());
@@ -191,7 +219,12 @@ async fn paginated_initial_list_then_watch_from_list_rv() {
         }
     }
     assert_eq!(r.store.ops.lock()[0], Op::Replace(1200, list_rv.clone()));
-    assert_eq!(r.lw.watches()[0].1, Call::Watch { resource_version: list_rv.clone() });
+    assert_eq!(
+        r.lw.watches()[0].1,
+        Call::Watch {
+            resource_version: list_rv.clone()
+        }
+    );
     assert_eq!(*r.rv.read(), list_rv);
     r.stop().await;
 }
@@ -207,7 +240,13 @@ async fn list_then_watch_has_no_gap() {
         s2.apply(cm("between-2"));
         s2.delete("default/before");
     });
-    let r = start(&src, ListParams::default(), Duration::ZERO, None, Some(hook));
+    let r = start(
+        &src,
+        ListParams::default(),
+        Duration::ZERO,
+        None,
+        Some(hook),
+    );
     eventually("converged", || *r.store.state.lock() == src_state(&src)).await;
     let ops = r.store.ops.lock().clone();
     assert_eq!(ops[0], Op::Replace(1, "2".into()));
@@ -218,7 +257,10 @@ async fn list_then_watch_has_no_gap() {
 }
 
 fn src_state(src: &MemoryListerWatcher<ConfigMap>) -> BTreeMap<String, String> {
-    src.objects().into_iter().map(|(k, v)| (k, rv_of(&v))).collect()
+    src.objects()
+        .into_iter()
+        .map(|(k, v)| (k, rv_of(&v)))
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -235,8 +277,17 @@ async fn normal_close_resumes_from_last_rv_immediately_without_relist() {
     eventually("y seen", || r.store.state.lock().contains_key("default/y")).await;
     let watches = r.lw.watches();
     assert_eq!(watches.len(), 2);
-    assert_eq!(watches[1].1, Call::Watch { resource_version: rv_of(&x) }, "resume from the last event's RV");
-    assert!(watches[1].0 - closed_at < Duration::from_millis(100), "no backoff after a normal close");
+    assert_eq!(
+        watches[1].1,
+        Call::Watch {
+            resource_version: rv_of(&x)
+        },
+        "resume from the last event's RV"
+    );
+    assert!(
+        watches[1].0 - closed_at < Duration::from_millis(100),
+        "no backoff after a normal close"
+    );
     assert_eq!(r.lw.lists().len(), 1, "no relist");
     r.stop().await;
 }
@@ -259,7 +310,11 @@ async fn watch_410_relists_at_last_rv_and_drops_vanished_objects() {
     assert_eq!(lists.len(), 2, "{lists:?}");
     assert_eq!(
         lists[1],
-        Call::List { resource_version: Some(last), limit: None, continue_token: None },
+        Call::List {
+            resource_version: Some(last),
+            limit: None,
+            continue_token: None
+        },
         "relist at the last RV, unpaginated (not-older-than)"
     );
     assert!(!r.store.state.lock().contains_key("default/b"));
@@ -275,8 +330,22 @@ async fn list_410_retries_immediately_at_most_recent() {
     eventually("synced", || r.store.state.lock().len() == 1).await;
     let lists = r.lw.lists();
     assert_eq!(lists.len(), 2);
-    assert_eq!(lists[0].1, Call::List { resource_version: Some("0".into()), limit: Some(500), continue_token: None });
-    assert_eq!(lists[1].1, Call::List { resource_version: Some("".into()), limit: Some(500), continue_token: None });
+    assert_eq!(
+        lists[0].1,
+        Call::List {
+            resource_version: Some("0".into()),
+            limit: Some(500),
+            continue_token: None
+        }
+    );
+    assert_eq!(
+        lists[1].1,
+        Call::List {
+            resource_version: Some("".into()),
+            limit: Some(500),
+            continue_token: None
+        }
+    );
     assert_eq!(lists[1].0, lists[0].0, "retried without backoff");
     r.stop().await;
 }
@@ -287,7 +356,13 @@ async fn bookmark_advances_resume_rv() {
     let mut labelled = cm("mine");
     labelled.metadata.labels = Some(BTreeMap::from([("app".into(), "x".into())]));
     src.apply(labelled);
-    let r = start(&src, ListParams::default().labels("app=x"), Duration::ZERO, None, None);
+    let r = start(
+        &src,
+        ListParams::default().labels("app=x"),
+        Duration::ZERO,
+        None,
+        None,
+    );
     eventually("watching", || src.open_watchers() == 1).await;
     // Writes the watcher does not see advance the RV; a bookmark tells the reflector.
     for i in 0..5 {
@@ -296,7 +371,11 @@ async fn bookmark_advances_resume_rv() {
     let now_rv = src.resource_version().to_string();
     src.bookmark();
     eventually("bookmark applied", || *r.rv.read() == now_rv).await;
-    assert_eq!(r.store.state.lock().len(), 1, "bookmarks do not touch the store");
+    assert_eq!(
+        r.store.state.lock().len(),
+        1,
+        "bookmarks do not touch the store"
+    );
     r.stop().await;
 }
 
@@ -304,14 +383,21 @@ async fn bookmark_advances_resume_rv() {
 async fn failed_lists_back_off_exponentially_with_jitter() {
     let src = MemoryListerWatcher::new();
     for _ in 0..5 {
-        src.fail_next_list(Error::Api { code: 500, status: Default::default() });
+        src.fail_next_list(Error::Api {
+            code: 500,
+            status: Default::default(),
+        });
     }
     let r = start(&src, ListParams::default(), Duration::ZERO, None, None);
     eventually("sixth list", || r.lw.lists().len() >= 6).await;
     let t: Vec<Instant> = r.lw.lists().iter().map(|c| c.0).collect();
     for (i, base) in [0.8, 1.6, 3.2, 6.4, 12.8].iter().enumerate() {
         let gap = (t[i + 1] - t[i]).as_secs_f64();
-        assert!(gap >= *base - 1e-3 && gap < 2.0 * base + 1e-3, "gap {i} = {gap}, want [{base}, {})", 2.0 * base);
+        assert!(
+            gap >= *base - 1e-3 && gap < 2.0 * base + 1e-3,
+            "gap {i} = {gap}, want [{base}, {})",
+            2.0 * base
+        );
     }
     r.stop().await;
 }
@@ -320,7 +406,10 @@ async fn failed_lists_back_off_exponentially_with_jitter() {
 async fn watch_start_429_rewatches_after_backoff_without_relist() {
     let src = MemoryListerWatcher::new();
     src.apply(cm("a"));
-    src.fail_next_watch(Error::TooManyRequests { status: Default::default(), retry_after: None });
+    src.fail_next_watch(Error::TooManyRequests {
+        status: Default::default(),
+        retry_after: None,
+    });
     let r = start(&src, ListParams::default(), Duration::ZERO, None, None);
     eventually("second watch", || r.lw.watches().len() == 2).await;
     let w = r.lw.watches();
@@ -330,11 +419,17 @@ async fn watch_start_429_rewatches_after_backoff_without_relist() {
     // Any other start error goes back to a relist.
     src.apply(cm("b"));
     eventually("b seen", || r.store.state.lock().contains_key("default/b")).await;
-    src.fail_next_watch(Error::Api { code: 500, status: Default::default() });
+    src.fail_next_watch(Error::Api {
+        code: 500,
+        status: Default::default(),
+    });
     src.disconnect_watchers();
     eventually("relisted", || r.lw.lists().len() == 2).await;
     let (w, l) = (r.lw.watches(), r.lw.lists());
-    assert!(w.len() >= 3 && w[2].0 <= l[1].0, "normal close → re-watch (fails) → relist");
+    assert!(
+        w.len() >= 3 && w[2].0 <= l[1].0,
+        "normal close → re-watch (fails) → relist"
+    );
     r.stop().await;
 }
 
@@ -348,7 +443,10 @@ async fn very_short_watch_without_events_relists() {
     src.disconnect_watchers();
     eventually("relist", || r.lw.lists().len() == 2).await;
     let lists = r.lw.lists();
-    assert!(lists[1].0 - closed >= Duration::from_millis(800), "relist after backoff");
+    assert!(
+        lists[1].0 - closed >= Duration::from_millis(800),
+        "relist after backoff"
+    );
     r.stop().await;
 }
 
@@ -358,14 +456,30 @@ async fn resync_timer_calls_store_resync_when_allowed() {
     src.apply(cm("a"));
     let allow = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let a2 = allow.clone();
-    let gate: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || a2.load(std::sync::atomic::Ordering::SeqCst));
-    let r = start(&src, ListParams::default(), Duration::from_secs(1), Some(gate), None);
+    let gate: Arc<dyn Fn() -> bool + Send + Sync> =
+        Arc::new(move || a2.load(std::sync::atomic::Ordering::SeqCst));
+    let r = start(
+        &src,
+        ListParams::default(),
+        Duration::from_secs(1),
+        Some(gate),
+        None,
+    );
     eventually("watching", || src.open_watchers() == 1).await;
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    assert!(!r.store.ops.lock().contains(&Op::Resync), "gate closed: no resync");
+    assert!(
+        !r.store.ops.lock().contains(&Op::Resync),
+        "gate closed: no resync"
+    );
     allow.store(true, std::sync::atomic::Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let n = r.store.ops.lock().iter().filter(|o| **o == Op::Resync).count();
+    let n = r
+        .store
+        .ops
+        .lock()
+        .iter()
+        .filter(|o| **o == Op::Resync)
+        .count();
     assert!((2..=3).contains(&n), "one resync per period: {n}");
     assert_eq!(r.lw.lists().len(), 1, "resync never contacts the server");
     r.stop().await;

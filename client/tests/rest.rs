@@ -1,6 +1,8 @@
 //! REST client against a real HTTP server (axum, 127.0.0.1:0): paths, verbs, content types,
 //! error classification from `Status`, retries, watch decoding.
 
+#![allow(clippy::result_large_err)] // client::Error carries a full Status by design
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -11,8 +13,8 @@ use client::{
 };
 use common::TestServer;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::json;
 
 fn cm(name: &str) -> ConfigMap {
@@ -49,7 +51,10 @@ async fn crud_paths_content_types_and_error_classes() -> client::Result<()> {
     let dup = api.create(&cm("a")).await;
     assert!(matches!(&dup, Err(e) if e.is_already_exists()), "{dup:?}");
     let missing = api.get("nope").await;
-    assert!(matches!(&missing, Err(e) if e.is_not_found() && e.code() == Some(404)), "{missing:?}");
+    assert!(
+        matches!(&missing, Err(e) if e.is_not_found() && e.code() == Some(404)),
+        "{missing:?}"
+    );
     if let Err(Error::NotFound(st)) = &missing {
         assert_eq!(st.reason.as_deref(), Some("NotFound"));
     }
@@ -57,52 +62,113 @@ async fn crud_paths_content_types_and_error_classes() -> client::Result<()> {
     let mut stale = created.clone();
     stale.metadata.resource_version = Some("1".into());
     let conflict = api.replace("a", &stale).await;
-    assert!(matches!(&conflict, Err(e) if e.is_conflict()), "{conflict:?}");
+    assert!(
+        matches!(&conflict, Err(e) if e.is_conflict()),
+        "{conflict:?}"
+    );
     let mut fresh = api.get("a").await?;
     fresh.data = Some(BTreeMap::from([("b".to_string(), "2".to_string())]));
     let replaced = api.replace("a", &fresh).await?;
-    assert_ne!(replaced.metadata.resource_version, created.metadata.resource_version);
+    assert_ne!(
+        replaced.metadata.resource_version,
+        created.metadata.resource_version
+    );
     api.replace_status("a", &replaced).await?;
-    assert_eq!(s.requests().last().map(|r| r.path.clone()).unwrap_or_default(), "/api/v1/namespaces/default/configmaps/a/status");
-
-    let patched = api.patch("a", &Patch::Merge(json!({"data": {"c": "3"}}))).await?;
-    assert_eq!(patched.data.as_ref().and_then(|d| d.get("c")).map(String::as_str), Some("3"));
-    assert_eq!(s.requests().last().and_then(|r| r.content_type.clone()).as_deref(), Some("application/merge-patch+json"));
-    api.patch("a", &Patch::Strategic(json!({"data": {"d": "4"}}))).await?;
     assert_eq!(
-        s.requests().last().and_then(|r| r.content_type.clone()).as_deref(),
+        s.requests()
+            .last()
+            .map(|r| r.path.clone())
+            .unwrap_or_default(),
+        "/api/v1/namespaces/default/configmaps/a/status"
+    );
+
+    let patched = api
+        .patch("a", &Patch::Merge(json!({"data": {"c": "3"}})))
+        .await?;
+    assert_eq!(
+        patched
+            .data
+            .as_ref()
+            .and_then(|d| d.get("c"))
+            .map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(
+        s.requests()
+            .last()
+            .and_then(|r| r.content_type.clone())
+            .as_deref(),
+        Some("application/merge-patch+json")
+    );
+    api.patch("a", &Patch::Strategic(json!({"data": {"d": "4"}})))
+        .await?;
+    assert_eq!(
+        s.requests()
+            .last()
+            .and_then(|r| r.content_type.clone())
+            .as_deref(),
         Some("application/strategic-merge-patch+json")
     );
     api.patch_status(
         "a",
-        &Patch::Apply { body: json!({"data": {"e": "5"}}), field_manager: "me".into(), force: true },
+        &Patch::Apply {
+            body: json!({"data": {"e": "5"}}),
+            field_manager: "me".into(),
+            force: true,
+        },
     )
     .await?;
     let last = s.requests().last().cloned();
-    let Some(last) = last else { panic!("no request") };
-    assert_eq!(last.content_type.as_deref(), Some("application/apply-patch+yaml"));
-    assert_eq!(last.query.get("fieldManager").map(String::as_str), Some("me"));
+    let Some(last) = last else {
+        panic!("no request")
+    };
+    assert_eq!(
+        last.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(
+        last.query.get("fieldManager").map(String::as_str),
+        Some("me")
+    );
     assert_eq!(last.query.get("force").map(String::as_str), Some("true"));
     assert!(last.path.ends_with("/a/status"));
 
     let opts = DeleteParams {
         grace_period_seconds: Some(0),
         propagation_policy: Some(PropagationPolicy::Foreground),
-        preconditions: Some(Preconditions { uid: Some("uid-a".into()), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: Some("uid-a".into()),
+            resource_version: None,
+        }),
     };
     api.delete("a", &opts).await?;
     let del = s.requests().last().cloned();
     let Some(del) = del else { panic!("no request") };
-    assert_eq!(del.body, json!({"gracePeriodSeconds": 0, "propagationPolicy": "Foreground", "preconditions": {"uid": "uid-a"}}));
+    assert_eq!(
+        del.body,
+        json!({"gracePeriodSeconds": 0, "propagationPolicy": "Foreground", "preconditions": {"uid": "uid-a"}})
+    );
     let gone = api.delete("a", &DeleteParams::default()).await;
     assert!(matches!(&gone, Err(e) if e.is_not_found()));
 
     // Group paths and cluster-wide lists.
     let leases = c.api::<Lease>(Some("kube-system"));
     let _ = leases.get("x").await;
-    assert_eq!(s.requests().last().map(|r| r.path.clone()).unwrap_or_default(), "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x");
+    assert_eq!(
+        s.requests()
+            .last()
+            .map(|r| r.path.clone())
+            .unwrap_or_default(),
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x"
+    );
     c.all::<Pod>().list(&ListParams::default()).await?;
-    assert_eq!(s.requests().last().map(|r| r.path.clone()).unwrap_or_default(), "/api/v1/pods");
+    assert_eq!(
+        s.requests()
+            .last()
+            .map(|r| r.path.clone())
+            .unwrap_or_default(),
+        "/api/v1/pods"
+    );
     Ok(())
 }
 
@@ -113,18 +179,34 @@ async fn list_pagination_and_selectors() -> client::Result<()> {
     for i in 0..5 {
         api.create(&cm(&format!("c{i}"))).await?;
     }
-    let p = ListParams::default().labels("app=web").fields("metadata.name!=x").limit(2);
+    let p = ListParams::default()
+        .labels("app=web")
+        .fields("metadata.name!=x")
+        .limit(2);
     let first = api.list(&p).await?;
     assert_eq!(first.items.len(), 2);
     assert!(!first.resource_version.is_empty());
-    let q = s.requests().last().map(|r| r.query.clone()).unwrap_or_default();
+    let q = s
+        .requests()
+        .last()
+        .map(|r| r.query.clone())
+        .unwrap_or_default();
     assert_eq!(q.get("labelSelector").map(String::as_str), Some("app=web"));
-    assert_eq!(q.get("fieldSelector").map(String::as_str), Some("metadata.name!=x"));
+    assert_eq!(
+        q.get("fieldSelector").map(String::as_str),
+        Some("metadata.name!=x")
+    );
     assert_eq!(q.get("limit").map(String::as_str), Some("2"));
     let mut all = first.items.len();
     let mut token = first.continue_token;
     while let Some(t) = token {
-        let page = api.list(&ListParams { continue_token: Some(t), limit: Some(2), ..Default::default() }).await?;
+        let page = api
+            .list(&ListParams {
+                continue_token: Some(t),
+                limit: Some(2),
+                ..Default::default()
+            })
+            .await?;
         all += page.items.len();
         token = page.continue_token;
     }
@@ -145,20 +227,40 @@ async fn watch_stream_decodes_events_across_chunks() -> client::Result<()> {
         json!({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version: 5 (9)"}}).to_string(),
     ];
     let api = client_for(&s).api::<ConfigMap>(Some("default"));
-    let p = ListParams { timeout_seconds: Some(300), allow_bookmarks: true, ..Default::default() };
+    let p = ListParams {
+        timeout_seconds: Some(300),
+        allow_bookmarks: true,
+        ..Default::default()
+    };
     let stream = api.watch(&p, "5").await?;
     let events: Vec<client::Result<WatchEvent<ConfigMap>>> = stream.collect().await;
-    let q = s.requests().last().map(|r| r.query.clone()).unwrap_or_default();
+    let q = s
+        .requests()
+        .last()
+        .map(|r| r.query.clone())
+        .unwrap_or_default();
     assert_eq!(q.get("watch").map(String::as_str), Some("true"));
     assert_eq!(q.get("resourceVersion").map(String::as_str), Some("5"));
-    assert_eq!(q.get("allowWatchBookmarks").map(String::as_str), Some("true"));
+    assert_eq!(
+        q.get("allowWatchBookmarks").map(String::as_str),
+        Some("true")
+    );
     assert_eq!(q.get("timeoutSeconds").map(String::as_str), Some("300"));
     let kinds: Vec<String> = events
         .iter()
         .map(|e| match e {
-            Ok(WatchEvent::Added(o)) => format!("A{}", o.metadata.resource_version.clone().unwrap_or_default()),
-            Ok(WatchEvent::Modified(o)) => format!("M{}", o.metadata.resource_version.clone().unwrap_or_default()),
-            Ok(WatchEvent::Deleted(o)) => format!("D{}", o.metadata.resource_version.clone().unwrap_or_default()),
+            Ok(WatchEvent::Added(o)) => format!(
+                "A{}",
+                o.metadata.resource_version.clone().unwrap_or_default()
+            ),
+            Ok(WatchEvent::Modified(o)) => format!(
+                "M{}",
+                o.metadata.resource_version.clone().unwrap_or_default()
+            ),
+            Ok(WatchEvent::Deleted(o)) => format!(
+                "D{}",
+                o.metadata.resource_version.clone().unwrap_or_default()
+            ),
             Ok(WatchEvent::Bookmark(rv)) => format!("B{rv}"),
             Ok(WatchEvent::Error(st)) => format!("E{}", st.code.unwrap_or_default()),
             Err(e) => format!("err {e}"),
@@ -199,7 +301,11 @@ async fn retries_429_with_retry_after_and_5xx_only_for_idempotent_verbs() -> cli
     s.clear_requests();
     s.inject(429, Some(0));
     api.create(&cm("b")).await?;
-    assert_eq!(s.requests().len(), 2, "POST is retried on 429: the server did not act");
+    assert_eq!(
+        s.requests().len(),
+        2,
+        "POST is retried on 429: the server did not act"
+    );
 
     s.clear_requests();
     for _ in 0..10 {
@@ -207,12 +313,20 @@ async fn retries_429_with_retry_after_and_5xx_only_for_idempotent_verbs() -> cli
     }
     let r = api.get("a").await;
     assert!(matches!(&r, Err(e) if e.is_too_many_requests()), "{r:?}");
-    assert_eq!(s.requests().len() as u32, client::rest::client::MAX_RETRIES + 1, "bounded retries");
+    assert_eq!(
+        s.requests().len() as u32,
+        client::rest::client::MAX_RETRIES + 1,
+        "bounded retries"
+    );
     s.state.inject.lock().clear();
 
     s.clear_requests();
     s.inject(500, None);
-    let r = c.with_max_retries(0).api::<ConfigMap>(Some("default")).get("a").await;
+    let r = c
+        .with_max_retries(0)
+        .api::<ConfigMap>(Some("default"))
+        .get("a")
+        .await;
     assert!(matches!(r, Err(Error::Api { code: 500, .. })));
     assert_eq!(s.requests().len(), 1);
     Ok(())
@@ -230,7 +344,9 @@ async fn subresource_post_and_transport_errors() -> client::Result<()> {
     let v = pods.create_subresource("p1", "binding", &binding).await?;
     assert_eq!(v["status"], "Success");
     let last = s.requests().last().cloned();
-    let Some(last) = last else { panic!("no request") };
+    let Some(last) = last else {
+        panic!("no request")
+    };
     assert_eq!(last.path, "/api/v1/namespaces/default/pods/p1/binding");
     assert_eq!(last.body["target"]["name"], "n1");
 
@@ -239,9 +355,15 @@ async fn subresource_post_and_transport_errors() -> client::Result<()> {
     let r = dead.api::<Pod>(Some("default")).get("x").await;
     assert!(matches!(&r, Err(e) if e.is_connection_refused()), "{r:?}");
 
-    assert!(matches!(Client::new(Config::new("ftp://x")), Err(Error::Config(_))));
+    assert!(matches!(
+        Client::new(Config::new("ftp://x")),
+        Err(Error::Config(_))
+    ));
     let mut bad_ca = Config::new("https://127.0.0.1:1");
     bad_ca.ca_pem = Some(b"not a pem".to_vec());
-    assert!(matches!(Client::new(bad_ca), Err(Error::Config(_))), "a CA bundle without certificates is rejected");
+    assert!(
+        matches!(Client::new(bad_ca), Err(Error::Config(_))),
+        "a CA bundle without certificates is rejected"
+    );
     Ok(())
 }

@@ -61,7 +61,12 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
     fn insert(&mut self, k: K, v: V) {
         self.tick += 1;
         if self.map.len() >= self.cap && !self.map.contains_key(&k) {
-            if let Some(oldest) = self.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone()) {
+            if let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone())
+            {
                 self.map.remove(&oldest);
             }
         }
@@ -164,7 +169,13 @@ impl EventCorrelator {
             last: now,
         };
         let mut rec = match cache.map.remove(&agg_key) {
-            Some((r, _)) if r.last.saturating_add(AGGREGATE_INTERVAL).map_or(true, |t| t >= now) => r,
+            Some((r, _))
+                if r.last
+                    .saturating_add(AGGREGATE_INTERVAL)
+                    .map_or(true, |t| t >= now) =>
+            {
+                r
+            }
             _ => fresh,
         };
         rec.local_keys.insert(local_key);

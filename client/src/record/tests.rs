@@ -27,7 +27,10 @@ fn ev(obj: &str, reason: &str, message: &str, now: Timestamp) -> Event {
         last_timestamp: Some(Time(now)),
         count: Some(1),
         type_: Some("Normal".into()),
-        source: Some(EventSource { component: Some("test".into()), host: None }),
+        source: Some(EventSource {
+            component: Some("test".into()),
+            host: None,
+        }),
         ..Default::default()
     }
 }
@@ -44,7 +47,10 @@ async fn identical_events_become_count_increments_via_patch() {
     assert_eq!(first.event.count, Some(1));
     let second = c.correlate(ev("p", "Pulled", "image pulled", at(5)), at(5));
     assert_eq!(second.event.count, Some(2));
-    assert_eq!(second.event.metadata.name, first.event.metadata.name, "patched under the first name");
+    assert_eq!(
+        second.event.metadata.name, first.event.metadata.name,
+        "patched under the first name"
+    );
     assert_eq!(second.event.first_timestamp, first.event.first_timestamp);
     let patch = second.patch.clone().unwrap_or_default();
     assert_eq!(patch["count"], 2);
@@ -63,8 +69,18 @@ async fn identical_events_become_count_increments_via_patch() {
 async fn similar_events_are_aggregated_after_ten_distinct_messages() {
     let c = EventCorrelator::new();
     for i in 0..AGGREGATE_MAX_EVENTS - 1 {
-        let r = c.correlate(ev("p", "Failed", &format!("attempt {i}"), at(i as i64)), at(i as i64));
-        assert!(!r.event.message.clone().unwrap_or_default().starts_with("(combined"), "event {i}");
+        let r = c.correlate(
+            ev("p", "Failed", &format!("attempt {i}"), at(i as i64)),
+            at(i as i64),
+        );
+        assert!(
+            !r.event
+                .message
+                .clone()
+                .unwrap_or_default()
+                .starts_with("(combined"),
+            "event {i}"
+        );
     }
     let tenth = c.correlate(ev("p", "Failed", "attempt 9", at(10)), at(10));
     let msg = tenth.event.message.clone().unwrap_or_default();
@@ -92,8 +108,14 @@ async fn spam_filter_allows_burst_then_one_per_five_minutes_per_object() {
         }
     }
     assert_eq!(passed, SPAM_BURST as usize);
-    assert!(!c.correlate(ev("q", "Same", "same", at(50)), at(50)).skip, "other objects have their own bucket");
+    assert!(
+        !c.correlate(ev("q", "Same", "same", at(50)), at(50)).skip,
+        "other objects have their own bucket"
+    );
     tokio::time::advance(Duration::from_secs(301)).await;
-    assert!(!c.correlate(ev("p", "Same", "same", at(400)), at(400)).skip, "refilled after 300 s");
+    assert!(
+        !c.correlate(ev("p", "Same", "same", at(400)), at(400)).skip,
+        "refilled after 300 s"
+    );
     assert!(c.correlate(ev("p", "Same", "same", at(401)), at(401)).skip);
 }

@@ -267,7 +267,11 @@ impl<K: Resource> Api<K> {
     }
 
     fn item_path(&self, name: &str) -> String {
-        format!("{}/{}", self.collection_path(self.namespace.as_deref()), name)
+        format!(
+            "{}/{}",
+            self.collection_path(self.namespace.as_deref()),
+            name
+        )
     }
 
     pub async fn get(&self, name: &str) -> Result<K> {
@@ -301,7 +305,8 @@ impl<K: Resource> Api<K> {
         req.query
             .push(("resourceVersion".into(), resource_version.to_string()));
         if p.allow_bookmarks {
-            req.query.push(("allowWatchBookmarks".into(), "true".into()));
+            req.query
+                .push(("allowWatchBookmarks".into(), "true".into()));
         }
         // No timeoutSeconds: the server's own limit applies; bound the client side generously.
         let secs = u64::from(p.timeout_seconds.unwrap_or(1800));
@@ -341,7 +346,8 @@ impl<K: Resource> Api<K> {
             ..
         } = patch
         {
-            req.query.push(("fieldManager".into(), field_manager.clone()));
+            req.query
+                .push(("fieldManager".into(), field_manager.clone()));
             if *force {
                 req.query.push(("force".into(), "true".into()));
             }

@@ -85,9 +85,12 @@ impl Client {
     /// Builds the connection pool. Fails on an unparsable server URL or CA bundle.
     pub fn new(cfg: Config) -> Result<Self> {
         let server = cfg.server.trim_end_matches('/').to_string();
-        let url = reqwest::Url::parse(&server).map_err(|e| Error::Config(format!("server {server:?}: {e}")))?;
+        let url = reqwest::Url::parse(&server)
+            .map_err(|e| Error::Config(format!("server {server:?}: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(Error::Config(format!("server {server:?}: scheme must be http or https")));
+            return Err(Error::Config(format!(
+                "server {server:?}: scheme must be http or https"
+            )));
         }
         let mut b = reqwest::Client::builder()
             .user_agent(cfg.user_agent.clone())
@@ -97,7 +100,9 @@ impl Client {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
             if certs.is_empty() {
-                return Err(Error::Config("certificate authority: no PEM certificates".into()));
+                return Err(Error::Config(
+                    "certificate authority: no PEM certificates".into(),
+                ));
             }
             b = b.tls_built_in_root_certs(false);
             for c in certs {
@@ -214,7 +219,11 @@ impl Client {
             .and_then(|s| s.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let body = resp.bytes().await.unwrap_or_default();
-        Err(Error::from_status(code, decode_status(code, &body), retry_after))
+        Err(Error::from_status(
+            code,
+            decode_status(code, &body),
+            retry_after,
+        ))
     }
 
     /// Sends and reads the whole body.

@@ -146,8 +146,7 @@ impl Kubeconfig {
             cfg.ca_pem = Some(pem);
         } else if let Some(file) = &cluster.certificate_authority {
             let p = resolve_path(base, file);
-            cfg.ca_pem =
-                Some(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+            cfg.ca_pem = Some(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
         }
         if let Some(user) = ctx.user.as_deref().and_then(|u| find(&self.users, u)) {
             if let Some(t) = &user.token {
@@ -169,7 +168,8 @@ mod tests {
     #[test]
     fn kubeconfig_current_context() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::Config(e.to_string()))?;
-        std::fs::write(dir.path().join("ca.pem"), b"PEM").map_err(|e| Error::Config(e.to_string()))?;
+        std::fs::write(dir.path().join("ca.pem"), b"PEM")
+            .map_err(|e| Error::Config(e.to_string()))?;
         let kc = r#"
 apiVersion: v1
 kind: Config
@@ -207,8 +207,12 @@ contexts:
         assert_eq!(cfg.ca_pem.as_deref(), Some(&b"DATA"[..]));
         assert!(cfg.token.is_none());
 
-        std::fs::write(&path, "current-context: missing\n").map_err(|e| Error::Config(e.to_string()))?;
-        assert!(matches!(Config::from_kubeconfig(&path), Err(Error::Kubeconfig { .. })));
+        std::fs::write(&path, "current-context: missing\n")
+            .map_err(|e| Error::Config(e.to_string()))?;
+        assert!(matches!(
+            Config::from_kubeconfig(&path),
+            Err(Error::Kubeconfig { .. })
+        ));
         Ok(())
     }
 }

@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// One decoded watch event.
+// Objects are large and bookmarks small; boxing every object would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent<K> {
     Added(K),
@@ -182,7 +184,8 @@ mod tests {
             WatchEvent::Added(p) => assert_eq!(p.metadata.name.as_deref(), Some("a")),
             e => panic!("unexpected {e:?}"),
         }
-        let bm = br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"9"}}}"#;
+        let bm =
+            br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"9"}}}"#;
         assert_eq!(decode_event::<Pod>(bm)?, WatchEvent::Bookmark("9".into()));
         let err = br#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}"#;
         match decode_event::<Pod>(err)? {

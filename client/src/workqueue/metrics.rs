@@ -83,7 +83,8 @@ impl<T: Eq + Hash + Clone> MetricsState<T> {
 
     pub fn done(&mut self, item: &T) {
         if let Some(t) = self.started_at.remove(item) {
-            self.work_duration.observe(Instant::now().saturating_duration_since(t));
+            self.work_duration
+                .observe(Instant::now().saturating_duration_since(t));
         }
     }
 

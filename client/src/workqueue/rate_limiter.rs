@@ -219,7 +219,10 @@ mod tests {
 
     #[test]
     fn exponential_constants() {
-        let r = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+        let r = ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        );
         let mut got = Vec::new();
         for _ in 0..20 {
             got.push(r.when(&"k"));
@@ -227,7 +230,11 @@ mod tests {
         assert_eq!(got[0], Duration::from_millis(5));
         assert_eq!(got[1], Duration::from_millis(10));
         assert_eq!(got[2], Duration::from_millis(20));
-        assert_eq!(got[17], Duration::from_millis(655_360), "18th failure = 5ms·2^17");
+        assert_eq!(
+            got[17],
+            Duration::from_millis(655_360),
+            "18th failure = 5ms·2^17"
+        );
         assert_eq!(got[18], Duration::from_secs(1000));
         assert_eq!(r.num_requeues(&"k"), 20);
         assert_eq!(r.when(&"other"), Duration::from_millis(5), "per item");
@@ -262,7 +269,10 @@ mod tests {
         assert_eq!(r.when(&1), Duration::from_millis(1));
         assert_eq!(r.when(&1), Duration::from_secs(5));
         let w = WithMaxWaitRateLimiter::new(
-            Box::new(ItemExponentialFailureRateLimiter::new(Duration::from_secs(1), Duration::from_secs(100))),
+            Box::new(ItemExponentialFailureRateLimiter::new(
+                Duration::from_secs(1),
+                Duration::from_secs(100),
+            )),
             Duration::from_secs(3),
         );
         assert_eq!(w.when(&1), Duration::from_secs(1));

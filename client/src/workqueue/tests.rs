@@ -49,8 +49,13 @@ async fn concurrent_workers_never_process_a_key_twice() {
     let readds = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
     for _ in 0..4 {
-        let (q, in_flight, violations, processed, readds) =
-            (q.clone(), in_flight.clone(), violations.clone(), processed.clone(), readds.clone());
+        let (q, in_flight, violations, processed, readds) = (
+            q.clone(),
+            in_flight.clone(),
+            violations.clone(),
+            processed.clone(),
+            readds.clone(),
+        );
         workers.push(tokio::spawn(async move {
             while let Some(k) = q.get().await {
                 if !in_flight.lock().insert(k) {
@@ -74,7 +79,8 @@ async fn concurrent_workers_never_process_a_key_twice() {
         tokio::task::yield_now().await;
     }
     let deadline = tokio::time::Instant::now() + DEADLINE;
-    while (!q.is_empty() || !in_flight.lock().is_empty()) && tokio::time::Instant::now() < deadline {
+    while (!q.is_empty() || !in_flight.lock().is_empty()) && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     q.shut_down_with_drain().await;
@@ -98,7 +104,10 @@ async fn add_after_delays_and_earliest_ready_time_wins() {
     assert!(start.elapsed() >= Duration::from_secs(1));
     assert_eq!(q.get().await, Some("late"));
     let e = start.elapsed();
-    assert!(e >= Duration::from_secs(10) && e < Duration::from_secs(60), "{e:?}");
+    assert!(
+        e >= Duration::from_secs(10) && e < Duration::from_secs(60),
+        "{e:?}"
+    );
     // A sooner add_after moves a waiting item forward.
     q.add_after("x", Duration::from_secs(100));
     q.add_after("x", Duration::from_secs(5));
@@ -140,7 +149,10 @@ async fn shutdown_drains_queued_then_returns_none() {
     let g = tokio::spawn(async move { q2.get().await });
     tokio::task::yield_now().await;
     q.shut_down();
-    assert!(matches!(tokio::time::timeout(DEADLINE, g).await, Ok(Ok(None))));
+    assert!(matches!(
+        tokio::time::timeout(DEADLINE, g).await,
+        Ok(Ok(None))
+    ));
 }
 
 #[tokio::test]
@@ -152,7 +164,10 @@ async fn shut_down_with_drain_waits_for_processing() {
     let q2 = q.clone();
     let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!drain.is_finished(), "drain waits while an item is processing");
+    assert!(
+        !drain.is_finished(),
+        "drain waits while an item is processing"
+    );
     q.done(&"a");
     assert!(tokio::time::timeout(DEADLINE, drain).await.is_ok());
 }

@@ -82,7 +82,11 @@ impl TestServer {
                 .with_graceful_shutdown(async move { s2.cancelled().await })
                 .await;
         });
-        TestServer { addr, state, shutdown }
+        TestServer {
+            addr,
+            state,
+            shutdown,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -90,7 +94,11 @@ impl TestServer {
     }
 
     pub fn inject(&self, status: u16, retry_after: Option<u64>) {
-        self.state.inject.lock().push_back(Injected { status, retry_after, body: None });
+        self.state.inject.lock().push_back(Injected {
+            status,
+            retry_after,
+            body: None,
+        });
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -102,14 +110,23 @@ impl TestServer {
     }
 
     pub fn object(&self, collection: &str, name: &str) -> Option<Value> {
-        self.state.objects.lock().get(collection).and_then(|c| c.get(name)).cloned()
+        self.state
+            .objects
+            .lock()
+            .get(collection)
+            .and_then(|c| c.get(name))
+            .cloned()
     }
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                       "message": message, "reason": reason, "code": code});
-    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), axum::Json(body)).into_response()
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 fn merge(target: &mut Value, patch: &Value) {
@@ -136,7 +153,11 @@ fn split(path: &str) -> Option<(String, Option<String>, Option<String>)> {
         _ => return None,
     };
     let rest = segs.get(prefix..)?;
-    let ns_len = if rest.first() == Some(&"namespaces") && rest.len() >= 3 { 2 } else { 0 };
+    let ns_len = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+        2
+    } else {
+        0
+    };
     let res_idx = prefix + ns_len;
     let collection = format!("/{}", segs.get(..=res_idx)?.join("/"));
     let name = segs.get(res_idx + 1).map(|s| s.to_string());
@@ -167,7 +188,11 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
     });
     if let Some(inj) = st.inject.lock().pop_front() {
         let mut r = match inj.body {
-            Some(b) => (StatusCode::from_u16(inj.status).unwrap_or(StatusCode::OK), axum::Json(b)).into_response(),
+            Some(b) => (
+                StatusCode::from_u16(inj.status).unwrap_or(StatusCode::OK),
+                axum::Json(b),
+            )
+                .into_response(),
             None => status(inj.status, "Injected", "injected failure"),
         };
         if let Some(s) = inj.retry_after {
@@ -189,25 +214,42 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
             let text = lines.join("\n") + "\n";
             // Deliver in uneven chunks so lines straddle chunk boundaries.
             let bytes = text.into_bytes();
-            let chunks: Vec<Result<Bytes, std::io::Error>> =
-                bytes.chunks(37).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+            let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
+                .chunks(37)
+                .map(|c| Ok(Bytes::copy_from_slice(c)))
+                .collect();
             Response::new(Body::from_stream(futures::stream::iter(chunks)))
         }
         (Method::GET, None, _) => {
             let all: Vec<Value> = c.values().cloned().collect();
-            let start: usize = query.get("continue").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let limit: usize = query.get("limit").and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+            let start: usize = query
+                .get("continue")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let limit: usize = query
+                .get("limit")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(usize::MAX);
             let end = start.saturating_add(limit).min(all.len());
-            let items = all.get(start..end).map(<[Value]>::to_vec).unwrap_or_default();
+            let items = all
+                .get(start..end)
+                .map(<[Value]>::to_vec)
+                .unwrap_or_default();
             let mut meta = json!({"resourceVersion": st.rv.load(Ordering::SeqCst).to_string()});
             if end < all.len() {
                 meta["continue"] = json!(end.to_string());
             }
-            axum::Json(json!({"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items})).into_response()
+            axum::Json(
+                json!({"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items}),
+            )
+            .into_response()
         }
         (Method::POST, None, _) => {
             let mut obj = body;
-            let n = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let n = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             if c.contains_key(&n) {
                 return status(409, "AlreadyExists", &format!("{n} already exists"));
             }
@@ -221,7 +263,11 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
                 return status(404, "NotFound", &format!("{n} not found"));
             }
             let _ = sub;
-            (StatusCode::CREATED, axum::Json(json!({"kind": "Status", "status": "Success", "code": 201}))).into_response()
+            (
+                StatusCode::CREATED,
+                axum::Json(json!({"kind": "Status", "status": "Success", "code": 201})),
+            )
+                .into_response()
         }
         (Method::GET, Some(n), _) => match c.get(&n) {
             Some(o) => axum::Json(o.clone()).into_response(),
@@ -231,7 +277,9 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
             let Some(cur) = c.get(&n) else {
                 return status(404, "NotFound", &format!("{n} not found"));
             };
-            let want = body["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+            let want = body["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
             if !want.is_empty() && Some(want) != cur["metadata"]["resourceVersion"].as_str() {
                 return status(409, "Conflict", "the object has been modified");
             }
@@ -264,7 +312,9 @@ fn urldecode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);
