@@ -73,7 +73,7 @@ fn watching(store: &dyn Store, prefix: &str, after: Revision, buffer: usize) -> 
     }
 }
 
-/// The next item of `stream`, failing the check after [`DEADLINE`].
+/// The next item of `stream`, failing the check after 20 s.
 pub async fn next_item(stream: &mut WatchStream) -> Option<WatchItem> {
     match tokio::time::timeout(DEADLINE, stream.next()).await {
         Ok(item) => item,
@@ -88,7 +88,7 @@ async fn next_event(stream: &mut WatchStream) -> Event {
     }
 }
 
-/// Wait until `condition` holds, polling, failing after [`DEADLINE`].
+/// Wait until `condition` holds, polling, failing after 20 s.
 pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !condition() {

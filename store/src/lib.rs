@@ -1,12 +1,17 @@
 //! `store`: a versioned key-value store with etcd's semantics, behind the [`Store`] trait.
 //!
-//! - [`SledStore`]: durable, on sled. One writer thread assigns dense revisions, commits a batch of
-//!   writes (objects, event log, revision counter) in one sled transaction, flushes once (group
-//!   commit), then acknowledges and publishes the batch's events, in that order.
-//! - [`MemoryStore`]: the same engine with a pure in-memory back end, for tests and `--in-memory`.
+//! - [`SledStore`]: durable, on sled. A writer thread assigns dense revisions and applies each batch
+//!   of writes (objects, event log entries, revision counter) as one atomic sled batch; a flusher
+//!   thread flushes once per batch (group commit), then applies it to the in-memory index,
+//!   acknowledges and publishes the batch's events, in that order.
+//! - [`MemoryStore`]: the same engine over a pure in-memory back end (no files at all), for tests and
+//!   `--in-memory`; [`open_store`] picks one of the two.
 //! - [`conformance`]: the contract suite, generic over [`Store`]; every back end runs it.
 //!
-//! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs.
+//! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs:
+//! `engine` (pipeline, index, lists at a revision, compaction), `watch` (hub and streams),
+//! `sled_backend` (layout, atomicity, corruption), `backend` (the persistence boundary),
+//! `codec` and `continue_token` (encodings).
 
 mod backend;
 mod codec;
@@ -22,7 +27,7 @@ mod watch;
 
 pub use contract::Store;
 pub use error::{Error, Result};
-pub use stores::{MemoryStore, SledStore};
+pub use stores::{open_store, MemoryStore, SledStore};
 pub use types::{
     CreateOutcome, DeleteOutcome, Event, EventKind, KeyValue, ListOptions, ListOutcome, ListPage,
     Revision, StoreConfig, StoreStats, UpdateOutcome, WatchOutcome, MAX_VALUE_SIZE,

@@ -13,7 +13,9 @@ use crate::{
     StoreConfig, UpdateOutcome, WatchOutcome,
 };
 
-/// The durable store on sled. See [`crate::sled_backend`] for the on-disk guarantees.
+/// The durable store on sled: one atomic sled batch and one flush per group of writes; a directory
+/// that is not a minik8s store or does not decode fails [`SledStore::open`] with
+/// [`crate::Error::Corrupt`] naming the path.
 ///
 /// Opening starts three threads (writer, flusher, compaction ticker); no tokio runtime is needed to
 /// open, the async methods run on any executor. sled locks the directory: to reopen it in the same
@@ -57,8 +59,11 @@ impl SledStore {
     }
 }
 
-/// The in-memory store: same engine and contract, nothing written to any file. See
-/// [`crate::backend`] for why this is a pure in-memory back end rather than a temporary sled.
+/// The in-memory store: same engine and contract, nothing written to any file.
+///
+/// A pure in-memory back end (the engine's index plus an in-memory event log) rather than sled's
+/// `Config::temporary`: it provably writes no files anywhere, it is much faster (no flush), and it runs
+/// the very same engine code, so the contract suite covers both.
 pub struct MemoryStore {
     engine: Engine<MemoryBackend>,
 }
@@ -123,3 +128,12 @@ macro_rules! delegate_store {
 
 delegate_store!(SledStore);
 delegate_store!(MemoryStore);
+
+/// Open the store a process runs on: [`SledStore`] in `data_dir`, or a [`MemoryStore`] when `None`
+/// (`--in-memory`; writes no files at all).
+pub fn open_store(data_dir: Option<&Path>, cfg: StoreConfig) -> Result<std::sync::Arc<dyn Store>> {
+    Ok(match data_dir {
+        Some(path) => std::sync::Arc::new(SledStore::open(path, cfg)?),
+        None => std::sync::Arc::new(MemoryStore::new(cfg)?),
+    })
+}

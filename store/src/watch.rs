@@ -226,6 +226,9 @@ impl WatchStream {
     }
 
     /// The next event, or the reason the stream ended, or `None` after that.
+    ///
+    /// Cancel-safe: dropping the future (e.g. in `tokio::select!`) loses no event. Catch-up reads of the
+    /// log happen synchronously inside one poll (at most one chunk of 256 events).
     pub async fn next(&mut self) -> Option<WatchItem> {
         loop {
             match &mut self.state {
