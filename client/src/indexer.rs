@@ -54,6 +54,23 @@ pub fn namespace_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(obj: &K) 
     vec![obj.metadata().namespace.clone().unwrap_or_default()]
 }
 
+/// Name of the controller-owner index the ReplicaSet controller installs (spec informer.md §6.1).
+pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
+
+/// `[uid of the ownerReference with controller=true]`, or nothing.
+pub fn controller_uid_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(
+    obj: &K,
+) -> Vec<String> {
+    obj.metadata()
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+        .take(1)
+        .collect()
+}
+
 /// The default indexers of an informer: just the namespace index.
 pub fn namespace_indexers<K: k8s_openapi::Metadata<Ty = ObjectMeta> + 'static>() -> Indexers<K> {
     let mut m: Indexers<K> = HashMap::new();
@@ -302,6 +319,20 @@ mod tests {
 
     fn node_of(p: &Pod) -> Vec<String> {
         p.spec.iter().filter_map(|s| s.node_name.clone()).collect()
+    }
+
+    #[test]
+    fn controller_uid_index_uses_only_the_controller_ref() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let mut p = (*pod("a", "b", "n")).clone();
+        assert!(controller_uid_index_func(&p).is_empty());
+        let owner = |uid: &str, controller: Option<bool>| OwnerReference {
+            uid: uid.into(),
+            controller,
+            ..Default::default()
+        };
+        p.metadata.owner_references = Some(vec![owner("u1", None), owner("u2", Some(true))]);
+        assert_eq!(controller_uid_index_func(&p), vec!["u2".to_string()]);
     }
 
     #[test]

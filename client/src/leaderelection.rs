@@ -46,6 +46,13 @@ pub struct LeaderElectionConfig {
     pub release_on_cancel: bool,
 }
 
+impl Default for LeaderElectionConfig {
+    /// Standard timings; names and identity empty (fill them in: `validate` rejects empties).
+    fn default() -> Self {
+        LeaderElectionConfig::new("", "", "")
+    }
+}
+
 impl LeaderElectionConfig {
     /// Defaults: 15 s / 10 s / 2 s, release on cancel.
     pub fn new(namespace: &str, lease_name: &str, identity: &str) -> Self {

@@ -39,8 +39,8 @@ pub use delta_fifo::{
 pub use error::{Error, Result};
 pub use factory::SharedInformerFactory;
 pub use indexer::{
-    meta_namespace_key, namespace_index_func, split_meta_namespace_key, IndexFunc, Indexer,
-    Indexers, NAMESPACE_INDEX,
+    controller_uid_index_func, meta_namespace_key, namespace_index_func, split_meta_namespace_key,
+    IndexFunc, Indexer, Indexers, CONTROLLER_UID_INDEX, NAMESPACE_INDEX,
 };
 pub use labels::LabelMatcher;
 pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};

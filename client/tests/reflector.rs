@@ -484,3 +484,81 @@ async fn resync_timer_calls_store_resync_when_allowed() {
     assert_eq!(r.lw.lists().len(), 1, "resync never contacts the server");
     r.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn expired_continue_token_falls_back_to_one_full_list() {
+    let src = MemoryListerWatcher::new();
+    for i in 0..700 {
+        src.apply(cm(&format!("c{i:04}")));
+    }
+    let s2 = src.clone();
+    // History compacted between the first and second page: the continue token expires.
+    let hook: Box<dyn FnOnce() + Send> = Box::new(move || s2.compact());
+    let r = start(
+        &src,
+        ListParams::default(),
+        Duration::ZERO,
+        None,
+        Some(hook),
+    );
+    eventually("synced", || r.store.state.lock().len() == 700).await;
+    let lists: Vec<Call> = r.lw.lists().into_iter().map(|c| c.1).collect();
+    assert_eq!(lists.len(), 3, "{lists:?}");
+    assert!(matches!(
+        &lists[1],
+        Call::List {
+            continue_token: Some(_),
+            ..
+        }
+    ));
+    assert_eq!(
+        lists[2],
+        Call::List {
+            resource_version: Some("0".into()),
+            limit: None,
+            continue_token: None
+        },
+        "pager FullListIfExpired: unpaginated at the original RV"
+    );
+    assert_eq!(
+        r.store.ops.lock()[0],
+        Op::Replace(700, src.resource_version().to_string())
+    );
+    r.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn paginated_first_list_keeps_relists_paginated_and_too_large_rv_relists_from_scratch() {
+    let src = MemoryListerWatcher::new();
+    for i in 0..600 {
+        src.apply(cm(&format!("c{i:04}")));
+    }
+    let r = start(&src, ListParams::default(), Duration::ZERO, None, None);
+    eventually("watching", || src.open_watchers() == 1).await;
+    let last = r.rv.read().clone();
+    // A relist after a watch 410 stays paginated because the RV=0 list was paginated.
+    src.fail_next_list(Error::ResourceVersionTooLarge(Default::default()));
+    src.error_watchers(410, "Expired");
+    eventually("relisted", || r.lw.lists().len() >= 5).await;
+    let lists: Vec<Call> = r.lw.lists().into_iter().map(|c| c.1).collect();
+    assert_eq!(
+        lists[2],
+        Call::List {
+            resource_version: Some(last),
+            limit: Some(500),
+            continue_token: None
+        },
+        "{lists:?}"
+    );
+    assert_eq!(
+        lists[3],
+        Call::List {
+            resource_version: Some("".into()),
+            limit: Some(500),
+            continue_token: None
+        },
+        "too large RV is treated like 410: immediate retry at the most recent RV"
+    );
+    eventually("converged", || r.store.state.lock().len() == 600).await;
+    r.stop().await;
+}
