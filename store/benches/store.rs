@@ -97,6 +97,13 @@ impl Case {
                 runtime.block_on(store.flush_and_close()).unwrap();
                 let stats = sled.stats();
                 let group = stats.committed_writes as f64 / stats.commits.max(1) as f64;
+                let per_commit = |nanos: u64| nanos as f64 / stats.commits.max(1) as f64 / 1000.0;
+                eprintln!(
+                    "{writers} writers: {ops} creates in {elapsed:?}, {} commits, apply {:.0} us/commit, flush {:.0} us/commit",
+                    stats.commits,
+                    per_commit(stats.apply_nanos),
+                    per_commit(stats.flush_nanos)
+                );
                 (ops, elapsed, Some(group))
             }
             Case::Memory => {

@@ -95,6 +95,9 @@ pub(crate) struct Shared<B: Backend> {
     /// Durable commits (flushes) so far, and the writes they carried: their ratio is the group size.
     commits: AtomicU64,
     committed_writes: AtomicU64,
+    /// Time spent in back-end apply and flush, for benchmarks.
+    apply_nanos: AtomicU64,
+    flush_nanos: AtomicU64,
     config: StoreConfig,
 }
 
@@ -114,6 +117,10 @@ impl<B: Backend> WatchSource for Shared<B> {
 pub(crate) struct Engine<B: Backend> {
     shared: Arc<Shared<B>>,
     commands: mpsc::Sender<Command>,
+}
+
+fn elapsed_nanos(started: std::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn now_ms() -> u64 {
@@ -138,6 +145,8 @@ impl<B: Backend> Engine<B> {
             failed: AtomicBool::new(false),
             commits: AtomicU64::new(0),
             committed_writes: AtomicU64::new(0),
+            apply_nanos: AtomicU64::new(0),
+            flush_nanos: AtomicU64::new(0),
             config: config.clone(),
         });
         let (commands, rx) = mpsc::channel(config.write_queue.max(1));
@@ -391,6 +400,8 @@ impl<B: Backend> Engine<B> {
         crate::StoreStats {
             commits: self.shared.commits.load(Ordering::Relaxed),
             committed_writes: self.shared.committed_writes.load(Ordering::Relaxed),
+            apply_nanos: self.shared.apply_nanos.load(Ordering::Relaxed),
+            flush_nanos: self.shared.flush_nanos.load(Ordering::Relaxed),
             watchers: self.shared.hub.subscriber_count(),
         }
     }
@@ -543,7 +554,12 @@ impl<B: Backend> Writer<B> {
             evaluate(&index, &mut self.overlay, &mut self.next, writes)
         };
         if !events.is_empty() {
-            if let Err(error) = self.shared.backend.apply(&events, now_ms()) {
+            let started = std::time::Instant::now();
+            let applied = self.shared.backend.apply(&events, now_ms());
+            self.shared
+                .apply_nanos
+                .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+            if let Err(error) = applied {
                 tracing::error!(%error, "store commit failed; refusing further writes");
                 self.shared.failed.store(true, Ordering::Release);
                 for (reply, _) in pending {
@@ -606,7 +622,12 @@ fn flusher<B: Backend>(
             continue;
         }
         if !events.is_empty() {
-            if let Err(error) = shared.backend.flush() {
+            let started = std::time::Instant::now();
+            let flushed = shared.backend.flush();
+            shared
+                .flush_nanos
+                .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+            if let Err(error) = flushed {
                 tracing::error!(%error, "store flush failed; refusing further writes");
                 shared.failed.store(true, Ordering::Release);
                 for (reply, _) in pending {

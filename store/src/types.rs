@@ -182,4 +182,7 @@ pub struct StoreStats {
     pub committed_writes: u64,
     /// Live watch subscribers.
     pub watchers: usize,
+    /// Total time the writer spent applying batches to the back end, and the flusher flushing.
+    pub apply_nanos: u64,
+    pub flush_nanos: u64,
 }
