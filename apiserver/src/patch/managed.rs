@@ -359,6 +359,30 @@ fn is_prefix_of(prefix: &[String], path: &[String]) -> bool {
     path.len() >= prefix.len() && path[..prefix.len()] == *prefix
 }
 
+/// After a removal, drops containers the removal left empty unless someone owns them as a leaf
+/// (a list whose last applied element went away disappears, as with structured-merge-diff).
+fn prune_empty_parents(obj: &mut Value, removed: &[String], others: &FieldSet, applied: &FieldSet) {
+    let mut path = removed.to_vec();
+    while path.pop().is_some() && !path.is_empty() {
+        if path.last().is_some_and(|s| !s.starts_with("f:")) {
+            // A list element: stop at elements (they carry their keys).
+            return;
+        }
+        let empty = match get_path(obj, &path) {
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(m)) => m.is_empty(),
+            _ => false,
+        };
+        let owned = others
+            .iter()
+            .chain(applied.iter())
+            .any(|o| is_prefix_of(&path, o));
+        if !empty || owned || !remove_path(obj, &path) {
+            return;
+        }
+    }
+}
+
 /// Parses an apply body (YAML or JSON) into an object.
 fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
     let v: Value = serde_yaml::from_slice(patch)
@@ -474,8 +498,8 @@ pub fn server_side_apply(
         };
         let owned_elsewhere = others.iter().any(|o| is_prefix_of(elem, o))
             || new_set.iter().any(|o| is_prefix_of(elem, o));
-        if !owned_elsewhere {
-            remove_path(&mut merged, p);
+        if !owned_elsewhere && remove_path(&mut merged, p) {
+            prune_empty_parents(&mut merged, elem, &others, &new_set);
         }
     }
 
@@ -486,7 +510,7 @@ pub fn server_side_apply(
     raw.insert("apiVersion".into(), json!(api_version));
     raw.insert("time".into(), json!(now));
     let mine = Entry { raw, set: new_set };
-    match list.iter().position(|e| is_mine(e)) {
+    match list.iter().position(is_mine) {
         Some(i) => list[i] = mine,
         None => list.push(mine),
     }
@@ -498,7 +522,8 @@ pub fn server_side_apply(
 /// values changed from `old` (all fields on create) move to `manager`; other managers lose them;
 /// fields that disappeared leave every set. `managedFields` absent from `new` are carried over from
 /// `old`; `managedFields: [{}]` clears them (upstream's reset). `subresource` is `Some("status")` for
-/// `/status` writes. An empty `manager` only carries the entries over.
+/// `/status` writes. An empty `manager` only carries the entries over. A create (`old: None`) whose
+/// object already has entries (a server-side apply create) keeps exactly those.
 pub fn update_managed_fields(
     kind: &'static ResourceInfo,
     old: Option<&Value>,
@@ -515,6 +540,16 @@ pub fn update_managed_fields(
             api::meta::remove(new, "managedFields");
             return;
         }
+    }
+    let arrived = new
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if old.is_none() && arrived {
+        // A create carrying its own entries (server-side apply creating the object): keep them.
+        let list = entries(Some(new));
+        write_entries(new, list);
+        return;
     }
     let carried = if new.pointer("/metadata/managedFields").is_some() {
         entries(Some(new))

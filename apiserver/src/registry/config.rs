@@ -220,22 +220,21 @@ impl SecretStrategy {
                 need("tls.crt", &mut errs);
                 need("tls.key", &mut errs);
             }
-            "kubernetes.io/basic-auth" => {
-                if !data.iter().any(|d| d == "username" || d == "password") {
-                    errs.push(FieldError::required("data[username]", ""));
-                }
+            "kubernetes.io/basic-auth"
+                if !data.iter().any(|d| d == "username" || d == "password") =>
+            {
+                errs.push(FieldError::required("data[username]", ""));
             }
             "kubernetes.io/ssh-auth" => need("ssh-privatekey", &mut errs),
-            "kubernetes.io/service-account-token" => {
+            "kubernetes.io/service-account-token"
                 if api::meta::annotations(obj)
                     .get("kubernetes.io/service-account.name")
-                    .is_none_or(|s| s.is_empty())
-                {
-                    errs.push(FieldError::required(
-                        "metadata.annotations[kubernetes.io/service-account.name]",
-                        "",
-                    ));
-                }
+                    .is_none_or(|s| s.is_empty()) =>
+            {
+                errs.push(FieldError::required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
+                ));
             }
             _ => {}
         }

@@ -13,7 +13,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (key, min) in [("leaseDurationSeconds", 1), ("leaseTransitions", 0)] {
         if let Some(v) = obj.pointer(&format!("/spec/{key}")) {
-            if !v.as_i64().is_some_and(|n| n >= min) {
+            if v.as_i64().is_none_or(|n| n < min) {
                 let msg = if min == 1 {
                     "must be greater than 0"
                 } else {

@@ -93,6 +93,7 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Converts a stored object into this endpoint's version (for responses and watch events).
+    #[allow(clippy::wrong_self_convention)]
     fn from_storage(&self, obj: Value) -> Value {
         obj
     }

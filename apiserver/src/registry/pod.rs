@@ -228,9 +228,12 @@ pub fn validate_pod_spec(spec: Option<&Value>, path: &str) -> Vec<FieldError> {
     for key in ["terminationGracePeriodSeconds", "activeDeadlineSeconds"] {
         if let Some(v) = spec.get(key) {
             let min = if key == "activeDeadlineSeconds" { 1 } else { 0 };
-            if !v.as_i64().is_some_and(|n| n >= min)
-                && !(key == "terminationGracePeriodSeconds" && v.as_i64().is_some())
-            {
+            // Any integer grace period is accepted (negative ones are treated as 1 on delete).
+            let ok = match v.as_i64() {
+                Some(n) => key == "terminationGracePeriodSeconds" || n >= min,
+                None => false,
+            };
+            if !ok {
                 errs.push(FieldError::invalid_value(
                     format!("{path}.{key}"),
                     v,

@@ -57,7 +57,7 @@ fn default_template(obj: &mut Value) {
 
 fn validate_replicas(obj: &Value, errs: &mut Vec<FieldError>) {
     if let Some(r) = obj.pointer("/spec/replicas") {
-        if !r.as_i64().is_some_and(|n| n >= 0) {
+        if r.as_i64().is_none_or(|n| n < 0) {
             errs.push(FieldError::invalid_value(
                 "spec.replicas",
                 r,
@@ -66,7 +66,7 @@ fn validate_replicas(obj: &Value, errs: &mut Vec<FieldError>) {
         }
     }
     if let Some(r) = obj.pointer("/spec/minReadySeconds") {
-        if !r.as_i64().is_some_and(|n| n >= 0) {
+        if r.as_i64().is_none_or(|n| n < 0) {
             errs.push(FieldError::invalid_value(
                 "spec.minReadySeconds",
                 r,
