@@ -39,6 +39,19 @@ pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     fn on_delete(&self, obj: DeletedObject<K>);
 }
 
+/// A shared handler (e.g. a controller that also owns its work queue) is a handler.
+impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K> for Arc<H> {
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        (**self).on_add(obj, is_in_initial_list)
+    }
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        (**self).on_update(old, new)
+    }
+    fn on_delete(&self, obj: DeletedObject<K>) {
+        (**self).on_delete(obj)
+    }
+}
+
 type AddFn<K> = Box<dyn Fn(&Arc<K>, bool) + Send + Sync>;
 type UpdateFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) + Send + Sync>;
 type DeleteFn<K> = Box<dyn Fn(DeletedObject<K>) + Send + Sync>;

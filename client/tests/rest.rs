@@ -211,6 +211,23 @@ async fn list_pagination_and_selectors() -> client::Result<()> {
         token = page.continue_token;
     }
     assert_eq!(all, 5);
+
+    // Go servers may send `"items": null` for an empty list.
+    s.state.inject.lock().push_back(common::Injected {
+        status: 200,
+        retry_after: None,
+        body: Some(json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": null})),
+    });
+    let empty = api.list(&ListParams::default()).await?;
+    assert!(
+        empty.items.is_empty() && empty.resource_version == "9" && empty.continue_token.is_none()
+    );
+
+    assert!(api.get_opt("c0").await?.is_some());
+    assert!(
+        api.get_opt("missing").await?.is_none(),
+        "absence is a value"
+    );
     Ok(())
 }
 

@@ -89,7 +89,7 @@ impl EventRecorder {
             reporting_instance: (!self.host.is_empty()).then(|| self.host.clone()),
             ..Default::default()
         };
-        tracing::info!(
+        tracing::debug!(
             object = %format!("{}/{}", obj.namespace.as_deref().unwrap_or(""), name),
             kind = obj.kind.as_deref().unwrap_or(""),
             r#type = type_.as_str(), reason, message, "event"

@@ -108,8 +108,9 @@ pub struct ObjectList<K> {
 
 #[derive(Deserialize)]
 struct RawList<K> {
-    #[serde(default = "Vec::new")]
-    items: Vec<K>,
+    // Go servers may encode an empty list as `"items": null`.
+    #[serde(default = "none")]
+    items: Option<Vec<K>>,
     #[serde(default)]
     metadata: RawListMeta,
 }
@@ -226,6 +227,10 @@ impl Client {
     }
 }
 
+fn none<T>() -> Option<T> {
+    None
+}
+
 fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| Error::Decode {
         what: what.to_string(),
@@ -279,6 +284,15 @@ impl<K: Resource> Api<K> {
         decode(K::KIND, &self.client.send_bytes(&req).await?)
     }
 
+    /// `get` with absence as a value: `Ok(None)` on 404.
+    pub async fn get_opt(&self, name: &str) -> Result<Option<K>> {
+        match self.get(name).await {
+            Ok(o) => Ok(Some(o)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// One LIST request (one page when `limit` is set).
     pub async fn list(&self, p: &ListParams) -> Result<ObjectList<K>> {
         let mut req = Request::new(Method::GET, self.collection_path(self.namespace.as_deref()));
@@ -288,7 +302,7 @@ impl<K: Resource> Api<K> {
         }
         let raw: RawList<K> = decode(K::KIND, &self.client.send_bytes(&req).await?)?;
         Ok(ObjectList {
-            items: raw.items,
+            items: raw.items.unwrap_or_default(),
             resource_version: raw.metadata.resource_version.unwrap_or_default(),
             continue_token: raw.metadata.continue_.filter(|c| !c.is_empty()),
         })

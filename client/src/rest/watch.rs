@@ -6,7 +6,8 @@
 //!
 //! Bounds: a line may not exceed [`MAX_LINE`] bytes; past it the stream yields
 //! [`Error::WatchLineTooLong`] and ends. A transport or decode error is yielded once, then the stream
-//! ends (a watch never continues past a broken frame).
+//! ends (a watch never continues past a broken frame). The client-side request bound expiring
+//! ends the stream like a normal server close.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -153,6 +154,10 @@ where
             }
             match st.body.next().await {
                 Some(Ok(chunk)) => st.buf.extend_from_slice(chunk.chunk()),
+                // The client-side bound on a watch (timeoutSeconds + grace) elapsed: the server
+                // should have closed by now; treat it as a normal close so the caller re-watches
+                // from its last RV instead of relisting.
+                Some(Err(e)) if e.is_timeout() => return None,
                 Some(Err(e)) => {
                     st.done = true;
                     return Some((Err(Error::Http(e)), st));
