@@ -62,6 +62,9 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
         ));
     }
     let bytes = ctx.read_body(body).await?;
+    if apply {
+        crate::http::body::check_flow_depth(&bytes)?;
+    }
     let kind = ctx.target.info;
     let gr = ctx.target.group_resource();
     let now = api::meta::now_rfc3339();
