@@ -274,25 +274,25 @@ impl<B: Backend> Engine<B> {
             },
             None => (opts.revision, None),
         };
-        let limit = opts.limit.filter(|l| *l > 0);
+        let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let start = match &after_key {
+            Some(key) => Bound::Excluded(key.clone()),
+            None => Bound::Included(prefix.to_owned()),
+        };
         let index = self.shared.index.read();
         let current = index.revision;
         let target = target.unwrap_or(current);
         if target > current {
             return Ok(ListOutcome::FutureRevision { current });
         }
-        let start = match &after_key {
-            Some(key) => Bound::Excluded(key.clone()),
-            None => Bound::Included(prefix.to_owned()),
-        };
-        let mut range = index
-            .items
-            .range((start, Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix));
         if target == current {
+            let mut range = index
+                .items
+                .range((start, Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix));
             let items: Vec<KeyValue> = range
                 .by_ref()
-                .take(limit.unwrap_or(usize::MAX))
+                .take(limit)
                 .map(|(_, kv)| kv.clone())
                 .collect();
             let remaining = range.count() as u64;
@@ -303,65 +303,107 @@ impl<B: Backend> Engine<B> {
                 Some(remaining),
             )));
         }
+        drop(index);
 
-        // Historical: at most `current - target` keys changed since the target, so this many current
-        // items (plus one) are enough to fill the page and know whether more follow.
+        // Historical: the state at `target` of every key changed since is the `prev` of its first
+        // later event. Fold the log (target, R] in chunks until R is the index's revision, then merge
+        // with the untouched keys of the index, lazily, under its read lock.
         let compacted = self.shared.compacted_revision();
         if target < compacted {
             return Ok(ListOutcome::Expired { compacted });
         }
-        let changed = usize::try_from(current - target).unwrap_or(usize::MAX);
-        let wanted = limit.map_or(usize::MAX, |l| l.saturating_add(changed).saturating_add(1));
-        let snapshot: Vec<KeyValue> = range
-            .by_ref()
-            .take(wanted)
-            .map(|(_, kv)| kv.clone())
-            .collect();
-        let exhausted = snapshot.len() < wanted;
-        drop(index);
-
-        let events = self.shared.backend.read_log(target, current, usize::MAX)?;
-        let dense = events.len() == changed
-            && events.first().is_none_or(|e| e.revision == target + 1)
-            && events.last().is_none_or(|e| e.revision == current);
-        if !dense {
-            return Ok(ListOutcome::Expired {
-                compacted: self.shared.compacted_revision(),
-            });
-        }
         let in_range = |key: &str| {
             key.starts_with(prefix) && after_key.as_deref().is_none_or(|after| key > after)
         };
-        // State at `target` of every key changed since: `prev` of its first later event.
-        let mut at_target: HashMap<&str, Option<&KeyValue>> = HashMap::new();
-        for event in events.iter().filter(|e| in_range(&e.key)) {
-            at_target
-                .entry(event.key.as_str())
-                .or_insert(event.prev.as_ref());
-        }
-        let upper = if exhausted {
-            None
-        } else {
-            snapshot.last().map(|kv| kv.key.clone())
+        let mut at_target: HashMap<String, Option<KeyValue>> = HashMap::new();
+        let mut folded = target;
+        let mut attempts = 0;
+        let index = loop {
+            let upto = self.current_revision();
+            if !self.fold_log(&mut folded, upto, &in_range, &mut at_target)? {
+                return Ok(ListOutcome::Expired {
+                    compacted: self.shared.compacted_revision(),
+                });
+            }
+            let index = self.shared.index.read();
+            attempts += 1;
+            if index.revision == folded {
+                break index;
+            }
+            if attempts >= 3 {
+                // Writes keep coming: fold the (short) rest while holding the index still.
+                if !self.fold_log(&mut folded, index.revision, &in_range, &mut at_target)? {
+                    return Ok(ListOutcome::Expired {
+                        compacted: self.shared.compacted_revision(),
+                    });
+                }
+                break index;
+            }
         };
-        let mut merged: BTreeMap<&str, &KeyValue> = snapshot
+        let mut changed: Vec<(&str, &KeyValue)> = at_target
             .iter()
-            .filter(|kv| !at_target.contains_key(kv.key.as_str()))
-            .map(|kv| (kv.key.as_str(), kv))
+            .filter_map(|(k, state)| state.as_ref().map(|kv| (k.as_str(), kv)))
             .collect();
-        for (key, state) in &at_target {
-            if let Some(kv) = state {
-                if upper.as_deref().is_none_or(|upper| *key <= upper) {
-                    merged.insert(key, kv);
+        changed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut changed = changed.into_iter().peekable();
+        let mut untouched = index
+            .items
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| !at_target.contains_key(k.as_str()))
+            .map(|(k, kv)| (k.as_str(), kv))
+            .peekable();
+        let mut next = || match (untouched.peek(), changed.peek()) {
+            (Some(a), Some(b)) if a.0 < b.0 => untouched.next(),
+            (Some(_), Some(_)) | (None, Some(_)) => changed.next(),
+            (Some(_), None) => untouched.next(),
+            (None, None) => None,
+        };
+        let mut items = Vec::new();
+        while items.len() < limit {
+            match next() {
+                Some((_, kv)) => items.push(kv.clone()),
+                None => break,
+            }
+        }
+        let mut remaining = 0u64;
+        while next().is_some() {
+            remaining += 1;
+        }
+        Ok(ListOutcome::Listed(page(
+            items,
+            target,
+            remaining > 0,
+            Some(remaining),
+        )))
+    }
+
+    /// Fold logged events `(*folded, upto]` into `at_target` (first `prev` per key in range), in
+    /// bounded chunks. `false` when the log has a hole there (compacted meanwhile).
+    fn fold_log(
+        &self,
+        folded: &mut Revision,
+        upto: Revision,
+        in_range: &dyn Fn(&str) -> bool,
+        at_target: &mut HashMap<String, Option<KeyValue>>,
+    ) -> Result<bool> {
+        const CHUNK: usize = 1_024;
+        while *folded < upto {
+            let events = self.shared.backend.read_log(*folded, upto, CHUNK)?;
+            if events.is_empty() {
+                return Ok(false);
+            }
+            for event in events {
+                if event.revision != *folded + 1 {
+                    return Ok(false);
+                }
+                *folded = event.revision;
+                if in_range(&event.key) {
+                    at_target.entry(event.key).or_insert(event.prev);
                 }
             }
         }
-        let total = merged.len();
-        let take = limit.unwrap_or(usize::MAX).min(total);
-        let items: Vec<KeyValue> = merged.into_values().take(take).cloned().collect();
-        let more = total > take;
-        let remaining = exhausted.then(|| (total - take) as u64);
-        Ok(ListOutcome::Listed(page(items, target, more, remaining)))
+        Ok(true)
     }
 
     pub(crate) fn watch(
