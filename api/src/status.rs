@@ -91,47 +91,79 @@ pub fn conflict(group_resource: &str, name: &str, msg: &str) -> Status {
     )
 }
 
-/// 409 server-side-apply conflicts: `(manager, field path)` pairs, as structured-merge-diff words them.
-pub fn apply_conflicts(
-    group_resource: &str,
-    name: &str,
-    conflicts: &[(String, String, String)],
-) -> Status {
-    // (manager, apiVersion, field)
+/// One server-side-apply conflict: the other manager's identity and the conflicting field path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerConflict {
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    pub api_version: String,
+    /// `""` or `status`.
+    pub subresource: String,
+    /// Rendered path: `.spec.replicas`, `.spec.containers[name="nginx"].image`.
+    pub field: String,
+}
+
+impl ManagerConflict {
+    /// The manager as the apiserver prints it (`printManager`): `"m"` for appliers, `"m" using v1` for
+    /// updaters, with `with subresource "status"` when set.
+    pub fn printed_manager(&self) -> String {
+        let mut s = crate::validation::go_quote(&self.manager);
+        if !self.subresource.is_empty() {
+            s = format!(
+                "{s} with subresource {}",
+                crate::validation::go_quote(&self.subresource)
+            );
+        }
+        if self.operation == "Update" {
+            s = format!("{s} using {}", self.api_version);
+        }
+        s
+    }
+}
+
+/// 409 server-side-apply conflicts, worded as the apiserver's `NewApplyConflict`.
+pub fn apply_conflicts(group_resource: &str, name: &str, conflicts: &[ManagerConflict]) -> Status {
     let n = conflicts.len();
     let causes: Vec<StatusCause> = conflicts
         .iter()
-        .map(|(m, v, f)| StatusCause {
+        .map(|c| StatusCause {
             reason: Some("FieldManagerConflict".to_string()),
-            message: Some(format!("conflict with \"{m}\" using {v}")),
-            field: Some(f.clone()),
+            message: Some(format!("conflict with {}", c.printed_manager())),
+            field: Some(c.field.clone()),
         })
         .collect();
     let body = if n == 1 {
-        let (m, v, f) = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{m}\" using {v}: {f}")
+        format!(
+            "conflict with {}: {}",
+            conflicts[0].printed_manager(),
+            conflicts[0].field
+        )
     } else {
-        let mut s = format!("Apply failed with {n} conflicts: ");
+        let mut managers: Vec<String> = conflicts
+            .iter()
+            .map(ManagerConflict::printed_manager)
+            .collect();
+        managers.sort();
+        managers.dedup();
         let mut lines = Vec::new();
-        let mut i = 0;
-        while i < n {
-            let (m, v, _) = &conflicts[i];
-            let mut fields = Vec::new();
-            while i < n && &conflicts[i].0 == m && &conflicts[i].1 == v {
-                fields.push(format!("- {}", conflicts[i].2));
-                i += 1;
+        for m in managers {
+            lines.push(format!("conflicts with {m}:"));
+            for c in conflicts.iter().filter(|c| c.printed_manager() == m) {
+                lines.push(format!("- {}", c.field));
             }
-            lines.push(format!(
-                "conflicts with \"{m}\" using {v}:\n{}",
-                fields.join("\n")
-            ));
         }
-        s.push_str(&lines.join("\n"));
-        s
+        lines.join("\n")
     };
+    let plural = if n == 1 { "" } else { "s" };
     let mut d = resource_details(group_resource, name);
     d.causes = Some(causes);
-    failure(409, "Conflict", body, Some(d))
+    failure(
+        409,
+        "Conflict",
+        format!("Apply failed with {n} conflict{plural}: {body}"),
+        Some(d),
+    )
 }
 
 /// 422 `<Kind[.group]> "<name>" is invalid: <errs>` with one cause per error. `qualified_kind` is
@@ -391,17 +423,33 @@ mod tests {
 
     #[test]
     fn apply_conflict_message() {
+        let c = |m: &str, op: &str, f: &str| ManagerConflict {
+            manager: m.into(),
+            operation: op.into(),
+            api_version: "v1".into(),
+            subresource: String::new(),
+            field: f.into(),
+        };
         let st = apply_conflicts(
             "replicationcontrollers",
             "web",
-            &[(
-                "kubectl-client-side-apply".into(),
-                "v1".into(),
-                ".spec.replicas".into(),
-            )],
+            &[c("kubectl-client-side-apply", "Update", ".spec.replicas")],
         );
         assert_eq!(st.message.as_deref(), Some("Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .spec.replicas"));
         assert_eq!(code(&st), 409);
+        let two = apply_conflicts(
+            "replicationcontrollers",
+            "web",
+            &[
+                c("b", "Apply", ".spec.x"),
+                c("a", "Update", ".spec.y"),
+                c("b", "Apply", ".spec.z"),
+            ],
+        );
+        assert_eq!(
+            two.message.as_deref(),
+            Some("Apply failed with 3 conflicts: conflicts with \"a\" using v1:\n- .spec.y\nconflicts with \"b\":\n- .spec.x\n- .spec.z")
+        );
     }
 
     #[test]

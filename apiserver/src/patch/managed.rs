@@ -438,7 +438,11 @@ pub fn server_side_apply(
             "metadata.managedFields must be nil".into(),
         ));
     }
-    let scope = Scope::All;
+    let scope = if kind.has_status_subresource() {
+        Scope::Main
+    } else {
+        Scope::All
+    };
     let new_set = field_set(kind, &applied, scope);
     let mut list = entries(live);
     let is_mine = |e: &Entry| {
@@ -464,11 +468,13 @@ pub fn server_side_apply(
                 continue;
             }
             if get_path(live_obj, p) != get_path(&applied, p) {
-                conflicts.push((
-                    e.manager().to_string(),
-                    e.api_version().to_string(),
-                    render_path(p),
-                ));
+                conflicts.push(api::status::ManagerConflict {
+                    manager: e.manager().to_string(),
+                    operation: e.operation().to_string(),
+                    api_version: e.api_version().to_string(),
+                    subresource: e.subresource().to_string(),
+                    field: render_path(p),
+                });
                 forced.push((i, p.clone()));
             }
         }

@@ -72,10 +72,10 @@ pub enum PatchError {
     /// `fieldManager` is required for apply patches (422 on kind `PatchOptions.meta.k8s.io`).
     #[error("fieldManager: Required value: is required for apply patch")]
     FieldManagerRequired,
-    /// Server-side apply conflicts: (manager, apiVersion, field path) (409 Conflict with causes).
+    /// Server-side apply conflicts: the other managers and fields (409 Conflict with causes).
     #[error("Apply failed with {} conflict(s)", .conflicts.len())]
     Conflict {
-        conflicts: Vec<(String, String, String)>,
+        conflicts: Vec<api::status::ManagerConflict>,
     },
     /// The patch type is not accepted for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {PATCH_MEDIA_TYPES}")]

@@ -513,13 +513,14 @@ fn ssa_conflicts_between_managers_and_force() {
     let Err(PatchError::Conflict { conflicts }) = &err else {
         panic!("expected a conflict, got {err:?}");
     };
+    assert_eq!(conflicts.len(), 1);
     assert_eq!(
-        conflicts,
-        &vec![(
-            "kubectl".to_string(),
-            "v1".to_string(),
-            ".spec.replicas".to_string()
-        )]
+        (
+            conflicts[0].manager.as_str(),
+            conflicts[0].operation.as_str(),
+            conflicts[0].field.as_str()
+        ),
+        ("kubectl", "Apply", ".spec.replicas")
     );
     let st = err
         .err()
@@ -528,7 +529,7 @@ fn ssa_conflicts_between_managers_and_force() {
     assert_eq!(api::status::code(&st), 409);
     assert_eq!(
         st.message.as_deref(),
-        Some("Apply failed with 1 conflict: conflict with \"kubectl\" using v1: .spec.replicas")
+        Some("Apply failed with 1 conflict: conflict with \"kubectl\": .spec.replicas")
     );
     assert_eq!(st.details.and_then(|d| d.causes).map(|c| c.len()), Some(1));
     // Same value: shared ownership, no conflict.
@@ -745,4 +746,27 @@ mod prop {
             }
         }
     }
+}
+
+#[test]
+fn ssa_conflicts_with_client_side_apply_updates() {
+    // Object created by `kubectl apply` (client-side): an Update entry owns its fields.
+    let i = info("", "replicationcontrollers");
+    let mut live: Value = serde_json::from_str(RC_APPLY).unwrap_or_default();
+    update_managed_fields(i, None, &mut live, "kubectl-client-side-apply", "t0", None);
+    let v4 = RC_APPLY.replace("\"replicas\":3", "\"replicas\":4");
+    let err = server_side_apply(i, Some(&live), v4.as_bytes(), "kubectl", false, "t1");
+    let st = err
+        .err()
+        .map(|e| e.to_status("replicationcontrollers", "web"))
+        .unwrap_or_default();
+    assert_eq!(
+        st.message.as_deref(),
+        Some("Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .spec.replicas")
+    );
+    // Applying the same values shares ownership instead.
+    let same = server_side_apply(i, Some(&live), RC_APPLY.as_bytes(), "kubectl", false, "t1");
+    assert!(same.is_ok_and(
+        |o| entry(&o, "kubectl").is_some() && entry(&o, "kubectl-client-side-apply").is_some()
+    ));
 }
