@@ -31,6 +31,9 @@ use crate::node::{
     NodeTemplate, NODE_LEASE_DURATION, NODE_LEASE_RENEW_INTERVAL, NODE_STATUS_REPORT_INTERVAL,
 };
 
+/// Default of [`KubeletConfig::status_coalesce_window`].
+pub const STATUS_COALESCE_WINDOW: Duration = Duration::from_millis(500);
+
 /// Everything [`crate::FakeKubelets::start`] needs besides the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -54,6 +57,10 @@ pub struct KubeletConfig {
     /// How often node status is posted even when unchanged.
     #[serde(with = "duration_serde")]
     pub node_status_report_interval: Duration,
+    /// A pod status that would be superseded sooner than this is not written (the next one is):
+    /// the kubelet's PLEG relists once a second, so it too never reports sub-second states.
+    #[serde(with = "duration_serde")]
+    pub status_coalesce_window: Duration,
     /// Size of the pod status writer pool.
     pub status_workers: usize,
     /// At most this many heartbeats (lease + node status) in flight at once.
@@ -71,6 +78,7 @@ impl Default for KubeletConfig {
             lease_duration: NODE_LEASE_DURATION,
             lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
             node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
+            status_coalesce_window: STATUS_COALESCE_WINDOW,
             status_workers: 32,
             heartbeat_concurrency: 32,
         }

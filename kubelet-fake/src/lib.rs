@@ -14,6 +14,7 @@
 //! It talks to the apiserver only over HTTP, through the `client` crate.
 
 pub mod backoff;
+pub mod bench;
 pub mod config;
 pub mod error;
 pub mod heartbeat;

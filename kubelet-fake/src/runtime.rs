@@ -11,7 +11,9 @@
 //!   status if it changed (PUT `pods/status` carrying the cached `resourceVersion`, so a concurrent
 //!   writer's change is never overwritten: 409 → retry from the fresher cache), sends the final
 //!   delete for a terminated deleting pod, and re-adds the key with `add_after` for the next
-//!   scheduled change — the queue's delay heap is the timer for every pod.
+//!   scheduled change — the queue's delay heap is the timer for every pod. A status that would be
+//!   superseded within `status_coalesce_window` (500 ms) is not written at all, the way the
+//!   kubelet's 1 s PLEG relist never reports sub-second states: a default pod costs one write.
 //! * **One** heartbeat wheel for all nodes ([`crate::heartbeat`]).
 //!
 //! Stopping a node ([`FakeKubelets::stop_node`]) is a crashed machine: no lease renewals, no node
@@ -455,7 +457,9 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
         pod.metadata.namespace.clone().unwrap_or_default(),
     );
     let api = shared.client.api::<Pod>(Some(&ns));
-    if changed && !already_written {
+    // Coalescing: a status about to be superseded is skipped (never the terminal one).
+    let fleeting = !eval.delete_now && next.is_some_and(|d| d < shared.cfg.status_coalesce_window);
+    if changed && !already_written && !fleeting {
         let mut updated = (*pod).clone();
         updated.status = Some(eval.status.clone());
         match api.replace_status(&name, &updated).await {
