@@ -1,1 +1,14 @@
-//! minik8s
+//! minik8s: a Kubernetes-compatible control plane in one binary, and the same pieces as a library.
+//!
+//! - [`control_plane`]: starts the apiserver, controller manager and fake kubelets in one process.
+//! - [`Sandbox`]: the same for a Rust test, on an ephemeral port, in memory.
+//! - [`kubeconfig`], [`datadir`]: the files `minik8s up` writes and locks.
+
+pub mod cli;
+pub mod control_plane;
+pub mod datadir;
+pub mod kubeconfig;
+pub mod sandbox;
+
+pub use control_plane::{ControlPlane, ControlPlaneConfig, Storage};
+pub use sandbox::{Sandbox, SandboxBuilder};

@@ -1,0 +1,197 @@
+//! Command-line interface: `minik8s up` and the component subcommands.
+//!
+//! `main` only parses flags, sets up tracing and hands over to [`run`], which waits for SIGINT/SIGTERM
+//! and then shuts the components down in order (STYLE.md 2, 10).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "minik8s",
+    version,
+    about = "A Kubernetes-compatible control plane in one binary"
+)]
+pub struct Cli {
+    /// Log level or filter (overridden by RUST_LOG), e.g. `info` or `apiserver=debug`.
+    #[arg(long, global = true, default_value = "info")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the apiserver, controller manager and fake kubelets in one process.
+    Up(UpArgs),
+    /// Run only the apiserver.
+    Apiserver(ApiserverArgs),
+    /// Run only the controller manager, against a server.
+    ControllerManager(RemoteArgs),
+    /// Run only fake kubelets, against a server.
+    Kubelet(KubeletArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub server: ApiserverArgs,
+    /// Number of fake nodes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Where to write the kubeconfig (default: inside the data directory).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ApiserverArgs {
+    /// Address to listen on (loopback only unless TLS and authentication are configured).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: IpAddr,
+    /// Port to listen on; 0 picks a free port.
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Data directory (default: the per-user data directory, e.g. ~/.local/share/minik8s).
+    #[arg(long, conflicts_with = "in_memory")]
+    pub data_dir: Option<PathBuf>,
+    /// Keep nothing on disk.
+    #[arg(long)]
+    pub in_memory: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    /// kubeconfig naming the server to use.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Server URL (instead of a kubeconfig), e.g. http://127.0.0.1:6443.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub server: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct KubeletArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Number of fake nodes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Lifecycle configuration (YAML), see kubelet-fake's documentation.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Errors of the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    ControlPlane(#[from] crate::control_plane::Error),
+    #[error("no server given: pass --server URL or --kubeconfig PATH (or set KUBECONFIG)")]
+    NoServer,
+    #[error("cannot load the client configuration: {0}")]
+    Client(#[source] Box<client::Error>),
+    #[error("{0}")]
+    Component(String),
+}
+
+impl ApiserverArgs {
+    fn storage(&self) -> Storage {
+        match (&self.data_dir, self.in_memory) {
+            (_, true) => Storage::InMemory,
+            (Some(dir), false) => Storage::Dir(dir.clone()),
+            (None, false) => Storage::Dir(crate::datadir::default_dir()),
+        }
+    }
+}
+
+impl RemoteArgs {
+    fn client(&self) -> Result<client::Client, Error> {
+        let config = match (&self.server, &self.kubeconfig) {
+            (Some(url), _) => client::Config::new(url.clone()),
+            (None, Some(path)) => {
+                client::Config::from_kubeconfig(path).map_err(|e| Error::Client(Box::new(e)))?
+            }
+            (None, None) => return Err(Error::NoServer),
+        };
+        client::Client::new(config).map_err(|e| Error::Client(Box::new(e)))
+    }
+}
+
+/// Runs a parsed command until `shutdown` (the process's signal token) fires.
+pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
+    match cli.command {
+        Command::Up(args) => {
+            let config = ControlPlaneConfig {
+                listen: SocketAddr::new(args.server.address, args.server.port),
+                storage: args.server.storage(),
+                nodes: args.nodes,
+                kubeconfig: args.kubeconfig.clone(),
+                ..ControlPlaneConfig::default()
+            };
+            serve_plane(config, shutdown).await
+        }
+        Command::Apiserver(args) => {
+            let config = ControlPlaneConfig {
+                listen: SocketAddr::new(args.address, args.port),
+                storage: args.storage(),
+                nodes: 0,
+                controllers: false,
+                ..ControlPlaneConfig::default()
+            };
+            serve_plane(config, shutdown).await
+        }
+        Command::ControllerManager(args) => {
+            let client = args.client()?;
+            tracing::info!(component = "controller-manager", "starting");
+            controller::run(
+                client,
+                controller::ControllerManagerConfig::default(),
+                shutdown,
+            )
+            .await
+            .map_err(|e| Error::Component(e.to_string()))
+        }
+        Command::Kubelet(args) => {
+            let client = args.remote.client()?;
+            let mut cfg = match &args.config {
+                Some(path) => kubelet_fake::KubeletConfig::from_file(path)
+                    .map_err(|e| Error::Component(e.to_string()))?,
+                None => kubelet_fake::KubeletConfig::default(),
+            };
+            cfg.nodes = args.nodes;
+            let kubelets = kubelet_fake::FakeKubelets::start(client, cfg, shutdown.clone())
+                .await
+                .map_err(|e| Error::Component(e.to_string()))?;
+            tracing::info!(
+                component = "kubelet",
+                nodes = kubelets.node_names().len(),
+                "nodes started"
+            );
+            shutdown.cancelled().await;
+            Ok(())
+        }
+    }
+}
+
+async fn serve_plane(config: ControlPlaneConfig, shutdown: CancellationToken) -> Result<(), Error> {
+    let plane = ControlPlane::start(config).await?;
+    tracing::info!(
+        component = "minik8s",
+        url = plane.url(),
+        "control plane ready"
+    );
+    println!("minik8s is ready at {}", plane.url());
+    if let Some(path) = plane.kubeconfig_path() {
+        println!("export KUBECONFIG={}", path.display());
+    }
+    shutdown.cancelled().await;
+    tracing::info!(component = "minik8s", "shutting down");
+    plane.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! Wiring: one apiserver, one controller manager and the fake kubelets, in one process.
+//!
+//! Start-up order is the dependency order: open the store, bind and serve the apiserver, then start the
+//! controller manager and the kubelets, which reach the apiserver over HTTP exactly as separate processes
+//! would (`DESIGN.md`). Shutdown is one `CancellationToken`: cancelling it stops the kubelets and the
+//! controllers first (no new writes), then the apiserver drains in-flight requests and ends watch
+//! streams, then the store flushes and closes. Every component task is tracked, so `shutdown` returns
+//! only when all of them have finished or the deadline has passed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::datadir::DataDir;
+
+/// How long shutdown may take before the remaining tasks are abandoned (issue 7: exit within 10 s).
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(8);
+
+/// Errors starting the control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    DataDir(#[from] crate::datadir::Error),
+    #[error("cannot open the store at {path}: {source}")]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: store::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on non-loopback address {0}: authentication and TLS are not configured \
+         (bind 127.0.0.1 or ::1)"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot start the apiserver: {0}")]
+    Apiserver(String),
+    #[error("cannot build the API client: {0}")]
+    Client(#[source] Box<client::Error>),
+    #[error("cannot start the fake kubelets: {0}")]
+    Kubelet(String),
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where objects live.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    /// Nothing is kept: a fresh cluster each start.
+    InMemory,
+    /// A data directory (locked for the life of the process).
+    Dir(PathBuf),
+}
+
+/// Everything `up` and `Sandbox` configure.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneConfig {
+    pub listen: SocketAddr,
+    pub storage: Storage,
+    /// Number of fake nodes (0: none).
+    pub nodes: usize,
+    /// Where to write the kubeconfig; `None` with a data dir means `<dir>/kubeconfig`, with in-memory
+    /// storage it means "do not write one".
+    pub kubeconfig: Option<PathBuf>,
+    /// Run the controller manager (replication, GC, namespaces, scheduler, node lifecycle).
+    pub controllers: bool,
+    pub apiserver: apiserver::Config,
+    pub controller_manager: controller::ControllerManagerConfig,
+    pub kubelet: kubelet_fake::KubeletConfig,
+}
+
+impl Default for ControlPlaneConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            storage: Storage::Dir(crate::datadir::default_dir()),
+            nodes: 3,
+            kubeconfig: None,
+            controllers: true,
+            apiserver: apiserver::Config::default(),
+            controller_manager: controller::ControllerManagerConfig::default(),
+            kubelet: kubelet_fake::KubeletConfig::default(),
+        }
+    }
+}
+
+/// A running control plane.
+pub struct ControlPlane {
+    addr: SocketAddr,
+    url: String,
+    kubeconfig: Option<PathBuf>,
+    client: client::Client,
+    store: Arc<dyn store::Store>,
+    shutdown: CancellationToken,
+    /// Child token for kubelets and controllers, cancelled before the apiserver's.
+    components: CancellationToken,
+    tracker: TaskTracker,
+    kubelets: Option<kubelet_fake::FakeKubelets>,
+    _data_dir: Option<DataDir>,
+}
+
+impl ControlPlane {
+    /// Opens the store, serves the API, starts the components, writes the kubeconfig.
+    pub async fn start(config: ControlPlaneConfig) -> Result<Self, Error> {
+        if !config.listen.ip().is_loopback() {
+            return Err(Error::NotLoopback(config.listen));
+        }
+        let (store, data_dir): (Arc<dyn store::Store>, Option<DataDir>) = match &config.storage {
+            Storage::InMemory => (
+                Arc::new(
+                    store::MemoryStore::new(store::StoreConfig::default()).map_err(|source| {
+                        Error::Store {
+                            path: PathBuf::from("(memory)"),
+                            source,
+                        }
+                    })?,
+                ),
+                None,
+            ),
+            Storage::Dir(dir) => {
+                let data_dir = DataDir::open(dir)?;
+                let path = data_dir.store_path();
+                let store = store::SledStore::open(&path, store::StoreConfig::default())
+                    .map_err(|source| Error::Store { path, source })?;
+                (Arc::new(store), Some(data_dir))
+            }
+        };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let url = format!("http://{addr}");
+        let shutdown = CancellationToken::new();
+        let components = CancellationToken::new();
+        let tracker = TaskTracker::new();
+
+        // The API is ready (watch cache primed, default namespaces seeded) before anything connects.
+        let state =
+            apiserver::AppState::start(config.apiserver.clone(), store.clone(), shutdown.clone())
+                .await
+                .map_err(|e| Error::Apiserver(e.to_string()))?;
+        apiserver::bootstrap::seed(&state)
+            .await
+            .map_err(|e| Error::Apiserver(e.to_string()))?;
+        tracker.spawn(apiserver::server::serve(listener, state, shutdown.clone()));
+
+        let client = client::Client::new(client::Config::new(url.clone()))
+            .map_err(|e| Error::Client(Box::new(e)))?;
+        if config.controllers {
+            let client = client.clone();
+            let cfg = config.controller_manager.clone();
+            let token = components.clone();
+            tracker.spawn(async move {
+                if let Err(e) = controller::run(client, cfg, token).await {
+                    tracing::error!(component = "controller-manager", error = %e, "controller manager stopped");
+                }
+            });
+        }
+        let kubelets = if config.nodes > 0 {
+            let mut cfg = config.kubelet.clone();
+            cfg.nodes = config.nodes;
+            Some(
+                kubelet_fake::FakeKubelets::start(client.clone(), cfg, components.clone())
+                    .await
+                    .map_err(|e| Error::Kubelet(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+
+        let kubeconfig = match (&config.kubeconfig, &data_dir) {
+            (Some(path), _) => Some(path.clone()),
+            (None, Some(dir)) => Some(dir.kubeconfig_path()),
+            (None, None) => None,
+        };
+        if let Some(path) = &kubeconfig {
+            crate::kubeconfig::write(path, &url, None).map_err(|source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        tracker.close();
+        Ok(Self {
+            addr,
+            url,
+            kubeconfig,
+            client,
+            store,
+            shutdown,
+            components,
+            tracker,
+            kubelets,
+            _data_dir: data_dir,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn kubeconfig_path(&self) -> Option<&std::path::Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// A client for this control plane (shares its connection pool with the components).
+    pub fn client(&self) -> client::Client {
+        self.client.clone()
+    }
+
+    pub fn kubelets(&self) -> Option<&kubelet_fake::FakeKubelets> {
+        self.kubelets.as_ref()
+    }
+
+    /// Stops everything in order, then flushes and closes the store. Bounded by [`SHUTDOWN_DEADLINE`].
+    pub async fn shutdown(self) {
+        self.components.cancel();
+        self.shutdown.cancel();
+        if tokio::time::timeout(SHUTDOWN_DEADLINE, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                component = "minik8s",
+                "shutdown deadline passed with tasks still running"
+            );
+        }
+        if let Err(e) = self.store.flush_and_close().await {
+            tracing::error!(component = "store", error = %e, "store did not close cleanly");
+        }
+    }
+
+    /// Cancels everything without waiting (used by `Drop` of `Sandbox`).
+    pub fn cancel(&self) {
+        self.components.cancel();
+        self.shutdown.cancel();
+    }
+}

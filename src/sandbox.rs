@@ -1,0 +1,139 @@
+//! `Sandbox`: a whole control plane for a Rust test, on an ephemeral port.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), minik8s::control_plane::Error> {
+//! let sandbox = minik8s::Sandbox::builder().nodes(2).in_memory().start().await?;
+//! let pods: client::Api<k8s_openapi::api::core::v1::Pod> = sandbox.client().api(Some("default"));
+//! # let _ = pods; Ok(()) }
+//! ```
+//!
+//! Each sandbox binds `127.0.0.1:0` and (in memory) touches no files except its kubeconfig, which lives
+//! in its own temporary directory, so any number can run in parallel in one test binary. Dropping a
+//! sandbox cancels it; `stop().await` also waits for the clean shutdown.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use crate::control_plane::{ControlPlane, ControlPlaneConfig, Error, Storage};
+
+/// Builder for [`Sandbox`]; defaults: in memory, no nodes, controllers on.
+#[derive(Debug, Clone)]
+pub struct SandboxBuilder {
+    config: ControlPlaneConfig,
+}
+
+impl SandboxBuilder {
+    /// Number of fake nodes.
+    pub fn nodes(mut self, n: usize) -> Self {
+        self.config.nodes = n;
+        self
+    }
+
+    /// Keep nothing on disk (the default).
+    pub fn in_memory(mut self) -> Self {
+        self.config.storage = Storage::InMemory;
+        self
+    }
+
+    /// Persist to `dir` (locked while the sandbox runs).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.storage = Storage::Dir(dir.into());
+        self
+    }
+
+    /// Run without the controller manager (an apiserver and kubelets only, like envtest).
+    pub fn without_controllers(mut self) -> Self {
+        self.config.controllers = false;
+        self
+    }
+
+    /// Full access to the configuration of every component.
+    pub fn configure(mut self, f: impl FnOnce(&mut ControlPlaneConfig)) -> Self {
+        f(&mut self.config);
+        self
+    }
+
+    pub async fn start(self) -> Result<Sandbox, Error> {
+        let mut config = self.config;
+        let dir = tempfile::Builder::new()
+            .prefix("minik8s-sandbox-")
+            .tempdir()
+            .map_err(|source| Error::Kubeconfig {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        if config.kubeconfig.is_none() {
+            config.kubeconfig = Some(dir.path().join("kubeconfig"));
+        }
+        let plane = ControlPlane::start(config).await?;
+        Ok(Sandbox {
+            plane: Some(plane),
+            _dir: dir,
+        })
+    }
+}
+
+/// A running control plane owned by a test.
+pub struct Sandbox {
+    plane: Option<ControlPlane>,
+    _dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn builder() -> SandboxBuilder {
+        let config = ControlPlaneConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            storage: Storage::InMemory,
+            nodes: 0,
+            ..ControlPlaneConfig::default()
+        };
+        SandboxBuilder { config }
+    }
+
+    fn plane(&self) -> &ControlPlane {
+        // Invariant: `plane` is Some until `stop` consumes the sandbox.
+        match &self.plane {
+            Some(plane) => plane,
+            None => unreachable!("sandbox used after stop"),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        self.plane().url()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.plane().addr()
+    }
+
+    pub fn kubeconfig_path(&self) -> &Path {
+        match self.plane().kubeconfig_path() {
+            Some(path) => path,
+            None => unreachable!("a sandbox always writes a kubeconfig"),
+        }
+    }
+
+    /// A ready client for this control plane.
+    pub fn client(&self) -> client::Client {
+        self.plane().client()
+    }
+
+    pub fn kubelets(&self) -> Option<&kubelet_fake::FakeKubelets> {
+        self.plane().kubelets()
+    }
+
+    /// Shuts down cleanly and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(plane) = self.plane.take() {
+            plane.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Some(plane) = &self.plane {
+            plane.cancel();
+        }
+    }
+}
