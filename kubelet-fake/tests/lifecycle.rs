@@ -383,3 +383,79 @@ async fn stopped_node_goes_stale_and_recovers() {
     ready_pod(&pods, "orphan").await;
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repairs_what_the_node_lifecycle_controller_marked() {
+    let env = start(1, "").await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod("web", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    let mut p = ready_pod(&pods, "web").await;
+    // As the node lifecycle controller's MarkPodsNotReady does: Ready=False on the pod.
+    if let Some(cs) = p.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        for c in cs.iter_mut().filter(|c| c.type_ == "Ready") {
+            c.status = "False".into();
+        }
+    }
+    pods.replace_status("web", &p)
+        .await
+        .expect("mark not ready");
+    ready_pod(&pods, "web").await;
+    // And Ready=Unknown on the node.
+    let nodes: Api<Node> = env.client.all();
+    let mut n = nodes.get("node-0").await.expect("node");
+    if let Some(cs) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        for c in cs.iter_mut().filter(|c| c.type_ == "Ready") {
+            c.status = "Unknown".into();
+            c.reason = Some("NodeStatusUnknown".into());
+        }
+    }
+    nodes
+        .replace_status("node-0", &n)
+        .await
+        .expect("mark unknown");
+    wait_for("node Ready again", Duration::from_secs(5), || async {
+        let n = nodes.get("node-0").await.ok()?;
+        (cond_node(&n, "Ready").as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_kubelet_adopts_its_pods_unchanged() {
+    let env = start(1, "").await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod("web", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    let before = ready_pod(&pods, "web").await;
+    env.shutdown.cancel();
+    env.kubelets.join().await;
+    // Same nodes, new process state.
+    let shutdown = CancellationToken::new();
+    let cfg = KubeletConfig {
+        nodes: 1,
+        ..KubeletConfig::default()
+    };
+    let again = FakeKubelets::start(env.client.clone(), cfg, shutdown.clone())
+        .await
+        .expect("restart");
+    // A second pod is created and becomes ready: by then the first one has been synced too.
+    pods.create(&pod("web2", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    let second = ready_pod(&pods, "web2").await;
+    let after = pods.get("web").await.expect("get");
+    assert_eq!(after.status, before.status, "adopted pod untouched");
+    assert_ne!(
+        second.status.and_then(|s| s.pod_ip),
+        after.status.and_then(|s| s.pod_ip),
+        "the adopted pod's IP stays reserved"
+    );
+    assert_eq!(again.metrics().status_writes, 1, "only the new pod was written");
+    shutdown.cancel();
+    again.join().await;
+    let _ = env.server.stop().await;
+}
