@@ -561,6 +561,76 @@ mod tests {
         );
     }
 
+    /// Bodies captured from the real `kubectl create <generator>` (v1.33, via the dispatcher).
+    #[test]
+    fn decodes_captured_kubectl_generator_bodies() {
+        let deploy: &[u8] = b"k8s\x00\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12\xbd\x01\x0a\x1f\x0a\x03web\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12\x8b\x01\x08\x02\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1aq\x0a\x1c\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12Q\x123\x0a\x05nginx\x12\x0anginx:1.25*\x002\x0a\x0a\x00\x10\x00\x18P\x22\x00*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x002\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(\x008\x00\x1a\x0c\x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00";
+        assert_eq!(
+            decode_object(deploy),
+            Ok(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "labels": {"app": "web"}},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "nginx", "image": "nginx:1.25", "ports": [{"containerPort": 80}], "resources": {}}]}
+                    },
+                    "strategy": {}
+                }
+            }))
+        );
+        // The decoded object is a valid create for its strategy.
+        let mut obj = decode_object(deploy).unwrap_or_default();
+        api::meta::set_namespace(&mut obj, "default");
+        let st = crate::registry::get("apps", "v1", "deployments");
+        st.iter().for_each(|st| st.prepare_for_create(&mut obj));
+        assert_eq!(st.map(|st| st.validate_create(&obj)), Some(vec![]));
+        let secret: &[u8] = b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\x1e\x0a\x12\x0a\x02s1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x06\x0a\x01a\x12\x01b\x1a\x00\x1a\x00\x22\x00";
+        assert_eq!(
+            decode_object(secret),
+            Ok(
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}, "data": {"a": "Yg=="}})
+            )
+        );
+        let docker: &[u8] = b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\x8c\x01\x0a\x13\x0a\x03reg\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12U\x0a\x11.dockerconfigjson\x12@{\x22auths\x22:{\x22r.io\x22:{\x22username\x22:\x22u\x22,\x22password\x22:\x22p\x22,\x22auth\x22:\x22dTpw\x22}}}\x1a\x1ekubernetes.io/dockerconfigjson\x1a\x00\x22\x00";
+        let d = decode_object(docker).unwrap_or_default();
+        assert_eq!(
+            d.pointer("/type"),
+            Some(&json!("kubernetes.io/dockerconfigjson"))
+        );
+        assert!(d.pointer("/data/.dockerconfigjson").is_some());
+        let svc: &[u8] = b"k8s\x00\x0a\x0d\x0a\x02v1\x12\x07Service\x12l\x0a!\x0a\x04svc1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0b\x0a\x03app\x12\x04svc1\x12C\x0a\x1b\x0a\x0780-8080\x12\x03TCP\x18P\x22\x07\x08\x00\x10\x90?\x1a\x00(\x00\x12\x0b\x0a\x03app\x12\x04svc1\x1a\x00\x22\x09ClusterIP:\x00B\x00R\x00Z\x00`\x00h\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+        assert_eq!(
+            decode_object(svc),
+            Ok(json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "svc1", "labels": {"app": "svc1"}},
+                "spec": {"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}],
+                         "selector": {"app": "svc1"}, "type": "ClusterIP"}
+            }))
+        );
+        let np: &[u8] = b"k8s\x00\x0a\x0d\x0a\x02v1\x12\x07Service\x12j\x0a\x1f\x0a\x03np1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03np1\x12C\x0a\x1d\x0a\x0780-8080\x12\x03TCP\x18P\x22\x07\x08\x00\x10\x90?\x1a\x00(\x80\xeb\x01\x12\x0a\x0a\x03app\x12\x03np1\x1a\x00\x22\x08NodePort:\x00B\x00R\x00Z\x00`\x00h\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+        let n = decode_object(np).unwrap_or_default();
+        assert_eq!(n.pointer("/spec/ports/0/nodePort"), Some(&json!(30080)));
+        assert_eq!(n.pointer("/spec/type"), Some(&json!("NodePort")));
+        let ext: &[u8] = b"k8s\x00\x0a\x0d\x0a\x02v1\x12\x07Service\x12Z\x0a\x1f\x0a\x03ex1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03ex1\x123\x12\x0a\x0a\x03app\x12\x03ex1\x1a\x00\x22\x0cExternalName:\x00B\x00R\x0bexample.comZ\x00`\x00h\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+        let e = decode_object(ext).unwrap_or_default();
+        assert_eq!(e.pointer("/spec/externalName"), Some(&json!("example.com")));
+        assert!(e.pointer("/spec/ports").is_none());
+        let sa: &[u8] = b"k8s\x00\x0a\x14\x0a\x02v1\x12\x0eServiceAccount\x12\x15\x0a\x13\x0a\x03sa1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x1a\x00\x22\x00";
+        assert_eq!(
+            decode_object(sa),
+            Ok(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa1"}}))
+        );
+        let cm2: &[u8] = b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap\x12%\x0a\x13\x0a\x03cm2\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x06\x0a\x01x\x12\x01y\x12\x06\x0a\x01z\x12\x01w\x1a\x00\x22\x00";
+        assert_eq!(
+            decode_object(cm2).ok().and_then(|c| c.get("data").cloned()),
+            Some(json!({"x": "y", "z": "w"}))
+        );
+    }
+
     fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
         let u = k8s_pb::apimachinery::pkg::runtime::Unknown {
             type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
