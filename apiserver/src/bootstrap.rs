@@ -12,7 +12,8 @@ use crate::http::query::Query;
 use crate::state::AppState;
 
 /// Namespaces every cluster has.
-pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 fn ctx(state: &AppState, plural: &str, namespace: Option<&str>) -> Result<Ctx> {
     let info = api::find_resource("", "v1", plural)

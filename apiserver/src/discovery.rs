@@ -254,8 +254,13 @@ mod tests {
         let scale = entries
             .iter()
             .find(|e| e["name"] == "replicationcontrollers/scale");
-        assert_eq!(scale.map(|s| s["group"].clone()), Some(json!("autoscaling")));
-        assert!(entries.iter().any(|e| e["name"] == "pods" && e["shortNames"] == json!(["po"])));
+        assert_eq!(
+            scale.map(|s| s["group"].clone()),
+            Some(json!("autoscaling"))
+        );
+        assert!(entries
+            .iter()
+            .any(|e| e["name"] == "pods" && e["shortNames"] == json!(["po"])));
         assert!(resource_list("", "v2").is_none());
     }
 
@@ -268,7 +273,9 @@ mod tests {
         );
         let r = root(&h, false, "x");
         assert_eq!(
-            r.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            r.headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
             Some(DISCOVERY_V2BETA1_CONTENT_TYPE)
         );
     }

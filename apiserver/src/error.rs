@@ -212,7 +212,9 @@ mod tests {
         let r = ApiError::too_many_requests().into_response();
         assert_eq!(r.status().as_u16(), 429);
         assert_eq!(
-            r.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()),
+            r.headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()),
             Some("1")
         );
     }

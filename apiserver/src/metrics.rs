@@ -105,7 +105,9 @@ impl Metrics {
                 "apiserver_request_total{{verb=\"{verb}\",resource=\"{res}\",code=\"{code}\"}} {n}"
             );
         }
-        out.push_str("# HELP apiserver_request_duration_seconds Request latency by verb and resource.\n");
+        out.push_str(
+            "# HELP apiserver_request_duration_seconds Request latency by verb and resource.\n",
+        );
         out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
         for ((verb, res), h) in self.latencies.lock().iter() {
             for (i, b) in BUCKETS.iter().enumerate() {
@@ -160,7 +162,8 @@ mod tests {
         m.record_request("LIST", "pods", 200, Duration::from_millis(3));
         let _g = m.watcher();
         let text = m.render();
-        assert!(text.contains("apiserver_request_total{verb=\"LIST\",resource=\"pods\",code=\"200\"} 1"));
+        assert!(text
+            .contains("apiserver_request_total{verb=\"LIST\",resource=\"pods\",code=\"200\"} 1"));
         assert!(text.contains("apiserver_registered_watchers 1"));
     }
 }

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use apiserver::http::body::{decode_object, parse_json, parse_yaml};
-use apiserver::http::negotiate::{body_format, negotiate_discovery, negotiate_output, parse_accept};
+use apiserver::http::negotiate::{
+    body_format, negotiate_discovery, negotiate_output, parse_accept,
+};
 use apiserver::http::path::parse_rest;
 use apiserver::http::query::{ContinueToken, DeleteOptions, ListOptions, Query, WriteOptions};
 use axum::body::Body;
@@ -20,10 +22,24 @@ fn is_client_error(code: u16) -> bool {
 }
 
 const PARAMS: &[&str] = &[
-    "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "labelSelector", "fieldSelector",
-    "limit", "continue", "watch", "allowWatchBookmarks", "sendInitialEvents", "includeObject",
-    "dryRun", "fieldManager", "fieldValidation", "force", "gracePeriodSeconds",
-    "propagationPolicy", "orphanDependents",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "timeoutSeconds",
+    "labelSelector",
+    "fieldSelector",
+    "limit",
+    "continue",
+    "watch",
+    "allowWatchBookmarks",
+    "sendInitialEvents",
+    "includeObject",
+    "dryRun",
+    "fieldManager",
+    "fieldValidation",
+    "force",
+    "gracePeriodSeconds",
+    "propagationPolicy",
+    "orphanDependents",
 ];
 
 fn query_strategy() -> impl Strategy<Value = String> {
@@ -129,27 +145,46 @@ fn router_never_answers_5xx_to_garbage() {
             future_rv_wait: std::time::Duration::from_millis(10),
             ..Default::default()
         };
-        let state = apiserver::AppState::start(config, Arc::new(store), Default::default()).await.unwrap();
+        let state = apiserver::AppState::start(config, Arc::new(store), Default::default())
+            .await
+            .unwrap();
         apiserver::bootstrap::seed(&state).await.unwrap();
         apiserver::app(state)
     });
     let paths = prop::sample::select(vec![
-        "/api/v1/namespaces/default/pods", "/api/v1/namespaces/default/pods/p",
-        "/api/v1/namespaces/default/pods/p/status", "/api/v1/namespaces/default/replicationcontrollers/r/scale",
-        "/api/v1/namespaces/default/pods/p/binding", "/api/v1/namespaces", "/api/v1/namespaces/x/finalize",
-        "/apis/apps/v1/namespaces/default/deployments/d", "/api/v1/pods", "/api/v1/nodes/n",
-        "/apis/events.k8s.io/v1/namespaces/default/events", "/api/v1/namespaces/default/configmaps/c",
-        "/api/v1/namespaces/default/services", "/apis/coordination.k8s.io/v1/namespaces/default/leases/l",
+        "/api/v1/namespaces/default/pods",
+        "/api/v1/namespaces/default/pods/p",
+        "/api/v1/namespaces/default/pods/p/status",
+        "/api/v1/namespaces/default/replicationcontrollers/r/scale",
+        "/api/v1/namespaces/default/pods/p/binding",
+        "/api/v1/namespaces",
+        "/api/v1/namespaces/x/finalize",
+        "/apis/apps/v1/namespaces/default/deployments/d",
+        "/api/v1/pods",
+        "/api/v1/nodes/n",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        "/api/v1/namespaces/default/configmaps/c",
+        "/api/v1/namespaces/default/services",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/l",
     ]);
     let methods = prop::sample::select(vec!["GET", "POST", "PUT", "PATCH", "DELETE"]);
     let cts = prop::sample::select(vec![
-        "", "application/json", "application/yaml", "application/merge-patch+json",
-        "application/json-patch+json", "application/strategic-merge-patch+json",
-        "application/apply-patch+yaml", "application/vnd.kubernetes.protobuf", "text/plain",
+        "",
+        "application/json",
+        "application/yaml",
+        "application/merge-patch+json",
+        "application/json-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+        "application/vnd.kubernetes.protobuf",
+        "text/plain",
     ]);
     let bodies = prop_oneof![
         prop::collection::vec(any::<u8>(), 0..128),
-        json_value(3).prop_map(|v| serde_json::to_vec(&serde_json::json!({"metadata":{"name":"p"},"spec":v})).unwrap()),
+        json_value(3).prop_map(|v| serde_json::to_vec(
+            &serde_json::json!({"metadata":{"name":"p"},"spec":v})
+        )
+        .unwrap()),
         json_value(3).prop_map(|v| serde_json::to_vec(&v).unwrap()),
     ];
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
@@ -157,22 +192,32 @@ fn router_never_answers_5xx_to_garbage() {
         ..ProptestConfig::default()
     });
     runner
-        .run(&(methods, paths, query_strategy(), cts, bodies), |(m, p, q, ct, body)| {
-            let uri = if q.is_empty() { p.to_string() } else { format!("{p}?{q}") };
-            let mut b = Request::builder().method(m).uri(&uri);
-            if !ct.is_empty() {
-                b = b.header("content-type", ct);
-            }
-            let req = b.body(Body::from(body)).unwrap();
-            let code = rt.block_on(async {
-                let resp = app.clone().oneshot(req).await.unwrap();
-                let code = resp.status().as_u16();
-                // Drain watches quickly: only the status matters.
-                drop(resp);
-                code
-            });
-            prop_assert!(code < 500 || code == 504, "{m} {uri} ({ct}) answered {code}");
-            Ok(())
-        })
+        .run(
+            &(methods, paths, query_strategy(), cts, bodies),
+            |(m, p, q, ct, body)| {
+                let uri = if q.is_empty() {
+                    p.to_string()
+                } else {
+                    format!("{p}?{q}")
+                };
+                let mut b = Request::builder().method(m).uri(&uri);
+                if !ct.is_empty() {
+                    b = b.header("content-type", ct);
+                }
+                let req = b.body(Body::from(body)).unwrap();
+                let code = rt.block_on(async {
+                    let resp = app.clone().oneshot(req).await.unwrap();
+                    let code = resp.status().as_u16();
+                    // Drain watches quickly: only the status matters.
+                    drop(resp);
+                    code
+                });
+                prop_assert!(
+                    code < 500 || code == 504,
+                    "{m} {uri} ({ct}) answered {code}"
+                );
+                Ok(())
+            },
+        )
         .unwrap();
 }

@@ -15,7 +15,9 @@ use tower::ServiceExt;
 async fn app_with(config: apiserver::Config) -> (Router, apiserver::AppState) {
     let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
     let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(config, Arc::new(store), token).await.unwrap();
+    let state = apiserver::AppState::start(config, Arc::new(store), token)
+        .await
+        .unwrap();
     apiserver::bootstrap::seed(&state).await.unwrap();
     (apiserver::app(state.clone()), state)
 }
@@ -36,17 +38,33 @@ async fn call(app: &Router, method: &str, uri: &str, headers: &[(&str, &str)], b
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
-    let resp = app.clone().oneshot(b.body(Body::from(body.to_string())).unwrap()).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(b.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
     let code = resp.status().as_u16();
     let headers = resp.headers().clone();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Resp { code, headers, body, text }
+    Resp {
+        code,
+        headers,
+        body,
+        text,
+    }
 }
 
 async fn post(app: &Router, uri: &str, body: Value) -> Resp {
-    call(app, "POST", uri, &[("content-type", "application/json")], &body.to_string()).await
+    call(
+        app,
+        "POST",
+        uri,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    )
+    .await
 }
 
 fn pod(name: &str, labels: Value) -> Value {
@@ -63,26 +81,78 @@ async fn error_statuses() {
     assert_eq!(r.body["code"], 404);
     let r = call(&app, "GET", "/api/v1/foos", &[], "").await;
     assert_eq!(r.code, 404);
-    assert_eq!(r.body["message"], "the server could not find the requested resource");
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods", &[("accept", "text/html")], "").await;
-    assert_eq!((r.code, r.body["reason"].as_str()), (406, Some("NotAcceptable")));
-    let r = call(&app, "POST", "/api/v1/namespaces/default/pods", &[("content-type", "text/plain")], "x").await;
-    assert_eq!((r.code, r.body["reason"].as_str()), (415, Some("UnsupportedMediaType")));
-    let r = post(&app, "/api/v1/namespaces/default/pods", pod("Bad_Name", json!({}))).await;
+    assert_eq!(
+        r.body["message"],
+        "the server could not find the requested resource"
+    );
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        &[("accept", "text/html")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (406, Some("NotAcceptable"))
+    );
+    let r = call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[("content-type", "text/plain")],
+        "x",
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/pods",
+        pod("Bad_Name", json!({})),
+    )
+    .await;
     assert_eq!((r.code, r.body["reason"].as_str()), (422, Some("Invalid")));
     assert_eq!(r.body["details"]["causes"][0]["field"], "metadata.name");
     let r = post(&app, "/api/v1/namespaces/nowhere/pods", pod("p", json!({}))).await;
     assert_eq!(r.code, 404);
     assert_eq!(r.body["message"], "namespaces \"nowhere\" not found");
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods?resourceVersionMatch=Exact", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods?resourceVersionMatch=Exact",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 422);
     assert_eq!(r.body["details"]["kind"], "ListOptions");
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods?labelSelector=a%20in%20(", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods?labelSelector=a%20in%20(",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 400);
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/pods/x", &[("content-type", "application/json")], "{}").await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/x",
+        &[("content-type", "application/json")],
+        "{}",
+    )
+    .await;
     assert_eq!(r.code, 415);
     let r = call(&app, "DELETE", "/api/v1/namespaces/kube-system", &[], "").await;
-    assert_eq!((r.code, r.body["reason"].as_str()), (403, Some("Forbidden")));
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (403, Some("Forbidden"))
+    );
 }
 
 #[tokio::test]
@@ -93,68 +163,182 @@ async fn create_update_conflict_and_generate_name() {
     let name = r.body["metadata"]["name"].as_str().unwrap().to_string();
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
     assert!(r.body["metadata"]["uid"].is_string());
-    let rv = r.body["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let r = post(&app, "/api/v1/namespaces/default/pods?dryRun=All", pod("dry", json!({}))).await;
+    let rv = r.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/pods?dryRun=All",
+        pod("dry", json!({})),
+    )
+    .await;
     assert_eq!(r.code, 201);
     let r = call(&app, "GET", "/api/v1/namespaces/default/pods/dry", &[], "").await;
     assert_eq!(r.code, 404, "dry run must not persist");
 
-    let mut obj = call(&app, "GET", &format!("/api/v1/namespaces/default/pods/{name}"), &[], "").await.body;
+    let mut obj = call(
+        &app,
+        "GET",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        &[],
+        "",
+    )
+    .await
+    .body;
     obj["metadata"]["labels"] = json!({"x":"1"});
-    let r = call(&app, "PUT", &format!("/api/v1/namespaces/default/pods/{name}"), &[], &obj.to_string()).await;
+    let r = call(
+        &app,
+        "PUT",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        &[],
+        &obj.to_string(),
+    )
+    .await;
     assert_eq!(r.code, 200, "{}", r.text);
     assert_ne!(r.body["metadata"]["resourceVersion"].as_str().unwrap(), rv);
     // The same body again carries the old resourceVersion: 409.
-    let r = call(&app, "PUT", &format!("/api/v1/namespaces/default/pods/{name}"), &[], &obj.to_string()).await;
+    let r = call(
+        &app,
+        "PUT",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        &[],
+        &obj.to_string(),
+    )
+    .await;
     assert_eq!((r.code, r.body["reason"].as_str()), (409, Some("Conflict")));
     // Without resourceVersion: unconditional.
-    obj["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+    obj["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
     obj["metadata"]["labels"] = json!({"x":"2"});
-    let r = call(&app, "PUT", &format!("/api/v1/namespaces/default/pods/{name}"), &[], &obj.to_string()).await;
+    let r = call(
+        &app,
+        "PUT",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        &[],
+        &obj.to_string(),
+    )
+    .await;
     assert_eq!(r.code, 200);
     assert_eq!(r.body["metadata"]["labels"]["x"], "2");
     // A merge patch carrying a stale resourceVersion: 409.
-    let r = call(&app, "PATCH", &format!("/api/v1/namespaces/default/pods/{name}"),
-        &[("content-type", "application/merge-patch+json")], &json!({"metadata":{"resourceVersion": rv}}).to_string()).await;
+    let r = call(
+        &app,
+        "PATCH",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        &[("content-type", "application/merge-patch+json")],
+        &json!({"metadata":{"resourceVersion": rv}}).to_string(),
+    )
+    .await;
     assert_eq!(r.code, 409);
-    let r = call(&app, "PATCH", &format!("/api/v1/namespaces/default/pods/{name}?force=true"),
-        &[("content-type", "application/merge-patch+json")], "{}").await;
+    let r = call(
+        &app,
+        "PATCH",
+        &format!("/api/v1/namespaces/default/pods/{name}?force=true"),
+        &[("content-type", "application/merge-patch+json")],
+        "{}",
+    )
+    .await;
     assert_eq!(r.code, 422);
 }
 
 #[tokio::test]
 async fn tables_and_metadata_lists() {
     let app = app().await;
-    post(&app, "/api/v1/namespaces/default/pods", pod("a", json!({"app":"x"}))).await;
-    post(&app, "/api/v1/namespaces/default/pods", pod("b", json!({"app":"y"}))).await;
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dx",
-        &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")], "").await;
-    assert_eq!(r.headers["content-type"], "application/json;as=Table;v=v1;g=meta.k8s.io");
+    post(
+        &app,
+        "/api/v1/namespaces/default/pods",
+        pod("a", json!({"app":"x"})),
+    )
+    .await;
+    post(
+        &app,
+        "/api/v1/namespaces/default/pods",
+        pod("b", json!({"app":"y"})),
+    )
+    .await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods?labelSelector=app%3Dx",
+        &[(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )],
+        "",
+    )
+    .await;
+    assert_eq!(
+        r.headers["content-type"],
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+    );
     assert_eq!(r.body["kind"], "Table");
-    let cols: Vec<&str> = r.body["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let cols: Vec<&str> = r.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(cols[..5], ["Name", "Ready", "Status", "Restarts", "Age"]);
     let rows = r.body["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["cells"][0], "a");
     assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(rows[0]["object"]["metadata"]["namespace"], "default");
-    let r = call(&app, "GET", "/api/v1/pods",
-        &[("accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/pods",
+        &[(
+            "accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )],
+        "",
+    )
+    .await;
     assert_eq!(r.body["kind"], "PartialObjectMetadataList");
     assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
     assert!(r.body["items"][0]["spec"].is_null());
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods?limit=1", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods?limit=1",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
     assert_eq!(r.body["metadata"]["remainingItemCount"], 1);
     let token = r.body["metadata"]["continue"].as_str().unwrap().to_string();
     let list_rv = r.body["metadata"]["resourceVersion"].clone();
     post(&app, "/api/v1/namespaces/default/pods", pod("c", json!({}))).await;
     // The continuation is served at the first page's revision: "c" is not in it.
-    let r = call(&app, "GET", &format!("/api/v1/namespaces/default/pods?limit=5&continue={token}"), &[], "").await;
-    let names: Vec<&str> = r.body["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let r = call(
+        &app,
+        "GET",
+        &format!("/api/v1/namespaces/default/pods?limit=5&continue={token}"),
+        &[],
+        "",
+    )
+    .await;
+    let names: Vec<&str> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["b"]);
     assert_eq!(r.body["metadata"]["resourceVersion"], list_rv);
-    let r = call(&app, "GET", "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dc", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dc",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
 }
 
@@ -167,7 +351,9 @@ async fn watch_lines(app: &Router, uri: &str, n: usize) -> Vec<Value> {
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while out.len() < n {
-        let frame = tokio::time::timeout_at(deadline, body.frame()).await.expect("watch event in time");
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("watch event in time");
         let Some(frame) = frame else { break };
         if let Ok(data) = frame.unwrap().into_data() {
             buf.extend_from_slice(&data);
@@ -182,31 +368,76 @@ async fn watch_lines(app: &Router, uri: &str, n: usize) -> Vec<Value> {
 
 #[tokio::test]
 async fn watch_semantics() {
-    let (app, _state) = app_with(apiserver::Config { watch_history: 4, ..Default::default() }).await;
-    let r = post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name":"w0"}})).await;
-    let rv0: u64 = r.body["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let (app, _state) = app_with(apiserver::Config {
+        watch_history: 4,
+        ..Default::default()
+    })
+    .await;
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata":{"name":"w0"}}),
+    )
+    .await;
+    let rv0: u64 = r.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     for i in 1..=6 {
-        post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name": format!("w{i}")}})).await;
+        post(
+            &app,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata":{"name": format!("w{i}")}}),
+        )
+        .await;
     }
     // Older than the ring: one ERROR 410 event.
-    let ev = watch_lines(&app, &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv0}"), 1).await;
+    let ev = watch_lines(
+        &app,
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv0}"),
+        1,
+    )
+    .await;
     assert_eq!(ev[0]["type"], "ERROR");
     assert_eq!(ev[0]["object"]["code"], 410);
     assert_eq!(ev[0]["object"]["reason"], "Expired");
     // Within the ring: exactly the later events, in order.
-    let ev = watch_lines(&app, &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={}", rv0 + 4), 2).await;
-    let names: Vec<&str> = ev.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
+    let ev = watch_lines(
+        &app,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={}",
+            rv0 + 4
+        ),
+        2,
+    )
+    .await;
+    let names: Vec<&str> = ev
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["w5", "w6"]);
     assert!(ev.iter().all(|e| e["type"] == "ADDED"));
     // Streaming list: synthetic ADDED for all 7, then the initial-events-end bookmark.
     let ev = watch_lines(&app, "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", 8).await;
     assert_eq!(ev[..7].iter().filter(|e| e["type"] == "ADDED").count(), 7);
     assert_eq!(ev[7]["type"], "BOOKMARK");
-    assert_eq!(ev[7]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(
+        ev[7]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
     assert_eq!(ev[7]["object"]["kind"], "ConfigMap");
     // timeoutSeconds ends the stream cleanly.
     let started = std::time::Instant::now();
-    let ev = watch_lines(&app, &format!("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1&resourceVersion={}", rv0 + 6), 100).await;
+    let ev = watch_lines(
+        &app,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1&resourceVersion={}",
+            rv0 + 6
+        ),
+        100,
+    )
+    .await;
     assert!(ev.is_empty());
     assert!(started.elapsed() < Duration::from_secs(5));
 }
@@ -215,57 +446,178 @@ async fn watch_semantics() {
 async fn deletion_finalizers_and_propagation() {
     let app = app().await;
     // A finalizer keeps the object, marked, until an update removes it.
-    post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name":"f","finalizers":["example.com/x"]}})).await;
-    let r = call(&app, "DELETE", "/api/v1/namespaces/default/configmaps/f", &[], "").await;
+    post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata":{"name":"f","finalizers":["example.com/x"]}}),
+    )
+    .await;
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/f",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 200);
-    assert!(r.body["metadata"]["deletionTimestamp"].is_string(), "{}", r.text);
-    let r = call(&app, "GET", "/api/v1/namespaces/default/configmaps/f", &[], "").await;
+    assert!(
+        r.body["metadata"]["deletionTimestamp"].is_string(),
+        "{}",
+        r.text
+    );
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/f",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 200);
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/configmaps/f",
-        &[("content-type", "application/merge-patch+json")], r#"{"metadata":{"finalizers":null}}"#).await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/f",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
     assert_eq!(r.code, 200, "{}", r.text);
-    let r = call(&app, "GET", "/api/v1/namespaces/default/configmaps/f", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/f",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 404);
     // Orphan and Foreground add the garbage collector's finalizers.
-    for (name, policy, fin) in [("o", "Orphan", "orphan"), ("g", "Foreground", "foregroundDeletion")] {
-        post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name":name}})).await;
-        let r = call(&app, "DELETE", &format!("/api/v1/namespaces/default/configmaps/{name}"), &[],
-            &json!({"propagationPolicy": policy}).to_string()).await;
+    for (name, policy, fin) in [
+        ("o", "Orphan", "orphan"),
+        ("g", "Foreground", "foregroundDeletion"),
+    ] {
+        post(
+            &app,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata":{"name":name}}),
+        )
+        .await;
+        let r = call(
+            &app,
+            "DELETE",
+            &format!("/api/v1/namespaces/default/configmaps/{name}"),
+            &[],
+            &json!({"propagationPolicy": policy}).to_string(),
+        )
+        .await;
         assert_eq!(r.code, 200);
         assert_eq!(r.body["metadata"]["finalizers"], json!([fin]), "{}", r.text);
     }
     // Background on a plain object: gone at once, Success Status with the plural as kind.
-    post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name":"b"}})).await;
-    let r = call(&app, "DELETE", "/api/v1/namespaces/default/configmaps/b?propagationPolicy=Background", &[], "").await;
-    assert_eq!((r.body["status"].as_str(), r.body["details"]["kind"].as_str()), (Some("Success"), Some("configmaps")));
+    post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata":{"name":"b"}}),
+    )
+    .await;
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/b?propagationPolicy=Background",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (
+            r.body["status"].as_str(),
+            r.body["details"]["kind"].as_str()
+        ),
+        (Some("Success"), Some("configmaps"))
+    );
     // Preconditions.
-    post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name":"p"}})).await;
-    let r = call(&app, "DELETE", "/api/v1/namespaces/default/configmaps/p", &[], r#"{"preconditions":{"uid":"nope"}}"#).await;
+    post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata":{"name":"p"}}),
+    )
+    .await;
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/p",
+        &[],
+        r#"{"preconditions":{"uid":"nope"}}"#,
+    )
+    .await;
     assert_eq!(r.code, 409);
     // deletecollection with a selector.
     for i in 0..3 {
-        post(&app, "/api/v1/namespaces/default/configmaps", json!({"metadata":{"name": format!("dc{i}"), "labels":{"dc":"y"}}})).await;
+        post(
+            &app,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata":{"name": format!("dc{i}"), "labels":{"dc":"y"}}}),
+        )
+        .await;
     }
-    let r = call(&app, "DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=dc%3Dy", &[], "").await;
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps?labelSelector=dc%3Dy",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.code, 200);
     assert_eq!(r.body["items"].as_array().unwrap().len(), 3);
-    let r = call(&app, "GET", "/api/v1/namespaces/default/configmaps?labelSelector=dc%3Dy", &[], "").await;
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?labelSelector=dc%3Dy",
+        &[],
+        "",
+    )
+    .await;
     assert!(r.body["items"].as_array().unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn namespace_lifecycle_and_graceful_pods() {
     let app = app().await;
-    post(&app, "/api/v1/namespaces", json!({"metadata":{"name":"gone"}})).await;
+    post(
+        &app,
+        "/api/v1/namespaces",
+        json!({"metadata":{"name":"gone"}}),
+    )
+    .await;
     let r = call(&app, "DELETE", "/api/v1/namespaces/gone", &[], "").await;
     assert_eq!(r.code, 200);
     assert_eq!(r.body["status"]["phase"], "Terminating");
-    let r = post(&app, "/api/v1/namespaces/gone/configmaps", json!({"metadata":{"name":"x"}})).await;
+    let r = post(
+        &app,
+        "/api/v1/namespaces/gone/configmaps",
+        json!({"metadata":{"name":"x"}}),
+    )
+    .await;
     assert_eq!(r.code, 403);
-    assert_eq!(r.body["details"]["causes"][0]["reason"], "NamespaceTerminating");
-    let mut ns = call(&app, "GET", "/api/v1/namespaces/gone", &[], "").await.body;
+    assert_eq!(
+        r.body["details"]["causes"][0]["reason"],
+        "NamespaceTerminating"
+    );
+    let mut ns = call(&app, "GET", "/api/v1/namespaces/gone", &[], "")
+        .await
+        .body;
     ns["spec"]["finalizers"] = json!([]);
-    let r = call(&app, "PUT", "/api/v1/namespaces/gone/finalize", &[], &ns.to_string()).await;
+    let r = call(
+        &app,
+        "PUT",
+        "/api/v1/namespaces/gone/finalize",
+        &[],
+        &ns.to_string(),
+    )
+    .await;
     assert_eq!(r.code, 200, "{}", r.text);
     let r = call(&app, "GET", "/api/v1/namespaces/gone", &[], "").await;
     assert_eq!(r.code, 404, "a finalized terminating namespace is removed");
@@ -274,10 +626,24 @@ async fn namespace_lifecycle_and_graceful_pods() {
     let mut p = pod("g", json!({}));
     p["spec"]["nodeName"] = json!("n1");
     p["spec"]["terminationGracePeriodSeconds"] = json!(1);
-    assert_eq!(post(&app, "/api/v1/namespaces/default/pods", p).await.code, 201);
-    let r = call(&app, "DELETE", "/api/v1/namespaces/default/pods/g", &[], "{}").await;
+    assert_eq!(
+        post(&app, "/api/v1/namespaces/default/pods", p).await.code,
+        201
+    );
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/g",
+        &[],
+        "{}",
+    )
+    .await;
     assert_eq!(r.code, 200);
-    assert!(r.body["metadata"]["deletionTimestamp"].is_string(), "{}", r.text);
+    assert!(
+        r.body["metadata"]["deletionTimestamp"].is_string(),
+        "{}",
+        r.text
+    );
     assert_eq!(r.body["metadata"]["deletionGracePeriodSeconds"], 1);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -285,7 +651,10 @@ async fn namespace_lifecycle_and_graceful_pods() {
         if r.code == 404 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "graceful deletion never completed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "graceful deletion never completed"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -293,20 +662,44 @@ async fn namespace_lifecycle_and_graceful_pods() {
 #[tokio::test]
 async fn discovery_documents() {
     let app = app().await;
-    let r = call(&app, "GET", "/api", &[("accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")], "").await;
-    assert_eq!(r.headers["content-type"], "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+    let r = call(
+        &app,
+        "GET",
+        "/api",
+        &[(
+            "accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+        )],
+        "",
+    )
+    .await;
+    assert_eq!(
+        r.headers["content-type"],
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
     assert_eq!(r.body["kind"], "APIGroupDiscoveryList");
     let r = call(&app, "GET", "/apis", &[("accept", "application/json")], "").await;
     assert_eq!(r.body["kind"], "APIGroupList");
-    assert!(r.body["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apps"));
+    assert!(r.body["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|g| g["name"] == "apps"));
     let r = call(&app, "GET", "/apis/apps/v1", &[], "").await;
     assert_eq!(r.body["groupVersion"], "apps/v1");
     let r = call(&app, "GET", "/openapi/v3", &[], "").await;
-    let url = r.body["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let url = r.body["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let r = call(&app, "GET", &url, &[], "").await;
     let ops = r.body["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"].clone();
     assert_eq!(ops["x-kubernetes-group-version-kind"]["kind"], "Pod");
-    assert!(ops["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    assert!(ops["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "fieldValidation"));
     let r = call(&app, "GET", "/metrics", &[], "").await;
     assert!(r.text.contains("apiserver_request_total"), "{}", r.text);
     for p in ["/healthz", "/livez", "/readyz"] {

@@ -33,30 +33,47 @@ async fn typed_crud() {
     let v = client.apiserver_version().await.unwrap();
     assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", "33"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let created = pods.create(&PostParams::default(), &pod("p1")).await.unwrap();
+    let created = pods
+        .create(&PostParams::default(), &pod("p1"))
+        .await
+        .unwrap();
     assert!(created.metadata.uid.is_some());
     assert_eq!(
         created.status.and_then(|s| s.phase).as_deref(),
         Some("Pending")
     );
-    let err = pods.create(&PostParams::default(), &pod("p1")).await.unwrap_err();
+    let err = pods
+        .create(&PostParams::default(), &pod("p1"))
+        .await
+        .unwrap_err();
     match err {
         kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists")),
         other => panic!("unexpected {other:?}"),
     }
     let got = pods.get("p1").await.unwrap();
     assert_eq!(got.metadata.name.as_deref(), Some("p1"));
-    let list = pods.list(&ListParams::default().labels("app=kube-rs")).await.unwrap();
+    let list = pods
+        .list(&ListParams::default().labels("app=kube-rs"))
+        .await
+        .unwrap();
     assert_eq!(list.items.len(), 1);
     assert!(list.metadata.resource_version.is_some());
 
     let merged = pods
-        .patch("p1", &PatchParams::default(), &Patch::Merge(json!({"metadata":{"labels":{"m":"1"}}})))
+        .patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata":{"labels":{"m":"1"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(merged.metadata.labels.unwrap()["m"], "1");
     let strategic = pods
-        .patch("p1", &PatchParams::default(), &Patch::Strategic(json!({"metadata":{"labels":{"s":"1"}}})))
+        .patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata":{"labels":{"s":"1"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(strategic.metadata.labels.unwrap()["s"], "1");
@@ -64,7 +81,9 @@ async fn typed_crud() {
         .patch(
             "p1",
             &PatchParams::apply("kube-rs-test"),
-            &Patch::Apply(json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"a":"1"}}})),
+            &Patch::Apply(
+                json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"a":"1"}}}),
+            ),
         )
         .await
         .unwrap();
@@ -77,12 +96,16 @@ async fn typed_crud() {
         .any(|m| m.manager.as_deref() == Some("kube-rs-test")));
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata":{"name":"c1"},"data":{"k":"v"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata":{"name":"c1"},"data":{"k":"v"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let deleted = cms.delete("c1", &DeleteParams::default()).await.unwrap();
     assert!(deleted.is_right(), "configmap delete answers a Status");
     let err = cms.get("c1").await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404),
+        "{err:?}"
+    );
 
     let deleted = pods.delete("p1", &DeleteParams::default()).await.unwrap();
     assert!(deleted.is_left(), "pod delete answers the pod");
@@ -128,7 +151,11 @@ async fn watcher_relists_after_410() {
     writer.create(&PostParams::default(), &cm).await.unwrap();
     for i in 0..400 {
         writer
-            .patch("big", &PatchParams::default(), &Patch::Merge(json!({"data":{"i": i.to_string()}})))
+            .patch(
+                "big",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data":{"i": i.to_string()}})),
+            )
             .await
             .unwrap();
     }

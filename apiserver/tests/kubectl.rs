@@ -56,8 +56,15 @@ async fn version_and_api_resources() {
         assert!(out.contains("Server Version: v1.33.0"), "{out}");
         let out = k.ok(&["api-resources"]);
         for needle in [
-            "pods", "po", "replicationcontrollers", "rc", "namespaces", "deployments", "deploy",
-            "leases", "events",
+            "pods",
+            "po",
+            "replicationcontrollers",
+            "rc",
+            "namespaces",
+            "deployments",
+            "deploy",
+            "leases",
+            "events",
         ] {
             assert!(out.contains(needle), "api-resources lacks {needle}: {out}");
         }
@@ -95,7 +102,10 @@ async fn create_get_variants() {
         assert_eq!(cols[0..2], ["web", "3"], "{out}");
 
         let out = k.ok(&["get", "rc", "-o", "wide"]);
-        assert!(out.contains("nginx:1.25") && out.contains("app=web"), "{out}");
+        assert!(
+            out.contains("nginx:1.25") && out.contains("app=web"),
+            "{out}"
+        );
 
         let out = k.ok(&["get", "rc", "web", "-o", "yaml"]);
         assert!(out.contains("replicas: 3") && out.contains("uid:"), "{out}");
@@ -113,14 +123,20 @@ async fn create_get_variants() {
         assert_eq!(lines_with(&out, "nginx").len(), 1, "{out}");
         let (ok, out, err) = k.run(&["get", "pods", "-l", "app in (bar,baz),!missing"]);
         assert!(ok && !out.contains("nginx"), "{out}");
-        assert!(err.contains("No resources found in default namespace."), "{err}");
+        assert!(
+            err.contains("No resources found in default namespace."),
+            "{err}"
+        );
 
         let out = k.ok(&["get", "pods", "--field-selector", "status.phase=Pending"]);
         assert_eq!(lines_with(&out, "nginx").len(), 1, "{out}");
         let (_, out, _) = k.run(&["get", "pods", "--field-selector", "status.phase=Running"]);
         assert!(!out.contains("nginx"), "{out}");
         let (ok, _, err) = k.run(&["get", "pods", "--field-selector", "foo=bar"]);
-        assert!(!ok && err.contains("field label not supported: foo"), "{err}");
+        assert!(
+            !ok && err.contains("field label not supported: foo"),
+            "{err}"
+        );
 
         let out = k.ok(&["get", "pods", "-A"]);
         let row = lines_with(&out, "nginx");
@@ -134,7 +150,10 @@ async fn create_get_variants() {
         assert!(out.contains("READY") && out.contains("0/1"), "{out}");
 
         let (ok, _, err) = k.run(&["get", "pod", "nope"]);
-        assert!(!ok && err.contains("Error from server (NotFound): pods \"nope\" not found"), "{err}");
+        assert!(
+            !ok && err.contains("Error from server (NotFound): pods \"nope\" not found"),
+            "{err}"
+        );
 
         let out = k.ok(&["get", "pods", "--chunk-size=1", "-A", "-o", "name"]);
         assert!(out.contains("pod/nginx"), "{out}");
@@ -237,7 +256,8 @@ async fn watch_wait_describe_events() {
 
     // get -w: print the current row, then the change, then stop when the watch times out.
     let kk = k.clone();
-    let watcher = tokio::task::spawn_blocking(move || kk.run(&["get", "pods", "-w", "--request-timeout=4s"]));
+    let watcher =
+        tokio::task::spawn_blocking(move || kk.run(&["get", "pods", "-w", "--request-timeout=4s"]));
     let c = reqwest::Client::new();
     assert!(
         common::eventually(Duration::from_secs(10), || async {
@@ -256,12 +276,20 @@ async fn watch_wait_describe_events() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let (_, out, _) = watcher.await.unwrap();
-    assert!(lines_with(&out, "nginx").len() >= 2, "get -w printed: {out}");
+    assert!(
+        lines_with(&out, "nginx").len() >= 2,
+        "get -w printed: {out}"
+    );
 
     // wait --for=condition=Ready, satisfied by a status update.
     let kk = k.clone();
     let waiter = tokio::task::spawn_blocking(move || {
-        kk.run(&["wait", "--for=condition=Ready", "pod/nginx", "--timeout=20s"])
+        kk.run(&[
+            "wait",
+            "--for=condition=Ready",
+            "pod/nginx",
+            "--timeout=20s",
+        ])
     });
     let status = serde_json::json!({"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}});
     assert!(
@@ -310,10 +338,16 @@ async fn watch_wait_describe_events() {
         let out = kk.ok(&["get", "events"]);
         let row = lines_with(&out, "Started");
         assert_eq!(row.len(), 1, "{out}");
-        assert!(row[0].contains("pod/nginx") && row[0].contains("Normal"), "{out}");
+        assert!(
+            row[0].contains("pod/nginx") && row[0].contains("Normal"),
+            "{out}"
+        );
         let out = kk.ok(&["describe", "pod", "nginx"]);
         assert!(out.contains("Name:") && out.contains("nginx"), "{out}");
-        assert!(out.contains("Started container nginx"), "describe lacks the event: {out}");
+        assert!(
+            out.contains("Started container nginx"),
+            "describe lacks the event: {out}"
+        );
         assert!(out.contains("Running"), "{out}");
     })
     .await;
@@ -338,20 +372,44 @@ async fn namespaces_and_old_clients() {
     blocking(move || {
         let out = k.ok(&["create", "namespace", "proto"]);
         assert!(out.contains("namespace/proto created"), "{out}");
-        let out = k.ok(&["create", "configmap", "cm1", "--from-literal=a=b", "-n", "proto"]);
+        let out = k.ok(&[
+            "create",
+            "configmap",
+            "cm1",
+            "--from-literal=a=b",
+            "-n",
+            "proto",
+        ]);
         assert!(out.contains("configmap/cm1 created"), "{out}");
-        let out = k.ok(&["get", "cm", "cm1", "-n", "proto", "-o", "jsonpath={.data.a}"]);
+        let out = k.ok(&[
+            "get",
+            "cm",
+            "cm1",
+            "-n",
+            "proto",
+            "-o",
+            "jsonpath={.data.a}",
+        ]);
         assert_eq!(out, "b");
         let (ok, _, err) = k.run(&["create", "configmap", "cm2", "-n", "missing"]);
-        assert!(!ok && err.contains("namespaces \"missing\" not found"), "{err}");
-        let ns = k.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n");
+        assert!(
+            !ok && err.contains("namespaces \"missing\" not found"),
+            "{err}"
+        );
+        let ns = k.write(
+            "ns.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n",
+        );
         k.ok(&["apply", "-f", ns.to_str().unwrap()]);
         let out = k.ok(&["get", "ns", "team"]);
         assert!(lines_with(&out, "team")[0].contains("Active"), "{out}");
         for bin in ["kubectl.1.27", "kubectl.1.29"] {
             let path = format!("/usr/lib/google-cloud-sdk/bin/{bin}");
             let (ok, out, err) = k.run_with(&path, &["get", "ns"]);
-            assert!(ok && out.contains("kube-system") && out.contains("STATUS"), "{bin}: {out} {err}");
+            assert!(
+                ok && out.contains("kube-system") && out.contains("STATUS"),
+                "{bin}: {out} {err}"
+            );
         }
         let (ok, _, err) = k.run(&["delete", "ns", "default", "--wait=false"]);
         assert!(!ok && err.contains("Forbidden"), "{err}");

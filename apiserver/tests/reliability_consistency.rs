@@ -72,7 +72,9 @@ fn seed() -> u64 {
 }
 
 fn cm_value(obj: &Value) -> Option<String> {
-    obj.pointer("/data/v").and_then(Value::as_str).map(String::from)
+    obj.pointer("/data/v")
+        .and_then(Value::as_str)
+        .map(String::from)
 }
 
 fn rv_of(obj: &Value) -> u64 {
@@ -83,7 +85,7 @@ fn rv_of(obj: &Value) -> u64 {
 }
 
 fn body(key: &str, value: &str, seq: u64, rv: Option<u64>) -> Value {
-    let mut meta = json!({ "name": key, "labels": { "parity": if seq % 2 == 0 { "even" } else { "odd" } } });
+    let mut meta = json!({ "name": key, "labels": { "parity": if seq.is_multiple_of(2) { "even" } else { "odd" } } });
     if let Some(rv) = rv {
         meta["resourceVersion"] = json!(rv.to_string());
     }
@@ -158,7 +160,12 @@ async fn client_loop(url: String, id: usize, seed: u64, deadline: Instant) -> Ve
             };
             ("put", Some(b), Some(value), out)
         } else if dice < 95 {
-            let r = http.post(&base).json(&body(&key, &value, seq, None)).send().await.unwrap();
+            let r = http
+                .post(&base)
+                .json(&body(&key, &value, seq, None))
+                .send()
+                .await
+                .unwrap();
             let code = r.status().as_u16();
             let v: Value = r.json().await.unwrap();
             let out = match code {
@@ -176,7 +183,12 @@ async fn client_loop(url: String, id: usize, seed: u64, deadline: Instant) -> Ve
                 Some(b) => json!({ "preconditions": { "resourceVersion": b.to_string() } }),
                 None => json!({}),
             };
-            let r = http.delete(format!("{base}/{key}")).json(&opts).send().await.unwrap();
+            let r = http
+                .delete(format!("{base}/{key}"))
+                .json(&opts)
+                .send()
+                .await
+                .unwrap();
             let code = r.status().as_u16();
             known.remove(&key);
             let out = match code {
@@ -202,10 +214,17 @@ async fn client_loop(url: String, id: usize, seed: u64, deadline: Instant) -> Ve
 
 /// Reads a watch stream into `events` until `stop` or the stream ends. Records bookmarks as
 /// `BOOKMARK` events.
-async fn watch_into(url: String, query: String, events: Arc<Mutex<Vec<WatchEvent>>>, stop: tokio_util::sync::CancellationToken) {
+async fn watch_into(
+    url: String,
+    query: String,
+    events: Arc<Mutex<Vec<WatchEvent>>>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     let http = reqwest::Client::new();
     let r = http
-        .get(format!("{url}/api/v1/namespaces/{NS}/configmaps?watch=true&allowWatchBookmarks=true&{query}"))
+        .get(format!(
+            "{url}/api/v1/namespaces/{NS}/configmaps?watch=true&allowWatchBookmarks=true&{query}"
+        ))
         .send()
         .await
         .unwrap();
@@ -226,9 +245,16 @@ async fn watch_into(url: String, query: String, events: Arc<Mutex<Vec<WatchEvent
             events.lock().push(WatchEvent {
                 ty: v["type"].as_str().unwrap().to_string(),
                 rv: rv_of(obj),
-                key: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string(),
+                key: obj
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 value: cm_value(obj),
-                parity: obj.pointer("/metadata/labels/parity").and_then(Value::as_str).map(String::from),
+                parity: obj
+                    .pointer("/metadata/labels/parity")
+                    .and_then(Value::as_str)
+                    .map(String::from),
             });
         }
     }
@@ -266,7 +292,12 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
     let url = server.url();
     let http = reqwest::Client::new();
     for ns in [NS, "t2c"] {
-        let r = http.post(format!("{url}/api/v1/namespaces")).json(&json!({"metadata":{"name":ns}})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/api/v1/namespaces"))
+            .json(&json!({"metadata":{"name":ns}}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 201);
     }
     // Some history before the watchers start, so that "past" watchers have something to replay.
@@ -280,15 +311,32 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
             .unwrap();
         assert_eq!(r.status(), 201);
     }
-    let r = http.post(format!("{url}/api/v1/namespaces/t2c/configmaps")).json(&json!({"metadata":{"name":"counter"},"data":{"n":"0"}})).send().await.unwrap();
+    let r = http
+        .post(format!("{url}/api/v1/namespaces/t2c/configmaps"))
+        .json(&json!({"metadata":{"name":"counter"},"data":{"n":"0"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
-    let list: Value = http.get(format!("{url}/api/v1/namespaces/{NS}/configmaps")).send().await.unwrap().json().await.unwrap();
+    let list: Value = http
+        .get(format!("{url}/api/v1/namespaces/{NS}/configmaps"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let r0 = rv_of(&json!({"metadata": list["metadata"]}));
     let initial: BTreeMap<String, (u64, String)> = list["items"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| (i["metadata"]["name"].as_str().unwrap().to_string(), (rv_of(i), cm_value(i).unwrap())))
+        .map(|i| {
+            (
+                i["metadata"]["name"].as_str().unwrap().to_string(),
+                (rv_of(i), cm_value(i).unwrap()),
+            )
+        })
         .collect();
 
     let stop = tokio_util::sync::CancellationToken::new();
@@ -302,12 +350,20 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
         ("past", format!("resourceVersion={past}")),
         ("past", format!("resourceVersion={past}")),
         ("future", format!("resourceVersion={future}")),
-        ("even", format!("resourceVersion={r0}&labelSelector=parity%3Deven")),
+        (
+            "even",
+            format!("resourceVersion={r0}&labelSelector=parity%3Deven"),
+        ),
     ];
     let mut watchers = Vec::new();
     for (kind, q) in &specs {
         let events = Arc::new(Mutex::new(Vec::new()));
-        let h = tokio::spawn(watch_into(url.clone(), q.clone(), events.clone(), stop.clone()));
+        let h = tokio::spawn(watch_into(
+            url.clone(),
+            q.clone(),
+            events.clone(),
+            stop.clone(),
+        ));
         watchers.push((*kind, events, h));
     }
     let deadline = Instant::now() + MIX_DURATION;
@@ -329,18 +385,40 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
         conflicts += c.await.unwrap();
     }
     eprintln!("writers done after {:?}", started.elapsed());
-    eprintln!("mix ops: {}, counter conflicts retried: {conflicts}", ops.len());
-    let counter: Value = http.get(format!("{url}/api/v1/namespaces/t2c/configmaps/counter")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(counter["data"]["n"], "1600", "lost updates ({conflicts} conflicts retried)");
+    eprintln!(
+        "mix ops: {}, counter conflicts retried: {conflicts}",
+        ops.len()
+    );
+    let counter: Value = http
+        .get(format!("{url}/api/v1/namespaces/t2c/configmaps/counter"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        counter["data"]["n"], "1600",
+        "lost updates ({conflicts} conflicts retried)"
+    );
 
     // Every watcher must reach a bookmark at or after the final revision.
-    let fin: Value = http.get(format!("{url}/api/v1/namespaces/{NS}/configmaps")).send().await.unwrap().json().await.unwrap();
+    let fin: Value = http
+        .get(format!("{url}/api/v1/namespaces/{NS}/configmaps"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let final_rv = rv_of(&json!({"metadata": fin["metadata"]}));
     let reached = common::eventually(Duration::from_secs(15), || {
         let watchers = &watchers;
         async move {
             watchers.iter().all(|(_, ev, _)| {
-                ev.lock().iter().any(|e| e.ty == "BOOKMARK" && e.rv >= final_rv)
+                ev.lock()
+                    .iter()
+                    .any(|e| e.ty == "BOOKMARK" && e.rv >= final_rv)
             })
         }
     })
@@ -352,7 +430,13 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
     }
 
     // Reference history: the first "now" watcher, with the pre-watch state.
-    let reference: Vec<WatchEvent> = watchers[0].1.lock().iter().filter(|e| e.ty != "BOOKMARK" && e.rv <= final_rv).cloned().collect();
+    let reference: Vec<WatchEvent> = watchers[0]
+        .1
+        .lock()
+        .iter()
+        .filter(|e| e.ty != "BOOKMARK" && e.rv <= final_rv)
+        .cloned()
+        .collect();
     let n_ops = ops.len();
     let violations = check(&ops, &reference, &initial, r0);
     for (kind, events, _) in &watchers {
@@ -360,25 +444,45 @@ async fn t2_t3_linearizable_writes_and_watch_guarantees() {
         check_stream(kind, &events, &reference, past, future, &initial, final_rv)
             .unwrap_or_else(|e| panic!("{kind} watcher: {e}"));
     }
-    assert!(violations.is_empty(), "{} violations over {n_ops} ops: {:#?}", violations.len(), &violations[..violations.len().min(10)]);
-    assert!(n_ops > 200, "too little traffic for a meaningful check: {n_ops} ops");
+    assert!(
+        violations.is_empty(),
+        "{} violations over {n_ops} ops: {:#?}",
+        violations.len(),
+        &violations[..violations.len().min(10)]
+    );
+    assert!(
+        n_ops > 200,
+        "too little traffic for a meaningful check: {n_ops} ops"
+    );
     server.stop().await.unwrap();
 }
 
 /// Per-key state history from the reference stream: (rv, value or None for deleted).
-fn key_history(reference: &[WatchEvent], initial: &BTreeMap<String, (u64, String)>) -> HashMap<String, Vec<(u64, Option<String>)>> {
+fn key_history(
+    reference: &[WatchEvent],
+    initial: &BTreeMap<String, (u64, String)>,
+) -> HashMap<String, Vec<(u64, Option<String>)>> {
     let mut h: HashMap<String, Vec<(u64, Option<String>)>> = HashMap::new();
     for (k, (rv, v)) in initial {
         h.entry(k.clone()).or_default().push((*rv, Some(v.clone())));
     }
     for e in reference {
-        let state = if e.ty == "DELETED" { None } else { e.value.clone() };
+        let state = if e.ty == "DELETED" {
+            None
+        } else {
+            e.value.clone()
+        };
         h.entry(e.key.clone()).or_default().push((e.rv, state));
     }
     h
 }
 
-fn check(ops: &[Op], reference: &[WatchEvent], initial: &BTreeMap<String, (u64, String)>, r0: u64) -> Vec<String> {
+fn check(
+    ops: &[Op],
+    reference: &[WatchEvent],
+    initial: &BTreeMap<String, (u64, String)>,
+    r0: u64,
+) -> Vec<String> {
     let mut v = Vec::new();
     let hist = key_history(reference, initial);
     let by_rv: HashMap<u64, &WatchEvent> = reference.iter().map(|e| (e.rv, e)).collect();
@@ -391,12 +495,21 @@ fn check(ops: &[Op], reference: &[WatchEvent], initial: &BTreeMap<String, (u64, 
             }
             match by_rv.get(&rv) {
                 Some(e) if e.key == op.key && e.value == op.value => {}
-                other => v.push(format!("acked {} {} at {rv} not in history as written: {other:?}", op.kind, op.key)),
+                other => v.push(format!(
+                    "acked {} {} at {rv} not in history as written: {other:?}",
+                    op.kind, op.key
+                )),
             }
         }
     }
     // (b) real-time order of acked writes: sweep by return time.
-    let mut writes: Vec<(&Op, u64)> = ops.iter().filter_map(|o| match o.outcome { Outcome::Wrote(rv) => Some((o, rv)), _ => None }).collect();
+    let mut writes: Vec<(&Op, u64)> = ops
+        .iter()
+        .filter_map(|o| match o.outcome {
+            Outcome::Wrote(rv) => Some((o, rv)),
+            _ => None,
+        })
+        .collect();
     let mut by_ret = writes.clone();
     by_ret.sort_by_key(|(o, _)| o.ret);
     writes.sort_by_key(|(o, _)| o.invoke);
@@ -409,37 +522,51 @@ fn check(ops: &[Op], reference: &[WatchEvent], initial: &BTreeMap<String, (u64, 
             j += 1;
         }
         if *rv <= max_before {
-            v.push(format!("write {} at {rv} invoked after a write at {max_before} returned", o.key));
+            v.push(format!(
+                "write {} at {rv} invoked after a write at {max_before} returned",
+                o.key
+            ));
         }
         max_before_at.push((o.invoke, max_before));
     }
     let floor_at = |t: Instant| -> u64 {
         let i = max_before_at.partition_point(|(inv, _)| *inv <= t);
-        if i == 0 { r0 } else { max_before_at[i - 1].1 }
+        if i == 0 {
+            r0
+        } else {
+            max_before_at[i - 1].1
+        }
     };
     // (c) reads and 409s against the history.
     for op in ops {
         let empty = Vec::new();
         let h = hist.get(&op.key).unwrap_or(&empty);
         let floor = floor_at(op.invoke);
-        match (&op.kind[..], &op.outcome) {
-            ("get", Outcome::Read(Some((rv, val)))) => {
-                match h.iter().position(|(r, _)| r == rv) {
-                    Some(i) if h[i].1.as_deref() == Some(val.as_str()) => {
-                        if let Some((next, _)) = h.get(i + 1) {
-                            if *next <= floor {
-                                v.push(format!("stale GET {}: saw {rv} but {next} was acked before the read", op.key));
-                            }
+        match (op.kind, &op.outcome) {
+            ("get", Outcome::Read(Some((rv, val)))) => match h.iter().position(|(r, _)| r == rv) {
+                Some(i) if h[i].1.as_deref() == Some(val.as_str()) => {
+                    if let Some((next, _)) = h.get(i + 1) {
+                        if *next <= floor {
+                            v.push(format!(
+                                "stale GET {}: saw {rv} but {next} was acked before the read",
+                                op.key
+                            ));
                         }
                     }
-                    _ => v.push(format!("GET {} saw ({rv}, {val}) which no write produced", op.key)),
                 }
-            }
+                _ => v.push(format!(
+                    "GET {} saw ({rv}, {val}) which no write produced",
+                    op.key
+                )),
+            },
             ("get", Outcome::Read(None)) => {
                 let last = h.iter().rev().find(|(r, _)| *r <= floor);
                 if let Some((r, Some(_))) = last {
                     if !h.iter().any(|(r2, s)| r2 > r && s.is_none()) {
-                        v.push(format!("GET {} said NotFound but it existed since {r}", op.key));
+                        v.push(format!(
+                            "GET {} said NotFound but it existed since {r}",
+                            op.key
+                        ));
                     }
                 }
             }
@@ -447,13 +574,19 @@ fn check(ops: &[Op], reference: &[WatchEvent], initial: &BTreeMap<String, (u64, 
                 let i = h.iter().position(|(r, _)| r == rv);
                 match i.and_then(|i| i.checked_sub(1)).map(|p| h[p].0) {
                     Some(prev) if Some(prev) == op.base => {}
-                    other => v.push(format!("PUT {} at {rv} based on {:?} but the previous state was {other:?}", op.key, op.base)),
+                    other => v.push(format!(
+                        "PUT {} at {rv} based on {:?} but the previous state was {other:?}",
+                        op.key, op.base
+                    )),
                 }
             }
             ("put", Outcome::Conflict) => {
                 let base = op.base.unwrap_or(0);
                 if !h.iter().any(|(r, _)| *r > base) {
-                    v.push(format!("PUT {} based on {base} got 409 but nothing changed it", op.key));
+                    v.push(format!(
+                        "PUT {} based on {base} got 409 but nothing changed it",
+                        op.key
+                    ));
                 }
             }
             _ => {}
@@ -507,8 +640,15 @@ fn check_stream(
         .map(|e| (e.ty.clone(), e.rv, e.key.clone()))
         .collect();
     let expected: Vec<(String, u64, String)> = match kind {
-        "now" => reference.iter().map(|e| (e.ty.clone(), e.rv, e.key.clone())).collect(),
-        "future" => reference.iter().filter(|e| e.rv > future).map(|e| (e.ty.clone(), e.rv, e.key.clone())).collect(),
+        "now" => reference
+            .iter()
+            .map(|e| (e.ty.clone(), e.rv, e.key.clone()))
+            .collect(),
+        "future" => reference
+            .iter()
+            .filter(|e| e.rv > future)
+            .map(|e| (e.ty.clone(), e.rv, e.key.clone()))
+            .collect(),
         "past" => {
             // The replayed prefix (past, r0] are the initial creates of the last keys.
             let mut pre: Vec<(String, u64, String)> = initial
@@ -517,23 +657,29 @@ fn check_stream(
                 .map(|(k, (rv, _))| ("ADDED".to_string(), *rv, k.clone()))
                 .collect();
             pre.sort_by_key(|e| e.1);
-            pre.extend(reference.iter().map(|e| (e.ty.clone(), e.rv, e.key.clone())));
+            pre.extend(
+                reference
+                    .iter()
+                    .map(|e| (e.ty.clone(), e.rv, e.key.clone())),
+            );
             pre
         }
         "even" => {
-            let mut state: HashMap<String, Option<String>> = initial
-                .iter()
-                .map(|(k, _)| (k.clone(), None))
-                .collect();
             // Parity of the initial objects: seq = key index.
-            for (k, _) in initial {
+            let mut state: HashMap<String, Option<String>> = HashMap::new();
+            for k in initial.keys() {
                 let i: u64 = k[1..].parse().unwrap();
-                state.insert(k.clone(), Some(if i % 2 == 0 { "even".into() } else { "odd".into() }));
+                let parity = if i.is_multiple_of(2) { "even" } else { "odd" };
+                state.insert(k.clone(), Some(parity.to_string()));
             }
             let mut out = Vec::new();
             for e in reference {
                 let before = state.get(&e.key).cloned().flatten().as_deref() == Some("even");
-                let after_state = if e.ty == "DELETED" { None } else { e.parity.clone() };
+                let after_state = if e.ty == "DELETED" {
+                    None
+                } else {
+                    e.parity.clone()
+                };
                 let after = after_state.as_deref() == Some("even");
                 state.insert(e.key.clone(), after_state);
                 let ty = match (before, after, e.ty.as_str()) {
@@ -564,17 +710,35 @@ fn check_stream(
     }
     // Type correctness on the full history: ADDED iff absent before, DELETED carries the last value.
     if kind == "now" {
-        let mut present: HashMap<String, Option<String>> =
-            initial.iter().map(|(k, (_, v))| (k.clone(), Some(v.clone()))).collect();
+        let mut present: HashMap<String, Option<String>> = initial
+            .iter()
+            .map(|(k, (_, v))| (k.clone(), Some(v.clone())))
+            .collect();
         for e in reference {
             let before = present.get(&e.key).cloned().flatten();
             match e.ty.as_str() {
-                "ADDED" if before.is_some() => return Err(format!("ADDED {} at {} while present", e.key, e.rv)),
-                "MODIFIED" if before.is_none() => return Err(format!("MODIFIED {} at {} while absent", e.key, e.rv)),
-                "DELETED" if before != e.value => return Err(format!("DELETED {} at {} without its last state", e.key, e.rv)),
+                "ADDED" if before.is_some() => {
+                    return Err(format!("ADDED {} at {} while present", e.key, e.rv))
+                }
+                "MODIFIED" if before.is_none() => {
+                    return Err(format!("MODIFIED {} at {} while absent", e.key, e.rv))
+                }
+                "DELETED" if before != e.value => {
+                    return Err(format!(
+                        "DELETED {} at {} without its last state",
+                        e.key, e.rv
+                    ))
+                }
                 _ => {}
             }
-            present.insert(e.key.clone(), if e.ty == "DELETED" { None } else { e.value.clone() });
+            present.insert(
+                e.key.clone(),
+                if e.ty == "DELETED" {
+                    None
+                } else {
+                    e.value.clone()
+                },
+            );
         }
     }
     Ok(())

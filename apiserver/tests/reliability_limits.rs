@@ -31,7 +31,12 @@ async fn t6_body_and_object_limits() {
     let url = server.url();
     let c = reqwest::Client::new();
     let cms = format!("{url}/api/v1/namespaces/default/configmaps");
-    let r = c.post(&cms).json(&json!({"metadata":{"name":"c"}})).send().await.unwrap();
+    let r = c
+        .post(&cms)
+        .json(&json!({"metadata":{"name":"c"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
 
     // Over the limit: 413 for every verb with a body.
@@ -56,13 +61,30 @@ async fn t6_body_and_object_limits() {
     // Just under the limit and valid: accepted.
     let mut under = serde_json::to_vec(&json!({"metadata":{"name":"under"}})).unwrap();
     under.extend(std::iter::repeat_n(b' ', LIMIT - under.len() - 1));
-    let r = c.post(&cms).header("content-type", "application/json").body(under).send().await.unwrap();
+    let r = c
+        .post(&cms)
+        .header("content-type", "application/json")
+        .body(under)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     // Deep nesting just under the limit: 400, never a crash.
     let deep = "[".repeat(1_500_000);
-    let r = c.post(&cms).header("content-type", "application/json").body(deep.clone()).send().await.unwrap();
+    let r = c
+        .post(&cms)
+        .header("content-type", "application/json")
+        .body(deep.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
-    for ct in ["application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"] {
+    for ct in [
+        "application/merge-patch+json",
+        "application/json-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    ] {
         let r = c
             .patch(format!("{cms}/c?fieldManager=t"))
             .header("content-type", ct)
@@ -80,11 +102,23 @@ async fn t6_body_and_object_limits() {
         bomb.push_str(&format!("{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
         prev = name;
     }
-    let r = c.post(&cms).header("content-type", "application/yaml").body(bomb.clone()).send().await.unwrap();
+    let r = c
+        .post(&cms)
+        .header("content-type", "application/yaml")
+        .body(bomb.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
     let mut over = bomb.into_bytes();
     over.extend(std::iter::repeat_n(b'#', LIMIT));
-    let r = c.post(&cms).header("content-type", "application/yaml").body(over).send().await.unwrap();
+    let r = c
+        .post(&cms)
+        .header("content-type", "application/yaml")
+        .body(over)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 413);
     // Metadata limits: 422 Invalid.
     let r = c
@@ -95,7 +129,12 @@ async fn t6_body_and_object_limits() {
         .unwrap();
     assert_eq!(r.status(), 422);
     for name in ["x".repeat(254), "Not_A_Name".to_string()] {
-        let r = c.post(&cms).json(&json!({"metadata":{"name":name}})).send().await.unwrap();
+        let r = c
+            .post(&cms)
+            .json(&json!({"metadata":{"name":name}}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 422, "{name}");
     }
     // An object the store cannot hold (over 1.5 MiB encoded): refused, never a 5xx.
@@ -153,7 +192,12 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
     // Normal requests keep working during the attack.
     let c = reqwest::Client::new();
     for _ in 0..20 {
-        let r = c.get(format!("{url}/api/v1/namespaces")).timeout(Duration::from_secs(5)).send().await.unwrap();
+        let r = c
+            .get(format!("{url}/api/v1/namespaces"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
     }
     for h in stallers {
@@ -202,26 +246,52 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
             resp.starts_with("HTTP/1.1 504") || resp.starts_with("HTTP/1.1 408"),
             "slow body answered {resp:?}"
         );
-        assert!(took < request_timeout + Duration::from_secs(2), "slow body took {took:?}");
+        assert!(
+            took < request_timeout + Duration::from_secs(2),
+            "slow body took {took:?}"
+        );
     }
 
     // A handler exceeding the request timeout: 504 with a Status.
     let t0 = Instant::now();
-    let r = c.get(format!("{url}/api/v1/namespaces/default/pods?resourceVersion=999999999")).send().await.unwrap();
+    let r = c
+        .get(format!(
+            "{url}/api/v1/namespaces/default/pods?resourceVersion=999999999"
+        ))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 504);
     let s: Value = r.json().await.unwrap();
-    assert_eq!((s["kind"].as_str(), s["reason"].as_str()), (Some("Status"), Some("Timeout")));
+    assert_eq!(
+        (s["kind"].as_str(), s["reason"].as_str()),
+        (Some("Status"), Some("Timeout"))
+    );
     assert!(t0.elapsed() < request_timeout + Duration::from_secs(2));
 
     // A watch is exempt from the request timeout and ends cleanly at its timeoutSeconds.
     let t0 = Instant::now();
-    let r = c.get(format!("{url}/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=3")).send().await.unwrap();
+    let r = c
+        .get(format!(
+            "{url}/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=3"
+        ))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let body = r.bytes().await.expect("the watch body ends cleanly");
     let took = t0.elapsed();
-    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "{took:?}");
-    let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
-    assert!(lines.iter().all(|l| serde_json::from_slice::<Value>(l).is_ok()));
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    let lines: Vec<&[u8]> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|l| serde_json::from_slice::<Value>(l).is_ok()));
     assert!(healthy(&url).await);
     server.stop().await.unwrap();
 }
@@ -236,18 +306,38 @@ async fn t9_max_inflight_sheds_with_429() {
     })
     .await;
     let url = server.url();
-    let c = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-    let ns: Value = c.get(format!("{url}/api/v1/namespaces")).send().await.unwrap().json().await.unwrap();
-    let rv: u64 = ns["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let ns: Value = c
+        .get(format!("{url}/api/v1/namespaces"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rv: u64 = ns["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     // 16 concurrent reads that wait for the next revision: 4 are admitted and wait.
     let mut reads = Vec::new();
     for _ in 0..16 {
         let c = c.clone();
-        let uri = format!("{url}/api/v1/namespaces/default/configmaps?resourceVersion={}", rv + 1);
+        let uri = format!(
+            "{url}/api/v1/namespaces/default/configmaps?resourceVersion={}",
+            rv + 1
+        );
         reads.push(tokio::spawn(async move {
             let t0 = Instant::now();
             let r = c.get(uri).send().await.unwrap();
-            let retry = r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+            let retry = r
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_string());
             (r.status().as_u16(), retry, t0.elapsed())
         }));
     }
@@ -257,13 +347,28 @@ async fn t9_max_inflight_sheds_with_429() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Watches and probes are exempt while reads are saturated.
-    let w = c.get(format!("{url}/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1")).send().await.unwrap();
+    let w = c
+        .get(format!(
+            "{url}/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+        ))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(w.status(), 200);
     assert!(healthy(&url).await);
-    let r = c.get(format!("{url}/api/v1/namespaces")).send().await.unwrap();
+    let r = c
+        .get(format!("{url}/api/v1/namespaces"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 429);
     // Mutations have their own budget: unaffected by the saturated reads.
-    let r = c.post(format!("{url}/api/v1/namespaces/default/configmaps")).json(&json!({"metadata":{"name":"go"}})).send().await.unwrap();
+    let r = c
+        .post(format!("{url}/api/v1/namespaces/default/configmaps"))
+        .json(&json!({"metadata":{"name":"go"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     let mut ok = 0;
     let mut shed = 0;

@@ -123,11 +123,13 @@ pub async fn delete_object(
             let grace = strategy
                 .graceful_deletion_seconds(&obj, opts.grace_period_seconds)
                 .filter(|g| *g > 0);
-            let policy = opts.propagation.unwrap_or(match strategy.default_propagation_policy() {
-                "Orphan" => Propagation::Orphan,
-                "Foreground" => Propagation::Foreground,
-                _ => Propagation::Background,
-            });
+            let policy = opts
+                .propagation
+                .unwrap_or(match strategy.default_propagation_policy() {
+                    "Orphan" => Propagation::Orphan,
+                    "Foreground" => Propagation::Foreground,
+                    _ => Propagation::Background,
+                });
             let gc_finalizer = match policy {
                 Propagation::Orphan => Some("orphan"),
                 Propagation::Foreground => Some("foregroundDeletion"),
@@ -287,7 +289,12 @@ pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
         &|o| filter.matches(o),
     ) {
         SnapshotOutcome::Listed(s) => s,
-        _ => return Err(ApiError::internal("listing for deletecollection", "cache snapshot unavailable")),
+        _ => {
+            return Err(ApiError::internal(
+                "listing for deletecollection",
+                "cache snapshot unavailable",
+            ))
+        }
     };
     let mut items = Vec::new();
     for obj in snapshot.items {
@@ -298,7 +305,10 @@ pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
             name: Some(name.clone()),
             ..ctx.target.clone()
         };
-        debug_assert_eq!(target.key(&name), object_key(ctx.target.info, ns.as_deref(), &name));
+        debug_assert_eq!(
+            target.key(&name),
+            object_key(ctx.target.info, ns.as_deref(), &name)
+        );
         match delete_object(&ctx.state, &target, &name, &opts).await {
             Ok(Deleted::Removed(o)) | Ok(Deleted::Marked(o)) => {
                 items.push(present(ctx.target.info, o))

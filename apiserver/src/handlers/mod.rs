@@ -61,7 +61,9 @@ impl Target {
 
     /// The object name, or 405 for a collection URL.
     pub fn require_name(&self) -> Result<&str> {
-        self.name.as_deref().ok_or_else(ApiError::method_not_allowed)
+        self.name
+            .as_deref()
+            .ok_or_else(ApiError::method_not_allowed)
     }
 
     /// `pods` / `deployments.apps`.
@@ -79,7 +81,10 @@ pub fn object_key(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> S
 }
 
 fn resolve(path: &ResourcePath) -> Result<Target> {
-    let plural = path.resource.as_deref().ok_or_else(ApiError::unknown_path)?;
+    let plural = path
+        .resource
+        .as_deref()
+        .ok_or_else(ApiError::unknown_path)?;
     let info = api::find_resource(&path.group, &path.version, plural)
         .ok_or_else(ApiError::unknown_path)?;
     if path.namespace.is_some() && !info.namespaced {

@@ -15,8 +15,8 @@ use crate::error::{ApiError, Result};
 use crate::handlers::read::decode_kv;
 use crate::handlers::render::respond_object;
 use crate::handlers::write::{
-    commit, field_manager, patch_content_type, prepare_new, prepare_update, respond_committed, store_new,
-    Committed, WriteScope,
+    commit, field_manager, patch_content_type, prepare_new, prepare_update, respond_committed,
+    store_new, Committed, WriteScope,
 };
 use crate::handlers::{Ctx, ObjectResponse};
 use crate::http::query::{IncludeObject, WriteOptions};
@@ -46,12 +46,16 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
     let name = ctx.target.require_name()?.to_string();
     let opts = WriteOptions::from_query(&ctx.query, "PatchOptions")?;
     let ct = patch_content_type(ctx)?;
-    let ty = PatchType::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_patch_type(&ct))?;
+    let ty =
+        PatchType::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_patch_type(&ct))?;
     let apply = ty == PatchType::Apply;
     if opts.force.is_some() && !apply {
         return Err(ApiError::invalid_options(
             "PatchOptions",
-            api::validation::FieldError::forbidden("force", "may not be specified for non-apply patch"),
+            api::validation::FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            ),
         ));
     }
     let manager = opts.field_manager.clone().unwrap_or_default();
@@ -129,7 +133,11 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             )
             .into());
         }
-        let manager = if apply { String::new() } else { field_manager(ctx) };
+        let manager = if apply {
+            String::new()
+        } else {
+            field_manager(ctx)
+        };
         prepare_update(&ctx.target, &mut patched, &old, scope, &manager)?;
         match commit(ctx, &name, patched, &old, kv.mod_revision, opts.dry_run).await? {
             Committed::Raced if !conditional => continue,

@@ -44,7 +44,10 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
             Ok(s) => (s.into_bytes(), out.content_type()),
             Err(e) => return ApiError::internal("encoding YAML", e).into_response(),
         },
-        _ => (serde_json::to_vec(body).unwrap_or_default(), out.content_type()),
+        _ => (
+            serde_json::to_vec(body).unwrap_or_default(),
+            out.content_type(),
+        ),
     };
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()

@@ -12,8 +12,8 @@ use crate::error::{ApiError, Result};
 use crate::handlers::read::decode_kv;
 use crate::handlers::render::{encode, output};
 use crate::handlers::write::{
-    commit, field_manager, patch_content_type, precondition, prepare_update, respond_committed, update_with,
-    Committed, WriteScope,
+    commit, field_manager, patch_content_type, precondition, prepare_update, respond_committed,
+    update_with, Committed, WriteScope,
 };
 use crate::handlers::{read, Ctx};
 use crate::http::body::decode_object;
@@ -82,7 +82,13 @@ async fn write_scale(
         access.apply_scale(&mut new, &scale).map_err(|errs| {
             ApiError::from(api::status::invalid("Scale.autoscaling", &name, &errs))
         })?;
-        prepare_update(&ctx.target, &mut new, &old, WriteScope::Main, &field_manager(ctx))?;
+        prepare_update(
+            &ctx.target,
+            &mut new,
+            &old,
+            WriteScope::Main,
+            &field_manager(ctx),
+        )?;
         match commit(ctx, &name, new, &old, kv.mod_revision, dry_run).await? {
             Committed::Stored(o) | Committed::Removed(o) => {
                 return respond_scale(ctx, &access.to_scale(&o))
@@ -205,7 +211,11 @@ pub fn allocate_on_create(ctx: &Ctx, mut obj: Value) -> Result<(Value, Option<St
 }
 
 /// Returns the cluster IPs of a deleted service to the pool.
-pub fn release_on_delete(state: &crate::state::AppState, target: &crate::handlers::Target, obj: &Value) {
+pub fn release_on_delete(
+    state: &crate::state::AppState,
+    target: &crate::handlers::Target,
+    obj: &Value,
+) {
     if target.info.group.is_empty() && target.info.plural == "services" {
         let mut ips: Vec<&str> = obj
             .pointer("/spec/clusterIPs")

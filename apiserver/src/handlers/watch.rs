@@ -88,7 +88,8 @@ impl Encoder {
 }
 
 fn frame(kind: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
+    let mut line =
+        serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }
@@ -195,13 +196,16 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                 }
             }
         }
-        if send_initial && tx.send(Ok(enc.bookmark(watch.revision, true))).await.is_err() {
+        if send_initial
+            && tx
+                .send(Ok(enc.bookmark(watch.revision, true)))
+                .await
+                .is_err()
+        {
             return;
         }
-        let mut ticker = tokio::time::interval_at(
-            tokio::time::Instant::now() + bookmark_every,
-            bookmark_every,
-        );
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
         loop {
             tokio::select! {
                 _ = state.shutdown.cancelled() => break,

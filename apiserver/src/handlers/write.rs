@@ -69,11 +69,9 @@ pub fn reconcile_namespace(target: &Target, obj: &mut Value) -> Result<()> {
     match api::meta::namespace(obj) {
         None | Some("") => api::meta::set_namespace(obj, url_ns),
         Some(ns) if ns == url_ns => {}
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request",
-            ))
-        }
+        Some(_) => return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
     }
     Ok(())
 }
@@ -88,14 +86,22 @@ async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
         return Ok(());
     }
     let ns = ctx.target.namespace.as_deref().unwrap_or("");
-    match ctx.state.store.get(&format!("/registry/namespaces/{ns}")).await? {
+    match ctx
+        .state
+        .store
+        .get(&format!("/registry/namespaces/{ns}"))
+        .await?
+    {
         None => Err(ApiError::not_found("namespaces", ns)),
         Some(kv) => {
             let obj = decode_kv(&kv)?;
             let terminating = api::meta::deletion_timestamp(&obj).is_some()
                 || obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
             if terminating {
-                Err(api::status::namespace_terminating(&ctx.target.group_resource(), name, ns).into())
+                Err(
+                    api::status::namespace_terminating(&ctx.target.group_resource(), name, ns)
+                        .into(),
+                )
             } else {
                 Ok(())
             }
@@ -147,7 +153,12 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
     let mut obj = strategy.to_storage(crate::handlers::render::with_type_meta(info, obj));
     api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
     api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
-    for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+    for k in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+        "selfLink",
+    ] {
         api::meta::remove(&mut obj, k);
     }
     strategy.prepare_for_create(&mut obj);
@@ -279,7 +290,10 @@ pub fn prepare_update(
     }
     if api::meta::deletion_timestamp(old).is_some() {
         let before = api::meta::finalizers(old);
-        if api::meta::finalizers(new).iter().any(|f| !before.contains(f)) {
+        if api::meta::finalizers(new)
+            .iter()
+            .any(|f| !before.contains(f))
+        {
             return Err(invalid(
                 info,
                 &name,
@@ -365,13 +379,20 @@ pub async fn commit(
         api::meta::set_resource_version(&mut out, &old_rev.to_string());
         return Ok(Committed::Stored(out));
     }
-    match ctx.state.store.update(&key, encode(&new)?, Some(old_rev)).await? {
+    match ctx
+        .state
+        .store
+        .update(&key, encode(&new)?, Some(old_rev))
+        .await?
+    {
         store::UpdateOutcome::Updated { kv, .. } => {
             let mut out = new;
             api::meta::set_resource_version(&mut out, &kv.mod_revision.to_string());
             Ok(Committed::Stored(out))
         }
-        store::UpdateOutcome::NotFound => Err(ApiError::not_found(&ctx.target.group_resource(), name)),
+        store::UpdateOutcome::NotFound => {
+            Err(ApiError::not_found(&ctx.target.group_resource(), name))
+        }
         store::UpdateOutcome::Conflict(_) => Ok(Committed::Raced),
     }
 }
@@ -430,8 +451,9 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
     }
     let mut checked = body_obj.clone();
     reconcile_namespace(&ctx.target, &mut checked)?;
-    let checked = strategy_for(ctx.target.info)
-        .to_storage(crate::handlers::render::with_type_meta(ctx.target.info, checked));
+    let checked = strategy_for(ctx.target.info).to_storage(
+        crate::handlers::render::with_type_meta(ctx.target.info, checked),
+    );
     let wanted = precondition(&ctx.target, &body_obj, &name)?;
     for _ in 0..MAX_RETRIES {
         let key = ctx.target.key(&name);
@@ -462,7 +484,9 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
         prepare_update(&ctx.target, &mut new, &old, scope, &field_manager(ctx))?;
         match commit(ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
             Committed::Raced if wanted.is_none() => continue,
-            Committed::Raced => return Err(ApiError::conflict(&ctx.target.group_resource(), &name)),
+            Committed::Raced => {
+                return Err(ApiError::conflict(&ctx.target.group_resource(), &name))
+            }
             c => return respond_committed(ctx, c),
         }
     }
@@ -488,6 +512,12 @@ pub async fn load_object(ctx: &Ctx) -> Result<(Value, store::KeyValue)> {
 /// The Content-Type of a PATCH, required.
 pub fn patch_content_type(ctx: &Ctx) -> Result<String> {
     content_type(&ctx.headers)
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .ok_or_else(|| ApiError::unsupported_patch_type(""))
 }

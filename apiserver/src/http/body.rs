@@ -77,12 +77,14 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value> {
     let value = match body_format(content_type(headers)) {
         Some(BodyFormat::Json) => parse_json(bytes)?,
         Some(BodyFormat::Yaml) => parse_yaml(bytes)?,
-        Some(BodyFormat::Protobuf) => crate::protobuf::decode_object(bytes).map_err(|e| match e {
-            crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
-                ApiError::from(api::status::unsupported_media_type(&e.to_string()))
-            }
-            other => ApiError::bad_request(other.to_string()),
-        })?,
+        Some(BodyFormat::Protobuf) => {
+            crate::protobuf::decode_object(bytes).map_err(|e| match e {
+                crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+                    ApiError::from(api::status::unsupported_media_type(&e.to_string()))
+                }
+                other => ApiError::bad_request(other.to_string()),
+            })?
+        }
         None => return Err(ApiError::unsupported_media_type()),
     };
     if !value.is_object() {
@@ -100,8 +102,14 @@ mod tests {
     #[test]
     fn deep_nesting_is_400() {
         let deep = "[".repeat(100_000);
-        assert_eq!(parse_json(deep.as_bytes()).err().map(|e| e.code()), Some(400));
-        assert_eq!(parse_yaml(deep.as_bytes()).err().map(|e| e.code()), Some(400));
+        assert_eq!(
+            parse_json(deep.as_bytes()).err().map(|e| e.code()),
+            Some(400)
+        );
+        assert_eq!(
+            parse_yaml(deep.as_bytes()).err().map(|e| e.code()),
+            Some(400)
+        );
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub fn is_exempt(method: &Method, path: &str, query: Option<&str>) -> bool {
         return false;
     }
     let q = crate::http::query::Query::parse(query);
-    matches!(q.bool("watch"), Ok(Some(true))) || path.ends_with("/log") && q.get("follow") == Some("true")
+    matches!(q.bool("watch"), Ok(Some(true)))
+        || path.ends_with("/log") && q.get("follow") == Some("true")
 }
 
 /// The in-flight and timeout middleware.

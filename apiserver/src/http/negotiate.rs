@@ -124,23 +124,18 @@ pub fn negotiate_output(accept: Option<&str>) -> Negotiated<Output> {
         return Negotiated::Chosen(Output::Json);
     };
     for range in parse_accept(accept) {
+        let meta = range.group.as_deref() == Some("meta.k8s.io");
         match (range.essence.as_str(), range.as_kind.as_deref()) {
-            ("application/json", Some("Table")) => {
-                if range.group.as_deref() == Some("meta.k8s.io")
-                    && matches!(range.version.as_deref(), Some("v1") | Some("v1beta1"))
-                {
-                    return Negotiated::Chosen(Output::Table);
-                }
+            ("application/json", Some("Table"))
+                if meta && matches!(range.version.as_deref(), Some("v1") | Some("v1beta1")) =>
+            {
+                return Negotiated::Chosen(Output::Table)
             }
-            ("application/json", Some("PartialObjectMetadata")) => {
-                if range.group.as_deref() == Some("meta.k8s.io") {
-                    return Negotiated::Chosen(Output::PartialObjectMetadata);
-                }
+            ("application/json", Some("PartialObjectMetadata")) if meta => {
+                return Negotiated::Chosen(Output::PartialObjectMetadata)
             }
-            ("application/json", Some("PartialObjectMetadataList")) => {
-                if range.group.as_deref() == Some("meta.k8s.io") {
-                    return Negotiated::Chosen(Output::PartialObjectMetadataList);
-                }
+            ("application/json", Some("PartialObjectMetadataList")) if meta => {
+                return Negotiated::Chosen(Output::PartialObjectMetadataList)
             }
             (essence, None) if is_json_like(essence) => return Negotiated::Chosen(Output::Json),
             ("application/yaml", None) => return Negotiated::Chosen(Output::Yaml),
@@ -193,7 +188,12 @@ pub fn body_format(content_type: Option<&str>) -> Option<BodyFormat> {
     let Some(ct) = content_type else {
         return Some(BodyFormat::Json);
     };
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match essence.as_str() {
         "" | "application/json" => Some(BodyFormat::Json),
         "application/yaml" | "application/x-yaml" | "text/yaml" => Some(BodyFormat::Yaml),
@@ -223,33 +223,50 @@ mod tests {
             negotiate_discovery(Some("application/json, */*")),
             Negotiated::Chosen(DiscoveryOutput::Legacy)
         );
-        assert_eq!(negotiate_discovery(None), Negotiated::Chosen(DiscoveryOutput::Legacy));
+        assert_eq!(
+            negotiate_discovery(None),
+            Negotiated::Chosen(DiscoveryOutput::Legacy)
+        );
     }
 
     #[test]
     fn output_negotiation() {
-        assert_eq!(negotiate_output(Some(TABLE)), Negotiated::Chosen(Output::Table));
+        assert_eq!(
+            negotiate_output(Some(TABLE)),
+            Negotiated::Chosen(Output::Table)
+        );
         assert_eq!(
             negotiate_output(Some("application/vnd.kubernetes.protobuf,application/json")),
             Negotiated::Chosen(Output::Json)
         );
         assert_eq!(
-            negotiate_output(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")),
+            negotiate_output(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
             Negotiated::Chosen(Output::PartialObjectMetadataList)
         );
-        assert_eq!(negotiate_output(Some("text/html")), Negotiated::NotAcceptable);
+        assert_eq!(
+            negotiate_output(Some("text/html")),
+            Negotiated::NotAcceptable
+        );
         assert_eq!(
             negotiate_output(Some("application/vnd.kubernetes.protobuf")),
             Negotiated::NotAcceptable
         );
         assert_eq!(negotiate_output(None), Negotiated::Chosen(Output::Json));
-        assert_eq!(negotiate_output(Some("*/*")), Negotiated::Chosen(Output::Json));
+        assert_eq!(
+            negotiate_output(Some("*/*")),
+            Negotiated::Chosen(Output::Json)
+        );
     }
 
     #[test]
     fn body_formats() {
         assert_eq!(body_format(None), Some(BodyFormat::Json));
-        assert_eq!(body_format(Some("application/json; charset=utf-8")), Some(BodyFormat::Json));
+        assert_eq!(
+            body_format(Some("application/json; charset=utf-8")),
+            Some(BodyFormat::Json)
+        );
         assert_eq!(
             body_format(Some("application/vnd.kubernetes.protobuf")),
             Some(BodyFormat::Protobuf)

@@ -86,9 +86,15 @@ mod tests {
     fn shapes() {
         assert_eq!(p("").resource, None);
         let all = p("pods");
-        assert_eq!((all.resource.as_deref(), all.namespace), (Some("pods"), None));
+        assert_eq!(
+            (all.resource.as_deref(), all.namespace),
+            (Some("pods"), None)
+        );
         let ns = p("namespaces/foo");
-        assert_eq!((ns.resource.as_deref(), ns.name.as_deref()), (Some("namespaces"), Some("foo")));
+        assert_eq!(
+            (ns.resource.as_deref(), ns.name.as_deref()),
+            (Some("namespaces"), Some("foo"))
+        );
         let coll = p("namespaces/foo/pods");
         assert_eq!(coll.namespace.as_deref(), Some("foo"));
         assert_eq!(coll.resource.as_deref(), Some("pods"));

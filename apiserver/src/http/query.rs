@@ -68,7 +68,9 @@ impl Query {
         match self.get(key) {
             None | Some("") => Ok(None),
             Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid value for {key}: {v:?}: expected an integer"))
+                ApiError::bad_request(format!(
+                    "invalid value for {key}: {v:?}: expected an integer"
+                ))
             }),
         }
     }
@@ -78,7 +80,9 @@ impl Query {
         match self.get(key) {
             None | Some("") => Ok(None),
             Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid value for {key}: {v:?}: expected an integer"))
+                ApiError::bad_request(format!(
+                    "invalid value for {key}: {v:?}: expected an integer"
+                ))
             }),
         }
     }
@@ -140,9 +144,10 @@ fn list_forbidden(field: &str, message: &str) -> ApiError {
 pub fn parse_resource_version(raw: Option<&str>) -> Result<Option<u64>> {
     match raw {
         None | Some("") => Ok(None),
-        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            ApiError::bad_request(format!("invalid resource version: {v:?}"))
-        }),
+        Some(v) => v
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}"))),
     }
 }
 
@@ -176,7 +181,10 @@ impl ListOptions {
                 )))
             }
         };
-        let continue_token = q.get("continue").filter(|c| !c.is_empty()).map(String::from);
+        let continue_token = q
+            .get("continue")
+            .filter(|c| !c.is_empty())
+            .map(String::from);
         let opts = ListOptions {
             label_selector: q.get("labelSelector").map(String::from),
             field_selector: q.get("fieldSelector").map(String::from),
@@ -197,14 +205,23 @@ impl ListOptions {
     fn validate(&self, raw_rv: &str) -> Result<()> {
         if !self.watch {
             if self.send_initial_events.is_some() {
-                return Err(list_forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+                return Err(list_forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
             }
             if let Some(m) = self.rv_match {
                 if raw_rv.is_empty() {
-                    return Err(list_forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                    return Err(list_forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
                 }
                 if self.continue_token.is_some() {
-                    return Err(list_forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+                    return Err(list_forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
                 }
                 if m == RvMatch::Exact && raw_rv == "0" {
                     return Err(list_forbidden(
@@ -325,7 +342,11 @@ impl WriteOptions {
             if m.len() > 128 || m.chars().any(|c| c.is_control()) {
                 return Err(ApiError::invalid_options(
                     kind,
-                    FieldError::invalid("fieldManager", m, "must be at most 128 printable characters"),
+                    FieldError::invalid(
+                        "fieldManager",
+                        m,
+                        "must be at most 128 printable characters",
+                    ),
                 ));
             }
         }
@@ -410,12 +431,14 @@ impl DeleteOptions {
     /// Parses delete options: `body` (JSON, possibly empty) wins over the query.
     pub fn parse(body: &[u8], q: &Query) -> Result<Self> {
         if body.iter().any(|b| !b.is_ascii_whitespace()) {
-            let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!("error decoding DeleteOptions: {e}"))
-            })?;
+            let v: serde_json::Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
             return Self::from_json(&v);
         }
-        let propagation = q.get("propagationPolicy").map(parse_propagation).transpose()?;
+        let propagation = q
+            .get("propagationPolicy")
+            .map(parse_propagation)
+            .transpose()?;
         Ok(DeleteOptions {
             grace_period_seconds: q.i64("gracePeriodSeconds")?,
             propagation: combine_orphan(propagation, q.bool("orphanDependents")?)?,
@@ -429,12 +452,13 @@ impl DeleteOptions {
         if !v.is_object() {
             return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
         }
-        let grace = match v.get("gracePeriodSeconds") {
-            None | Some(serde_json::Value::Null) => None,
-            Some(g) => Some(g.as_i64().ok_or_else(|| {
-                ApiError::bad_request("gracePeriodSeconds must be an integer")
-            })?),
-        };
+        let grace =
+            match v.get("gracePeriodSeconds") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(g) => Some(g.as_i64().ok_or_else(|| {
+                    ApiError::bad_request("gracePeriodSeconds must be an integer")
+                })?),
+            };
         let propagation = match v.get("propagationPolicy") {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => Some(parse_propagation(s)?),
@@ -482,12 +506,20 @@ mod tests {
 
     #[test]
     fn list_option_validation() {
-        assert_eq!(lo("resourceVersionMatch=Exact").err().map(|e| e.code()), Some(422));
         assert_eq!(
-            lo("resourceVersion=0&resourceVersionMatch=Exact").err().map(|e| e.code()),
+            lo("resourceVersionMatch=Exact").err().map(|e| e.code()),
             Some(422)
         );
-        assert_eq!(lo("sendInitialEvents=true").err().map(|e| e.code()), Some(422));
+        assert_eq!(
+            lo("resourceVersion=0&resourceVersionMatch=Exact")
+                .err()
+                .map(|e| e.code()),
+            Some(422)
+        );
+        assert_eq!(
+            lo("sendInitialEvents=true").err().map(|e| e.code()),
+            Some(422)
+        );
         assert_eq!(
             lo("watch=true&resourceVersionMatch=NotOlderThan&resourceVersion=0")
                 .err()
@@ -500,33 +532,50 @@ mod tests {
         let o = lo("watch=1&resourceVersion=106&allowWatchBookmarks=true&timeoutSeconds=443")
             .unwrap_or_default();
         assert!(o.watch && o.allow_bookmarks);
-        assert_eq!((o.resource_version, o.timeout_seconds), (Some(106), Some(443)));
+        assert_eq!(
+            (o.resource_version, o.timeout_seconds),
+            (Some(106), Some(443))
+        );
     }
 
     #[test]
     fn continue_round_trip() {
-        let t = ContinueToken { rv: 7, start: "/registry/pods/a/b".into() };
+        let t = ContinueToken {
+            rv: 7,
+            start: "/registry/pods/a/b".into(),
+        };
         assert_eq!(ContinueToken::decode(&t.encode()).ok(), Some(t));
-        assert_eq!(ContinueToken::decode("!!").err().map(|e| e.code()), Some(400));
+        assert_eq!(
+            ContinueToken::decode("!!").err().map(|e| e.code()),
+            Some(400)
+        );
     }
 
     #[test]
     fn delete_options_body_wins() {
         let q = Query::parse(Some("propagationPolicy=Orphan"));
-        let d = DeleteOptions::parse(br#"{"propagationPolicy":"Foreground","preconditions":{"uid":"u"}}"#, &q)
-            .unwrap_or_default();
+        let d = DeleteOptions::parse(
+            br#"{"propagationPolicy":"Foreground","preconditions":{"uid":"u"}}"#,
+            &q,
+        )
+        .unwrap_or_default();
         assert_eq!(d.propagation, Some(Propagation::Foreground));
         assert_eq!(d.preconditions.uid.as_deref(), Some("u"));
         let d = DeleteOptions::parse(b"", &q).unwrap_or_default();
         assert_eq!(d.propagation, Some(Propagation::Orphan));
         assert_eq!(
-            DeleteOptions::parse(br#"{"propagationPolicy":"Nope"}"#, &q).err().map(|e| e.code()),
+            DeleteOptions::parse(br#"{"propagationPolicy":"Nope"}"#, &q)
+                .err()
+                .map(|e| e.code()),
             Some(422)
         );
         assert_eq!(
-            DeleteOptions::parse(br#"{"propagationPolicy":"Orphan","orphanDependents":true}"#, &q)
-                .err()
-                .map(|e| e.code()),
+            DeleteOptions::parse(
+                br#"{"propagationPolicy":"Orphan","orphanDependents":true}"#,
+                &q
+            )
+            .err()
+            .map(|e| e.code()),
             Some(422)
         );
     }

@@ -372,8 +372,7 @@ impl WatchCache {
                     });
                     last.map(|last| {
                         let mut obj = Value::clone(&last);
-                        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
-                        {
+                        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                             meta.insert(
                                 "resourceVersion".into(),
                                 Value::String(revision.to_string()),
@@ -398,7 +397,8 @@ impl WatchCache {
                     }
                 }
                 // A full or closed queue drops the watcher: never block the feeder.
-                res.watchers.retain(|w| w.tx.try_send(cached.clone()).is_ok());
+                res.watchers
+                    .retain(|w| w.tx.try_send(cached.clone()).is_ok());
             } else {
                 tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
             }

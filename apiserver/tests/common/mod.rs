@@ -13,7 +13,9 @@ use apiserver::{Config, Server};
 pub async fn start_with(mut config: Config) -> Server {
     config.address = "127.0.0.1:0".parse().unwrap();
     let store = store::MemoryStore::new(store::StoreConfig::default()).expect("memory store");
-    apiserver::start(config, Arc::new(store)).await.expect("server starts")
+    apiserver::start(config, Arc::new(store))
+        .await
+        .expect("server starts")
 }
 
 /// Starts a server with the default configuration.
@@ -40,7 +42,11 @@ impl Kube {
         )
         .unwrap();
         let cache = dir.path().join("cache");
-        Kube { dir, kubeconfig, cache }
+        Kube {
+            dir,
+            kubeconfig,
+            cache,
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
