@@ -269,6 +269,17 @@ pub fn validate_pod_spec(spec: Option<&Value>, path: &str) -> Vec<FieldError> {
     errs
 }
 
+/// Pod spec fields the server fills on create or binding (ServiceAccount and Priority admission,
+/// `SetDefaults_PodSpec`, `pods/binding`).
+const CREATE_TIME_FIELDS: &[&str] = &[
+    "serviceAccountName",
+    "serviceAccount",
+    "enableServiceLinks",
+    "priority",
+    "preemptionPolicy",
+    "nodeName",
+];
+
 const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
 /// The spec with the mutable fields replaced by `old`'s, for the immutability comparison.
@@ -329,6 +340,18 @@ impl Strategy for PodStrategy {
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         if let Some(spec) = new.get_mut("spec") {
             default_pod_spec(spec);
+        }
+        // Fields set at create time by admission or binding: a full PUT from a manifest that lacks
+        // them keeps the stored values rather than failing the immutability check.
+        if let (Some(spec), Some(old_spec)) = (
+            new.get_mut("spec").and_then(Value::as_object_mut),
+            old.get("spec").and_then(Value::as_object),
+        ) {
+            for key in CREATE_TIME_FIELDS {
+                if let (None, Some(v)) = (spec.get(*key), old_spec.get(*key)) {
+                    spec.insert((*key).to_string(), v.clone());
+                }
+            }
         }
         common::prepare_update_common(new, old, true, false);
     }
