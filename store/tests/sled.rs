@@ -208,3 +208,46 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// spec/reliability.md T4 (2) at the store level: a watcher that stops reading while 5,000 writes
+/// happen is closed at its buffer bound, never slows the writers down to its pace, and holds no more
+/// than its buffer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_stops_reading_is_closed_at_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(open(dir.path(), StoreConfig::default()));
+    let WatchOutcome::Watching(mut stalled) = store.watch("", 0, 100).unwrap() else {
+        panic!("expired")
+    };
+    assert_eq!(store.watcher_count(), 1);
+    let mut writers = Vec::new();
+    for w in 0..16 {
+        let store = std::sync::Arc::clone(&store);
+        writers.push(tokio::spawn(async move {
+            for i in 0..5_000 / 16 {
+                create(&store, &format!("/t4/{w}/{i}"), "v").await;
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    assert_eq!(
+        store.watcher_count(),
+        0,
+        "the stalled watcher must have been dropped"
+    );
+    let mut delivered = 0;
+    loop {
+        match next_item(&mut stalled).await {
+            Some(WatchItem::Event(_)) => delivered += 1,
+            Some(WatchItem::Closed(store::WatchClosedReason::FellBehind { buffer: 100 })) => break,
+            other => panic!("expected FellBehind, got {other:?}"),
+        }
+    }
+    assert!(
+        delivered <= 100,
+        "delivered {delivered} past a buffer of 100"
+    );
+    store.flush_and_close().await.unwrap();
+}
