@@ -262,7 +262,7 @@ async fn watch_stream_decodes_events_across_chunks() -> client::Result<()> {
         q.get("allowWatchBookmarks").map(String::as_str),
         Some("true")
     );
-    assert_eq!(q.get("timeoutSeconds").map(String::as_str), Some("300"));
+    assert_eq!(q.get("timeoutSeconds").map(String::as_str), Some("1"));
     let kinds: Vec<String> = events
         .iter()
         .map(|e| match e {

@@ -210,7 +210,25 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
     let next_rv = || st.rv.fetch_add(1, Ordering::SeqCst) + 1;
     match (m, name, sub) {
         (Method::GET, None, _) if query.get("watch").map(String::as_str) == Some("true") => {
-            let lines = st.watch_lines.lock().clone();
+            // Canned lines newer than the requested RV, then the stream stays open until
+            // `timeoutSeconds` (as a real server does).
+            let from: u64 = query
+                .get("resourceVersion")
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0);
+            let lines: Vec<String> = st
+                .watch_lines
+                .lock()
+                .iter()
+                .filter(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap_or(Value::Null);
+                    let rv = v["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|r| r.parse::<u64>().ok());
+                    rv.is_none_or(|rv| rv > from)
+                })
+                .cloned()
+                .collect();
             let text = lines.join("\n") + "\n";
             // Deliver in uneven chunks so lines straddle chunk boundaries.
             let bytes = text.into_bytes();
@@ -218,10 +236,33 @@ fn handle(st: Arc<ServerState>, m: Method, u: Uri, h: HeaderMap, b: Bytes) -> Re
                 .chunks(37)
                 .map(|c| Ok(Bytes::copy_from_slice(c)))
                 .collect();
-            Response::new(Body::from_stream(futures::stream::iter(chunks)))
+            let hold = query
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse::<u64>().ok())
+                .unwrap_or(0);
+            let tail = futures::stream::once(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(hold)).await;
+                Ok::<Bytes, std::io::Error>(Bytes::new())
+            });
+            Response::new(Body::from_stream(futures::StreamExt::chain(
+                futures::stream::iter(chunks),
+                tail,
+            )))
         }
         (Method::GET, None, _) => {
-            let all: Vec<Value> = c.values().cloned().collect();
+            let mut all: Vec<Value> = c.values().cloned().collect();
+            if !coll.contains("/namespaces/") {
+                // A cluster-wide list of a namespaced resource spans every namespace.
+                let (prefix, resource) = coll.rsplit_once('/').unwrap_or(("", ""));
+                for (path, objs) in objects.iter() {
+                    let ns_coll = path
+                        .strip_prefix(prefix)
+                        .and_then(|r| r.strip_prefix("/namespaces/"));
+                    if ns_coll.is_some_and(|r| r.split('/').nth(1) == Some(resource)) {
+                        all.extend(objs.values().cloned());
+                    }
+                }
+            }
             let start: usize = query
                 .get("continue")
                 .and_then(|s| s.parse().ok())
