@@ -245,7 +245,7 @@ async fn watch_stream_decodes_events_across_chunks() -> client::Result<()> {
     ];
     let api = client_for(&s).api::<ConfigMap>(Some("default"));
     let p = ListParams {
-        timeout_seconds: Some(300),
+        timeout_seconds: Some(1),
         allow_bookmarks: true,
         ..Default::default()
     };
