@@ -70,10 +70,8 @@ async fn not_found() -> Response {
 async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let (verb, resource) = handlers::classify(&req);
-    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
-    let _enter = span.enter();
-    drop(_enter);
-    let resp = next.run(req).await;
+    let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), verb, resource = %resource);
+    let resp = tracing::Instrument::instrument(next.run(req), span).await;
     state
         .metrics
         .record_request(verb, &resource, resp.status().as_u16(), started.elapsed());

@@ -153,3 +153,161 @@ impl WatchCache {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch_cache::{CacheEvent, EventType, Inner, ResourceCache, WatchFrom, WatchStart};
+    use parking_lot::RwLock;
+    use serde_json::json;
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicU64;
+
+    fn obj(name: &str, rv: u64) -> Arc<Value> {
+        Arc::new(json!({ "metadata": { "name": name, "resourceVersion": rv.to_string() } }))
+    }
+
+    /// A cache whose pods went through: rv 10 a,b,c exist; 11 modify b; 12 delete c; 13 add d.
+    fn cache(history: usize) -> WatchCache {
+        let p = "/registry/pods/";
+        let k = |n: &str| format!("/registry/pods/ns/{n}");
+        let mut res = ResourceCache {
+            oldest: 10,
+            ..Default::default()
+        };
+        res.objects.insert(k("a"), obj("a", 5));
+        res.objects.insert(k("b"), obj("b", 11));
+        res.objects.insert(k("d"), obj("d", 13));
+        let ev = |kind, n: &str, rv, o: Arc<Value>, prev| {
+            Arc::new(CacheEvent {
+                kind,
+                key: k(n),
+                revision: rv,
+                object: o,
+                prev,
+            })
+        };
+        res.ring.push_back(ev(
+            EventType::Modified,
+            "b",
+            11,
+            obj("b", 11),
+            Some(obj("b", 6)),
+        ));
+        res.ring.push_back(ev(
+            EventType::Deleted,
+            "c",
+            12,
+            obj("c", 12),
+            Some(obj("c", 7)),
+        ));
+        res.ring
+            .push_back(ev(EventType::Added, "d", 13, obj("d", 13), None));
+        let mut resources = HashMap::new();
+        resources.insert(p.to_string(), res);
+        let (progress, _) = tokio::sync::watch::channel(13);
+        WatchCache {
+            inner: RwLock::new(Inner {
+                revision: 13,
+                base: 10,
+                resources,
+            }),
+            progress,
+            relists: AtomicU64::new(0),
+            history,
+            buffer: 8,
+        }
+    }
+
+    fn names(o: SnapshotOutcome) -> Vec<(String, String)> {
+        match o {
+            SnapshotOutcome::Listed(s) => s
+                .items
+                .iter()
+                .map(|v| {
+                    (
+                        v["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                        v["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+                .collect(),
+            other => panic!("not listed: {other:?}"),
+        }
+    }
+
+    fn pair(n: &str, rv: &str) -> (String, String) {
+        (n.to_string(), rv.to_string())
+    }
+
+    #[test]
+    fn past_snapshots_undo_ring_events() {
+        let c = cache(100);
+        let all = |_: &Value| true;
+        let p = "/registry/pods/";
+        assert_eq!(
+            names(c.list(p, p, ListAt::Current, None, None, &all)),
+            [pair("a", "5"), pair("b", "11"), pair("d", "13")]
+        );
+        assert_eq!(
+            names(c.list(p, p, ListAt::Exact(10), None, None, &all)),
+            [pair("a", "5"), pair("b", "6"), pair("c", "7")]
+        );
+        assert_eq!(
+            names(c.list(p, p, ListAt::Exact(12), None, None, &all)),
+            [pair("a", "5"), pair("b", "11")]
+        );
+        // Pages at a past revision continue after the last key.
+        let page = c.list(p, p, ListAt::Exact(10), None, Some(2), &all);
+        let SnapshotOutcome::Listed(s) = page else {
+            panic!("not listed")
+        };
+        assert_eq!(s.items.len(), 2);
+        assert_eq!(s.more_after.as_deref(), Some("/registry/pods/ns/b"));
+        assert_eq!(s.remaining, Some(1));
+        assert_eq!(
+            names(c.list(
+                p,
+                p,
+                ListAt::Exact(10),
+                s.more_after.as_deref(),
+                Some(2),
+                &all
+            )),
+            [pair("c", "7")]
+        );
+        assert!(matches!(
+            c.list(p, p, ListAt::Exact(9), None, None, &all),
+            SnapshotOutcome::Expired { oldest: 10 }
+        ));
+        assert!(matches!(
+            c.list(p, p, ListAt::Exact(14), None, None, &all),
+            SnapshotOutcome::Future { current: 13 }
+        ));
+    }
+
+    #[test]
+    fn watches_replay_the_ring_or_expire() {
+        let c = cache(100);
+        let p = "/registry/pods/";
+        match c.watch(p, WatchFrom::After(11)) {
+            WatchStart::Watching(w) => {
+                let revs: Vec<u64> = w.initial.iter().map(|e| e.revision).collect();
+                assert_eq!(revs, [12, 13]);
+                assert_eq!(w.skip_through, 11);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            c.watch(p, WatchFrom::After(9)),
+            WatchStart::Expired { oldest: 10 }
+        ));
+        match c.watch(p, WatchFrom::Snapshot) {
+            WatchStart::Watching(w) => assert_eq!(w.initial.len(), 3),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.watcher_count(p), 2);
+    }
+}
