@@ -825,6 +825,17 @@ pub fn evaluate(pod: &Pod, plan: &PodPlan, facts: &PodFacts, now: Timestamp) -> 
     }
 }
 
+/// The status of a pod the kubelet's admission rejected: exactly what `rejectPod` sets (phase
+/// `Failed`, a reason such as `OutOfpods`, the message), nothing else.
+pub fn rejected_status(reason: &str, message: &str) -> PodStatus {
+    PodStatus {
+        phase: Some("Failed".to_string()),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        ..Default::default()
+    }
+}
+
 /// The pod's QoS class, as `pkg/apis/core/helper/qos` computes it (requests default to limits).
 pub fn qos_class(pod: &Pod) -> &'static str {
     let Some(spec) = pod.spec.as_ref() else {

@@ -54,7 +54,9 @@ use crate::kubelet_config::KubeletConfig;
 use crate::metrics::{Counters, KubeletMetrics};
 use crate::node::{NodeIdentity, FAKE_NODE_LABEL};
 use crate::plan::PodPlan;
-use crate::pod_status::{evaluate, merge_with_previous, since, PodFacts};
+use crate::pod_status::{
+    evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
+};
 
 /// Name of the pod informer's index by `spec.nodeName`.
 pub const NODE_NAME_INDEX: &str = "spec.nodeName";
@@ -80,6 +82,10 @@ pub(crate) struct PodRuntime {
     /// `(resourceVersion our write produced, digest of the status we wrote)`: lets a writer skip a
     /// status the server normalized differently from ours, without missing others' changes.
     written: Option<(String, u64)>,
+    /// Admission rejected the pod (the node was full): the message of its `Failed` status.
+    rejection: Option<String>,
+    /// The pod reached Succeeded/Failed: it no longer counts against the node's pod capacity.
+    terminal: bool,
 }
 
 /// One node's pods and addresses, under one lock.
@@ -412,7 +418,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let now = Timestamp::now();
 
-    let (facts, written) = {
+    let (facts, written, rejection) = {
         let mut np = node.pods.lock();
         let NodePods { ipam, pods } = &mut *np;
         if pods.get(key).is_some_and(|rt| rt.uid != uid) {
@@ -423,9 +429,25 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
                 }
             }
         }
-        let rt = pods
-            .entry(key.to_string())
-            .or_insert_with(|| adopt(&pod, ipam, now, &shared.counters));
+        if !pods.contains_key(key) {
+            let capacity = shared.cfg.node.pods as usize;
+            let rt = match admit(&pod, pods.values(), capacity) {
+                Admission::Admit => adopt(&pod, ipam, now, &shared.counters),
+                Admission::Reject(message) => PodRuntime {
+                    uid: uid.clone(),
+                    accepted: now,
+                    ip: None,
+                    deletion_seen: None,
+                    written: None,
+                    rejection: Some(message),
+                    terminal: true,
+                },
+            };
+            pods.insert(key.to_string(), rt);
+        }
+        let Some(rt) = pods.get_mut(key) else {
+            return SyncOutcome::Done(None);
+        };
         if pod.metadata.deletion_timestamp.is_some() && rt.deletion_seen.is_none() {
             rt.deletion_seen = Some(now);
         }
@@ -437,12 +459,30 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
                 deletion_seen: rt.deletion_seen,
             },
             rt.written.clone(),
+            rt.rejection.clone(),
         )
     };
 
-    let plan = PodPlan::resolve(&shared.cfg.lifecycle, &pod);
-    let mut eval = evaluate(&pod, &plan, &facts, now);
-    merge_with_previous(&mut eval.status, pod.status.as_ref());
+    let eval = match rejection {
+        Some(message) => Evaluation {
+            status: rejected_status(OUT_OF_PODS, &message),
+            next_change: None,
+            delete_now: false,
+        },
+        None => {
+            let plan = PodPlan::resolve(&shared.cfg.lifecycle, &pod);
+            let mut eval = evaluate(&pod, &plan, &facts, now);
+            merge_with_previous(&mut eval.status, pod.status.as_ref());
+            let terminal = matches!(
+                eval.status.phase.as_deref(),
+                Some("Succeeded") | Some("Failed")
+            );
+            if let Some(rt) = node.pods.lock().pods.get_mut(key) {
+                rt.terminal = terminal;
+            }
+            eval
+        }
+    };
     let next = eval
         .next_change
         .map(|t| since(t, now) + Duration::from_millis(1));
@@ -535,5 +575,46 @@ fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> Pod
         ip,
         deletion_seen: None,
         written: None,
+        rejection: None,
+        terminal: false,
+    }
+}
+
+/// Reason of the status of a pod rejected because the node already runs `pods` pods
+/// (the kubelet's admission `"OutOf" + resource`).
+pub const OUT_OF_PODS: &str = "OutOfpods";
+
+enum Admission {
+    Admit,
+    Reject(String),
+}
+
+/// The kubelet's pod-count admission: a new pod is rejected when the node's admitted, non-terminal
+/// pods already fill its capacity. Pods that already ran here (a start time: we restarted) are
+/// always re-admitted; a pod some kubelet already rejected stays rejected.
+fn admit<'a>(
+    pod: &Pod,
+    others: impl Iterator<Item = &'a PodRuntime>,
+    capacity: usize,
+) -> Admission {
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
+    if status.is_some_and(|s| s.start_time.is_some()) {
+        return Admission::Admit;
+    }
+    if matches!(phase, Some("Failed") | Some("Succeeded")) {
+        // Terminal without ever starting: rejected by an earlier run of this node.
+        let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
+        return Admission::Reject(message);
+    }
+    let used = others
+        .filter(|rt| rt.rejection.is_none() && !rt.terminal)
+        .count();
+    if used >= capacity {
+        Admission::Reject(format!(
+            "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
+        ))
+    } else {
+        Admission::Admit
     }
 }

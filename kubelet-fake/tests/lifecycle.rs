@@ -23,6 +23,16 @@ struct Env {
 }
 
 async fn start(nodes: usize, lifecycle: &str) -> Env {
+    start_with(KubeletConfig {
+        nodes,
+        lifecycle: LifecycleConfig::from_yaml(lifecycle).expect("lifecycle"),
+        ..KubeletConfig::default()
+    })
+    .await
+}
+
+/// Starts a server and kubelets with `cfg`, leases shortened to 500 ms renewals / 2 s duration.
+async fn start_with(cfg: KubeletConfig) -> Env {
     let config = apiserver::Config {
         address: "127.0.0.1:0".parse().unwrap(),
         ..Default::default()
@@ -33,11 +43,9 @@ async fn start(nodes: usize, lifecycle: &str) -> Env {
         .expect("server starts");
     let client = Client::new(Config::new(server.url())).expect("client");
     let cfg = KubeletConfig {
-        nodes,
-        lifecycle: LifecycleConfig::from_yaml(lifecycle).expect("lifecycle"),
         lease_renew_interval: Duration::from_millis(500),
         lease_duration: Duration::from_secs(2),
-        ..KubeletConfig::default()
+        ..cfg
     };
     let shutdown = CancellationToken::new();
     let kubelets = FakeKubelets::start(client.clone(), cfg, shutdown.clone())
@@ -454,8 +462,48 @@ async fn a_restarted_kubelet_adopts_its_pods_unchanged() {
         after.status.and_then(|s| s.pod_ip),
         "the adopted pod's IP stays reserved"
     );
-    assert_eq!(again.metrics().status_writes, 1, "only the new pod was written");
+    assert_eq!(
+        again.metrics().status_writes,
+        1,
+        "only the new pod was written"
+    );
     shutdown.cancel();
     again.join().await;
     let _ = env.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_rejects_pods_out_of_pods() {
+    let env = start_with(KubeletConfig {
+        nodes: 1,
+        node: kubelet_fake::NodeTemplate {
+            pods: 2,
+            ..Default::default()
+        },
+        ..KubeletConfig::default()
+    })
+    .await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    for name in ["a", "b"] {
+        pods.create(&pod(name, "node-0", json!({}), json!({})))
+            .await
+            .expect("create");
+        ready_pod(&pods, name).await;
+    }
+    pods.create(&pod("c", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    let rejected = wait_for("pod c rejected", Duration::from_secs(10), || async {
+        let s = pods.get("c").await.ok()?.status?;
+        (s.phase.as_deref() == Some("Failed")).then_some(s)
+    })
+    .await;
+    assert_eq!(rejected.reason.as_deref(), Some("OutOfpods"));
+    assert_eq!(
+        rejected.message.as_deref(),
+        Some("Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2")
+    );
+    assert_eq!(rejected.pod_ip, None);
+    assert_eq!(env.kubelets.metrics().pods_failed, 1);
+    env.stop().await;
 }
