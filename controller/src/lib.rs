@@ -17,4 +17,14 @@ pub mod scheduler;
 pub mod selector;
 
 pub use error::{Error, Result};
+
+/// Run one unit of work, turning a panic into [`Error::Panicked`] so a worker survives it and the
+/// work-queue key is still marked done (a panicking key would otherwise be stuck "processing").
+pub(crate) async fn guarded<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Panicked),
+    }
+}
 pub use manager::{run, ControllerManagerConfig, EnabledControllers};

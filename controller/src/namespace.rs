@@ -147,7 +147,7 @@ impl NamespaceController {
             let inner = self.inner.clone();
             tracker.spawn(async move {
                 while let Some(name) = inner.queue.get().await {
-                    match inner.sync(&name).await {
+                    match crate::guarded(inner.sync(&name)).await {
                         Ok(true) => inner.queue.forget(&name),
                         Ok(false) => {
                             inner.queue.forget(&name);

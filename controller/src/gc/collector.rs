@@ -161,7 +161,7 @@ impl GarbageCollector {
             tracker.spawn(async move {
                 while let Some(uid) = inner.queue.get().await {
                     let span = tracing::debug_span!("gc", uid = %uid);
-                    match inner.process(&uid).instrument(span).await {
+                    match crate::guarded(inner.process(&uid).instrument(span)).await {
                         Ok(()) => inner.queue.forget(&uid),
                         Err(e) => {
                             tracing::warn!(uid = %uid, error = %e, "garbage collection failed; requeue");

@@ -154,7 +154,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                     .concurrent_syncs
                     .fetch_add(1, Ordering::Relaxed);
             }
-            let result = self.sync(&key).instrument(span).await;
+            let result = crate::guarded(self.sync(&key).instrument(span)).await;
             self.in_flight.lock().remove(&key);
             self.metrics.syncs.fetch_add(1, Ordering::Relaxed);
             match result {

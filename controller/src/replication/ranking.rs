@@ -6,7 +6,6 @@
 //! (`LogarithmicScaleDown`, GA in 1.31) with the pod UID as a stable pseudo-random tie-break.
 //! The sort is deterministic for a given `now`.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -65,27 +64,50 @@ fn log_bucket(t: Timestamp, now: Timestamp) -> i64 {
     }
 }
 
-/// "Newer first" for two optional times: empty first, then (log-bucketed) more recent, then UID.
-fn newer_first(
-    a: (Option<Timestamp>, &Pod),
-    b: (Option<Timestamp>, &Pod),
-    now: Timestamp,
-) -> Option<bool> {
-    let (ta, tb) = (a.0, b.0);
-    if ta == tb {
-        return None;
+/// Sort key of one pod: lexicographic order of the key = deletion order (first = deleted first).
+///
+/// Upstream's `Less` is not a strict weak order once times are log-bucketed with a UID tie-break
+/// (a~b and b~c by bucket while a<c), which Go's sort tolerates but Rust's sort rejects (it may
+/// panic). Precomputing each criterion as a key component gives a total order that agrees with
+/// upstream on every criterion; the only difference is the tie-break inside one time bucket, where
+/// restarts and creation time are consulted before the UID.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct DeletionKey {
+    assigned: bool,
+    phase: u8,
+    ready: bool,
+    cost: i32,
+    neg_rank: i32,
+    ready_bucket: i64,
+    neg_restarts: i32,
+    created_bucket: i64,
+    uid: String,
+}
+
+/// Bucket of a time for "more recent first": absent → first; else floor(log2(age)).
+fn recency_bucket(t: Option<Timestamp>, now: Timestamp) -> i64 {
+    match t {
+        None => i64::MIN,
+        Some(t) => log_bucket(t, now),
     }
-    match (ta, tb) {
-        (None, _) => Some(true),
-        (_, None) => Some(false),
-        (Some(x), Some(y)) => {
-            let diff = log_bucket(x, now) - log_bucket(y, now);
-            if diff == 0 {
-                Some(uid(a.1) < uid(b.1))
-            } else {
-                Some(diff < 0)
-            }
-        }
+}
+
+fn deletion_key(p: &Pod, rank: i32, now: Timestamp) -> DeletionKey {
+    let ready = is_pod_ready(p);
+    DeletionKey {
+        assigned: !node_name(p).is_empty(),
+        phase: phase_ordinal(p),
+        ready,
+        cost: deletion_cost(p),
+        neg_rank: rank.saturating_neg(),
+        ready_bucket: if ready {
+            recency_bucket(ready_since(p).flatten(), now)
+        } else {
+            0
+        },
+        neg_restarts: max_restarts(p).saturating_neg(),
+        created_bucket: recency_bucket(p.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+        uid: uid(p).to_string(),
     }
 }
 
@@ -103,64 +125,21 @@ pub struct ActivePodsWithRanks {
 impl ActivePodsWithRanks {
     /// Whether pod `i` should be deleted before pod `j`.
     pub fn less(&self, i: usize, j: usize) -> bool {
-        let (a, b) = (&self.pods[i], &self.pods[j]);
-        // 1. Unassigned < assigned.
-        let (na, nb) = (node_name(a), node_name(b));
-        if na.is_empty() != nb.is_empty() {
-            return na.is_empty();
-        }
-        // 2. Pending < Unknown < Running.
-        let (pa, pb) = (phase_ordinal(a), phase_ordinal(b));
-        if pa != pb {
-            return pa < pb;
-        }
-        // 3. Not ready < ready.
-        let (ra, rb) = (is_pod_ready(a), is_pod_ready(b));
-        if ra != rb {
-            return !ra;
-        }
-        // 4. Lower deletion cost first.
-        let (ca, cb) = (deletion_cost(a), deletion_cost(b));
-        if ca != cb {
-            return ca < cb;
-        }
-        // 5. Doubled up (higher rank) first.
-        if self.rank[i] != self.rank[j] {
-            return self.rank[i] > self.rank[j];
-        }
-        // 6. Both ready: more recently ready first.
-        if ra && rb {
-            let ta = ready_since(a).flatten();
-            let tb = ready_since(b).flatten();
-            if let Some(r) = newer_first((ta, a), (tb, b), self.now) {
-                return r;
-            }
-        }
-        // 7. More restarts first.
-        let (xa, xb) = (max_restarts(a), max_restarts(b));
-        if xa != xb {
-            return xa > xb;
-        }
-        // 8. Newer first.
-        let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        newer_first((ta, a), (tb, b), self.now).unwrap_or(false)
+        deletion_key(&self.pods[i], self.rank[i], self.now)
+            < deletion_key(&self.pods[j], self.rank[j], self.now)
     }
 
-    /// Sort into deletion order (stable).
+    /// Sort into deletion order (a total order: never panics, deterministic for a given `now`).
     pub fn sort(&mut self) {
-        let mut idx: Vec<usize> = (0..self.pods.len()).collect();
-        idx.sort_by(|&i, &j| {
-            if self.less(i, j) {
-                Ordering::Less
-            } else if self.less(j, i) {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
-        });
-        self.pods = idx.iter().map(|&i| self.pods[i].clone()).collect();
-        self.rank = idx.iter().map(|&i| self.rank[i]).collect();
+        let mut keyed: Vec<(DeletionKey, Arc<Pod>, i32)> = self
+            .pods
+            .iter()
+            .zip(&self.rank)
+            .map(|(p, &r)| (deletion_key(p, r, self.now), p.clone(), r))
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        self.pods = keyed.iter().map(|k| k.1.clone()).collect();
+        self.rank = keyed.iter().map(|k| k.2).collect();
     }
 }
 
@@ -294,6 +273,55 @@ mod tests {
         let pods: Vec<Arc<Pod>> = vec![Arc::new(old), Arc::new(young), Arc::new(crashy)];
         let out = pods_to_delete(&pods, &[], 2, ts(100_000));
         assert_eq!(names(&out), ["crashy", "young"]);
+    }
+
+    #[test]
+    fn recently_ready_before_long_ready_within_same_restart_class() {
+        // Same bucket for 1000 s and 1001 s ago: restarts, then creation, then UID decide.
+        let now = ts(100_000);
+        let mut a = running_ready("a", "n1", 100_000 - 1001);
+        a.status
+            .get_or_insert_with(Default::default)
+            .container_statuses = Some(vec![ContainerStatus {
+            restart_count: 1,
+            ..Default::default()
+        }]);
+        let b = running_ready("b", "n2", 100_000 - 1000);
+        let pods: Vec<Arc<Pod>> = vec![Arc::new(b), Arc::new(a)];
+        assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["a"]);
+    }
+
+    /// Regression: sorting 2000 pods with mixed ready times panicked ("comparison function does not
+    /// correctly implement a total order") with a pairwise `Less` over log buckets + UID tie-break.
+    #[test]
+    fn sorting_many_mixed_pods_is_total_and_deterministic() {
+        let now = ts(1_000_000);
+        let mut pods = Vec::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ready_at_secs = 1_000_000 - (x % 100_000) as i64;
+            let mut p = running_ready(&format!("p{i:04}"), &format!("n{}", x % 7), ready_at_secs);
+            p.metadata.uid = Some(format!("{:016x}", x.rotate_left(7)));
+            if x.is_multiple_of(5) {
+                p.metadata.creation_timestamp = Some(Time(ts(ready_at_secs - (x % 977) as i64)));
+            }
+            if x.is_multiple_of(3) {
+                p.status.get_or_insert_with(Default::default).conditions = None;
+            }
+            pods.push(Arc::new(p));
+        }
+        let first = pods_to_delete(&pods, &pods, 1000, now);
+        let mut reversed = pods.clone();
+        reversed.reverse();
+        let second = pods_to_delete(&reversed, &pods, 1000, now);
+        assert_eq!(
+            names(&first),
+            names(&second),
+            "order independent of input order"
+        );
     }
 
     #[test]

@@ -200,7 +200,14 @@ impl Scheduler {
         let t2 = tracker.clone();
         tracker.spawn(async move {
             while let Some(key) = inner.queue.get().await {
-                inner.schedule_one(&key, &t2).await;
+                let one = async {
+                    inner.schedule_one(&key, &t2).await;
+                    Ok(())
+                };
+                if crate::guarded(one).await.is_err() {
+                    tracing::error!(pod = %key, "scheduling panicked; retrying");
+                    inner.queue.add_rate_limited(key.clone());
+                }
                 inner.queue.done(&key);
             }
         });
