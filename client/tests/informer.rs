@@ -502,3 +502,118 @@ async fn one_random_run(seed: u64) {
     token.cancel();
     let _ = task.await;
 }
+
+/// A blocked handler neither blocks the informer nor other handlers (growing per-listener
+/// buffer), and still receives everything in order once it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_handler_does_not_block_others_and_keeps_order() {
+    let src = MemoryListerWatcher::new();
+    let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let slow_seen = Arc::new(Mutex::new(Vec::new()));
+    let fast_seen = Arc::new(Mutex::new(Vec::new()));
+    let (s2, f2) = (slow_seen.clone(), fast_seen.clone());
+    inf.add_event_handler(FnHandler::new().on_add(move |o: &Arc<ConfigMap>, _| {
+        // Blocks this listener's task (on its own worker thread) until released.
+        if s2.lock().is_empty() {
+            let _ = release_rx.lock().recv_timeout(Duration::from_secs(20));
+        }
+        s2.lock().push(rv(o));
+    }));
+    inf.add_event_handler(
+        FnHandler::new().on_add(move |o: &Arc<ConfigMap>, _| f2.lock().push(rv(o))),
+    );
+    let (token, task) = run(&inf);
+    for i in 0..2000 {
+        src.apply(cm(&format!("c{i}"), "x"));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fast_seen.lock().len() < 2000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fast handler starved: {}",
+            fast_seen.lock().len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(slow_seen.lock().len() <= 1, "slow handler still blocked");
+    assert_eq!(cache_state(&inf).len(), 2000, "the cache kept up too");
+    let _ = release_tx.send(());
+    while slow_seen.lock().len() < 2000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "slow handler did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Each handler gets notifications in distribution order: the same sequence for both.
+    let (slow, fast) = (slow_seen.lock().clone(), fast_seen.lock().clone());
+    assert_eq!(slow, fast, "per-handler order preserved");
+    token.cancel();
+    let _ = task.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn panicking_handler_skips_the_item_and_keeps_running() {
+    let src = MemoryListerWatcher::new();
+    let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    inf.add_event_handler(FnHandler::new().on_add(move |o: &Arc<ConfigMap>, _| {
+        if o.metadata.name.as_deref() == Some("bad") {
+            panic!("handler bug");
+        }
+        s2.lock().push(o.metadata.name.clone().unwrap_or_default());
+    }));
+    let (token, task) = run(&inf);
+    eventually("synced", || inf.has_synced()).await;
+    src.apply(cm("bad", "x"));
+    src.apply(cm("good", "x"));
+    eventually("later event delivered", || {
+        seen.lock().contains(&"good".to_string())
+    })
+    .await;
+    assert_eq!(*seen.lock(), vec!["good".to_string()]);
+    token.cancel();
+    let _ = task.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn filtering_handler_turns_crossings_into_add_and_delete() {
+    let src = MemoryListerWatcher::new();
+    let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
+    let rec = Arc::new(Recorder::default());
+    inf.add_event_handler(client::FilteringHandler {
+        filter: Box::new(|c: &ConfigMap| {
+            c.data.as_ref().and_then(|d| d.get("v")).map(String::as_str) == Some("in")
+        }),
+        handler: H(rec.clone()),
+    });
+    let (token, task) = run(&inf);
+    eventually("synced", || inf.has_synced()).await;
+    src.apply(cm("a", "out"));
+    src.apply(cm("a", "in")); // crosses in → add
+    src.apply(cm("a", "in")); // stays in → update
+    src.apply(cm("a", "out")); // crosses out → delete
+    src.apply(cm("b", "out"));
+    src.delete("default/b"); // never in → nothing
+    eventually("events", || rec.events.lock().len() == 3).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let evs = rec.events.lock().clone();
+    assert!(
+        matches!(&evs[0], Ev::Add(k, 3, false) if k == "default/a"),
+        "{evs:?}"
+    );
+    assert!(
+        matches!(&evs[1], Ev::Update(k, 3, 4) if k == "default/a"),
+        "{evs:?}"
+    );
+    assert!(
+        matches!(&evs[2], Ev::Delete(k, 4, false) if k == "default/a"),
+        "{evs:?}"
+    );
+    assert_eq!(evs.len(), 3);
+    token.cancel();
+    let _ = task.await;
+}
