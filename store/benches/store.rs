@@ -57,6 +57,22 @@ async fn creates(store: Arc<dyn Store>, writers: usize, total: usize) -> (usize,
     (done, started.elapsed())
 }
 
+/// CPU time (user + system) this process has used, from /proc/self/stat, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Kernel clock ticks are 100 Hz on Linux.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -176,19 +192,21 @@ fn main() {
     ];
     let load_before = loadavg();
     // Repetitions are interleaved, so a burst of load from elsewhere hits every case alike.
-    let mut results: Vec<Vec<(f64, Option<f64>)>> = vec![Vec::new(); cases.len()];
+    let mut results: Vec<Vec<(f64, Option<f64>, f64)>> = vec![Vec::new(); cases.len()];
     for _ in 0..reps {
         for (i, case) in cases.iter().enumerate() {
+            let cpu_before = cpu_seconds();
             let (ops, elapsed, group) = case.run(&runtime);
-            results[i].push((ops as f64 / elapsed.as_secs_f64(), group));
+            let cpu_us_per_op = (cpu_seconds() - cpu_before) * 1e6 / ops.max(1) as f64;
+            results[i].push((ops as f64 / elapsed.as_secs_f64(), group, cpu_us_per_op));
         }
     }
     println!(
         "load average before: {load_before}; after: {}; {reps} interleaved repetitions",
         loadavg()
     );
-    println!("| case | best /s | median /s | mean group commit |");
-    println!("|---|---|---|---|");
+    println!("| case | best /s | median /s | mean group commit | CPU µs per op (median) |");
+    println!("|---|---|---|---|---|");
     for (case, runs) in cases.iter().zip(&mut results) {
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
         let best = runs.last().map_or(0.0, |r| r.0);
@@ -197,6 +215,12 @@ fn main() {
             .last()
             .and_then(|r| r.1)
             .map_or("-".into(), |g| format!("{g:.1}"));
-        println!("| {} | {best:.0} | {median:.0} | {group} |", case.name());
+        let mut cpu: Vec<f64> = runs.iter().map(|r| r.2).collect();
+        cpu.sort_by(f64::total_cmp);
+        let cpu = cpu[cpu.len() / 2];
+        println!(
+            "| {} | {best:.0} | {median:.0} | {group} | {cpu:.1} |",
+            case.name()
+        );
     }
 }
