@@ -9,11 +9,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-/// A label-selector parse or validation failure; its text is what a 400 response carries.
+/// A label-selector parse or validation failure; its text is what a 400 response carries
+/// (apimachinery's wording: requirement errors are prefixed `unable to parse requirement: `).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
+    /// A requirement could not be parsed or failed validation.
     #[error("unable to parse requirement: {0}")]
     Parse(String),
+    /// The selector as a whole is malformed (e.g. a trailing comma), or a LabelSelector is invalid.
     #[error("{0}")]
     Invalid(String),
 }
@@ -209,18 +212,24 @@ impl Selector {
             if p.peek() == Token::Eos {
                 break;
             }
-            reqs.push(p.requirement()?);
+            // apimachinery prefixes every requirement error with "unable to parse requirement: ".
+            let req = p.requirement().map_err(|e| match e {
+                SelectorError::Invalid(m) => SelectorError::Parse(m),
+                parse => parse,
+            })?;
+            reqs.push(req);
             match p.next() {
                 Token::Eos => break,
                 Token::Comma => {
-                    if matches!(p.peek(), Token::Eos) {
-                        return Err(SelectorError::Parse(
-                            "found '', expected: identifier after ','".into(),
-                        ));
+                    if !matches!(p.peek(), Token::Ident(_) | Token::Not) {
+                        return Err(SelectorError::Invalid(format!(
+                            "found '{}', expected: identifier after ','",
+                            p.peek().text()
+                        )));
                     }
                 }
                 t => {
-                    return Err(SelectorError::Parse(format!(
+                    return Err(SelectorError::Invalid(format!(
                         "found '{}', expected: ',' or 'end of string'",
                         t.text()
                     )))
@@ -415,7 +424,7 @@ impl Parser {
             Token::NotIn => Operator::NotIn,
             t => {
                 return Err(SelectorError::Parse(format!(
-                    "found '{}', expected: '=', '!=', '==', 'in', notin'",
+                    "found '{}', expected: in, notin, =, ==, !=, gt, lt",
                     t.text()
                 )))
             }
@@ -545,6 +554,30 @@ mod tests {
         ] {
             assert!(Selector::parse(bad).is_err(), "{bad} should fail");
         }
+    }
+
+    #[test]
+    fn error_messages_follow_apimachinery() {
+        let msg = |s: &str| {
+            Selector::parse(s)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            msg("app in (foo"),
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        assert_eq!(msg("a=b,"), "found '', expected: identifier after ','");
+        assert_eq!(
+            msg("Bad Key=1"),
+            "unable to parse requirement: found 'Key', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        assert!(
+            msg("-a=1").starts_with("unable to parse requirement: key: Invalid value: \"-a\""),
+            "{}",
+            msg("-a=1")
+        );
     }
 
     #[test]
