@@ -43,6 +43,9 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 
+/// The longest duration a configuration may contain.
+pub const MAX_CONFIG_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// A delay: `delay` plus a uniformly distributed extra in `[0, jitter)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Delay {
@@ -140,11 +143,37 @@ impl LifecycleConfig {
 
     /// Checks what serde cannot: rule names are unique and every rule's parameters make sense.
     pub fn validate(&self) -> Result<()> {
+        // Bounded durations keep every offset sum far from `Duration` overflow.
+        let too_long = |d: Duration| d > MAX_CONFIG_DURATION;
+        for (what, d) in [
+            ("podStartDelay", &self.pod_start_delay),
+            ("initContainerDuration", &self.init_container_duration),
+            ("containerReadyDelay", &self.container_ready_delay),
+            ("terminationDelay", &self.termination_delay),
+        ] {
+            if too_long(d.delay) || too_long(d.jitter) {
+                return Err(Error::InvalidConfig(format!(
+                    "{what}: delay and jitter must be at most 365 days"
+                )));
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         for (i, rule) in self.rules.iter().enumerate() {
             if !rule.name.is_empty() && !names.insert(rule.name.as_str()) {
                 return Err(Error::InvalidConfig(format!(
                     "rule {i}: duplicate rule name {:?}",
+                    rule.name
+                )));
+            }
+            let duration = match &rule.action {
+                Action::CrashLoop(c) => c.run_for,
+                Action::NotReady(n) => n.after,
+                Action::Complete(c) => c.after,
+                Action::ImagePullError(_) => Duration::ZERO,
+            };
+            if too_long(duration) {
+                return Err(Error::InvalidConfig(format!(
+                    "rule {i} ({}): durations must be at most 365 days",
                     rule.name
                 )));
             }
@@ -598,6 +627,18 @@ rules:
             LifecycleConfig::from_yaml(
                 "rules: [{complete: {after: 1s, phase: Succeeded, exitCode: 3}}]"
             ),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            LifecycleConfig::from_yaml("podStartDelay: {delay: 1s, jitter: 400d}"),
+            Err(Error::ParseConfig { .. })
+        ));
+        assert!(matches!(
+            LifecycleConfig::from_yaml("podStartDelay: {delay: 1s, jitter: 9000h}"),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            LifecycleConfig::from_yaml("rules: [{crashLoop: {runFor: 1e15}}]"),
             Err(Error::InvalidConfig(_))
         ));
     }

@@ -133,6 +133,11 @@ impl KubeletConfig {
                 "leaseDuration must not be shorter than leaseRenewInterval".into(),
             ));
         }
+        if !(16..=28).contains(&self.node.pod_cidr_prefix) {
+            return Err(Error::InvalidConfig(
+                "node.podCidrPrefix must be between 16 and 28".into(),
+            ));
+        }
         if self.name_prefix.is_empty() {
             return Err(Error::InvalidConfig("namePrefix must not be empty".into()));
         }
@@ -200,6 +205,10 @@ lifecycle:
         ));
         assert!(matches!(
             KubeletConfig::from_yaml("leaseDuration: 1s\nleaseRenewInterval: 5s"),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            KubeletConfig::from_yaml("node: {podCidrPrefix: 8}"),
             Err(Error::InvalidConfig(_))
         ));
     }
