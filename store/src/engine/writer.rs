@@ -1,0 +1,353 @@
+//! The write path: the writer thread (evaluate, assign revisions, apply) and the flusher thread
+//! (flush, index, acknowledge, publish), and compaction, which runs on the writer thread. See the
+//! parent module for the guarantees; the order of the flusher's four steps is what makes them hold.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{elapsed_nanos, now_ms, Command, Index, Shared, WriteOp, WriteOutcome};
+use crate::backend::Backend;
+use crate::watch::WatchSource;
+use crate::{
+    CreateOutcome, DeleteOutcome, Error, Event, EventKind, KeyValue, Result, Revision,
+    UpdateOutcome,
+};
+
+/// Most log entries one compaction tick removes, so a tick never stalls writes for long.
+const COMPACT_STEP: u64 = 20_000;
+
+/// A batch applied to the back end, waiting for its flush.
+pub(super) struct Applied {
+    events: Vec<Arc<Event>>,
+    pending: Vec<Pending>,
+}
+
+pub(super) enum Stage {
+    Batch(Applied),
+    Close,
+}
+
+/// The single writer. Runs on its own thread; owns revision assignment, every mutation of the back
+/// end, and compaction. It applies batch N+1 while the flusher thread flushes batch N.
+pub(super) struct Writer<B: Backend> {
+    pub(super) shared: Arc<Shared<B>>,
+    /// State of keys written by batches applied but not yet in the index (newer than the index).
+    pub(super) overlay: HashMap<String, (Option<KeyValue>, Revision)>,
+    /// The revision the next write gets.
+    pub(super) next: Revision,
+    pub(super) stages: std::sync::mpsc::SyncSender<Stage>,
+    pub(super) flusher: std::thread::JoinHandle<Result<()>>,
+}
+
+type Pending = (oneshot::Sender<Result<WriteOutcome>>, WriteOutcome);
+
+impl<B: Backend> Writer<B> {
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let max_batch = self.shared.config.max_batch.max(1);
+        let mut batch = Vec::with_capacity(max_batch);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            let mut writes = Vec::with_capacity(batch.len());
+            let mut compact = false;
+            let mut close = None;
+            for command in batch.drain(..) {
+                match command {
+                    Command::Write(op, reply) if close.is_none() => writes.push((op, reply)),
+                    Command::Write(_, reply) => {
+                        let _ = reply.send(Err(Error::Closed));
+                    }
+                    Command::Compact => compact = true,
+                    Command::Close(reply) => close = close.or(Some(reply)),
+                }
+            }
+            self.apply(writes);
+            if compact {
+                self.compact();
+            }
+            if let Some(reply) = close {
+                rx.close();
+                while let Ok(command) = rx.try_recv() {
+                    match command {
+                        Command::Write(_, reply) => {
+                            let _ = reply.send(Err(Error::Closed));
+                        }
+                        Command::Close(reply) => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        Command::Compact => {}
+                    }
+                }
+                let flushed = self.finish();
+                tracing::debug!("store closed");
+                let _ = reply.send(flushed);
+                return;
+            }
+        }
+        // Every sender is gone: the store was dropped.
+        let _ = self.finish();
+    }
+
+    /// Let the flusher drain, flush and close the hub; release the back end (sled's directory lock)
+    /// before anyone hears "closed".
+    fn finish(self) -> Result<()> {
+        let Self {
+            shared,
+            stages,
+            flusher,
+            ..
+        } = self;
+        let _ = stages.send(Stage::Close);
+        drop(stages);
+        let flushed = flusher.join().unwrap_or(Err(Error::Failed));
+        drop(shared);
+        flushed
+    }
+
+    fn apply(&mut self, writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>) {
+        if writes.is_empty() {
+            return;
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            for (_, reply) in writes {
+                let _ = reply.send(Err(Error::Failed));
+            }
+            return;
+        }
+        let (events, pending) = {
+            let index = self.shared.index.read();
+            // Entries the index has caught up with are no longer needed.
+            let indexed = index.revision;
+            self.overlay.retain(|_, (_, revision)| *revision > indexed);
+            evaluate(&index, &mut self.overlay, &mut self.next, writes)
+        };
+        if !events.is_empty() {
+            let started = std::time::Instant::now();
+            let applied = self.shared.backend.apply(&events, now_ms());
+            self.shared
+                .apply_nanos
+                .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+            if let Err(error) = applied {
+                tracing::error!(%error, "store commit failed; refusing further writes");
+                self.shared.failed.store(true, Ordering::Release);
+                for (reply, _) in pending {
+                    let _ = reply.send(Err(Error::Failed));
+                }
+                return;
+            }
+        }
+        // Outcomes without events also wait their turn: they may reveal earlier, unflushed writes.
+        if let Err(std::sync::mpsc::SendError(Stage::Batch(applied))) =
+            self.stages.send(Stage::Batch(Applied { events, pending }))
+        {
+            for (reply, _) in applied.pending {
+                let _ = reply.send(Err(Error::Failed));
+            }
+        }
+    }
+
+    fn compact(&self) {
+        let config = &self.shared.config;
+        let revision = self.shared.index.read().revision;
+        let compacted = self.shared.compacted_revision();
+        let by_count = revision.saturating_sub(config.event_log_max_events);
+        let max_age_ms = u64::try_from(config.event_log_max_age.as_millis()).unwrap_or(u64::MAX);
+        let cutoff = now_ms().saturating_sub(max_age_ms);
+        let by_age = match self.shared.backend.last_committed_before(cutoff, revision) {
+            Ok(found) => found.unwrap_or(0),
+            Err(error) => {
+                tracing::warn!(%error, "compaction scan failed");
+                return;
+            }
+        };
+        let target = by_count
+            .max(by_age)
+            .min(compacted.saturating_add(COMPACT_STEP));
+        if target <= compacted {
+            return;
+        }
+        // Raise the bound first, so no new watch or list relies on entries about to go.
+        self.shared.compacted.store(target, Ordering::Release);
+        match self.shared.backend.compact(target) {
+            Ok(()) => tracing::debug!(compacted = target, "event log compacted"),
+            Err(error) => tracing::warn!(%error, "compaction failed"),
+        }
+    }
+}
+
+/// The flusher stage: for each applied batch, in order: flush, apply to the index, acknowledge,
+/// publish. A flush covers every batch applied before it started, so acknowledging after it is
+/// acknowledging durable data.
+pub(super) fn flusher<B: Backend>(
+    shared: Arc<Shared<B>>,
+    stages: std::sync::mpsc::Receiver<Stage>,
+) -> Result<()> {
+    while let Ok(Stage::Batch(Applied { events, pending })) = stages.recv() {
+        if shared.failed.load(Ordering::Acquire) {
+            for (reply, _) in pending {
+                let _ = reply.send(Err(Error::Failed));
+            }
+            continue;
+        }
+        if !events.is_empty() {
+            let started = std::time::Instant::now();
+            let flushed = shared.backend.flush();
+            shared
+                .flush_nanos
+                .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+            if let Err(error) = flushed {
+                tracing::error!(%error, "store flush failed; refusing further writes");
+                shared.failed.store(true, Ordering::Release);
+                for (reply, _) in pending {
+                    let _ = reply.send(Err(Error::Failed));
+                }
+                continue;
+            }
+            shared.commits.fetch_add(1, Ordering::Relaxed);
+            shared
+                .committed_writes
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
+            let mut index = shared.index.write();
+            for event in &events {
+                match &event.value {
+                    Some(kv) => {
+                        index.items.insert(event.key.clone(), kv.clone());
+                    }
+                    None => {
+                        index.items.remove(&event.key);
+                    }
+                }
+            }
+            if let Some(last) = events.last() {
+                index.revision = last.revision;
+            }
+        }
+        for (reply, outcome) in pending {
+            let _ = reply.send(Ok(outcome));
+        }
+        shared.hub.publish(&events);
+    }
+    let flushed = shared.backend.flush();
+    shared.hub.close();
+    flushed
+}
+
+/// Evaluate a batch in order against the index plus the writes not yet in it (`overlay`, including
+/// this batch's own earlier ones); assign revisions from `next`.
+fn evaluate(
+    index: &Index,
+    overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
+    next: &mut Revision,
+    writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>,
+) -> (Vec<Arc<Event>>, Vec<Pending>) {
+    let mut events = Vec::new();
+    let mut pending = Vec::with_capacity(writes.len());
+    let current = |overlay: &HashMap<String, (Option<KeyValue>, Revision)>, key: &str| match overlay
+        .get(key)
+    {
+        Some((state, _)) => state.clone(),
+        None => index.items.get(key).cloned(),
+    };
+    for (op, reply) in writes {
+        let outcome = match op {
+            WriteOp::Create { key, value } => match current(overlay, &key) {
+                Some(existing) => WriteOutcome::Create(CreateOutcome::AlreadyExists(existing)),
+                None => {
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value,
+                        create_revision: *next,
+                        mod_revision: *next,
+                    };
+                    push(
+                        &mut events,
+                        overlay,
+                        next,
+                        EventKind::Put,
+                        Some(kv.clone()),
+                        None,
+                        key,
+                    );
+                    WriteOutcome::Create(CreateOutcome::Created(kv))
+                }
+            },
+            WriteOp::Update {
+                key,
+                value,
+                expected,
+            } => match current(overlay, &key) {
+                None => WriteOutcome::Update(UpdateOutcome::NotFound),
+                Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
+                    WriteOutcome::Update(UpdateOutcome::Conflict(prev))
+                }
+                Some(prev) => {
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value,
+                        create_revision: prev.create_revision,
+                        mod_revision: *next,
+                    };
+                    push(
+                        &mut events,
+                        overlay,
+                        next,
+                        EventKind::Put,
+                        Some(kv.clone()),
+                        Some(prev.clone()),
+                        key,
+                    );
+                    WriteOutcome::Update(UpdateOutcome::Updated { kv, prev })
+                }
+            },
+            WriteOp::Delete { key, expected } => match current(overlay, &key) {
+                None => WriteOutcome::Delete(DeleteOutcome::NotFound),
+                Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
+                    WriteOutcome::Delete(DeleteOutcome::Conflict(prev))
+                }
+                Some(prev) => {
+                    let revision = *next;
+                    push(
+                        &mut events,
+                        overlay,
+                        next,
+                        EventKind::Delete,
+                        None,
+                        Some(prev.clone()),
+                        key,
+                    );
+                    WriteOutcome::Delete(DeleteOutcome::Deleted { prev, revision })
+                }
+            },
+        };
+        pending.push((reply, outcome));
+    }
+    (events, pending)
+}
+
+fn push(
+    events: &mut Vec<Arc<Event>>,
+    overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
+    next: &mut Revision,
+    kind: EventKind,
+    value: Option<KeyValue>,
+    prev: Option<KeyValue>,
+    key: String,
+) {
+    overlay.insert(key.clone(), (value.clone(), *next));
+    events.push(Arc::new(Event {
+        kind,
+        key,
+        revision: *next,
+        value,
+        prev,
+    }));
+    *next += 1;
+}
