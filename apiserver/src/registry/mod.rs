@@ -18,14 +18,16 @@ mod lease;
 mod namespace;
 mod node;
 mod pod;
+mod pod_printer;
 mod service;
 mod table;
 mod workloads;
 
 pub use binding::{apply_binding, BindingError};
 pub use common::{spec_changed, DefaultTable};
+pub use ipalloc::service_cluster_ips;
 pub use ipalloc::{ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR};
-pub use pod::pod_status_reason;
+pub use pod_printer::pod_status_reason;
 pub use table::{column, to_partial_object_metadata};
 
 use api::validation::FieldError;
