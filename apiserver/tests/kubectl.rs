@@ -426,6 +426,15 @@ async fn explain_pods() {
         let out = k.ok(&["explain", "pods"]);
         assert!(out.contains("KIND:") && out.contains("Pod"), "{out}");
         assert!(out.contains("spec"), "{out}");
+        assert!(out.contains("Pod is a collection of containers"), "{out}");
+        let out = k.ok(&["explain", "pods.spec.containers.image"]);
+        assert!(
+            out.contains("FIELD: image") || out.contains("FIELD:    image"),
+            "{out}"
+        );
+        assert!(out.contains("Container image name"), "{out}");
+        let out = k.ok(&["explain", "deployments.spec.replicas"]);
+        assert!(out.contains("replicas"), "{out}");
     })
     .await;
     server.stop().await.unwrap();

@@ -5,11 +5,15 @@
 //! query-param verifier looks for before it trusts the server to validate (`--validate=strict`).
 //! The strategic-merge-patch content type is deliberately not listed, so kubectl computes
 //! client-side-apply patches from its compiled-in types. `components.schemas` carries the kinds'
-//! schemas for `kubectl explain` (see [`schemas`]).
+//! schemas for `kubectl explain` (see [`schemas`]). Documents are built once and cached.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use axum::extract::{Path, RawQuery};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::discovery::group_versions;
@@ -92,7 +96,7 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
         return None;
     }
     let mut paths = Map::new();
-    let mut schemas = Map::new();
+    let mut schemas = schemas::definitions(&resources);
     for info in resources {
         let base = if group.is_empty() {
             format!("/api/{version}")
@@ -139,14 +143,12 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
                 },
             }),
         );
-        let mut schema = crate::openapi::schemas::schema_of(info);
+        let schema = schemas
+            .entry(schema_name(info))
+            .or_insert_with(|| schemas::open_schema(info));
         if let Some(o) = schema.as_object_mut() {
             o.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
         }
-        schemas.insert(schema_name(info), schema);
-    }
-    for (name, schema) in crate::openapi::schemas::shared_definitions() {
-        schemas.entry(name).or_insert(schema);
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -156,17 +158,36 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
+/// The documents of every served group-version, serialised once (they are static).
+fn documents() -> &'static HashMap<String, Bytes> {
+    static DOCS: OnceLock<HashMap<String, Bytes>> = OnceLock::new();
+    DOCS.get_or_init(|| {
+        group_versions()
+            .into_iter()
+            .filter_map(|(g, v)| {
+                let doc = document_for(g, v)?;
+                let bytes = serde_json::to_vec(&doc).ok()?;
+                Some((gv_path(g, v), Bytes::from(bytes)))
+            })
+            .collect()
+    })
+}
+
 /// `/openapi/v3/{path}`.
 pub async fn document(Path(path): Path<String>, RawQuery(_q): RawQuery) -> Response {
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let doc = match segs.as_slice() {
-        ["api", v] => document_for("", v),
-        ["apis", g, v] => document_for(g, v),
-        _ => None,
-    };
+    let key = path.trim_matches('/').to_string();
+    // The first request builds every document; keep that off the async workers.
+    let doc = tokio::task::spawn_blocking(move || documents().get(&key).cloned())
+        .await
+        .ok()
+        .flatten();
     match doc {
         Some(d) => {
-            let mut r = axum::Json(d).into_response();
+            let mut r = d.into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             r.headers_mut().insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, immutable"),
