@@ -10,5 +10,9 @@ pub mod datadir;
 pub mod kubeconfig;
 pub mod sandbox;
 
+/// The client-go-style client the components use, re-exported for tests.
+pub use client;
+pub use k8s_openapi;
+
 pub use control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 pub use sandbox::{Sandbox, SandboxBuilder};

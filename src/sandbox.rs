@@ -3,7 +3,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), minik8s::control_plane::Error> {
 //! let sandbox = minik8s::Sandbox::builder().nodes(2).in_memory().start().await?;
-//! let pods: client::Api<k8s_openapi::api::core::v1::Pod> = sandbox.client().api(Some("default"));
+//! let pods: minik8s::client::Api<minik8s::k8s_openapi::api::core::v1::Pod> = sandbox.client().api(Some("default"));
 //! # let _ = pods; Ok(()) }
 //! ```
 //!

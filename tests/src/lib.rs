@@ -72,6 +72,8 @@ impl Minik8s {
         let log = data_dir.join(format!("minik8s-{port}.log"));
         std::fs::create_dir_all(data_dir)
             .unwrap_or_else(|e| panic!("create {}: {e}", data_dir.display()));
+        // A kubeconfig left by an earlier run names an old port: readiness waits for the new one.
+        let _ = std::fs::remove_file(&kubeconfig);
         let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
         let port_s = port.to_string();
         let mut args = vec![

@@ -1,0 +1,108 @@
+//! The README's five-minute tour, run for real: the built `minik8s` binary and the real `kubectl`.
+
+use std::time::Duration;
+
+use tests::{wait_for, Minik8s};
+
+fn running_pods(k: &tests::Kubectl, selector: &str) -> Result<usize, String> {
+    let list = k.json(&["get", "pods", "-l", selector]);
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    Ok(items
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .count())
+}
+
+fn live_pods(k: &tests::Kubectl, selector: &str) -> usize {
+    let list = k.json(&["get", "pods", "-l", selector]);
+    list["items"].as_array().map_or(0, |a| a.len())
+}
+
+#[test]
+fn readme_tour_with_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Minik8s::up(dir.path(), &["--nodes", "3"]);
+    let k = server.kubectl();
+
+    // kubectl get nodes: three Ready nodes.
+    wait_for("3 Ready nodes", Duration::from_secs(20), || {
+        let out = k.ok(&["get", "nodes"]);
+        let ready = out.lines().filter(|l| l.contains(" Ready ")).count();
+        if ready == 3 {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    });
+
+    // kubectl apply -f examples/rc.yaml
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/rc.yaml");
+    let out = k.ok(&["apply", "-f", manifest]);
+    assert!(out.contains("replicationcontroller/web created"), "{out}");
+    wait_for(
+        "3 Running pods",
+        Duration::from_secs(20),
+        || match running_pods(&k, "app=web")? {
+            3 => Ok(()),
+            n => Err(format!("{n} running")),
+        },
+    );
+    let wide = k.ok(&["get", "pods", "-o", "wide"]);
+    assert!(wide.contains("NODE") && wide.contains("node-"), "{wide}");
+
+    // kubectl scale rc web --replicas=10
+    let out = k.ok(&["scale", "rc", "web", "--replicas=10"]);
+    assert!(out.contains("scaled"), "{out}");
+    wait_for(
+        "10 Running pods",
+        Duration::from_secs(30),
+        || match running_pods(&k, "app=web")? {
+            10 => Ok(()),
+            n => Err(format!("{n} running")),
+        },
+    );
+    let rc = k.ok(&["get", "rc", "web"]);
+    assert!(
+        rc.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().take(4).eq(["web", "10", "10", "10"])),
+        "{rc}"
+    );
+
+    // kubectl delete pod …: it is replaced.
+    let names = k.ok(&["get", "pods", "-l", "app=web", "-o", "name"]);
+    let victim = names
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("pod/")
+        .to_string();
+    let out = k.ok(&["delete", "pod", &victim]);
+    assert!(out.contains("deleted"), "{out}");
+    wait_for("the replacement", Duration::from_secs(30), || {
+        let names = k.ok(&["get", "pods", "-l", "app=web", "-o", "name"]);
+        let running = running_pods(&k, "app=web")?;
+        if !names.contains(&victim) && running == 10 {
+            Ok(())
+        } else {
+            Err(format!("{running} running: {names}"))
+        }
+    });
+
+    // kubectl delete rc web: the garbage collector removes the pods.
+    let out = k.ok(&["delete", "rc", "web"]);
+    assert!(out.contains("deleted"), "{out}");
+    wait_for("no pods", Duration::from_secs(30), || {
+        match live_pods(&k, "app=web") {
+            0 => Ok(()),
+            n => Err(format!("{n} pods left")),
+        }
+    });
+
+    // curl-style list and watch with a resourceVersion.
+    let (code, body) =
+        tests::http_get(&format!("{}/api/v1/namespaces/default/pods", server.url())).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"resourceVersion\""), "{body}");
+}
