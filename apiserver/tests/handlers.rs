@@ -706,3 +706,164 @@ async fn discovery_documents() {
         assert_eq!(call(&app, "GET", p, &[], "").await.code, 200);
     }
 }
+
+#[tokio::test]
+async fn subresources_binding_status_scale_and_event_conversion() {
+    let app = app().await;
+    // pods/binding sets spec.nodeName; a second binding conflicts.
+    post(&app, "/api/v1/namespaces/default/pods", pod("b", json!({}))).await;
+    let binding = json!({"apiVersion":"v1","kind":"Binding","metadata":{"name":"b"},"target":{"kind":"Node","name":"n1"}});
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/pods/b/binding",
+        binding.clone(),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    let p = call(&app, "GET", "/api/v1/namespaces/default/pods/b", &[], "").await;
+    assert_eq!(p.body["spec"]["nodeName"], "n1");
+    let r = post(&app, "/api/v1/namespaces/default/pods/b/binding", binding).await;
+    assert_eq!(r.code, 409, "{}", r.text);
+
+    // /status writes change status only; main-resource writes keep status.
+    let mut obj = p.body.clone();
+    obj["status"] = json!({"phase":"Running"});
+    obj["metadata"]["labels"] = json!({"sneaky":"1"});
+    let r = call(
+        &app,
+        "PUT",
+        "/api/v1/namespaces/default/pods/b/status",
+        &[],
+        &obj.to_string(),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert_eq!(r.body["status"]["phase"], "Running");
+    assert!(
+        r.body["metadata"]["labels"]["sneaky"].is_null(),
+        "{}",
+        r.text
+    );
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/b",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"status":{"phase":"Failed"}}"#,
+    )
+    .await;
+    assert_eq!(r.body["status"]["phase"], "Running");
+
+    // Deployment scale through apps/v1.
+    let d = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+        "spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},
+                "template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+    let r = post(&app, "/apis/apps/v1/namespaces/default/deployments", d).await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    let r = call(
+        &app,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/d/scale",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (r.body["kind"].as_str(), r.body["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(1))
+    );
+    let r = call(
+        &app,
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/d/scale",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"spec":{"replicas":4}}"#,
+    )
+    .await;
+    assert_eq!(r.body["spec"]["replicas"], 4, "{}", r.text);
+    let r = call(
+        &app,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/d",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.body["spec"]["replicas"], 4);
+    assert_eq!(r.body["metadata"]["generation"], 2);
+    let mut scale = call(
+        &app,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/d/scale",
+        &[],
+        "",
+    )
+    .await
+    .body;
+    scale["metadata"]["resourceVersion"] = json!("1");
+    scale["spec"]["replicas"] = json!(5);
+    let r = call(
+        &app,
+        "PUT",
+        "/apis/apps/v1/namespaces/default/deployments/d/scale",
+        &[],
+        &scale.to_string(),
+    )
+    .await;
+    assert_eq!(r.code, 409, "stale Scale resourceVersion");
+
+    // events.k8s.io/v1 and core v1 share storage with the field mapping.
+    let ev = json!({"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"generateName":"ctl-"},
+        "eventTime": "2026-12-02T10:00:00.000000Z", "reportingController": "ctl", "reportingInstance": "ctl-1",
+        "action": "Scale", "reason": "Scaled", "note": "scaled it", "type": "Normal",
+        "regarding": {"kind":"Deployment","namespace":"default","name":"d","apiVersion":"apps/v1"}});
+    let r = post(&app, "/apis/events.k8s.io/v1/namespaces/default/events", ev).await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    assert_eq!(r.body["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(r.body["note"], "scaled it");
+    let name = r.body["metadata"]["name"].as_str().unwrap().to_string();
+    let r = call(
+        &app,
+        "GET",
+        &format!("/api/v1/namespaces/default/events/{name}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.body["apiVersion"], "v1");
+    assert_eq!(r.body["message"], "scaled it");
+    assert_eq!(r.body["involvedObject"]["name"], "d");
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dd",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+
+    // Services get a cluster IP from 10.96.0.0/12; the built-in kubernetes Service has 10.96.0.1.
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata":{"name":"s"},"spec":{"ports":[{"port":80}]}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    let ip = r.body["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert!(
+        ip.starts_with("10.9") || ip.starts_with("10.10") || ip.starts_with("10.11"),
+        "{ip}"
+    );
+    assert_ne!(ip, "10.96.0.1");
+    let r = call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/services/kubernetes",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.body["spec"]["clusterIP"], "10.96.0.1");
+}
