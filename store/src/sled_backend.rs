@@ -11,14 +11,18 @@
 //!   one tree, which sled applies atomically, also across a crash: after one, either all of a batch is
 //!   there or none. (One tree with prefixes rather than three trees in a `transaction`: the batch
 //!   gives the same atomicity at a fraction of the cost; measured in BENCHMARKS.md.)
-//! - **Durable**: the engine acknowledges a batch only after a `Db::flush` that started after the
-//!   batch was applied (sled's own periodic flush is disabled: `flush_every_ms(None)`).
+//! - **Durable**: the engine acknowledges a batch only after a flush that started after the batch
+//!   was applied: `Db::flush`, then `fdatasync` of sled's log file and `fsync` of new blob files
+//!   (sled alone uses `sync_file_range`, which does not survive power loss). sled's own periodic
+//!   flush is disabled (`flush_every_ms(None)`).
 //! - **Never reset**: a directory that is not ours, or holds data that does not decode, fails start-up
 //!   with [`Error::Corrupt`] naming the path. sled panics on some corrupt files; those are caught at
 //!   open and reported the same way.
 //! - Compaction writes the `compacted` marker before removing entries and is not flushed on its own: a
 //!   crash may bring back old log entries, which are real history, never invented.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,6 +61,25 @@ pub(crate) struct SledBackend {
     path: PathBuf,
     db: sled::Db,
     data: sled::Tree,
+    /// sled's log file, opened again so each flush can end with `fdatasync` (see `flush`).
+    log_file: std::fs::File,
+    /// Blob files already fsynced; the set is rebuilt from the directory on each flush, so it stays
+    /// as small as the directory.
+    synced_blobs: parking_lot::Mutex<HashSet<OsString>>,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// fsync a directory, so the entries of files created in it survive power loss.
+fn sync_dir(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_err(path))
 }
 
 impl SledBackend {
@@ -97,12 +120,17 @@ impl SledBackend {
             path: path.to_owned(),
             source,
         })?;
+        let log_path = path.join("db");
+        let log_file = std::fs::File::open(&log_path).map_err(io_err(&log_path))?;
         let backend = Self {
             data,
             path: path.to_owned(),
             db,
+            log_file,
+            synced_blobs: parking_lot::Mutex::new(HashSet::new()),
         };
         backend.check_format()?;
+        sync_dir(path)?;
         Ok(backend)
     }
 
@@ -286,7 +314,48 @@ impl Backend for SledBackend {
             .map_err(Self::sled_err("compact"))
     }
 
+    /// sled's `flush` writes its buffers with `sync_file_range` (data pages only: no file metadata,
+    /// no disk-cache flush) and writes blob files (values over ~128 KiB) with no sync at all. That
+    /// survives a process kill, not a power loss; so after it: `fdatasync` the log file, `fsync`
+    /// new blob files and their directory.
     fn flush(&self) -> Result<()> {
-        self.db.flush().map(|_| ()).map_err(Self::sled_err("flush"))
+        self.db.flush().map_err(Self::sled_err("flush"))?;
+        self.log_file
+            .sync_data()
+            .map_err(io_err(&self.path.join("db")))?;
+        self.sync_new_blobs()
+    }
+}
+
+impl SledBackend {
+    fn sync_new_blobs(&self) -> Result<()> {
+        let dir = self.path.join("blobs");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(io_err(&dir)(error)),
+        };
+        let mut synced = self.synced_blobs.lock();
+        let mut present = HashSet::new();
+        let mut new = false;
+        for entry in entries {
+            let name = entry.map_err(io_err(&dir))?.file_name();
+            if !synced.contains(&name) {
+                let file = dir.join(&name);
+                match std::fs::File::open(&file).and_then(|f| f.sync_all()) {
+                    Ok(()) => new = true,
+                    // sled removed it meanwhile (blob garbage collection).
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(error) => return Err(io_err(&file)(error)),
+                }
+            }
+            present.insert(name);
+        }
+        *synced = present;
+        drop(synced);
+        if new {
+            sync_dir(&dir)?;
+        }
+        Ok(())
     }
 }

@@ -251,3 +251,24 @@ async fn a_watcher_that_stops_reading_is_closed_at_its_bound() {
     );
     store.flush_and_close().await.unwrap();
 }
+
+/// Values over sled's blob threshold (~128 KiB) live in separate blob files; they must survive a
+/// restart like any other value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_values_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), StoreConfig::default());
+    let big = Bytes::from(vec![b'b'; store::MAX_VALUE_SIZE]);
+    assert!(matches!(
+        store.create("/big", big.clone()).await.unwrap(),
+        CreateOutcome::Created(_)
+    ));
+    store.flush_and_close().await.unwrap();
+    drop(store);
+    let store = open(dir.path(), StoreConfig::default());
+    assert_eq!(
+        store.get("/big").await.unwrap().map(|kv| kv.value),
+        Some(big)
+    );
+    store.flush_and_close().await.unwrap();
+}
