@@ -16,6 +16,7 @@
 pub mod backoff;
 pub mod bench;
 pub mod config;
+pub mod container_status;
 pub mod error;
 pub mod heartbeat;
 pub mod ids;

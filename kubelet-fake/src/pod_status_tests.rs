@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::{Delay, LifecycleConfig};
 use crate::Result;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
