@@ -82,8 +82,10 @@ fn loadavg() -> String {
 #[derive(Clone, Copy)]
 enum Case {
     Sled(usize),
+    SledNoFsync(usize),
     Memory,
     RawFlushEach,
+    RawFsyncEach,
     RawNoFlush,
 }
 
@@ -91,8 +93,12 @@ impl Case {
     fn name(self) -> String {
         match self {
             Case::Sled(w) => format!("SledStore durable creates, {w} writers"),
+            Case::SledNoFsync(w) => {
+                format!("SledStore creates, fsync: false (crash-safe, not power-loss), {w} writers")
+            }
             Case::Memory => "MemoryStore creates, 64 writers (reference)".into(),
             Case::RawFlushEach => "raw sled insert + flush per write".into(),
+            Case::RawFsyncEach => "raw sled insert + flush + fdatasync per write".into(),
             Case::RawNoFlush => "raw sled insert, no flush (one flush at end)".into(),
         }
     }
@@ -100,14 +106,18 @@ impl Case {
     /// (ops, elapsed, mean group-commit size if any)
     fn run(self, runtime: &tokio::runtime::Runtime) -> (usize, Duration, Option<f64>) {
         match self {
-            Case::Sled(writers) => {
+            Case::Sled(writers) | Case::SledNoFsync(writers) => {
+                let config = StoreConfig {
+                    fsync: matches!(self, Case::Sled(_)),
+                    ..StoreConfig::default()
+                };
                 let total = count(match writers {
                     1 => 3_000,
                     16 => 40_000,
                     _ => 80_000,
                 });
                 let dir = tempfile::tempdir().unwrap();
-                let sled = Arc::new(SledStore::open(dir.path(), StoreConfig::default()).unwrap());
+                let sled = Arc::new(SledStore::open(dir.path(), config).unwrap());
                 let store: Arc<dyn Store> = sled.clone();
                 let (ops, elapsed) = runtime.block_on(creates(Arc::clone(&store), writers, total));
                 runtime.block_on(store.flush_and_close()).unwrap();
@@ -131,18 +141,29 @@ impl Case {
                 (ops, elapsed, None)
             }
             Case::RawFlushEach => {
-                let (ops, elapsed) = raw_sled(true, count(3_000));
+                let (ops, elapsed) = raw_sled(Flush::Each, count(3_000));
+                (ops, elapsed, None)
+            }
+            Case::RawFsyncEach => {
+                let (ops, elapsed) = raw_sled(Flush::EachWithFdatasync, count(3_000));
                 (ops, elapsed, None)
             }
             Case::RawNoFlush => {
-                let (ops, elapsed) = raw_sled(false, count(100_000));
+                let (ops, elapsed) = raw_sled(Flush::AtEnd, count(100_000));
                 (ops, elapsed, None)
             }
         }
     }
 }
 
-fn raw_sled(flush_each: bool, total: usize) -> (usize, Duration) {
+#[derive(Clone, Copy, PartialEq)]
+enum Flush {
+    Each,
+    EachWithFdatasync,
+    AtEnd,
+}
+
+fn raw_sled(flush: Flush, total: usize) -> (usize, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::Config::new()
         .path(dir.path())
@@ -151,6 +172,7 @@ fn raw_sled(flush_each: bool, total: usize) -> (usize, Duration) {
         .mode(sled::Mode::HighThroughput)
         .open()
         .unwrap();
+    let log_file = std::fs::File::open(dir.path().join("db")).unwrap();
     let value = vec![b'v'; 1024];
     let started = Instant::now();
     let mut done = 0;
@@ -160,12 +182,15 @@ fn raw_sled(flush_each: bool, total: usize) -> (usize, Duration) {
         }
         db.insert(format!("/bench/{i}").as_bytes(), value.as_slice())
             .unwrap();
-        if flush_each {
+        if flush != Flush::AtEnd {
             db.flush().unwrap();
+        }
+        if flush == Flush::EachWithFdatasync {
+            log_file.sync_data().unwrap();
         }
         done += 1;
     }
-    if !flush_each {
+    if flush == Flush::AtEnd {
         db.flush().unwrap();
     }
     (done, started.elapsed())
@@ -186,8 +211,11 @@ fn main() {
         Case::Sled(1),
         Case::Sled(16),
         Case::Sled(64),
+        Case::SledNoFsync(1),
+        Case::SledNoFsync(64),
         Case::Memory,
         Case::RawFlushEach,
+        Case::RawFsyncEach,
         Case::RawNoFlush,
     ];
     let load_before = loadavg();

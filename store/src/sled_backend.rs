@@ -63,6 +63,8 @@ pub(crate) struct SledBackend {
     data: sled::Tree,
     /// sled's log file, opened again so each flush can end with `fdatasync` (see `flush`).
     log_file: std::fs::File,
+    /// `StoreConfig::fsync`.
+    fsync: bool,
     /// Blob files already fsynced; the set is rebuilt from the directory on each flush, so it stays
     /// as small as the directory.
     synced_blobs: parking_lot::Mutex<HashSet<OsString>>,
@@ -83,7 +85,7 @@ fn sync_dir(path: &Path) -> Result<()> {
 }
 
 impl SledBackend {
-    pub(crate) fn open(path: &Path, cache_bytes: u64) -> Result<Self> {
+    pub(crate) fn open(path: &Path, cache_bytes: u64, fsync: bool) -> Result<Self> {
         std::fs::create_dir_all(path).map_err(|source| Error::Io {
             path: path.to_owned(),
             source,
@@ -127,6 +129,7 @@ impl SledBackend {
             path: path.to_owned(),
             db,
             log_file,
+            fsync,
             synced_blobs: parking_lot::Mutex::new(HashSet::new()),
         };
         backend.check_format()?;
@@ -320,6 +323,9 @@ impl Backend for SledBackend {
     /// new blob files and their directory.
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(Self::sled_err("flush"))?;
+        if !self.fsync {
+            return Ok(());
+        }
         self.log_file
             .sync_data()
             .map_err(io_err(&self.path.join("db")))?;

@@ -157,6 +157,11 @@ pub struct StoreConfig {
     pub max_batch: usize,
     /// sled page-cache size in bytes (sled only). Default 64 MiB.
     pub sled_cache_bytes: u64,
+    /// After each sled flush, also `fdatasync` the log file and `fsync` new blob files (sled only).
+    /// `true` (default): acknowledged writes survive power loss. `false`: sled's flush alone
+    /// (`sync_file_range`), which survives a process crash (kill -9) but not a power loss or a kernel
+    /// crash; faster on disks with a slow cache flush.
+    pub fsync: bool,
 }
 
 impl Default for StoreConfig {
@@ -169,6 +174,7 @@ impl Default for StoreConfig {
             write_queue: 4_096,
             max_batch: 1_024,
             sled_cache_bytes: 64 * 1024 * 1024,
+            fsync: true,
         }
     }
 }
