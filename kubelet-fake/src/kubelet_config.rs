@@ -10,8 +10,8 @@
 //! leaseDuration: 40s
 //! leaseRenewInterval: 10s
 //! nodeStatusReportInterval: 1m
-//! statusWorkers: 32
-//! heartbeatConcurrency: 32
+//! statusWorkers: 16
+//! heartbeatConcurrency: 8
 //! lifecycle:
 //!   podStartDelay: {delay: 100ms, jitter: 200ms}
 //!   rules: [...]
@@ -79,8 +79,10 @@ impl Default for KubeletConfig {
             lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
             node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
             status_coalesce_window: STATUS_COALESCE_WINDOW,
-            status_workers: 32,
-            heartbeat_concurrency: 32,
+            // Together below the apiserver's 32 mutating in-flight requests (T9), so the
+            // kubelets alone never draw 429s.
+            status_workers: 16,
+            heartbeat_concurrency: 8,
         }
     }
 }

@@ -618,3 +618,71 @@ fn admit<'a>(
         Admission::Admit
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rt(rejected: bool, terminal: bool) -> PodRuntime {
+        PodRuntime {
+            uid: "u".into(),
+            accepted: Timestamp::UNIX_EPOCH,
+            ip: None,
+            deletion_seen: None,
+            written: None,
+            rejection: rejected.then(|| "no".to_string()),
+            terminal,
+        }
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status}))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn admission_counts_only_admitted_live_pods() {
+        let others = [rt(false, false), rt(true, true), rt(false, true)];
+        assert!(matches!(
+            admit(&pod(json!({})), others.iter(), 2),
+            Admission::Admit
+        ));
+        let full = [rt(false, false), rt(false, false)];
+        match admit(&pod(json!({})), full.iter(), 2) {
+            Admission::Reject(m) => assert_eq!(
+                m,
+                "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+            ),
+            Admission::Admit => panic!("admitted past capacity"),
+        }
+        // A pod that already ran here is re-admitted; one rejected before stays rejected.
+        let started = pod(json!({"startTime": "2024-01-01T00:00:00Z", "phase": "Running"}));
+        assert!(matches!(admit(&started, full.iter(), 2), Admission::Admit));
+        let rejected = pod(json!({"phase": "Failed", "reason": "OutOfpods", "message": "m"}));
+        assert!(matches!(admit(&rejected, others.iter(), 10), Admission::Reject(m) if m == "m"));
+    }
+
+    #[test]
+    fn adoption_keeps_start_time_and_address() {
+        let mut ipam = Ipam::new(
+            crate::ipam::Cidr::new(Ipv4Addr::new(10, 244, 0, 0), 24)
+                .unwrap_or_else(|| panic!("cidr")),
+        );
+        let counters = Counters::default();
+        let now = Timestamp::now();
+        let p = pod(json!({"startTime": "2024-01-01T00:00:00Z", "podIP": "10.244.0.9"}));
+        let a = adopt(&p, &mut ipam, now, &counters);
+        assert_eq!(a.ip, Some(Ipv4Addr::new(10, 244, 0, 9)));
+        assert_eq!(a.accepted.as_second(), 1_704_067_200);
+        // The same address is not handed out again; a foreign address is replaced.
+        let q = pod(json!({"podIP": "10.244.0.9"}));
+        let b = adopt(&q, &mut ipam, now, &counters);
+        assert_ne!(b.ip, a.ip);
+        assert_eq!(b.accepted, now);
+        let r = pod(json!({"podIP": "192.168.1.1", "startTime": "2024-01-01T00:00:00Z"}));
+        let c = adopt(&r, &mut ipam, now, &counters);
+        assert!(c.ip.is_some_and(|ip| ip.octets()[..3] == [10, 244, 0]));
+        assert_eq!(c.accepted, now);
+    }
+}
