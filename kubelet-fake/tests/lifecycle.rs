@@ -169,10 +169,17 @@ async fn nodes_register_ready_with_fresh_leases() {
         (t > renewed_at).then_some(())
     })
     .await;
-    let m = env.kubelets.metrics();
+    // Several heartbeats per node (initial + 3 renewals each).
+    let m = wait_for("4 heartbeats per node", Duration::from_secs(10), || async {
+        let m = env.kubelets.metrics();
+        (m.lease_renewals >= 12).then_some(m)
+    })
+    .await;
     assert_eq!(m.nodes, 3);
     assert!(m.lease_renewals >= 4, "{m:?}");
     assert!(m.node_status_writes >= 3, "{m:?}");
+    // Unchanged status is not re-posted on every heartbeat (only every report interval, 1 min).
+    assert!(m.node_status_writes <= 6, "{m:?}");
     env.stop().await;
 }
 
