@@ -60,6 +60,16 @@ impl Encoder {
     }
 
     fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
+        if self.out == Output::Json {
+            // The common case: no copy of the object.
+            let mut line = Vec::with_capacity(512);
+            line.extend_from_slice(b"{\"type\":\"");
+            line.extend_from_slice(kind.as_bytes());
+            line.extend_from_slice(b"\",\"object\":");
+            crate::handlers::render::write_presented(&mut line, self.info, obj);
+            line.extend_from_slice(b"}\n");
+            return Bytes::from(line);
+        }
         let object = self.object(obj);
         frame(kind, &object)
     }
