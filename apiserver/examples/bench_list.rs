@@ -26,8 +26,10 @@ async fn main() {
             .await
             .unwrap();
     }
-    let mut config = apiserver::Config::default();
-    config.address = "127.0.0.1:0".parse().unwrap();
+    let config = apiserver::Config {
+        address: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
     let server = apiserver::start(config, store).await.unwrap();
     let url = server.url();
     let c = reqwest::Client::new();
