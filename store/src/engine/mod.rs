@@ -1,4 +1,4 @@
-//! The engine every back end shares: one writer thread, an in-memory index, reads, lists, watches.
+//! The engine every back end shares: the write pipeline, an in-memory index, reads, lists, watches.
 //!
 //! **Writes.** Callers send a write to a bounded queue (`StoreConfig::write_queue`; a full queue is
 //! backpressure on the caller, never unbounded memory) and wait for its outcome. Two threads form a
@@ -6,10 +6,11 @@
 //! - the **writer** takes everything queued (at most `max_batch`), evaluates preconditions in order
 //!   against the index plus the writes applied but not yet indexed (its overlay), assigns dense
 //!   revisions, and applies the batch's events atomically to the back end (objects, log, revision);
-//! - the **flusher**, for each applied batch in order (a bounded hand-off of one batch): flushes once
-//!   (group commit; the flush covers every batch applied before it), applies the events to the
-//!   in-memory index and advances the revision under the index lock, acknowledges every caller, and
-//!   publishes the events to watchers, in revision order. Outcomes that only read (`Conflict`, ...)
+//! - the **flusher** takes every applied batch waiting (a bounded queue of `FLUSH_QUEUE` batches),
+//!   flushes once for all of them (group commit: the flush covers every batch applied before it
+//!   started), then for each batch in revision order applies the events to the in-memory index and
+//!   advances the revision under the index lock, acknowledges every caller, and publishes the events
+//!   to watchers. Outcomes that only read (`Conflict`, ...)
 //!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
@@ -48,6 +49,10 @@ use crate::{
     Result, Revision, StoreConfig, UpdateOutcome, WatchOutcome, WatchStream, MAX_VALUE_SIZE,
 };
 use writer::{flusher, Writer};
+
+/// Applied batches that may wait for the flusher (each at most `max_batch` writes): bounds memory and
+/// how far applying may run ahead of durability.
+const FLUSH_QUEUE: usize = 8;
 
 enum WriteOp {
     Create {
@@ -150,8 +155,8 @@ impl<B: Backend> Engine<B> {
             config: config.clone(),
         });
         let (commands, rx) = mpsc::channel(config.write_queue.max(1));
-        // One applied batch may wait while the previous one is being flushed: a two-stage pipeline.
-        let (stages, stage_rx) = std::sync::mpsc::sync_channel(1);
+        // Applied batches wait here while the previous flush runs; the next flush covers them all.
+        let (stages, stage_rx) = std::sync::mpsc::sync_channel(FLUSH_QUEUE);
         let flusher_shared = Arc::clone(&shared);
         let flusher = std::thread::Builder::new()
             .name(format!("{name}-flusher"))

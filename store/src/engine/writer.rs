@@ -190,31 +190,58 @@ pub(super) fn flusher<B: Backend>(
     shared: Arc<Shared<B>>,
     stages: std::sync::mpsc::Receiver<Stage>,
 ) -> Result<()> {
-    while let Ok(Stage::Batch(Applied { events, pending })) = stages.recv() {
-        if shared.failed.load(Ordering::Acquire) {
-            for (reply, _) in pending {
-                let _ = reply.send(Err(Error::Failed));
-            }
-            continue;
-        }
-        if !events.is_empty() {
-            let started = std::time::Instant::now();
-            let flushed = shared.backend.flush();
-            shared
-                .flush_nanos
-                .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
-            if let Err(error) = flushed {
-                tracing::error!(%error, "store flush failed; refusing further writes");
-                shared.failed.store(true, Ordering::Release);
-                for (reply, _) in pending {
-                    let _ = reply.send(Err(Error::Failed));
+    let mut closing = false;
+    while !closing {
+        let Ok(Stage::Batch(first)) = stages.recv() else {
+            break;
+        };
+        // Every batch applied while the previous flush ran shares the next one.
+        let mut group = vec![first];
+        while let Ok(stage) = stages.try_recv() {
+            match stage {
+                Stage::Batch(applied) => group.push(applied),
+                Stage::Close => {
+                    closing = true;
+                    break;
                 }
-                continue;
             }
-            shared.commits.fetch_add(1, Ordering::Relaxed);
-            shared
-                .committed_writes
-                .fetch_add(events.len() as u64, Ordering::Relaxed);
+        }
+        commit_group(&shared, group);
+    }
+    let flushed = shared.backend.flush();
+    shared.hub.close();
+    flushed
+}
+
+/// Flush once for `group` (batches in revision order), then per batch: index, acknowledge, publish.
+fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
+    let fail = |group: Vec<Applied>| {
+        for (reply, _) in group.into_iter().flat_map(|applied| applied.pending) {
+            let _ = reply.send(Err(Error::Failed));
+        }
+    };
+    if shared.failed.load(Ordering::Acquire) {
+        return fail(group);
+    }
+    let writes: usize = group.iter().map(|applied| applied.events.len()).sum();
+    if writes > 0 {
+        let started = std::time::Instant::now();
+        let flushed = shared.backend.flush();
+        shared
+            .flush_nanos
+            .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+        if let Err(error) = flushed {
+            tracing::error!(%error, "store flush failed; refusing further writes");
+            shared.failed.store(true, Ordering::Release);
+            return fail(group);
+        }
+        shared.commits.fetch_add(1, Ordering::Relaxed);
+        shared
+            .committed_writes
+            .fetch_add(writes as u64, Ordering::Relaxed);
+    }
+    for Applied { events, pending } in group {
+        if let Some(last) = events.last() {
             let mut index = shared.index.write();
             for event in &events {
                 match &event.value {
@@ -226,18 +253,13 @@ pub(super) fn flusher<B: Backend>(
                     }
                 }
             }
-            if let Some(last) = events.last() {
-                index.revision = last.revision;
-            }
+            index.revision = last.revision;
         }
         for (reply, outcome) in pending {
             let _ = reply.send(Ok(outcome));
         }
         shared.hub.publish(&events);
     }
-    let flushed = shared.backend.flush();
-    shared.hub.close();
-    flushed
 }
 
 /// Evaluate a batch in order against the index plus the writes not yet in it (`overlay`, including
