@@ -58,6 +58,9 @@ use crate::pod_status::{
     evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
 };
 
+/// How often a pod that got no IP (its node's CIDR was full) tries again.
+const IP_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Name of the pod informer's index by `spec.nodeName`.
 pub const NODE_NAME_INDEX: &str = "spec.nodeName";
 
@@ -451,6 +454,10 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
         if pod.metadata.deletion_timestamp.is_some() && rt.deletion_seen.is_none() {
             rt.deletion_seen = Some(now);
         }
+        if rt.ip.is_none() && rt.rejection.is_none() {
+            // The CIDR was full when the pod arrived: retry, addresses come back with deletions.
+            rt.ip = ipam.allocate();
+        }
         (
             PodFacts {
                 accepted: rt.accepted,
@@ -463,6 +470,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
         )
     };
 
+    let rejection_free = rejection.is_none();
     let eval = match rejection {
         Some(message) => Evaluation {
             status: rejected_status(OUT_OF_PODS, &message),
@@ -483,9 +491,12 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
             eval
         }
     };
-    let next = eval
-        .next_change
-        .map(|t| since(t, now) + Duration::from_millis(1));
+    let next = match eval.next_change {
+        Some(t) => Some(since(t, now) + Duration::from_millis(1)),
+        // Waiting for an address: look again later.
+        None if facts.pod_ip.is_none() && rejection_free => Some(IP_RETRY_INTERVAL),
+        None => None,
+    };
 
     let changed = pod.status.as_ref() != Some(&eval.status);
     let d = digest(&eval.status);
