@@ -20,6 +20,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::delta_fifo::{Delta, DeltaFifo, DeltaType, KnownObjects, ReflectorStore};
 use crate::error::{Error, Result};
@@ -248,9 +249,10 @@ where
         .with_should_resync(Arc::new(move || processor.should_resync()))
         .with_last_sync_rv(inner.last_sync_rv.clone());
         let child = shutdown.child_token();
+        let span = tracing::debug_span!("reflector", informer = %inner.name);
         let reflector_task = tokio::spawn({
             let child = child.clone();
-            async move { reflector.run(child).await }
+            async move { reflector.run(child).await }.instrument(span)
         });
         loop {
             let popped = tokio::select! {

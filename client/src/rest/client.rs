@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use reqwest::{Method, Response};
+use tracing::Instrument;
 
 use crate::error::{synthetic_status, Error, Result};
 use crate::flowcontrol::TokenBucket;
@@ -158,6 +159,11 @@ impl Client {
 
     /// Sends the request (with rate limit and retries) and returns a successful response.
     pub(crate) async fn send(&self, req: &Request) -> Result<Response> {
+        let span = tracing::debug_span!("request", method = %req.method, path = %req.path);
+        self.send_retrying(req).instrument(span).await
+    }
+
+    async fn send_retrying(&self, req: &Request) -> Result<Response> {
         let mut attempt = 0u32;
         loop {
             if let Some(l) = &self.inner.limiter {
