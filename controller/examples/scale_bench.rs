@@ -33,6 +33,12 @@ async fn wait(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) -> 
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
     let args: Vec<String> = std::env::args().collect();
     let n: i32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let m: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100);

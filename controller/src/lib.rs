@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod gc;
 pub mod manager;
+pub mod metrics;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod pod_util;

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
 use crate::gc::collector::GarbageCollector;
+use crate::metrics::ManagerMetrics;
 use crate::namespace::NamespaceController;
 use crate::nodelifecycle::controller::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::replication::controller::ReplicationManager;
@@ -131,6 +132,8 @@ pub struct ControllerManagerConfig {
     pub leader_election: Option<LeaderElectionConfig>,
     /// Time source for every controller decision.
     pub clock: Arc<dyn Clock>,
+    /// Where the controllers publish their metrics (render with [`ManagerMetrics::render`]).
+    pub metrics: Arc<ManagerMetrics>,
 }
 
 impl std::fmt::Debug for ControllerManagerConfig {
@@ -163,6 +166,7 @@ impl Default for ControllerManagerConfig {
             scheduled_events: true,
             leader_election: None,
             clock: clock::system(),
+            metrics: ManagerMetrics::new(),
         }
     }
 }
@@ -230,6 +234,8 @@ async fn run_controllers(
             broadcaster.recorder("replicaset-controller"),
             clock.clone(),
         );
+        cfg.metrics
+            .register("replicaset", m.queue(), Some(m.metrics()));
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { m.run(w, s).await });
     }
@@ -241,6 +247,8 @@ async fn run_controllers(
             broadcaster.recorder("replication-controller"),
             clock.clone(),
         );
+        cfg.metrics
+            .register("replicationmanager", m.queue(), Some(m.metrics()));
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { m.run(w, s).await });
     }
@@ -249,11 +257,13 @@ async fn run_controllers(
         gc.watch(pods.clone());
         gc.watch(factory.informer::<ReplicaSet>());
         gc.watch(factory.informer::<ReplicationController>());
+        cfg.metrics.register("garbagecollector", gc.queue(), None);
         let (w, s) = (cfg.gc_workers, shutdown.clone());
         tracker.spawn(async move { gc.run(w, s).await });
     }
     if en.namespace {
         let nc = NamespaceController::new(client.clone(), factory.informer::<Namespace>());
+        cfg.metrics.register("namespace", nc.queue(), None);
         let (w, s) = (cfg.namespace_workers, shutdown.clone());
         tracker.spawn(async move { nc.run(w, s).await });
     }
@@ -266,6 +276,7 @@ async fn run_controllers(
             clock.clone(),
             cfg.scheduled_events,
         );
+        cfg.metrics.register("scheduler", sched.queue(), None);
         let s = shutdown.clone();
         tracker.spawn(async move { sched.run(s).await });
     }

@@ -136,6 +136,11 @@ impl NamespaceController {
         }
     }
 
+    /// The work queue (for metrics).
+    pub fn queue(&self) -> RateLimitingQueue<String> {
+        self.inner.queue.clone()
+    }
+
     /// Wait for the cache, then run `workers` workers until `shutdown`.
     pub async fn run(self, workers: usize, shutdown: CancellationToken) {
         if !client::wait_for_cache_sync(&[&self.registration], &shutdown).await {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use client::{DeletedObject, ResourceEventHandler, SharedInformerFactory};
 use common::*;
+use controller::metrics::ManagerMetrics;
 use controller::{ControllerManagerConfig, EnabledControllers};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
@@ -88,21 +89,37 @@ impl ResourceEventHandler<Pod> for Counter {
     }
 }
 
-fn manager(
-    client: &client::Client,
-) -> (
+type Manager = (
     CancellationToken,
     tokio::task::JoinHandle<controller::Result<()>>,
-) {
+);
+
+fn manager_with(client: &client::Client, metrics: Arc<ManagerMetrics>) -> Manager {
     let mut en = EnabledControllers::none();
     en.replicaset = true;
     let cfg = ControllerManagerConfig {
         controllers: en,
+        metrics,
         ..Default::default()
     };
     let token = CancellationToken::new();
     let h = tokio::spawn(controller::run(client.clone(), cfg, token.clone()));
     (token, h)
+}
+
+fn manager(client: &client::Client) -> Manager {
+    manager_with(client, ManagerMetrics::new())
+}
+
+/// No key was ever synced by two workers at once, and some syncs happened.
+fn assert_serial_syncs(m: &ManagerMetrics) {
+    let s = m.sync_metrics("replicaset").expect("replicaset registered");
+    assert!(s.syncs.load(Ordering::SeqCst) > 0);
+    assert_eq!(
+        s.concurrent_syncs.load(Ordering::SeqCst),
+        0,
+        "concurrent reconcile of one key"
+    );
 }
 
 async fn scale(api: &client::Api<ReplicaSet>, n: i32) {
@@ -147,7 +164,8 @@ async fn t5_scale_sequence_with_deletions_and_restarts() {
 
     let rss = client.api::<ReplicaSet>(Some("default"));
     let pods = client.api::<Pod>(Some("default"));
-    let (mut token, mut handle) = manager(&client);
+    let metrics = ManagerMetrics::new();
+    let (mut token, mut handle) = manager_with(&client, metrics.clone());
     rss.create(&rs("t5", 5, None)).await.expect("rs");
     assert!(eventually(T, || async { live_pods(&pods, "t5").await.len() == 5 }).await);
     assert!(
@@ -180,6 +198,7 @@ async fn t5_scale_sequence_with_deletions_and_restarts() {
     let _ = tokio::time::timeout(Duration::from_secs(15), handle)
         .await
         .expect("manager stops");
+    assert_serial_syncs(&metrics);
     (token, handle) = manager(&client);
     scale(&rss, 0).await;
     assert!(

@@ -99,6 +99,7 @@ pub struct GarbageCollector {
     ops: HashMap<String, Arc<dyn KindOps>>,
     // Deferred handler registration: the graph exists only once `run` builds it.
     graph_handlers: Vec<RegisterFn>,
+    queue: RateLimitingQueue<String>,
 }
 
 type RegisterFn = Box<dyn FnOnce(Arc<Inner>) -> HandlerRegistration + Send>;
@@ -110,7 +111,15 @@ impl GarbageCollector {
             client,
             ops: HashMap::new(),
             graph_handlers: Vec::new(),
+            queue: RateLimitingQueue::with_default_controller_rate_limiter(
+                "garbage_collector_attempt_to_delete",
+            ),
         }
+    }
+
+    /// The work queue of UIDs to evaluate (for metrics).
+    pub fn queue(&self) -> RateLimitingQueue<String> {
+        self.queue.clone()
     }
 
     /// Observe kind `K` through its shared informer (dependents and owners of this kind).
@@ -135,9 +144,7 @@ impl GarbageCollector {
         let inner = Arc::new(Inner {
             graph: Mutex::new(Graph::new()),
             ops: std::mem::take(&mut self.ops),
-            queue: RateLimitingQueue::with_default_controller_rate_limiter(
-                "garbage_collector_attempt_to_delete",
-            ),
+            queue: self.queue.clone(),
             absent: Mutex::new(HashSet::new()),
         });
         let registrations: Vec<HandlerRegistration> = self

@@ -109,6 +109,11 @@ impl<K: ReplicaOwner + client::Resource> ReplicationManager<K> {
         self.inner.metrics.clone()
     }
 
+    /// The work queue (for metrics).
+    pub fn queue(&self) -> RateLimitingQueue<String> {
+        self.inner.queue.clone()
+    }
+
     /// The expectations (read-only use in tests and diagnostics).
     pub fn expectations(&self) -> &UidTrackingExpectations {
         &self.inner.expectations

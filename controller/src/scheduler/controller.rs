@@ -182,6 +182,11 @@ impl Scheduler {
         }
     }
 
+    /// The work queue of pending pods (for metrics).
+    pub fn queue(&self) -> RateLimitingQueue<String> {
+        self.inner.queue.clone()
+    }
+
     /// Wait for the caches, then schedule until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let synced_refs: Vec<&dyn HasSynced> = self
