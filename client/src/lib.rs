@@ -13,6 +13,38 @@
 //! * [`leaderelection`]: Lease-based leader election.
 //! * [`testing`]: an in-process `ListerWatcher` with controllable resourceVersions, 410s and
 //!   disconnects, for tests of anything built on informers.
+//!
+//! The canonical controller wiring (client-go style):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use client::{Client, Config, FnHandler, RateLimitingQueue, SharedInformerFactory};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn example() -> client::Result<()> {
+//! let client = Client::new(Config::new("http://127.0.0.1:6443"))?;
+//! let factory = SharedInformerFactory::new(client, Duration::ZERO);
+//! let pods = factory.informer::<Pod>();
+//! let queue = RateLimitingQueue::<String>::with_default_controller_rate_limiter("pods");
+//! let q = queue.clone();
+//! pods.add_event_handler(FnHandler::new().on_add(move |p: &Arc<Pod>, _| {
+//!     q.add(client::meta_namespace_key(p.as_ref()))
+//! }));
+//! let shutdown = CancellationToken::new();
+//! factory.start(shutdown.clone());
+//! if !client::wait_for_cache_sync(&[&pods], &shutdown).await {
+//!     return Ok(());
+//! }
+//! while let Some(key) = queue.get().await {
+//!     let _cached = pods.lister().get(&key); // reconcile from the cache
+//!     queue.forget(&key); // on success; on failure: queue.add_rate_limited(key.clone())
+//!     queue.done(&key);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 #![allow(clippy::result_large_err)]
 
 pub mod delta_fifo;
