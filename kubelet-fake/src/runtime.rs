@@ -433,6 +433,16 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
             }
         }
         if !pods.contains_key(key) {
+            // Re-check under the node lock: the delete handler (which runs after the cache
+            // dropped the pod, and takes this lock) must never be followed by a re-insert.
+            let still_cached = shared
+                .pods
+                .indexer()
+                .get_by_key(key)
+                .is_some_and(|p| p.metadata.uid == pod.metadata.uid);
+            if !still_cached {
+                return SyncOutcome::Done(None);
+            }
             let capacity = shared.cfg.node.pods as usize;
             let rt = match admit(&pod, pods.values(), capacity) {
                 Admission::Admit => adopt(&pod, ipam, now, &shared.counters),
