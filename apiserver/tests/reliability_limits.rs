@@ -387,3 +387,36 @@ async fn t9_max_inflight_sheds_with_429() {
     assert_eq!((ok, shed), (4, 12));
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t8_connection_cap_leaves_excess_in_the_backlog() {
+    let server = common::start_with(apiserver::Config {
+        max_connections: 4,
+        ..Default::default()
+    })
+    .await;
+    let url = server.url();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    // The fifth connection is not served while four are open...
+    let c = reqwest::Client::new();
+    let r = c
+        .get(format!("{url}/healthz"))
+        .timeout(Duration::from_millis(800))
+        .send()
+        .await;
+    assert!(r.is_err(), "a fifth connection was served: {r:?}");
+    // ...and is served as soon as one closes.
+    drop(held.pop());
+    let r = c
+        .get(format!("{url}/healthz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(held);
+    server.stop().await.unwrap();
+}

@@ -136,6 +136,11 @@ pub async fn list(ctx: Ctx, opts: ListOptions) -> Result<Response> {
     let (at, start_after) = match (&opts.continue_token, opts.resource_version) {
         (Some(raw), _) => {
             let token = ContinueToken::decode(raw)?;
+            if !token.start.starts_with(&ctx.target.collection_prefix()) {
+                return Err(ApiError::bad_request(
+                    "continue key is not valid: the token belongs to another collection",
+                ));
+            }
             (ListAt::Exact(token.rv), Some(token.start))
         }
         (None, None) => {

@@ -178,6 +178,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
     let state = ctx.state.clone();
     let lifetime = opts
         .timeout_seconds
+        .filter(|t| *t > 0)
         .map(Duration::from_secs)
         .unwrap_or(state.config.default_watch_timeout);
     let bookmarks = opts.allow_bookmarks;
