@@ -57,7 +57,9 @@ struct Src<K> {
     /// Events with RV ≤ this are gone.
     compacted: u64,
     watchers: Vec<Watcher<K>>,
-    snapshots: HashMap<String, (u64, Vec<K>)>,
+    /// continue token → (list RV, the full snapshot, offset of the next page). Shared so that
+    /// paging costs O(page), not O(rest).
+    snapshots: HashMap<String, (u64, Arc<Vec<K>>, usize)>,
     next_snapshot: u64,
     fail_lists: VecDeque<Error>,
     fail_watches: VecDeque<Error>,
@@ -238,7 +240,7 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
             return Err(e);
         }
         let sel = LabelMatcher::parse(p.label_selector.as_deref().unwrap_or(""))?;
-        let (rv, items) = if let Some(token) = &p.continue_token {
+        let (rv, items, offset) = if let Some(token) = &p.continue_token {
             match s.snapshots.remove(token) {
                 Some(snap) => snap,
                 None => return Err(gone(format!("continue token {token} expired"))),
@@ -267,23 +269,23 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
                 .filter(|o| sel.matches_opt(labels_of(*o)))
                 .cloned()
                 .collect();
-            (s.rv, items)
+            (s.rv, Arc::new(items), 0)
         };
-        let (page, rest) = match p.limit {
-            Some(n) if (n as usize) < items.len() => {
-                let mut items = items;
-                let rest = items.split_off(n as usize);
-                (items, Some(rest))
-            }
-            _ => (items, None),
+        let end = match p.limit {
+            Some(n) => offset.saturating_add(n as usize).min(items.len()),
+            None => items.len(),
         };
-        let continue_token = rest.map(|rest| {
+        let page: Vec<K> = items
+            .get(offset..end)
+            .map(<[K]>::to_vec)
+            .unwrap_or_default();
+        let continue_token = (end < items.len()).then(|| {
             s.next_snapshot += 1;
             let t = format!("{}:{}", rv, s.next_snapshot);
             if s.snapshots.len() >= MAX_SNAPSHOTS {
                 s.snapshots.clear();
             }
-            s.snapshots.insert(t.clone(), (rv, rest));
+            s.snapshots.insert(t.clone(), (rv, items, end));
             t
         });
         Ok(ObjectList {
