@@ -46,6 +46,7 @@ struct Recorder {
     events: Mutex<Vec<Ev>>,
     state: Mutex<BTreeMap<String, u64>>,
     last_rv: Mutex<HashMap<String, u64>>,
+    last_seen_all: Mutex<HashMap<String, Vec<u64>>>,
     order_violations: Mutex<Vec<String>>,
 }
 
@@ -59,6 +60,11 @@ impl Recorder {
                 .push(format!("{key}: rv {r} after {prev}"));
         }
         last.insert(key.to_string(), r);
+        self.last_seen_all
+            .lock()
+            .entry(key.to_string())
+            .or_default()
+            .push(r);
     }
 }
 
@@ -387,9 +393,11 @@ async fn randomized_informer_converges_to_source() {
 
 async fn one_random_run(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut written = std::collections::HashSet::new();
     let src = MemoryListerWatcher::new();
     for i in 0..20 {
-        src.apply(cm(&format!("k{i}"), "0"));
+        let o = src.apply(cm(&format!("k{i}"), "0"));
+        written.insert((client::meta_namespace_key(&o), rv(&o)));
     }
     let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
     let early = Arc::new(Recorder::default());
@@ -405,7 +413,8 @@ async fn one_random_run(seed: u64) {
         let name = format!("k{}", rng.gen_range(0..60));
         match rng.gen_range(0..100) {
             0..=44 => {
-                src.apply(cm(&name, &step.to_string()));
+                let o = src.apply(cm(&name, &step.to_string()));
+                written.insert((client::meta_namespace_key(&o), rv(&o)));
             }
             45..=79 => {
                 src.delete(&format!("default/{name}"));
@@ -440,6 +449,17 @@ async fn one_random_run(seed: u64) {
     }
     if late_at >= 2000 {
         inf.add_event_handler(H(late.clone()));
+    }
+    // T5: every state a handler observed is a state the source actually had, in order.
+    for r in [&early, &late] {
+        for (k, rvs) in r.last_seen_all.lock().iter() {
+            for v in rvs {
+                assert!(
+                    written.contains(&(k.clone(), *v)),
+                    "seed {seed}: {k}@{v} was never written"
+                );
+            }
+        }
     }
     let want = source_state(&src);
     let deadline = Instant::now() + Duration::from_secs(900);
