@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 fn assert_send<T: Send>(_: &T) {}
 
 #[tokio::test]
-async fn long_running_futures_are_send() -> Result<(), String> {
+async fn regression_long_running_futures_are_send() -> Result<(), String> {
     let client = Client::new(Config::new("http://127.0.0.1:9")).map_err(|e| e.to_string())?;
     let token = CancellationToken::new();
     token.cancel();
