@@ -92,6 +92,15 @@ async fn create_get_variants() {
         );
         let pod = k.write("pod.yaml", POD);
         k.ok(&["create", "-f", pod.to_str().unwrap()]);
+        let typo = k.write(
+            "typo.yaml",
+            &RC.replace("name: web\n  labels", "name: typo\n  labelz: {}\n  labels"),
+        );
+        let (ok, _, err) = k.run(&["create", "-f", typo.to_str().unwrap()]);
+        assert!(
+            !ok && err.contains("unknown field \"metadata.labelz\""),
+            "{err}"
+        );
 
         let out = k.ok(&["get", "rc"]);
         let row = lines_with(&out, "web");

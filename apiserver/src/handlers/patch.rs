@@ -111,11 +111,17 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
                 opts.force.unwrap_or(false),
                 &now,
             )
-            .map_err(|e| patch_error(&e, &gr, &name))?
+            .map_err(|e| patch_error(&e, &gr, &name))
+            .and_then(|mut r| {
+                crate::handlers::write::validate_fields(ctx, &mut r)?;
+                Ok(r)
+            })?
         } else {
             let strategy = crate::registry::strategy_for(ctx.target.info);
             let shown = crate::handlers::render::present(ctx.target.info, old.clone());
-            strategy.to_storage(apply_to(ty, ctx.target.info, &shown, &bytes, &name)?)
+            let mut result = apply_to(ty, ctx.target.info, &shown, &bytes, &name)?;
+            crate::handlers::write::validate_fields(ctx, &mut result)?;
+            strategy.to_storage(result)
         };
         let rv = api::meta::resource_version(&patched).map(String::from);
         let conditional = match rv.as_deref() {

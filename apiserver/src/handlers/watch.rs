@@ -152,7 +152,11 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
             wait_for_revision(&ctx, rv).await?;
             WatchFrom::Snapshot
         }
-        Some(rv) => WatchFrom::After(rv),
+        Some(rv) => {
+            // Decide 410 against a cache that has every acknowledged write.
+            wait_consistent(&ctx).await?;
+            WatchFrom::After(rv)
+        }
     };
     let mut enc = Encoder {
         info: ctx.target.info,

@@ -86,15 +86,14 @@ async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
         return Ok(());
     }
     let ns = ctx.target.namespace.as_deref().unwrap_or("");
-    match ctx
-        .state
-        .store
-        .get(&format!("/registry/namespaces/{ns}"))
-        .await?
-    {
+    let key = format!("/registry/namespaces/{ns}");
+    // Read from the cache once it has every acknowledged write: as consistent as a store read,
+    // without one.
+    crate::handlers::read::wait_consistent(ctx).await?;
+    let found = ctx.state.cache.get(&key).map(|v| Value::clone(&v));
+    match found {
         None => Err(ApiError::not_found("namespaces", ns)),
-        Some(kv) => {
-            let obj = decode_kv(&kv)?;
+        Some(obj) => {
             let terminating = api::meta::deletion_timestamp(&obj).is_some()
                 || obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
             if terminating {
@@ -132,6 +131,29 @@ pub fn field_manager(ctx: &Ctx) -> String {
         .unwrap_or_default()
 }
 
+/// Applies `fieldValidation` to an object in the endpoint's form: `Strict` answers 400 for fields
+/// the kind's schema does not define; `Ignore` and `Warn` drop them, as typed decoding does
+/// (the `Warn` header is not sent).
+pub fn validate_fields(ctx: &Ctx, obj: &mut Value) -> Result<()> {
+    let unknown = crate::openapi::schemas::unknown_fields(ctx.target.info, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let strict = ctx.query.get("fieldValidation") == Some("Strict");
+    if strict {
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            list.join(", ")
+        )));
+    }
+    crate::openapi::schemas::prune(obj, &unknown);
+    Ok(())
+}
+
 /// Prepares a new object for storage: type meta, namespace, name, system metadata, strategy
 /// defaults and validation. Returns the object ready to store.
 pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
@@ -150,7 +172,9 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
         }
     }
     let strategy = strategy_for(info);
-    let mut obj = strategy.to_storage(crate::handlers::render::with_type_meta(info, obj));
+    let mut obj = crate::handlers::render::with_type_meta(info, obj);
+    validate_fields(ctx, &mut obj)?;
+    let mut obj = strategy.to_storage(obj);
     api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
     api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
     for k in [
@@ -451,9 +475,9 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
     }
     let mut checked = body_obj.clone();
     reconcile_namespace(&ctx.target, &mut checked)?;
-    let checked = strategy_for(ctx.target.info).to_storage(
-        crate::handlers::render::with_type_meta(ctx.target.info, checked),
-    );
+    let mut checked = crate::handlers::render::with_type_meta(ctx.target.info, checked);
+    validate_fields(ctx, &mut checked)?;
+    let checked = strategy_for(ctx.target.info).to_storage(checked);
     let wanted = precondition(&ctx.target, &body_obj, &name)?;
     for _ in 0..MAX_RETRIES {
         let key = ctx.target.key(&name);

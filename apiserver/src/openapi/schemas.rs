@@ -71,3 +71,152 @@ pub fn open_schema(info: &api::ResourceInfo) -> Value {
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
+
+/// Every served kind's definitions, built once.
+fn all_definitions() -> &'static Map<String, Value> {
+    static DEFS: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    DEFS.get_or_init(|| {
+        let kinds: Vec<&api::ResourceInfo> = api::resources().iter().collect();
+        definitions(&kinds)
+    })
+}
+
+/// Most unknown fields reported for one object.
+const MAX_UNKNOWN: usize = 32;
+
+/// Resolves `$ref` and single-`allOf` wrappers to the referenced definition.
+fn resolve<'a>(defs: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
+    for _ in 0..8 {
+        let target = schema.get("$ref").and_then(Value::as_str).or_else(|| {
+            schema
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].get("$ref"))
+                .and_then(Value::as_str)
+        });
+        match target
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .and_then(|n| defs.get(n))
+        {
+            Some(s) => schema = s,
+            None => break,
+        }
+    }
+    schema
+}
+
+fn walk(defs: &Map<String, Value>, schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
+    if out.len() >= MAX_UNKNOWN {
+        return;
+    }
+    let schema = resolve(defs, schema);
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, child) in m {
+                let child_path = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (props.and_then(|p| p.get(k)), additional) {
+                    (Some(s), _) => walk(defs, s, child, &child_path, out),
+                    (None, Some(a)) => walk(defs, a, child, &child_path, out),
+                    (None, None) if props.is_some() => out.push(child_path),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, child) in items.iter().enumerate() {
+                    walk(defs, item_schema, child, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fields of `obj` that the kind's schema does not define (`spec.foo`,
+/// `spec.containers[0].bar`), as upstream's strict decoding reports them. Kinds without a typed
+/// schema have none.
+pub fn unknown_fields(info: &api::ResourceInfo, obj: &Value) -> Vec<String> {
+    let defs = all_definitions();
+    let Some(schema) = defs.get(&super::schema_name(info)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    walk(defs, schema, obj, "", &mut out);
+    out
+}
+
+/// Removes the given dotted/indexed paths from `obj` (what typed decoding does to unknown fields).
+pub fn prune(obj: &mut Value, paths: &[String]) {
+    for p in paths {
+        let mut segs: Vec<String> = Vec::new();
+        for part in p.split('.') {
+            match part.split_once('[') {
+                Some((name, rest)) => {
+                    segs.push(name.to_string());
+                    for idx in rest.split('[') {
+                        segs.push(format!("[{}", idx.trim_end_matches(']')));
+                    }
+                }
+                None => segs.push(part.to_string()),
+            }
+        }
+        remove_at(obj, &segs);
+    }
+}
+
+fn remove_at(v: &mut Value, segs: &[String]) {
+    match segs {
+        [] => {}
+        [last] => {
+            if let Some(m) = v.as_object_mut() {
+                m.remove(last.as_str());
+            }
+        }
+        [first, rest @ ..] => {
+            let next = match first.strip_prefix('[') {
+                Some(i) => i.parse::<usize>().ok().and_then(|i| v.get_mut(i)),
+                None => v.get_mut(first.as_str()),
+            };
+            if let Some(n) = next {
+                remove_at(n, rest);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_and_prunes_unknown_fields() {
+        let pods = api::find_resource("", "v1", "pods");
+        let Some(info) = pods else {
+            panic!("pods are served")
+        };
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}, "bogus": 1},
+            "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always", "nope": true}],
+                     "foo": "bar", "nodeSelector": {"x": "y"}},
+            "status": {"phase": "Running"},
+        });
+        let unknown = unknown_fields(info, &pod);
+        assert_eq!(
+            unknown,
+            ["metadata.bogus", "spec.containers[0].nope", "spec.foo"]
+        );
+        prune(&mut pod, &unknown);
+        assert!(unknown_fields(info, &pod).is_empty());
+        assert_eq!(pod["spec"]["nodeSelector"]["x"], "y");
+    }
+}

@@ -456,6 +456,16 @@ impl WatchCache {
         })
     }
 
+    /// The cached object at `key`, if any (as of the cache's revision: possibly behind the store).
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        let prefix = resource_prefix(key)?;
+        self.inner
+            .read()
+            .resources
+            .get(prefix)
+            .and_then(|r| r.objects.get(key).cloned())
+    }
+
     /// Number of watchers registered on `prefix`.
     pub fn watcher_count(&self, prefix: &str) -> usize {
         self.inner
