@@ -153,6 +153,237 @@ fn collect<'a>(
     }
 }
 
+/// The leaves whose values differ between `old` and `new` (present in `new`), and the leaves of `old`
+/// that `new` no longer has. Walks both objects together and skips equal subtrees, so the cost is
+/// proportional to what changed.
+pub fn diff_sets(
+    kind: &ResourceInfo,
+    old: Option<&Value>,
+    new: &Value,
+    scope: Scope,
+) -> (FieldSet, FieldSet) {
+    let mut changed = FieldSet::new();
+    let mut gone = FieldSet::new();
+    let empty = Map::new();
+    let o = old.and_then(Value::as_object).unwrap_or(&empty);
+    let n = new.as_object().unwrap_or(&empty);
+    let wanted = |k: &str| {
+        if k == "apiVersion" || k == "kind" {
+            return false;
+        }
+        let is_status = k == "status";
+        match scope {
+            Scope::Main => !(is_status && kind.has_status_subresource()),
+            Scope::Status => is_status,
+            Scope::All => true,
+        }
+    };
+    let mut keys: BTreeSet<&String> = n.keys().collect();
+    keys.extend(o.keys());
+    for k in keys.into_iter().filter(|k| wanted(k)) {
+        let mut names = vec![k.as_str()];
+        let mut prefix = vec![format!("f:{k}")];
+        if k == "metadata" {
+            let om = o.get(k).and_then(Value::as_object).unwrap_or(&empty);
+            let nm = n.get(k).and_then(Value::as_object).unwrap_or(&empty);
+            let mut mkeys: BTreeSet<&String> = nm.keys().collect();
+            mkeys.extend(om.keys());
+            for mk in mkeys
+                .into_iter()
+                .filter(|mk| !SYSTEM_META.contains(&mk.as_str()))
+            {
+                names.push(mk);
+                prefix.push(format!("f:{mk}"));
+                diff(
+                    kind,
+                    om.get(mk),
+                    nm.get(mk),
+                    &mut names,
+                    &mut prefix,
+                    &mut changed,
+                    &mut gone,
+                    2,
+                );
+                names.pop();
+                prefix.pop();
+            }
+            continue;
+        }
+        diff(
+            kind,
+            o.get(k),
+            n.get(k),
+            &mut names,
+            &mut prefix,
+            &mut changed,
+            &mut gone,
+            1,
+        );
+    }
+    (changed, gone)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn diff<'a>(
+    kind: &ResourceInfo,
+    old: Option<&'a Value>,
+    new: Option<&'a Value>,
+    names: &mut Vec<&'a str>,
+    prefix: &mut FieldPath,
+    changed: &mut FieldSet,
+    gone: &mut FieldSet,
+    depth: usize,
+) {
+    let (o, n) = match (old, new) {
+        (None, None) => return,
+        (Some(o), Some(n)) if o == n => return,
+        (Some(o), None) => return collect(kind, o, names, prefix, gone, depth),
+        (None, Some(n)) => return collect(kind, n, names, prefix, changed, depth),
+        (Some(o), Some(n)) => (o, n),
+    };
+    if depth > MAX_DEPTH {
+        changed.insert(prefix.clone());
+        return;
+    }
+    match (o, n) {
+        (Value::Object(om), Value::Object(nm))
+            if !om.is_empty() && !nm.is_empty() && !map_is_atomic(kind, names) =>
+        {
+            let mut keys: BTreeSet<&String> = nm.keys().collect();
+            keys.extend(om.keys());
+            for k in keys {
+                names.push(k);
+                prefix.push(format!("f:{k}"));
+                diff(
+                    kind,
+                    om.get(k),
+                    nm.get(k),
+                    names,
+                    prefix,
+                    changed,
+                    gone,
+                    depth + 1,
+                );
+                names.pop();
+                prefix.pop();
+            }
+        }
+        (Value::Array(oa), Value::Array(na)) if !oa.is_empty() && !na.is_empty() => {
+            match list_kind(kind, names) {
+                ListKind::Keyed(key) => {
+                    let seg = |e: &Value| {
+                        e.get(key).map(|kv| {
+                            let mut km = Map::new();
+                            km.insert(key.to_string(), kv.clone());
+                            format!("k:{}", Value::Object(km))
+                        })
+                    };
+                    for ne in na {
+                        let Some(ks) = seg(ne) else { continue };
+                        let oe = oa
+                            .iter()
+                            .find(|e| e.get(key).is_some() && e.get(key) == ne.get(key));
+                        prefix.push(ks);
+                        match oe {
+                            Some(oe) if oe == ne => {}
+                            Some(oe) => {
+                                let (om, nm) = (oe.as_object(), ne.as_object());
+                                let mut keys: BTreeSet<&String> =
+                                    nm.map(|m| m.keys().collect()).unwrap_or_default();
+                                keys.extend(
+                                    om.map(|m| m.keys().collect::<Vec<_>>()).unwrap_or_default(),
+                                );
+                                for k in keys {
+                                    names.push(k);
+                                    prefix.push(format!("f:{k}"));
+                                    diff(
+                                        kind,
+                                        om.and_then(|m| m.get(k)),
+                                        nm.and_then(|m| m.get(k)),
+                                        names,
+                                        prefix,
+                                        changed,
+                                        gone,
+                                        depth + 2,
+                                    );
+                                    names.pop();
+                                    prefix.pop();
+                                }
+                            }
+                            None => {
+                                prefix.push(".".to_string());
+                                changed.insert(prefix.clone());
+                                prefix.pop();
+                                if let Some(nm) = ne.as_object() {
+                                    for (k, child) in nm {
+                                        names.push(k);
+                                        prefix.push(format!("f:{k}"));
+                                        collect(kind, child, names, prefix, changed, depth + 2);
+                                        names.pop();
+                                        prefix.pop();
+                                    }
+                                }
+                            }
+                        }
+                        prefix.pop();
+                    }
+                    for oe in oa {
+                        let Some(ks) = seg(oe) else { continue };
+                        if na
+                            .iter()
+                            .any(|e| e.get(key).is_some() && e.get(key) == oe.get(key))
+                        {
+                            continue;
+                        }
+                        prefix.push(ks);
+                        prefix.push(".".to_string());
+                        gone.insert(prefix.clone());
+                        prefix.pop();
+                        if let Some(om) = oe.as_object() {
+                            for (k, child) in om {
+                                names.push(k);
+                                prefix.push(format!("f:{k}"));
+                                collect(kind, child, names, prefix, gone, depth + 2);
+                                names.pop();
+                                prefix.pop();
+                            }
+                        }
+                        prefix.pop();
+                    }
+                }
+                ListKind::Set => {
+                    for v in na.iter().filter(|v| !oa.contains(v)) {
+                        prefix.push(format!("v:{v}"));
+                        changed.insert(prefix.clone());
+                        prefix.pop();
+                    }
+                    for v in oa.iter().filter(|v| !na.contains(v)) {
+                        prefix.push(format!("v:{v}"));
+                        gone.insert(prefix.clone());
+                        prefix.pop();
+                    }
+                }
+                ListKind::Atomic => {
+                    changed.insert(prefix.clone());
+                }
+            }
+        }
+        _ => {
+            // Type or shape change (or atomic value): new's leaves changed, old's other leaves gone.
+            let mut nl = FieldSet::new();
+            collect(kind, n, names, prefix, &mut nl, depth);
+            let mut ol = FieldSet::new();
+            collect(kind, o, names, prefix, &mut ol, depth);
+            for p in ol {
+                if !nl.contains(&p) {
+                    gone.insert(p);
+                }
+            }
+            changed.extend(nl);
+        }
+    }
+}
+
 /// The `FieldsV1` JSON tree of a set.
 pub fn to_fields_v1(set: &FieldSet) -> Value {
     let mut root = Map::new();
@@ -571,16 +802,12 @@ pub fn update_managed_fields(
         Some("status") => Scope::Status,
         _ => Scope::Main,
     };
-    let new_set = field_set(kind, new, scope);
-    let old_set = old.map(|o| field_set(kind, o, scope)).unwrap_or_default();
-    let empty = json!({});
-    let old_obj = old.unwrap_or(&empty);
-    let changed: FieldSet = new_set
-        .iter()
-        .filter(|p| get_path(old_obj, p) != get_path(new, p))
-        .cloned()
-        .collect();
-    let gone: FieldSet = old_set.difference(&new_set).cloned().collect();
+    let (changed, gone) = diff_sets(kind, old, new, scope);
+    if changed.is_empty() && gone.is_empty() {
+        // Nothing this write owns changed: the entries stay exactly as they were.
+        write_entries(new, list);
+        return;
+    }
     let sub = subresource.unwrap_or("");
     let is_mine =
         |e: &Entry| e.manager() == manager && e.operation() == "Update" && e.subresource() == sub;

@@ -729,6 +729,27 @@ mod prop {
             }
         }
 
+        /// The co-walking diff agrees with the set definition: `gone` is exactly old − new, and
+        /// `changed` holds every leaf of new whose value differs (element markers aside).
+        #[test]
+        fn diff_matches_set_semantics(a in arb_json(), b in arb_json()) {
+            let kind = info("", "pods");
+            let old = json!({"metadata": {"labels": a.clone(), "finalizers": b.clone()}, "spec": {"containers": a.clone(), "x": b.clone()}});
+            let new = json!({"metadata": {"labels": b.clone(), "finalizers": a.clone()}, "spec": {"containers": b, "x": a}});
+            let (changed, gone) = managed::diff_sets(kind, Some(&old), &new, managed::Scope::Main);
+            let os = managed::field_set(kind, &old, managed::Scope::Main);
+            let ns = managed::field_set(kind, &new, managed::Scope::Main);
+            let want_gone: managed::FieldSet = os.difference(&ns).cloned().collect();
+            prop_assert_eq!(&gone, &want_gone);
+            prop_assert!(changed.is_subset(&ns));
+            for p in &ns {
+                let marker = p.last().map(String::as_str) == Some(".");
+                if !marker && managed::get_path(&old, p) != managed::get_path(&new, p) {
+                    prop_assert!(changed.contains(p), "{:?} missing", p);
+                }
+            }
+        }
+
         #[test]
         fn strategic_results_carry_no_directives(patch in arb_json()) {
             if let Ok(v) = apply_patch(info("", "pods"), PatchType::StrategicMerge, &pod_obj(), patch.to_string().as_bytes()) {
