@@ -26,7 +26,7 @@ async fn wait(what: &str, limit: Duration, mut f: impl AsyncFnMut() -> bool) -> 
             println!("{what}: not reached within {limit:?}");
             break;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     start.elapsed()
 }

@@ -6,6 +6,7 @@
 //! the controller modules only read caches, call those functions and issue the resulting requests.
 
 pub mod clock;
+pub mod deployment;
 pub mod error;
 pub mod gc;
 pub mod manager;

@@ -250,13 +250,20 @@ impl Inner {
     }
 
     async fn process(&self, uid: &str) -> Result<()> {
-        let (node, dependents) = {
+        // Dependents are copied only for an owner being deleted: a live owner with 10,000 pods is
+        // evaluated on every pod event, and must cost O(1) then.
+        let (node, dependents, has_dependents) = {
             let g = self.graph.lock();
             let Some(node) = g.get(uid).cloned() else {
                 return Ok(());
             };
-            let deps: Vec<GraphNode> = g.dependents_of(uid).into_iter().cloned().collect();
-            (node, deps)
+            let deps: Vec<GraphNode> = if node.deleting {
+                g.dependents_of(uid).into_iter().cloned().collect()
+            } else {
+                Vec::new()
+            };
+            let has = g.has_dependents(uid);
+            (node, deps, has)
         };
         if node.deleting {
             let dep_refs: Vec<&GraphNode> = dependents.iter().collect();
@@ -290,7 +297,7 @@ impl Inner {
             let s = self.owner_state(node.id.namespace.as_deref(), r).await?;
             states.insert(r.uid.clone(), s);
         }
-        let decision = decide_dependent(&node, !dependents.is_empty(), |r| {
+        let decision = decide_dependent(&node, has_dependents, |r| {
             states.get(&r.uid).copied().unwrap_or(OwnerState::Solid)
         });
         let Some(ops) = self.ops_for(&node.id.api_version, &node.id.kind) else {

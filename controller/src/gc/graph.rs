@@ -115,6 +115,13 @@ impl Graph {
             .collect()
     }
 
+    /// Whether `owner_uid` has any observed dependent (O(1)).
+    pub fn has_dependents(&self, owner_uid: &str) -> bool {
+        self.dependents
+            .get(owner_uid)
+            .is_some_and(|s| !s.is_empty())
+    }
+
     /// Number of observed objects.
     pub fn len(&self) -> usize {
         self.nodes.len()

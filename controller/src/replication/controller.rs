@@ -39,6 +39,12 @@ use crate::pod_util::{controller_of, is_pod_active, is_pod_ready, key_of, split_
 use crate::selector::Selector;
 use crate::{Error, Result};
 
+/// Pod creates/deletes one manager has in flight at once. Batches (slow start: up to 256 at once) and
+/// deletes (up to 500) are issued concurrently as upstream does, but through this many slots, so the
+/// manager never exceeds an apiserver's mutating in-flight limit by itself (which would answer 429
+/// and make every request wait for its retry).
+pub const MAX_CONCURRENT_WRITES: usize = 16;
+
 /// Counters exported by a replication manager.
 #[derive(Debug, Default)]
 pub struct SyncMetrics {
@@ -65,6 +71,8 @@ struct Inner<K: ReplicaOwner + client::Resource> {
     metrics: Arc<SyncMetrics>,
     // Keys currently in `sync`: instrumentation of the queue's one-worker-per-key guarantee.
     in_flight: Mutex<std::collections::HashSet<String>>,
+    // Bounds concurrent pod writes across all workers (see MAX_CONCURRENT_WRITES).
+    writes: tokio::sync::Semaphore,
 }
 
 /// The replication controller for owner kind `K` (`ReplicaSet` or `ReplicationController`).
@@ -93,6 +101,7 @@ impl<K: ReplicaOwner + client::Resource> ReplicationManager<K> {
             clock,
             metrics: Arc::new(SyncMetrics::default()),
             in_flight: Mutex::new(Default::default()),
+            writes: tokio::sync::Semaphore::new(MAX_CONCURRENT_WRITES),
         });
         let registrations = vec![
             owner_informer.add_event_handler(OwnerHandler(inner.clone())),
@@ -498,6 +507,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 let pod = pod.clone();
                 let oref = oref.clone();
                 async move {
+                    let _slot = self.writes.acquire().await;
                     match api.create(&pod).await {
                         Ok(created) => {
                             self.metrics.creates.fetch_add(1, Ordering::Relaxed);
@@ -546,6 +556,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 let api = api.clone();
                 let oref = oref.clone();
                 async move {
+                    let _slot = self.writes.acquire().await;
                     let pname = p.metadata.name.clone().unwrap_or_default();
                     match api.delete(&pname, &DeleteParams::default()).await {
                         Ok(()) => {

@@ -32,7 +32,7 @@ use crate::clock::Clock;
 use crate::pod_util::{key_of, phase, split_key};
 
 /// Bind requests in flight at once.
-pub const MAX_CONCURRENT_BINDS: usize = 32;
+pub const MAX_CONCURRENT_BINDS: usize = 16;
 /// `podInitialBackoffSeconds` (kube-scheduler default): 1 s.
 pub const POD_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 /// `podMaxBackoffSeconds` (kube-scheduler default): 10 s.

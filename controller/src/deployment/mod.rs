@@ -1,0 +1,17 @@
+//! Deployment controller (issue 8): Deployments own ReplicaSets named `<deployment>-<pod-template-hash>`
+//! and roll pods from one template to the next (`RollingUpdate` within maxSurge/maxUnavailable, or
+//! `Recreate`), as Kubernetes' `pkg/controller/deployment` does.
+//!
+//! - [`util`]: the pure arithmetic (template hash, fenceposts, revisions, rolling scale steps);
+//! - [`progress`]: status counts and the `Progressing` / `Available` conditions (fake-clock tested);
+//! - [`controller`]: informers, work queue and the API writes.
+//!
+//! Guarantees: a sync acts only on caches that synced; RS writes carry the cached resourceVersion so
+//! a stale view ends in a conflict and a retry, never in more than `replicas + maxSurge` desired
+//! replicas or fewer than `replicas - maxUnavailable` available ones (given up-to-date RS status).
+
+pub mod controller;
+pub mod progress;
+pub mod util;
+
+pub use controller::DeploymentController;
