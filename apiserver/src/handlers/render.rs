@@ -31,7 +31,7 @@ pub fn present(info: &api::ResourceInfo, obj: Value) -> Value {
 
 /// Whether a stored object is already in the endpoint's form (the strategies' storage conversion
 /// is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
-fn is_presentable(info: &api::ResourceInfo, obj: &Value) -> bool {
+pub fn is_presentable(info: &api::ResourceInfo, obj: &Value) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some(info.kind)
         && obj.get("apiVersion").and_then(Value::as_str) == Some(info.api_version().as_str())
 }

@@ -8,7 +8,6 @@
 //! Selector transitions are delivered as ADDED/DELETED, as the apiserver's cacher does.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -59,6 +58,24 @@ impl Encoder {
         }
     }
 
+    /// The line of one cache event: the event's shared serialisation when the object goes out
+    /// unchanged, else rendered for this watcher.
+    fn event_line(&mut self, kind: EventType, ev: &CacheEvent) -> Bytes {
+        if self.out == Output::Json
+            && crate::handlers::render::is_presentable(self.info, &ev.object)
+        {
+            let object = ev.encoded_object();
+            let mut line = Vec::with_capacity(object.len() + 32);
+            line.extend_from_slice(b"{\"type\":\"");
+            line.extend_from_slice(kind.as_str().as_bytes());
+            line.extend_from_slice(b"\",\"object\":");
+            line.extend_from_slice(object);
+            line.extend_from_slice(b"}\n");
+            return Bytes::from(line);
+        }
+        self.line(kind.as_str(), &ev.object)
+    }
+
     fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
         if self.out == Output::Json {
             // The common case: no copy of the object.
@@ -105,21 +122,21 @@ fn frame(kind: &str, object: &Value) -> Bytes {
 }
 
 /// What one cache event means to one watcher, after namespace and selector filtering.
-fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<(EventType, Arc<Value>)> {
+fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<EventType> {
     if !ev.key.starts_with(prefix) {
         return None;
     }
     let now = filter.matches(&ev.object);
     let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
     match ev.kind {
-        EventType::Added => now.then(|| (EventType::Added, ev.object.clone())),
+        EventType::Added => now.then_some(EventType::Added),
         EventType::Modified => match (before, now) {
-            (true, true) => Some((EventType::Modified, ev.object.clone())),
-            (false, true) => Some((EventType::Added, ev.object.clone())),
-            (true, false) => Some((EventType::Deleted, ev.object.clone())),
+            (true, true) => Some(EventType::Modified),
+            (false, true) => Some(EventType::Added),
+            (true, false) => Some(EventType::Deleted),
             (false, false) => None,
         },
-        EventType::Deleted => before.then(|| (EventType::Deleted, ev.object.clone())),
+        EventType::Deleted => before.then_some(EventType::Deleted),
     }
 }
 
@@ -195,18 +212,16 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         let snapshot = matches!(from, WatchFrom::Snapshot);
         for ev in std::mem::take(&mut watch.initial) {
             let item = if snapshot {
-                filter
-                    .matches(&ev.object)
-                    .then(|| (EventType::Added, ev.object.clone()))
-                    .filter(|_| ev.key.starts_with(&prefix))
+                (ev.key.starts_with(&prefix) && filter.matches(&ev.object))
+                    .then_some(EventType::Added)
             } else {
                 translate(&ev, &prefix, &filter)
             };
             if !snapshot {
                 last_rv = last_rv.max(ev.revision);
             }
-            if let Some((kind, obj)) = item {
-                if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
+            if let Some(kind) = item {
+                if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
                     return;
                 }
             }
@@ -234,16 +249,24 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                 }
                 _ = ticker.tick(), if bookmarks => {
                     // Every event ≤ `seen` is already queued: drain, then the bookmark is true.
+                    // If the cache dropped this watcher, events after the queue's end were never
+                    // queued: end the stream instead of sending a bookmark that would skip them.
                     let seen = state.cache.revision();
-                    while let Ok(ev) = watch.rx.try_recv() {
-                        last_rv = last_rv.max(ev.revision);
-                        if ev.revision <= watch.skip_through {
-                            continue;
-                        }
-                        if let Some((kind, obj)) = translate(&ev, &prefix, &filter) {
-                            if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
-                                return;
+                    loop {
+                        match watch.rx.try_recv() {
+                            Ok(ev) => {
+                                last_rv = last_rv.max(ev.revision);
+                                if ev.revision <= watch.skip_through {
+                                    continue;
+                                }
+                                if let Some(kind) = translate(&ev, &prefix, &filter) {
+                                    if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
+                                        return;
+                                    }
+                                }
                             }
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => return,
                         }
                     }
                     let rv = seen.max(last_rv).max(watch.skip_through);
@@ -257,8 +280,8 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     if ev.revision <= watch.skip_through {
                         continue;
                     }
-                    if let Some((kind, obj)) = translate(&ev, &prefix, &filter) {
-                        if tx.send(Ok(enc.line(kind.as_str(), &obj))).await.is_err() {
+                    if let Some(kind) = translate(&ev, &prefix, &filter) {
+                        if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
                             return;
                         }
                     }

@@ -69,6 +69,35 @@ pub struct CacheEvent {
     pub object: Arc<Value>,
     /// Previous state, if the object existed before.
     pub prev: Option<Arc<Value>>,
+    /// `object` serialised once and shared by every watcher that sends it unchanged.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl CacheEvent {
+    /// A new event.
+    pub fn new(
+        kind: EventType,
+        key: String,
+        revision: Revision,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) -> Self {
+        CacheEvent {
+            kind,
+            key,
+            revision,
+            object,
+            prev,
+            encoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The JSON text of `object`, serialised on first use.
+    pub fn encoded_object(&self) -> &bytes::Bytes {
+        self.encoded.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(self.object.as_ref()).unwrap_or_default())
+        })
+    }
 }
 
 /// Per-resource state (one storage prefix such as `/registry/pods/`).
@@ -350,17 +379,17 @@ impl WatchCache {
                     .map(|v| {
                         let v = Arc::new(v);
                         res.objects.insert(ev.key.clone(), v.clone());
-                        CacheEvent {
-                            kind: if prev.is_some() {
+                        CacheEvent::new(
+                            if prev.is_some() {
                                 EventType::Modified
                             } else {
                                 EventType::Added
                             },
-                            key: ev.key.clone(),
+                            ev.key.clone(),
                             revision,
-                            object: v,
-                            prev: prev.clone(),
-                        }
+                            v,
+                            prev.clone(),
+                        )
                     }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
@@ -378,13 +407,13 @@ impl WatchCache {
                                 Value::String(revision.to_string()),
                             );
                         }
-                        CacheEvent {
-                            kind: EventType::Deleted,
-                            key: ev.key.clone(),
+                        CacheEvent::new(
+                            EventType::Deleted,
+                            ev.key.clone(),
                             revision,
-                            object: Arc::new(obj),
-                            prev: Some(last),
-                        }
+                            Arc::new(obj),
+                            Some(last),
+                        )
                     })
                 }
             };
@@ -427,13 +456,13 @@ impl WatchCache {
                     .objects
                     .iter()
                     .map(|(k, v)| {
-                        Arc::new(CacheEvent {
-                            kind: EventType::Added,
-                            key: k.clone(),
-                            revision: current,
-                            object: v.clone(),
-                            prev: None,
-                        })
+                        Arc::new(CacheEvent::new(
+                            EventType::Added,
+                            k.clone(),
+                            current,
+                            v.clone(),
+                            None,
+                        ))
                     })
                     .collect();
                 (initial, current)

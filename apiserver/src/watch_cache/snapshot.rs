@@ -179,13 +179,7 @@ mod tests {
         res.objects.insert(k("b"), obj("b", 11));
         res.objects.insert(k("d"), obj("d", 13));
         let ev = |kind, n: &str, rv, o: Arc<Value>, prev| {
-            Arc::new(CacheEvent {
-                kind,
-                key: k(n),
-                revision: rv,
-                object: o,
-                prev,
-            })
+            Arc::new(CacheEvent::new(kind, k(n), rv, o, prev))
         };
         res.ring.push_back(ev(
             EventType::Modified,
