@@ -4,6 +4,11 @@
 //!
 //! `cargo run --release -p controller --example scale_bench -- [N] [M]` (defaults 10000, 100).
 //! Without a kubelet pods never become Running/Ready; this measures the controllers' share.
+//!
+//! Measured 2026-12-02, **debug** build, 2 cores shared with other builds (load average 8–12),
+//! apiserver in the same process: 0 → 10,000 created and bound on 100 nodes in 97.4 s; 10,000 → 0
+//! (every pod terminating, status.replicas = 0) in 93.9 s; 128 s CPU, 694 MB max RSS for the whole
+//! process. Not yet measured in a release build on an idle machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -131,7 +136,7 @@ async fn main() {
     )
     .await
     .unwrap();
-    let created = wait("created", Duration::from_secs(300), async || {
+    let created = wait("created", Duration::from_secs(600), async || {
         rcs.get("bench")
             .await
             .ok()
@@ -139,7 +144,7 @@ async fn main() {
             .is_some_and(|s| s.replicas == n)
     })
     .await;
-    let bound = wait("bound", Duration::from_secs(300), async || {
+    let bound = wait("bound", Duration::from_secs(600), async || {
         pods.list(&ListParams::default()).await.is_ok_and(|l| {
             l.items.len() as i32 >= n
                 && l.items
@@ -160,7 +165,7 @@ async fn main() {
     )
     .await
     .unwrap();
-    let down = wait("scaled down", Duration::from_secs(300), async || {
+    let down = wait("scaled down", Duration::from_secs(600), async || {
         rcs.get("bench")
             .await
             .ok()

@@ -98,7 +98,11 @@ impl DeploymentController {
             self.inner.queue.shut_down();
             return;
         }
-        tracing::info!(controller = QUEUE_NAME, workers, "caches synced; starting workers");
+        tracing::info!(
+            controller = QUEUE_NAME,
+            workers,
+            "caches synced; starting workers"
+        );
         let tracker = TaskTracker::new();
         for _ in 0..workers.max(1) {
             let inner = self.inner.clone();
@@ -158,10 +162,7 @@ impl Inner {
             .namespace(ns)
             .list(&LabelMatcher::everything())
             .into_iter()
-            .filter(|d| {
-                selector_of(d)
-                    .is_some_and(|s| s.matches(rs.metadata.labels.as_ref()))
-            })
+            .filter(|d| selector_of(d).is_some_and(|s| s.matches(rs.metadata.labels.as_ref())))
             .collect()
     }
 
@@ -217,7 +218,11 @@ impl Inner {
 
     /// `getReplicaSetsForDeployment` / `ClaimReplicaSets`: ours that match, plus adopted orphans
     /// that match; ours that no longer match are released.
-    async fn claim_replica_sets(&self, d: &Deployment, selector: &Selector) -> Result<Vec<ReplicaSet>> {
+    async fn claim_replica_sets(
+        &self,
+        d: &Deployment,
+        selector: &Selector,
+    ) -> Result<Vec<ReplicaSet>> {
         let ns = d.metadata.namespace.clone().unwrap_or_default();
         let uid = d.metadata.uid.clone().unwrap_or_default();
         let deleting = d.metadata.deletion_timestamp.is_some();
@@ -282,12 +287,25 @@ impl Inner {
         }
         let paused = ro.d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false);
         let mut st = ro.d.status.clone().unwrap_or_default();
-        let reason = progress::get_condition(&st, progress::PROGRESSING).and_then(|c| c.reason.clone());
+        let reason =
+            progress::get_condition(&st, progress::PROGRESSING).and_then(|c| c.reason.clone());
         let now = self.now();
         let c = if paused && reason.as_deref() != Some(progress::PAUSED) {
-            progress::condition(progress::PROGRESSING, "Unknown", progress::PAUSED, "Deployment is paused".into(), now)
+            progress::condition(
+                progress::PROGRESSING,
+                "Unknown",
+                progress::PAUSED,
+                "Deployment is paused".into(),
+                now,
+            )
         } else if !paused && reason.as_deref() == Some(progress::PAUSED) {
-            progress::condition(progress::PROGRESSING, "Unknown", progress::RESUMED, "Deployment is resumed".into(), now)
+            progress::condition(
+                progress::PROGRESSING,
+                "Unknown",
+                progress::RESUMED,
+                "Deployment is resumed".into(),
+                now,
+            )
         } else {
             return Ok(());
         };
@@ -332,12 +350,19 @@ impl Inner {
         Ok((new_rs, old))
     }
 
-    async fn sync_existing_new_rs(&self, ro: &mut Rollout, rs: ReplicaSet, revision: i64) -> Result<ReplicaSet> {
+    async fn sync_existing_new_rs(
+        &self,
+        ro: &mut Rollout,
+        rs: ReplicaSet,
+        revision: i64,
+    ) -> Result<ReplicaSet> {
         let annotations = rs_annotations(&ro.d, rs.metadata.annotations.as_ref(), revision);
         let min_ready = ro.d.spec.as_ref().and_then(|s| s.min_ready_seconds);
         let rs_min_ready = rs.spec.as_ref().and_then(|s| s.min_ready_seconds);
         let mut rs = rs;
-        if rs.metadata.annotations.as_ref() != Some(&annotations) || min_ready.unwrap_or(0) != rs_min_ready.unwrap_or(0) {
+        if rs.metadata.annotations.as_ref() != Some(&annotations)
+            || min_ready.unwrap_or(0) != rs_min_ready.unwrap_or(0)
+        {
             rs.metadata.annotations = Some(annotations);
             if let Some(s) = rs.spec.as_mut() {
                 s.min_ready_seconds = min_ready;
@@ -349,17 +374,31 @@ impl Inner {
             && progress::get_condition(&st, progress::PROGRESSING).is_none()
         {
             let mut st = st;
-            let msg = format!("Found new replica set \"{}\"", rs.metadata.name.as_deref().unwrap_or_default());
+            let msg = format!(
+                "Found new replica set \"{}\"",
+                rs.metadata.name.as_deref().unwrap_or_default()
+            );
             progress::set_condition(
                 &mut st,
-                progress::condition(progress::PROGRESSING, "True", progress::FOUND_NEW_RS, msg, self.now()),
+                progress::condition(
+                    progress::PROGRESSING,
+                    "True",
+                    progress::FOUND_NEW_RS,
+                    msg,
+                    self.now(),
+                ),
             );
             self.write_status(ro, st).await?;
         }
         Ok(rs)
     }
 
-    async fn create_new_rs(&self, ro: &mut Rollout, old: &[ReplicaSet], revision: i64) -> Result<ReplicaSet> {
+    async fn create_new_rs(
+        &self,
+        ro: &mut Rollout,
+        old: &[ReplicaSet],
+        revision: i64,
+    ) -> Result<ReplicaSet> {
         let d = &ro.d;
         let spec = d.spec.clone().unwrap_or_default();
         let collision = d.status.as_ref().and_then(|s| s.collision_count);
@@ -399,7 +438,9 @@ impl Inner {
             }),
             status: None,
         };
-        let api = self.client.api::<ReplicaSet>(d.metadata.namespace.as_deref());
+        let api = self
+            .client
+            .api::<ReplicaSet>(d.metadata.namespace.as_deref());
         let created = match api.create(&rs).await {
             Ok(c) => c,
             Err(e) if e.is_already_exists() => {
@@ -423,7 +464,9 @@ impl Inner {
                 st.collision_count = Some(collision.unwrap_or(0) + 1);
                 tracing::info!(rs = %name, "pod-template hash collision; bumping collisionCount");
                 self.write_status(ro, st).await?;
-                return Err(Error::Claim(format!("hash collision on replica set {name}")));
+                return Err(Error::Claim(format!(
+                    "hash collision on replica set {name}"
+                )));
             }
             Err(e) => return Err(Error::api("create replica set", e)),
         };
@@ -456,7 +499,12 @@ impl Inner {
     async fn scale_rs(&self, ro: &Rollout, rs: &ReplicaSet, to: i32) -> Result<(bool, ReplicaSet)> {
         let from = rs_replicas(rs);
         let mut next = rs.clone();
-        let ann_changed = set_replicas_annotations(&ro.d, next.metadata.annotations.get_or_insert_with(Default::default));
+        let ann_changed = set_replicas_annotations(
+            &ro.d,
+            next.metadata
+                .annotations
+                .get_or_insert_with(Default::default),
+        );
         if from == to && !ann_changed {
             return Ok((false, next));
         }
@@ -476,14 +524,17 @@ impl Inner {
     }
 
     async fn replace_rs(&self, rs: &ReplicaSet) -> Result<ReplicaSet> {
-        let api = self.client.api::<ReplicaSet>(rs.metadata.namespace.as_deref());
+        let api = self
+            .client
+            .api::<ReplicaSet>(rs.metadata.namespace.as_deref());
         api.replace(rs.metadata.name.as_deref().unwrap_or_default(), rs)
             .await
             .map_err(|e| Error::api("update replica set", e))
     }
 
     fn deployments_api(&self, d: &Deployment) -> Api<Deployment> {
-        self.client.api::<Deployment>(d.metadata.namespace.as_deref())
+        self.client
+            .api::<Deployment>(d.metadata.namespace.as_deref())
     }
 
     async fn write_status(&self, ro: &mut Rollout, st: DeploymentStatus) -> Result<()> {
@@ -626,9 +677,16 @@ impl Inner {
     /// `scale`, simplified proportional scaling: a single active RS takes the whole count; a
     /// saturated new RS zeroes the old ones; otherwise additions go to the new RS and removals come
     /// from the newest old RSs first, keeping the total at `replicas + maxSurge` at most.
-    async fn scale(&self, ro: &Rollout, new_rs: &mut Option<ReplicaSet>, old: &mut [ReplicaSet]) -> Result<()> {
+    async fn scale(
+        &self,
+        ro: &Rollout,
+        new_rs: &mut Option<ReplicaSet>,
+        old: &mut [ReplicaSet],
+    ) -> Result<()> {
         let desired = replicas(&ro.d);
-        let active_old: Vec<usize> = (0..old.len()).filter(|i| rs_replicas(&old[*i]) > 0).collect();
+        let active_old: Vec<usize> = (0..old.len())
+            .filter(|i| rs_replicas(&old[*i]) > 0)
+            .collect();
         let new_active = new_rs.as_ref().is_some_and(|r| rs_replicas(r) > 0);
         let n_active = active_old.len() + usize::from(new_active);
         if n_active <= 1 {
@@ -656,7 +714,8 @@ impl Inner {
         }
         let (surge, _) = surge_and_unavailable(&ro.d);
         let allowed = if desired > 0 { desired + surge } else { 0 };
-        let total: i32 = old.iter().map(rs_replicas).sum::<i32>() + new_rs.as_ref().map(rs_replicas).unwrap_or(0);
+        let total: i32 = old.iter().map(rs_replicas).sum::<i32>()
+            + new_rs.as_ref().map(rs_replicas).unwrap_or(0);
         let mut delta = allowed - total;
         let mut new_target = new_rs.as_ref().map(rs_replicas);
         let mut old_targets: Vec<i32> = old.iter().map(rs_replicas).collect();
@@ -698,13 +757,12 @@ impl Inner {
 
     /// `cleanupDeployment`: delete the oldest fully scaled-down RSs beyond `revisionHistoryLimit`.
     async fn cleanup(&self, ro: &Rollout, old: &[ReplicaSet]) -> Result<()> {
-        let limit = ro
-            .d
-            .spec
-            .as_ref()
-            .and_then(|s| s.revision_history_limit)
-            .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
-            .max(0) as usize;
+        let limit =
+            ro.d.spec
+                .as_ref()
+                .and_then(|s| s.revision_history_limit)
+                .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
+                .max(0) as usize;
         let mut cleanable: Vec<&ReplicaSet> = old
             .iter()
             .filter(|r| r.metadata.deletion_timestamp.is_none())
@@ -724,7 +782,9 @@ impl Inner {
             }
             let name = rs.metadata.name.clone().unwrap_or_default();
             tracing::debug!(rs = %name, "cleaning up old replica set");
-            let api = self.client.api::<ReplicaSet>(rs.metadata.namespace.as_deref());
+            let api = self
+                .client
+                .api::<ReplicaSet>(rs.metadata.namespace.as_deref());
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
@@ -745,32 +805,48 @@ impl Inner {
         Ok(())
     }
 
-    async fn sync_status_opt(&self, ro: &mut Rollout, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> Result<()> {
+    async fn sync_status_opt(
+        &self,
+        ro: &mut Rollout,
+        new_rs: Option<&ReplicaSet>,
+        old: &[ReplicaSet],
+    ) -> Result<()> {
         let mut all: Vec<&ReplicaSet> = old.iter().collect();
         all.extend(new_rs);
         self.write_rollout_status(ro, &all, new_rs).await
     }
 
-    async fn sync_rollout_status(&self, ro: &mut Rollout, new_rs: &ReplicaSet, old: &[ReplicaSet]) -> Result<()> {
+    async fn sync_rollout_status(
+        &self,
+        ro: &mut Rollout,
+        new_rs: &ReplicaSet,
+        old: &[ReplicaSet],
+    ) -> Result<()> {
         let mut all: Vec<&ReplicaSet> = old.iter().collect();
         all.push(new_rs);
         self.write_rollout_status(ro, &all, Some(new_rs)).await
     }
 
     /// `syncRolloutStatus`: write status when it changed; requeue for the progress deadline.
-    async fn write_rollout_status(&self, ro: &mut Rollout, all: &[&ReplicaSet], new_rs: Option<&ReplicaSet>) -> Result<()> {
+    async fn write_rollout_status(
+        &self,
+        ro: &mut Rollout,
+        all: &[&ReplicaSet],
+        new_rs: Option<&ReplicaSet>,
+    ) -> Result<()> {
         let (st, requeue) = rollout_status(&ro.d, all, new_rs, self.now());
         if status_differs(ro.d.status.as_ref(), &st) {
             let timed_out = progress::get_condition(&st, progress::PROGRESSING)
                 .is_some_and(|c| c.reason.as_deref() == Some(progress::TIMED_OUT));
-            let was = ro
-                .d
-                .status
-                .as_ref()
-                .and_then(|s| progress::get_condition(s, progress::PROGRESSING))
-                .is_some_and(|c| c.reason.as_deref() == Some(progress::TIMED_OUT));
+            let was =
+                ro.d.status
+                    .as_ref()
+                    .and_then(|s| progress::get_condition(s, progress::PROGRESSING))
+                    .is_some_and(|c| c.reason.as_deref() == Some(progress::TIMED_OUT));
             if timed_out && !was {
-                let name = new_rs.and_then(|r| r.metadata.name.clone()).unwrap_or_default();
+                let name = new_rs
+                    .and_then(|r| r.metadata.name.clone())
+                    .unwrap_or_default();
                 self.recorder.event(
                     &object_ref(&ro.d),
                     EventType::Warning,

@@ -34,7 +34,13 @@ pub const MIN_AVAILABLE: &str = "MinimumReplicasAvailable";
 pub const MIN_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
 
 /// A new condition stamped `now`.
-pub fn condition(type_: &str, status: &str, reason: &str, message: String, now: Timestamp) -> DeploymentCondition {
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> DeploymentCondition {
     DeploymentCondition {
         type_: type_.into(),
         status: status.into(),
@@ -85,13 +91,22 @@ pub fn calculate_status(
     now: Timestamp,
 ) -> DeploymentStatus {
     let old = d.status.clone().unwrap_or_default();
-    let available = sum(all, |r| r.status.as_ref().and_then(|s| s.available_replicas));
+    let available = sum(all, |r| {
+        r.status.as_ref().and_then(|s| s.available_replicas)
+    });
     let total = sum(all, |r| r.spec.as_ref().and_then(|s| s.replicas));
     let mut st = DeploymentStatus {
         observed_generation: d.metadata.generation,
         replicas: Some(sum(all, |r| r.status.as_ref().map(|s| s.replicas))),
-        updated_replicas: Some(new_rs.and_then(|r| r.status.as_ref()).map(|s| s.replicas).unwrap_or(0)),
-        ready_replicas: Some(sum(all, |r| r.status.as_ref().and_then(|s| s.ready_replicas))),
+        updated_replicas: Some(
+            new_rs
+                .and_then(|r| r.status.as_ref())
+                .map(|s| s.replicas)
+                .unwrap_or(0),
+        ),
+        ready_replicas: Some(sum(all, |r| {
+            r.status.as_ref().and_then(|s| s.ready_replicas)
+        })),
         available_replicas: Some(available),
         unavailable_replicas: Some((total - available).max(0)),
         collision_count: old.collision_count,
@@ -100,9 +115,21 @@ pub fn calculate_status(
     };
     let (_, max_unavailable) = surge_and_unavailable(d);
     let c = if available >= replicas(d) - max_unavailable {
-        condition(AVAILABLE, "True", MIN_AVAILABLE, "Deployment has minimum availability.".into(), now)
+        condition(
+            AVAILABLE,
+            "True",
+            MIN_AVAILABLE,
+            "Deployment has minimum availability.".into(),
+            now,
+        )
     } else {
-        condition(AVAILABLE, "False", MIN_UNAVAILABLE, "Deployment does not have minimum availability.".into(), now)
+        condition(
+            AVAILABLE,
+            "False",
+            MIN_UNAVAILABLE,
+            "Deployment does not have minimum availability.".into(),
+            now,
+        )
     };
     set_condition(&mut st, c);
     st
@@ -152,7 +179,9 @@ pub fn is_timed_out(d: &Deployment, s: &DeploymentStatus, now: Timestamp) -> boo
     let Some(from) = c.last_update_time.as_ref().map(|t| t.0) else {
         return false;
     };
-    now > from.saturating_add(SignedDuration::from_secs(i64::from(deadline))).unwrap_or(from)
+    now > from
+        .saturating_add(SignedDuration::from_secs(i64::from(deadline)))
+        .unwrap_or(from)
 }
 
 /// `syncRolloutStatus`'s status: `calculate_status` plus the Progressing transitions. Returns the
@@ -173,15 +202,29 @@ pub fn rollout_status(
     let current = get_condition(&st, PROGRESSING).cloned();
     let complete_already = st.replicas == st.updated_replicas
         && current.as_ref().and_then(|c| c.reason.as_deref()) == Some(NEW_RS_AVAILABLE);
-    let rs_name = new_rs.and_then(|r| r.metadata.name.clone()).unwrap_or_default();
+    let rs_name = new_rs
+        .and_then(|r| r.metadata.name.clone())
+        .unwrap_or_default();
     if !complete_already && !paused {
         if is_complete(d, &st) {
             set_condition(
                 &mut st,
-                condition(PROGRESSING, "True", NEW_RS_AVAILABLE, format!("ReplicaSet \"{rs_name}\" has successfully progressed."), now),
+                condition(
+                    PROGRESSING,
+                    "True",
+                    NEW_RS_AVAILABLE,
+                    format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
+                    now,
+                ),
             );
         } else if is_progressing(d, &st) {
-            let mut c = condition(PROGRESSING, "True", RS_UPDATED, format!("ReplicaSet \"{rs_name}\" is progressing."), now);
+            let mut c = condition(
+                PROGRESSING,
+                "True",
+                RS_UPDATED,
+                format!("ReplicaSet \"{rs_name}\" is progressing."),
+                now,
+            );
             if let Some(cur) = current.as_ref().filter(|c| c.status == "True") {
                 c.last_transition_time = cur.last_transition_time.clone();
             }
@@ -191,7 +234,13 @@ pub fn rollout_status(
         } else if is_timed_out(d, &st, now) {
             set_condition(
                 &mut st,
-                condition(PROGRESSING, "False", TIMED_OUT, format!("ReplicaSet \"{rs_name}\" has timed out progressing."), now),
+                condition(
+                    PROGRESSING,
+                    "False",
+                    TIMED_OUT,
+                    format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
+                    now,
+                ),
             );
         }
     }
@@ -201,7 +250,9 @@ pub fn rollout_status(
         .filter(|_| !is_complete(d, &st))
         .and_then(|c| c.last_update_time.as_ref().map(|t| t.0))
         .map(|from| {
-            let due = from.saturating_add(SignedDuration::from_secs(i64::from(deadline))).unwrap_or(from);
+            let due = from
+                .saturating_add(SignedDuration::from_secs(i64::from(deadline)))
+                .unwrap_or(from);
             let left = due.duration_since(now);
             left.max(SignedDuration::ZERO) + SignedDuration::from_secs(1)
         });
@@ -245,7 +296,10 @@ mod tests {
 
     fn deploy(replicas: i32, deadline: i32) -> Deployment {
         Deployment {
-            metadata: ObjectMeta { generation: Some(1), ..Default::default() },
+            metadata: ObjectMeta {
+                generation: Some(1),
+                ..Default::default()
+            },
             spec: Some(DeploymentSpec {
                 replicas: Some(replicas),
                 progress_deadline_seconds: Some(deadline),
@@ -257,8 +311,14 @@ mod tests {
 
     fn rs(name: &str, spec: i32, actual: i32, available: i32) -> ReplicaSet {
         ReplicaSet {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-            spec: Some(ReplicaSetSpec { replicas: Some(spec), ..Default::default() }),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(spec),
+                ..Default::default()
+            }),
             status: Some(ReplicaSetStatus {
                 replicas: actual,
                 ready_replicas: Some(available),
@@ -313,7 +373,10 @@ mod tests {
         let mut d = deploy(2, 10);
         let stuck = rs("web-abc", 2, 2, 0);
         let mut st = DeploymentStatus::default();
-        set_condition(&mut st, condition(PROGRESSING, "True", NEW_RS_CREATED, "x".into(), ts(100)));
+        set_condition(
+            &mut st,
+            condition(PROGRESSING, "True", NEW_RS_CREATED, "x".into(), ts(100)),
+        );
         st.replicas = Some(2);
         st.updated_replicas = Some(2);
         st.ready_replicas = Some(0);
@@ -324,16 +387,27 @@ mod tests {
         assert_eq!(requeue, Some(SignedDuration::from_secs(6)));
         let (st, requeue) = rollout_status(&d, &[&stuck], Some(&stuck), ts(111));
         assert_eq!(reason(&st, PROGRESSING).as_deref(), Some(TIMED_OUT));
-        assert_eq!(get_condition(&st, PROGRESSING).map(|c| c.status.as_str()), Some("False"));
+        assert_eq!(
+            get_condition(&st, PROGRESSING).map(|c| c.status.as_str()),
+            Some("False")
+        );
         assert_eq!(requeue, None);
     }
 
     #[test]
     fn set_condition_keeps_transition_time_for_same_status() {
         let mut st = DeploymentStatus::default();
-        set_condition(&mut st, condition(PROGRESSING, "True", NEW_RS_CREATED, "a".into(), ts(1)));
-        set_condition(&mut st, condition(PROGRESSING, "True", RS_UPDATED, "b".into(), ts(5)));
-        let c = get_condition(&st, PROGRESSING).cloned().unwrap_or_else(|| condition("", "", "", String::new(), ts(0)));
+        set_condition(
+            &mut st,
+            condition(PROGRESSING, "True", NEW_RS_CREATED, "a".into(), ts(1)),
+        );
+        set_condition(
+            &mut st,
+            condition(PROGRESSING, "True", RS_UPDATED, "b".into(), ts(5)),
+        );
+        let c = get_condition(&st, PROGRESSING)
+            .cloned()
+            .unwrap_or_else(|| condition("", "", "", String::new(), ts(0)));
         assert_eq!(c.last_transition_time, Some(Time(ts(1))));
         assert_eq!(c.last_update_time, Some(Time(ts(5))));
         assert_eq!(st.conditions.as_ref().map(Vec::len), Some(1));

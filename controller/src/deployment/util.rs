@@ -403,13 +403,22 @@ mod tests {
     #[test]
     fn fenceposts_round_surge_up_and_unavailable_down() {
         let p = |s: &str| IntOrString::String(s.into());
-        assert_eq!(resolve_fenceposts(Some(&p("25%")), Some(&p("25%")), 10), (3, 2));
-        assert_eq!(resolve_fenceposts(Some(&p("25%")), Some(&p("25%")), 1), (1, 0));
+        assert_eq!(
+            resolve_fenceposts(Some(&p("25%")), Some(&p("25%")), 10),
+            (3, 2)
+        );
+        assert_eq!(
+            resolve_fenceposts(Some(&p("25%")), Some(&p("25%")), 1),
+            (1, 0)
+        );
         assert_eq!(
             resolve_fenceposts(Some(&IntOrString::Int(0)), Some(&IntOrString::Int(0)), 5),
             (0, 1)
         );
-        assert_eq!(resolve_fenceposts(Some(&p("0%")), Some(&p("0%")), 5), (0, 1));
+        assert_eq!(
+            resolve_fenceposts(Some(&p("0%")), Some(&p("0%")), 5),
+            (0, 1)
+        );
         assert_eq!(
             resolve_fenceposts(Some(&IntOrString::Int(2)), Some(&p("50%")), 5),
             (2, 2)
@@ -444,19 +453,52 @@ mod tests {
     #[test]
     fn rolling_scale_down_keeps_min_available() {
         // 10 desired, maxUnavailable 2: old has 10 available, new 3 not yet available.
-        let out = rolling_scale_down(&[OldRs { replicas: 10, available: 10 }], 3, 0, 10, 2);
+        let out = rolling_scale_down(
+            &[OldRs {
+                replicas: 10,
+                available: 10,
+            }],
+            3,
+            0,
+            10,
+            2,
+        );
         assert_eq!(out, vec![8]);
         // Unhealthy old replicas are removed first, even below availability budget.
-        let out = rolling_scale_down(&[OldRs { replicas: 10, available: 8 }], 3, 0, 10, 2);
+        let out = rolling_scale_down(
+            &[OldRs {
+                replicas: 10,
+                available: 8,
+            }],
+            3,
+            0,
+            10,
+            2,
+        );
         assert_eq!(out, vec![8]);
         // Nothing may go while min availability is not met.
-        let out = rolling_scale_down(&[OldRs { replicas: 8, available: 8 }], 5, 0, 10, 2);
+        let out = rolling_scale_down(
+            &[OldRs {
+                replicas: 8,
+                available: 8,
+            }],
+            5,
+            0,
+            10,
+            2,
+        );
         assert_eq!(out, vec![8]);
         // New replicas available: old may shrink accordingly, oldest first.
         let out = rolling_scale_down(
             &[
-                OldRs { replicas: 2, available: 2 },
-                OldRs { replicas: 6, available: 6 },
+                OldRs {
+                    replicas: 2,
+                    available: 2,
+                },
+                OldRs {
+                    replicas: 6,
+                    available: 6,
+                },
             ],
             5,
             5,
@@ -473,12 +515,21 @@ mod tests {
         assert_eq!(a.get(REVISION_ANNOTATION).map(String::as_str), Some("1"));
         assert!(set_replicas_annotations(&d, &mut a));
         assert!(!set_replicas_annotations(&d, &mut a));
-        assert_eq!(a.get(DESIRED_REPLICAS_ANNOTATION).map(String::as_str), Some("3"));
-        assert_eq!(a.get(MAX_REPLICAS_ANNOTATION).map(String::as_str), Some("4"));
+        assert_eq!(
+            a.get(DESIRED_REPLICAS_ANNOTATION).map(String::as_str),
+            Some("3")
+        );
+        assert_eq!(
+            a.get(MAX_REPLICAS_ANNOTATION).map(String::as_str),
+            Some("4")
+        );
         // An old RS that becomes new again gets a new revision; the old one is history.
         let b = rs_annotations(&d, Some(&a), 3);
         assert_eq!(b.get(REVISION_ANNOTATION).map(String::as_str), Some("3"));
-        assert_eq!(b.get(REVISION_HISTORY_ANNOTATION).map(String::as_str), Some("1"));
+        assert_eq!(
+            b.get(REVISION_HISTORY_ANNOTATION).map(String::as_str),
+            Some("1")
+        );
         // Never lowered.
         let c = rs_annotations(&d, Some(&b), 2);
         assert_eq!(c.get(REVISION_ANNOTATION).map(String::as_str), Some("3"));
