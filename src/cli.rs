@@ -35,6 +35,8 @@ pub enum Command {
     ControllerManager(RemoteArgs),
     /// Run only fake kubelets, against a server.
     Kubelet(KubeletArgs),
+    /// Measure the performance figures of DESIGN.md (see BENCHMARKS.md).
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -157,6 +159,9 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             .await
             .map_err(|e| Error::Component(e.to_string()))
         }
+        Command::Bench(args) => crate::bench::run(args)
+            .await
+            .map_err(|e| Error::Component(e.to_string())),
         Command::Kubelet(args) => {
             let client = args.remote.client()?;
             let mut cfg = match &args.config {

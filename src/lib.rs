@@ -4,6 +4,7 @@
 //! - [`Sandbox`]: the same for a Rust test, on an ephemeral port, in memory.
 //! - [`kubeconfig`], [`datadir`]: the files `minik8s up` writes and locks.
 
+pub mod bench;
 pub mod cli;
 pub mod control_plane;
 pub mod datadir;

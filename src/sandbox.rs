@@ -122,6 +122,16 @@ impl Sandbox {
         self.plane().kubelets()
     }
 
+    /// A kube-rs client for this control plane (feature `kube`).
+    #[cfg(feature = "kube")]
+    pub fn kube_client(&self) -> Result<kube::Client, kube::Error> {
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+        kube::Client::try_from(kube::Config::new(url))
+    }
+
     /// Shuts down cleanly and waits for it.
     pub async fn stop(mut self) {
         if let Some(plane) = self.plane.take() {

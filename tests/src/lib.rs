@@ -67,7 +67,11 @@ pub struct Minik8s {
 impl Minik8s {
     /// `minik8s up --port P --data-dir DIR --kubeconfig DIR/kubeconfig <extra>`; waits until ready.
     pub fn up(data_dir: &Path, extra: &[&str]) -> Self {
-        let port = free_port();
+        Self::up_on(data_dir, free_port(), extra)
+    }
+
+    /// As [`Minik8s::up`], on a given port (a restart on the same address).
+    pub fn up_on(data_dir: &Path, port: u16, extra: &[&str]) -> Self {
         let kubeconfig = data_dir.join("kubeconfig");
         let log = data_dir.join(format!("minik8s-{port}.log"));
         std::fs::create_dir_all(data_dir)

@@ -110,3 +110,64 @@ fn sigkill_during_scale_up_then_converges_after_restart() {
         },
     );
 }
+
+#[test]
+fn an_informer_resumes_across_a_server_restart() {
+    use minik8s::client::{Client, Config, SharedInformerFactory};
+    use minik8s::k8s_openapi::api::core::v1::ConfigMap;
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = tests::free_port();
+    let mut server = Minik8s::up_on(dir.path(), port, &["--nodes", "0"]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = Client::new(Config::new(server.url())).unwrap();
+    let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    let informer = factory.informer::<ConfigMap>();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    {
+        let _guard = rt.enter();
+        factory.start(shutdown.clone());
+    }
+    let k = server.kubectl();
+    k.ok(&["create", "configmap", "before"]);
+    let has = |name: &str| {
+        informer
+            .indexer()
+            .get_by_key(&format!("default/{name}"))
+            .is_some()
+    };
+    wait_for("informer sees `before`", Duration::from_secs(10), || {
+        if has("before") {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
+    let rv_before = informer.last_sync_resource_version();
+
+    server
+        .terminate(Duration::from_secs(10))
+        .expect("clean exit");
+    let server = Minik8s::up_on(dir.path(), port, &["--nodes", "0"]);
+    let k = server.kubectl();
+    k.ok(&["create", "configmap", "after"]);
+    k.ok(&["delete", "configmap", "before"]);
+    wait_for(
+        "informer follows the restarted server",
+        Duration::from_secs(30),
+        || {
+            if has("after") && !has("before") {
+                Ok(())
+            } else {
+                Err(format!("after={} before={}", has("after"), has("before")))
+            }
+        },
+    );
+    let rv_after: u64 = informer.last_sync_resource_version().parse().unwrap_or(0);
+    assert!(rv_after > rv_before.parse::<u64>().unwrap_or(0));
+    shutdown.cancel();
+}

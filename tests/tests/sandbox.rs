@@ -65,3 +65,27 @@ async fn a_kubeconfig_written_by_the_sandbox_works_with_kubectl() {
         assert!(out.contains(ns), "{out}");
     }
 }
+
+#[tokio::test]
+async fn kube_rs_client_from_the_sandbox_lists_and_creates() {
+    use kube::api::{Api as KubeApi, ListParams as KubeListParams, PostParams};
+    let sandbox = minik8s::Sandbox::builder()
+        .in_memory()
+        .start()
+        .await
+        .unwrap();
+    let kube = sandbox.kube_client().unwrap();
+    let cms: KubeApi<ConfigMap> = KubeApi::namespaced(kube, "default");
+    let cm: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "from-kube-rs"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let names: Vec<_> = cms
+        .list(&KubeListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(names.contains(&"from-kube-rs".to_string()), "{names:?}");
+}

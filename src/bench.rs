@@ -1,0 +1,412 @@
+//! `minik8s bench`: the performance figures of `DESIGN.md`, measured end to end over HTTP.
+//!
+//! Every benchmark starts its own in-process control plane on `127.0.0.1:0` (in memory unless it says
+//! otherwise), drives it through the public API only, and prints one line per figure. Every load loop
+//! is bounded by a count and a deadline. Results are recorded in `BENCHMARKS.md` with the command.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use futures::StreamExt;
+
+use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Which {
+    /// Sandbox start-up to ready (in memory), and the binary's cold start to `/readyz` 200.
+    Startup,
+    /// Durable creates/s over HTTP (sled store on disk), 1/16/64 concurrent clients.
+    Creates,
+    /// LIST of 10,000 pods.
+    List,
+    /// Watch fan-out: N watchers while writes go at a fixed rate; delivery latency percentiles.
+    Watch,
+    /// All of the above.
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark to run.
+    #[arg(value_enum, default_value = "all")]
+    pub which: Which,
+    /// Watchers for the watch benchmark.
+    #[arg(long, default_value_t = 1000)]
+    pub watchers: usize,
+    /// Writes per second for the watch benchmark.
+    #[arg(long, default_value_t = 1000)]
+    pub write_rate: u64,
+    /// Seconds of load for the creates and watch benchmarks.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+}
+
+/// Errors of a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    ControlPlane(#[from] crate::control_plane::Error),
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn in_memory_config() -> ControlPlaneConfig {
+    ControlPlaneConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        storage: Storage::InMemory,
+        nodes: 0,
+        controllers: false,
+        ..ControlPlaneConfig::default()
+    }
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), Error> {
+    let all = args.which == Which::All;
+    if all || args.which == Which::Startup {
+        startup().await?;
+    }
+    if all || args.which == Which::Creates {
+        creates(Duration::from_secs(args.seconds)).await?;
+    }
+    if all || args.which == Which::List {
+        list(10_000).await?;
+    }
+    if all || args.which == Which::Watch {
+        watch(
+            args.watchers,
+            args.write_rate,
+            Duration::from_secs(args.seconds),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Sandbox (in-process, in memory, controllers on, no nodes) start-up, and the binary's cold start.
+async fn startup() -> Result<(), Error> {
+    const ROUNDS: usize = 20;
+    let mut times = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        let sandbox = crate::Sandbox::builder().in_memory().start().await?;
+        times.push(t.elapsed());
+        sandbox.stop().await;
+    }
+    times.sort();
+    println!(
+        "startup: Sandbox::start (in memory, controllers, 0 nodes) to ready: median {} p90 {} max {} ({ROUNDS} rounds)",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.9)),
+        ms(percentile(&times, 1.0))
+    );
+
+    let exe = std::env::current_exe().map_err(|e| Error::Failed(format!("current exe: {e}")))?;
+    let mut cold = Vec::with_capacity(5);
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| Error::Failed(e.to_string()))?
+            .port();
+        let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
+        let t = Instant::now();
+        let mut child = tokio::process::Command::new(&exe)
+            .args([
+                "up",
+                "--nodes",
+                "0",
+                "--port",
+                &port.to_string(),
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Failed(format!("spawn: {e}")))?;
+        let http = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{port}/readyz");
+        let deadline = t + Duration::from_secs(10);
+        loop {
+            if let Ok(r) = http.get(&url).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Failed("binary did not become ready in 10 s".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        cold.push(t.elapsed());
+        let _ = child.kill().await;
+    }
+    cold.sort();
+    println!(
+        "startup: binary `up` (on-disk store, fresh dir) to /readyz 200: median {} max {} (5 rounds)",
+        ms(percentile(&cold, 0.5)),
+        ms(percentile(&cold, 1.0))
+    );
+    Ok(())
+}
+
+fn configmap(name: &str, payload: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name}, "data": {"payload": payload}})
+}
+
+/// Durable creates/s over HTTP against the on-disk store.
+async fn creates(load: Duration) -> Result<(), Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
+    let config = ControlPlaneConfig {
+        storage: Storage::Dir(dir.path().to_path_buf()),
+        kubeconfig: Some(dir.path().join("kubeconfig")),
+        ..in_memory_config()
+    };
+    let plane = ControlPlane::start(config).await?;
+    let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
+    let payload = "x".repeat(1024);
+    for clients in [1usize, 16, 64] {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(clients)
+            .build()?;
+        let done = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let deadline = start + load;
+        let mut tasks = Vec::new();
+        for c in 0..clients {
+            let (http, url, payload, done, errors) = (
+                http.clone(),
+                url.clone(),
+                payload.clone(),
+                done.clone(),
+                errors.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                // Bounded by time and by count.
+                for i in 0..1_000_000u64 {
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    let body = configmap(&format!("c{clients}-{c}-{i}"), &payload);
+                    match http.post(&url).json(&body).send().await {
+                        Ok(r) if r.status().as_u16() == 201 => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let n = done.load(Ordering::Relaxed);
+        println!(
+            "creates: {clients:>2} clients, 1 KiB ConfigMaps, durable (sled, group commit): {:.0} creates/s ({n} in {secs:.1} s, {} errors)",
+            n as f64 / secs,
+            errors.load(Ordering::Relaxed)
+        );
+    }
+    plane.shutdown().await;
+    Ok(())
+}
+
+/// LIST of `n` pods (JSON, whole body received).
+async fn list(n: usize) -> Result<(), Error> {
+    let plane = ControlPlane::start(in_memory_config()).await?;
+    let http = reqwest::Client::new();
+    let url = format!("{}/api/v1/namespaces/default/pods", plane.url());
+    let created = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        let (http, url, created) = (http.clone(), url.clone(), created.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in (w..n).step_by(16) {
+                let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("pod-{i}"), "labels": {"app": "bench"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+                if let Ok(r) = http.post(&url).json(&pod).send().await {
+                    if r.status().as_u16() == 201 {
+                        created.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let created = created.load(Ordering::Relaxed) as usize;
+    if created != n {
+        return Err(Error::Failed(format!("created {created} of {n} pods")));
+    }
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..10 {
+        let t = Instant::now();
+        let body = http.get(&url).send().await?.bytes().await?;
+        times.push(t.elapsed());
+        bytes = body.len();
+    }
+    times.sort();
+    println!(
+        "list: LIST {n} pods ({:.1} MiB JSON): median {} p90 {} (10 rounds)",
+        bytes as f64 / 1048576.0,
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.9))
+    );
+    let mut ttimes = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let _ = http
+            .get(&url)
+            .header(
+                "Accept",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        ttimes.push(t.elapsed());
+    }
+    ttimes.sort();
+    println!(
+        "list: LIST {n} pods as Table (kubectl get): median {}",
+        ms(percentile(&ttimes, 0.5))
+    );
+    plane.shutdown().await;
+    Ok(())
+}
+
+/// Watch fan-out: `watchers` watch streams on ConfigMaps while one writer creates at `rate`/s; each
+/// event carries its send time (µs since the benchmark's epoch) in its data, read on delivery.
+async fn watch(watchers: usize, rate: u64, load: Duration) -> Result<(), Error> {
+    let plane = ControlPlane::start(in_memory_config()).await?;
+    let base = plane.url().to_string();
+    let epoch = Instant::now();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(watchers + 8)
+        .build()?;
+    let url = format!("{base}/api/v1/namespaces/default/configmaps");
+    let rv: serde_json::Value = http.get(&url).send().await?.json().await?;
+    let rv = rv["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_string();
+    let latencies = Arc::new(parking_lot::Mutex::new(Vec::<Duration>::new()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let req = http.get(format!("{url}?watch=true&resourceVersion={rv}"));
+        let (latencies, stop) = (latencies.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let Ok(resp) = req.send().await else { return };
+            let mut stream = resp.bytes_stream();
+            let mut buf: Vec<u8> = Vec::new();
+            let mut local = Vec::new();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    chunk = stream.next() => {
+                        let Some(Ok(chunk)) = chunk else { break };
+                        buf.extend_from_slice(&chunk);
+                        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                            let line: Vec<u8> = buf.drain(..=pos).collect();
+                            if let Some(sent) = sent_micros(&line) {
+                                let now = epoch.elapsed().as_micros() as u64;
+                                local.push(Duration::from_micros(now.saturating_sub(sent)));
+                            }
+                        }
+                    }
+                }
+            }
+            latencies.lock().extend(local);
+        }));
+    }
+    // Let the watch streams open before writing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let total = rate * load.as_secs().max(1);
+    let mut ticker = tokio::time::interval(interval);
+    let mut written = 0u64;
+    let deadline = Instant::now() + load + Duration::from_secs(5);
+    while written < total && Instant::now() < deadline {
+        ticker.tick().await;
+        let sent = epoch.elapsed().as_micros().to_string();
+        let body = configmap(&format!("w-{written}"), &format!("sent={sent};"));
+        let (http, url) = (http.clone(), url.clone());
+        tokio::spawn(async move {
+            let _ = http.post(&url).json(&body).send().await;
+        });
+        written += 1;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut all = std::mem::take(&mut *latencies.lock());
+    all.sort();
+    let expected = written as usize * watchers;
+    println!(
+        "watch: {watchers} watchers, {rate} writes/s for {}s: delivered {} of {expected} events; latency p50 {} p99 {} max {}",
+        load.as_secs(),
+        all.len(),
+        ms(percentile(&all, 0.5)),
+        ms(percentile(&all, 0.99)),
+        ms(percentile(&all, 1.0))
+    );
+    plane.shutdown().await;
+    Ok(())
+}
+
+/// Finds `sent=<µs>;` in a watch event line.
+fn sent_micros(line: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(line).ok()?;
+    let start = text.find("sent=")? + 5;
+    let end = start + text[start..].find(';')?;
+    text[start..end].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sent_marker_is_parsed_from_an_event_line() {
+        let line = br#"{"type":"ADDED","object":{"data":{"payload":"sent=1234;"}}}"#;
+        assert_eq!(sent_micros(line), Some(1234));
+        assert_eq!(sent_micros(b"{}"), None);
+    }
+
+    #[test]
+    fn percentiles_pick_from_the_sorted_samples() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 0.5), Duration::from_millis(51));
+        assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+}
