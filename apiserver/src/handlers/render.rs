@@ -135,13 +135,20 @@ pub fn respond_list(
                     }
                 })
                 .collect();
-            table::table(
+            let mut out = Vec::with_capacity(256 + items.len() * 256);
+            table::write_table(
+                &mut out,
                 info,
                 typed.iter().map(|c| c.as_ref()),
                 include,
-                list_meta,
-                true,
-            )
+                &list_meta,
+            );
+            let mut resp = (StatusCode::OK, out).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(crate::http::negotiate::TABLE_CONTENT_TYPE),
+            );
+            return Ok(resp);
         }
         Output::PartialObjectMetadata | Output::PartialObjectMetadataList => json!({
             "kind": "PartialObjectMetadataList",
