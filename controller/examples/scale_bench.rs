@@ -8,7 +8,8 @@
 //! Measured 2026-12-02, **debug** build, 2 cores shared with other builds (load average 8–12),
 //! apiserver in the same process: 0 → 10,000 created and bound on 100 nodes in 97.4 s; 10,000 → 0
 //! (every pod terminating, status.replicas = 0) in 93.9 s; 128 s CPU, 694 MB max RSS for the whole
-//! process. Not yet measured in a release build on an idle machine.
+//! process. **Release** build, load average ~3: 0 → 10,000 created and bound in 12.7 s
+//! (~790 pods/s); 10,000 → 0 in 5.05 s; 16.9 s CPU, 761 MB max RSS.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
