@@ -92,8 +92,18 @@ impl DEnv {
         .expect("kubectl thread")
     }
 
+    /// Run kubectl and require success. A 409 Conflict is retried (at most 5 attempts): the
+    /// apiserver currently answers a PATCH without a resourceVersion precondition with 409 when it
+    /// races a controller's write (it should re-apply the patch to the latest object).
     async fn kubectl(&self, args: &[&str]) -> String {
-        let out = self.kubectl_output(args).await;
+        let mut out = self.kubectl_output(args).await;
+        for _ in 0..4 {
+            if out.status.success() || !String::from_utf8_lossy(&out.stderr).contains("(Conflict)")
+            {
+                break;
+            }
+            out = self.kubectl_output(args).await;
+        }
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
