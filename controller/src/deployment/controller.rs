@@ -983,3 +983,39 @@ impl ResourceEventHandler<Pod> for PodHandler {
         self.wake_recreate(obj.object());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+
+    fn rs(replicas: i32, desired: Option<&str>) -> ReplicaSet {
+        ReplicaSet {
+            metadata: ObjectMeta {
+                annotations: desired
+                    .map(|v| [(DESIRED_REPLICAS_ANNOTATION.to_string(), v.to_string())].into()),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn scaling_event_only_from_active_replica_sets_with_a_stale_desired_count() {
+        let d = Deployment {
+            spec: Some(DeploymentSpec {
+                replicas: Some(5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(!is_scaling_event(&d, &[rs(5, Some("5"))]));
+        assert!(is_scaling_event(&d, &[rs(3, Some("3"))]));
+        // Scaled-down old RSs and RSs without the annotation never count.
+        assert!(!is_scaling_event(&d, &[rs(0, Some("3")), rs(5, None)]));
+    }
+}
