@@ -123,12 +123,14 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             crate::handlers::write::validate_fields(ctx, &mut result)?;
             strategy.to_storage(result)
         };
+        // A patch is conditional only when its own body names a resourceVersion; the patched
+        // result always carries the one it was applied to, which says nothing about the caller.
         let rv = api::meta::resource_version(&patched).map(String::from);
         let conditional = match rv.as_deref() {
             Some(r) if r != kv.mod_revision.to_string() => {
                 return Err(ApiError::conflict(&gr, &name))
             }
-            Some(_) => !apply,
+            Some(_) => !apply && patch_sets_resource_version(ty, &bytes),
             None => false,
         };
         if api::meta::uid(&patched).is_some_and(|u| Some(u) != api::meta::uid(&old)) {
@@ -152,4 +154,45 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
         }
     }
     Err(api::status::server_timeout(&gr, "PATCH", 1).into())
+}
+
+/// Whether a JSON, merge or strategic-merge patch body sets `metadata.resourceVersion`.
+fn patch_sets_resource_version(ty: PatchType, body: &[u8]) -> bool {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return false;
+    };
+    match ty {
+        PatchType::Json => value.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion")
+                    && matches!(
+                        op.get("op").and_then(Value::as_str),
+                        Some("add" | "replace")
+                    )
+            })
+        }),
+        _ => value
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| !v.is_null()),
+    }
+}
+
+#[cfg(test)]
+mod conditional_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_patch_naming_a_resource_version_is_conditional() {
+        let merge = |s: &str| patch_sets_resource_version(PatchType::Merge, s.as_bytes());
+        assert!(merge(r#"{"metadata":{"resourceVersion":"5"}}"#));
+        assert!(!merge(r#"{"metadata":{"labels":{"a":"b"}}}"#));
+        assert!(!merge(r#"{"metadata":{"resourceVersion":null}}"#));
+        let json = |s: &str| patch_sets_resource_version(PatchType::Json, s.as_bytes());
+        assert!(json(
+            r#"[{"op":"replace","path":"/metadata/resourceVersion","value":"5"}]"#
+        ));
+        assert!(!json(
+            r#"[{"op":"replace","path":"/spec/replicas","value":5}]"#
+        ));
+    }
 }

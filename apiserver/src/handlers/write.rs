@@ -379,7 +379,11 @@ pub async fn commit(
     dry_run: bool,
 ) -> Result<Committed> {
     let key = ctx.target.key(name);
+    // As the generic registry's ShouldDeleteDuringUpdate: an update removes the object only when
+    // it is being deleted with no grace period left; a pod in graceful termination stays, with the
+    // kubelet's status writes visible, until the kubelet (or the reaper) deletes it.
     let finished = api::meta::deletion_timestamp(&new).is_some()
+        && api::meta::deletion_grace_period_seconds(&new).unwrap_or(0) == 0
         && api::meta::finalizers(&new).is_empty()
         && !namespace_spec_finalizers_pending(&ctx.target, &new);
     if finished {
