@@ -47,6 +47,8 @@ pub struct EnabledControllers {
     pub scheduler: bool,
     /// `nodelifecycle`.
     pub nodelifecycle: bool,
+    /// `deployment`.
+    pub deployment: bool,
 }
 
 impl Default for EnabledControllers {
@@ -65,6 +67,7 @@ impl EnabledControllers {
             namespace: true,
             scheduler: true,
             nodelifecycle: true,
+            deployment: true,
         }
     }
 
@@ -77,6 +80,7 @@ impl EnabledControllers {
             namespace: false,
             scheduler: false,
             nodelifecycle: false,
+            deployment: false,
         }
     }
 
@@ -98,6 +102,7 @@ impl EnabledControllers {
                 "garbagecollector" => &mut out.garbagecollector,
                 "namespace" => &mut out.namespace,
                 "scheduler" => &mut out.scheduler,
+                "deployment" => &mut out.deployment,
                 "nodelifecycle" => &mut out.nodelifecycle,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
@@ -239,6 +244,19 @@ async fn run_controllers(
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { m.run(w, s).await });
     }
+    if en.deployment {
+        let d = crate::deployment::DeploymentController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::apps::v1::Deployment>(),
+            factory.informer::<ReplicaSet>(),
+            pods.clone(),
+            broadcaster.recorder("deployment-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("deployment", d.queue(), None);
+        let (w, s) = (cfg.workers, shutdown.clone());
+        tracker.spawn(async move { d.run(w, s).await });
+    }
     if en.replicationcontroller {
         let m = ReplicationManager::<ReplicationController>::new(
             client.clone(),
@@ -257,6 +275,8 @@ async fn run_controllers(
         gc.watch(pods.clone());
         gc.watch(factory.informer::<ReplicaSet>());
         gc.watch(factory.informer::<ReplicationController>());
+        // Deployments own ReplicaSets: without them the GC would never see those owners go.
+        gc.watch(factory.informer::<k8s_openapi::api::apps::v1::Deployment>());
         cfg.metrics.register("garbagecollector", gc.queue(), None);
         let (w, s) = (cfg.gc_workers, shutdown.clone());
         tracker.spawn(async move { gc.run(w, s).await });
