@@ -32,7 +32,7 @@ pub enum Command {
     /// Run only the apiserver.
     Apiserver(ApiserverArgs),
     /// Run only the controller manager, against a server.
-    ControllerManager(RemoteArgs),
+    ControllerManager(ControllerManagerArgs),
     /// Run only fake kubelets, against a server.
     Kubelet(KubeletArgs),
     /// Measure the performance figures of DESIGN.md (see BENCHMARKS.md).
@@ -75,6 +75,18 @@ pub struct RemoteArgs {
     /// Server URL (instead of a kubeconfig), e.g. http://127.0.0.1:6443.
     #[arg(long, conflicts_with = "kubeconfig")]
     pub server: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerManagerArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Where to serve /healthz and /metrics (kube-controller-manager's port is 10257).
+    #[arg(long, default_value = "127.0.0.1:10257")]
+    pub metrics_address: SocketAddr,
+    /// Elect a leader on a Lease in kube-system, so several copies can run and only one acts.
+    #[arg(long)]
+    pub leader_elect: bool,
 }
 
 #[derive(Debug, Args)]
@@ -149,15 +161,39 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             serve_plane(config, shutdown).await
         }
         Command::ControllerManager(args) => {
-            let client = args.client()?;
-            tracing::info!(component = "controller-manager", "starting");
-            controller::run(
-                client,
-                controller::ControllerManagerConfig::default(),
-                shutdown,
-            )
-            .await
-            .map_err(|e| Error::Component(e.to_string()))
+            let client = args.remote.client()?;
+            let mut cfg = controller::ControllerManagerConfig::default();
+            if args.leader_elect {
+                let identity = format!("{}-{}", hostname(), std::process::id());
+                cfg.leader_election = Some(client::LeaderElectionConfig::new(
+                    "kube-system",
+                    "kube-controller-manager",
+                    &identity,
+                ));
+            }
+            let listener = tokio::net::TcpListener::bind(args.metrics_address)
+                .await
+                .map_err(|e| Error::Component(format!("bind {}: {e}", args.metrics_address)))?;
+            let metrics = cfg.metrics.clone();
+            let app = axum::Router::new()
+                .route("/healthz", axum::routing::get(|| async { "ok" }))
+                .route(
+                    "/metrics",
+                    axum::routing::get(move || {
+                        let metrics = metrics.clone();
+                        async move { metrics.render() }
+                    }),
+                );
+            let token = shutdown.clone();
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(token.cancelled_owned())
+                    .await;
+            });
+            tracing::info!(component = "controller-manager", metrics = %args.metrics_address, "starting");
+            controller::run(client, cfg, shutdown)
+                .await
+                .map_err(|e| Error::Component(e.to_string()))
         }
         Command::Bench(args) => crate::bench::run(args)
             .await
@@ -199,4 +235,12 @@ async fn serve_plane(config: ControlPlaneConfig, shutdown: CancellationToken) ->
     tracing::info!(component = "minik8s", "shutting down");
     plane.shutdown().await;
     Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "minik8s".to_string())
 }
