@@ -101,21 +101,37 @@ fn readme_tour_with_kubectl() {
     });
 
     // A Deployment: created, rolled out, image updated, deleted with its ReplicaSets.
-    k.ok(&["create", "deployment", "api", "--image=nginx", "--replicas=2"]);
+    k.ok(&[
+        "create",
+        "deployment",
+        "api",
+        "--image=nginx",
+        "--replicas=2",
+    ]);
     k.ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
     k.ok(&["set", "image", "deployment/api", "nginx=nginx:1.27"]);
     let out = k.ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
     assert!(out.contains("successfully rolled out"), "{out}");
     let rs = k.json(&["get", "rs", "-l", "app=api"]);
-    assert_eq!(rs["items"].as_array().map_or(0, |a| a.len()), 2, "old and new ReplicaSet");
+    assert_eq!(
+        rs["items"].as_array().map_or(0, |a| a.len()),
+        2,
+        "old and new ReplicaSet"
+    );
     k.ok(&["delete", "deployment", "api"]);
-    wait_for("the deployment's ReplicaSets and pods gone", Duration::from_secs(30), || {
-        let rs = k.json(&["get", "rs", "-l", "app=api"])["items"].as_array().map_or(0, |a| a.len());
-        match (rs, live_pods(&k, "app=api")) {
-            (0, 0) => Ok(()),
-            (r, p) => Err(format!("{r} rs, {p} pods")),
-        }
-    });
+    wait_for(
+        "the deployment's ReplicaSets and pods gone",
+        Duration::from_secs(30),
+        || {
+            let rs = k.json(&["get", "rs", "-l", "app=api"])["items"]
+                .as_array()
+                .map_or(0, |a| a.len());
+            match (rs, live_pods(&k, "app=api")) {
+                (0, 0) => Ok(()),
+                (r, p) => Err(format!("{r} rs, {p} pods")),
+            }
+        },
+    );
 
     // curl-style list and watch with a resourceVersion.
     let (code, body) =
