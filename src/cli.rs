@@ -99,6 +99,10 @@ pub struct KubeletArgs {
     /// Lifecycle configuration (YAML), see kubelet-fake's documentation.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Where to serve /healthz, /metrics and the admin endpoints
+    /// `POST /nodes/{name}/stop` and `POST /nodes/{name}/start`.
+    #[arg(long, default_value = "127.0.0.1:10250")]
+    pub admin_address: SocketAddr,
 }
 
 /// Errors of the command line.
@@ -214,7 +218,13 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 nodes = kubelets.node_names().len(),
                 "nodes started"
             );
-            shutdown.cancelled().await;
+            let listener = tokio::net::TcpListener::bind(args.admin_address)
+                .await
+                .map_err(|e| Error::Component(format!("bind {}: {e}", args.admin_address)))?;
+            let app = kubelet_admin(std::sync::Arc::new(kubelets));
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await;
             Ok(())
         }
     }
@@ -243,4 +253,49 @@ fn hostname() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "minik8s".to_string())
+}
+
+/// `/healthz`, `/metrics` and node stop/start for `minik8s kubelet` (a stopped node stops
+/// heartbeating, as a crashed machine would).
+fn kubelet_admin(kubelets: std::sync::Arc<kubelet_fake::FakeKubelets>) -> axum::Router {
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+    use axum::routing::{get, post};
+    type Shared = std::sync::Arc<kubelet_fake::FakeKubelets>;
+    async fn toggle(kubelets: &Shared, name: &str, start: bool) -> (StatusCode, String) {
+        let result = if start {
+            kubelets.start_node(name)
+        } else {
+            kubelets.stop_node(name)
+        };
+        match result {
+            kubelet_fake::NodeToggle::UnknownNode => {
+                (StatusCode::NOT_FOUND, format!("no node {name}\n"))
+            }
+            other => (StatusCode::OK, format!("{name}: {other:?}\n")),
+        }
+    }
+    axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            get(|State(k): State<Shared>| async move { k.metrics().render() }),
+        )
+        .route(
+            "/nodes/{name}/stop",
+            post(
+                |State(k): State<Shared>, Path(name): Path<String>| async move {
+                    toggle(&k, &name, false).await
+                },
+            ),
+        )
+        .route(
+            "/nodes/{name}/start",
+            post(
+                |State(k): State<Shared>, Path(name): Path<String>| async move {
+                    toggle(&k, &name, true).await
+                },
+            ),
+        )
+        .with_state(kubelets)
 }

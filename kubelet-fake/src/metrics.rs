@@ -122,3 +122,92 @@ mod tests {
         assert_eq!(m.pods_unknown, 1);
     }
 }
+
+impl KubeletMetrics {
+    /// Prometheus text exposition (format 0.0.4) of these figures.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut line = |name: &str, help: &str, kind: &str, samples: &[(&str, u64)]| {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            for (labels, v) in samples {
+                out.push_str(&format!("{name}{labels} {v}\n"));
+            }
+        };
+        line(
+            "kubelet_fake_nodes",
+            "Simulated nodes.",
+            "gauge",
+            &[("", self.nodes)],
+        );
+        line(
+            "kubelet_fake_nodes_running",
+            "Simulated nodes that are heartbeating.",
+            "gauge",
+            &[("", self.nodes_running)],
+        );
+        line(
+            "kubelet_fake_pods",
+            "Pods on simulated nodes by phase.",
+            "gauge",
+            &[
+                ("{phase=\"Pending\"}", self.pods_pending),
+                ("{phase=\"Running\"}", self.pods_running),
+                ("{phase=\"Succeeded\"}", self.pods_succeeded),
+                ("{phase=\"Failed\"}", self.pods_failed),
+                ("{phase=\"Unknown\"}", self.pods_unknown),
+            ],
+        );
+        line(
+            "kubelet_fake_status_writes_total",
+            "Pod status writes by result.",
+            "counter",
+            &[
+                ("{result=\"ok\"}", self.status_writes),
+                ("{result=\"conflict\"}", self.status_write_conflicts),
+                ("{result=\"error\"}", self.status_write_errors),
+            ],
+        );
+        line(
+            "kubelet_fake_lease_renewals_total",
+            "Lease renewals.",
+            "counter",
+            &[("", self.lease_renewals)],
+        );
+        line(
+            "kubelet_fake_node_status_writes_total",
+            "Node status posts.",
+            "counter",
+            &[("", self.node_status_writes)],
+        );
+        line(
+            "kubelet_fake_queue_depth",
+            "Pods waiting for a status write.",
+            "gauge",
+            &[("", self.queue_depth)],
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::*;
+
+    #[test]
+    fn render_names_pods_by_phase_and_status_writes() {
+        let m = KubeletMetrics {
+            pods_running: 7,
+            status_writes: 3,
+            ..Default::default()
+        };
+        let text = m.render();
+        assert!(
+            text.contains("kubelet_fake_pods{phase=\"Running\"} 7\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubelet_fake_status_writes_total{result=\"ok\"} 3\n"),
+            "{text}"
+        );
+    }
+}
