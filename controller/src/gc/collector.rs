@@ -313,7 +313,21 @@ impl Inner {
                     Err(e) => Err(Error::api("remove owner references", e)),
                 }
             }
-            DependentDecision::Delete(policy) => {
+            DependentDecision::Delete(_) => {
+                // As client-go's attemptToDeleteItem: decide on the live object, not the cached
+                // one. An orphaning owner may have just removed its reference (the cache has
+                // not seen that yet); deleting on the cached references would kill an orphan.
+                let live = match ops.get(node.id.namespace.as_deref(), &node.id.name).await {
+                    Ok(Some(live)) if live.id.uid == node.id.uid => live,
+                    Ok(_) => return Ok(()),
+                    Err(e) => return Err(Error::api("get dependent", e)),
+                };
+                let recheck = decide_dependent(&live, has_dependents, |r| {
+                    states.get(&r.uid).copied().unwrap_or(OwnerState::Solid)
+                });
+                let DependentDecision::Delete(policy) = recheck else {
+                    return Ok(());
+                };
                 tracing::debug!(kind = %node.id.kind, name = %node.id.name, policy = policy.as_str(), "deleting dependent");
                 match ops.delete(&node.id, policy).await {
                     Ok(()) => Ok(()),
