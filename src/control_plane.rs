@@ -106,8 +106,11 @@ pub struct ControlPlane {
     client: client::Client,
     store: Arc<dyn store::Store>,
     shutdown: CancellationToken,
-    /// Child token for kubelets and controllers, cancelled before the apiserver's.
+    /// Token for kubelets and controllers, cancelled before the apiserver's.
     components: CancellationToken,
+    /// The controller manager's task: waited for before the apiserver is stopped.
+    component_tasks: TaskTracker,
+    /// The apiserver's accept loop.
     tracker: TaskTracker,
     kubelets: Option<kubelet_fake::FakeKubelets>,
     _data_dir: Option<DataDir>,
@@ -153,6 +156,7 @@ impl ControlPlane {
         let shutdown = CancellationToken::new();
         let components = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let component_tasks = TaskTracker::new();
 
         // The API is ready (watch cache primed, default namespaces seeded) before anything connects.
         let state =
@@ -170,7 +174,7 @@ impl ControlPlane {
             let client = client.clone();
             let cfg = config.controller_manager.clone();
             let token = components.clone();
-            tracker.spawn(async move {
+            component_tasks.spawn(async move {
                 if let Err(e) = controller::run(client, cfg, token).await {
                     tracing::error!(component = "controller-manager", error = %e, "controller manager stopped");
                 }
@@ -200,6 +204,7 @@ impl ControlPlane {
             })?;
         }
         tracker.close();
+        component_tasks.close();
         Ok(Self {
             addr,
             url,
@@ -208,6 +213,7 @@ impl ControlPlane {
             store,
             shutdown,
             components,
+            component_tasks,
             tracker,
             kubelets,
             _data_dir: data_dir,
@@ -238,9 +244,26 @@ impl ControlPlane {
 
     /// Stops everything in order, then flushes and closes the store. Bounded by [`SHUTDOWN_DEADLINE`].
     pub async fn shutdown(self) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE;
+        // Components first, so nothing writes while the apiserver drains; then the apiserver.
         self.components.cancel();
+        let components_done = async {
+            self.component_tasks.wait().await;
+            if let Some(kubelets) = &self.kubelets {
+                kubelets.join().await;
+            }
+        };
+        if tokio::time::timeout_at(deadline, components_done)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                component = "minik8s",
+                "components still stopping at the deadline"
+            );
+        }
         self.shutdown.cancel();
-        if tokio::time::timeout(SHUTDOWN_DEADLINE, self.tracker.wait())
+        if tokio::time::timeout_at(deadline, self.tracker.wait())
             .await
             .is_err()
         {
