@@ -10,22 +10,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Path of the `minik8s` binary built by `cargo test --workspace` (same target dir as this test).
+/// Path of the `minik8s` binary under test: `minik8s-e2e`, this package's build of `src/main.rs`
+/// (see `tests/Cargo.toml`), which Cargo builds before this package's integration tests.
 pub fn binary_path() -> PathBuf {
-    if let Some(path) = option_env!("CARGO_BIN_EXE_minik8s") {
-        return PathBuf::from(path);
-    }
     let exe = std::env::current_exe().unwrap_or_default();
-    // target/<profile>/deps/<test> → target/<profile>/minik8s
+    // target/<profile>/deps/<test> → target/<profile>/minik8s-e2e
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let path = profile_dir.join("minik8s");
+    let path = profile_dir.join(format!("minik8s-e2e{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.exists(),
-        "{} not found: run `cargo build -p minik8s` (cargo test --workspace builds it)",
+        "{} not found: run the e2e tests through `cargo test -p tests` (it builds the binary)",
         path.display()
     );
     path
