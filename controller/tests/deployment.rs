@@ -92,18 +92,10 @@ impl DEnv {
         .expect("kubectl thread")
     }
 
-    /// Run kubectl and require success. A 409 Conflict is retried (at most 5 attempts): the
-    /// apiserver currently answers a PATCH without a resourceVersion precondition with 409 when it
-    /// races a controller's write (it should re-apply the patch to the latest object).
+    /// Run kubectl and require success (no retry: a PATCH without a resourceVersion precondition
+    /// must never answer 409 when it races a controller's write).
     async fn kubectl(&self, args: &[&str]) -> String {
-        let mut out = self.kubectl_output(args).await;
-        for _ in 0..4 {
-            if out.status.success() || !String::from_utf8_lossy(&out.stderr).contains("(Conflict)")
-            {
-                break;
-            }
-            out = self.kubectl_output(args).await;
-        }
+        let out = self.kubectl_output(args).await;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
