@@ -72,6 +72,9 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
     let kind = ctx.target.info;
     let gr = ctx.target.group_resource();
     let now = api::meta::now_rfc3339();
+    // A patch is conditional only when its own body names a resourceVersion (decided once, not per
+    // attempt); the patched result always carries the one it was applied to.
+    let body_names_rv = !apply && patch_sets_resource_version(ty, &bytes);
     for _ in 0..MAX_RETRIES {
         let kv = ctx.state.store.get(&ctx.target.key(&name)).await?;
         let Some(kv) = kv else {
@@ -123,14 +126,12 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             crate::handlers::write::validate_fields(ctx, &mut result)?;
             strategy.to_storage(result)
         };
-        // A patch is conditional only when its own body names a resourceVersion; the patched
-        // result always carries the one it was applied to, which says nothing about the caller.
         let rv = api::meta::resource_version(&patched).map(String::from);
         let conditional = match rv.as_deref() {
             Some(r) if r != kv.mod_revision.to_string() => {
                 return Err(ApiError::conflict(&gr, &name))
             }
-            Some(_) => !apply && patch_sets_resource_version(ty, &bytes),
+            Some(_) => body_names_rv,
             None => false,
         };
         if api::meta::uid(&patched).is_some_and(|u| Some(u) != api::meta::uid(&old)) {
