@@ -266,8 +266,17 @@ pub fn rolling_scale_down(
         out[i] = r.replicas - down;
         cleaned += down;
     }
-    // scaleDownOldReplicaSetsForRollingUpdate: the available pods above min_available.
-    let available: i32 = old.iter().map(|r| r.available).sum::<i32>() + new_available;
+    // scaleDownOldReplicaSetsForRollingUpdate: the available pods above min_available. An RS's
+    // status can lag its own scale-down (the replica-set controller reports the pods it is
+    // deleting until its next sync), so an RS counts for at most its `spec.replicas`: what it will
+    // keep. Upstream sums `status.availableReplicas` alone and can then scale down twice against
+    // one stale count, dropping below `replicas - maxUnavailable`.
+    let available: i32 = old
+        .iter()
+        .zip(&out)
+        .map(|(r, keep)| r.available.min(*keep))
+        .sum::<i32>()
+        + new_available.min(new_replicas);
     if available <= min_available {
         return out;
     }
@@ -506,6 +515,25 @@ mod tests {
             2,
         );
         assert_eq!(out, vec![0, 3]);
+    }
+
+    /// Regression: a watcher saw 4 Ready pods of 6 with maxUnavailable 1. The old RS had been
+    /// scaled 6 → 5 but its status still said 6 available; counting that stale 6 let a second
+    /// scale-down go to 3 while only one new pod was Ready.
+    #[test]
+    fn rolling_scale_down_ignores_stale_availability_above_spec() {
+        let out = rolling_scale_down(
+            &[OldRs {
+                replicas: 5,
+                available: 6,
+            }],
+            2,
+            1,
+            6,
+            1,
+        );
+        // 5 old that will stay available + 1 new = 6: one may go, not two.
+        assert_eq!(out, vec![4]);
     }
 
     #[test]
