@@ -707,6 +707,62 @@ async fn discovery_documents() {
     }
 }
 
+/// Regression: a merge PATCH of `/scale` without a resourceVersion answered 409 when a
+/// controller's status write landed between its read and its compare-and-swap (the patched Scale
+/// carries the resourceVersion it was applied to, which was taken for a precondition). Seen as
+/// `kubectl scale` failing during `minik8s bench scale`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_patch_without_resource_version_retries_races_instead_of_409() {
+    let app = app().await;
+    let rc = json!({"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"r"},
+        "spec":{"replicas":0,"selector":{"app":"r"},
+                "template":{"metadata":{"labels":{"app":"r"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+    let r = post(&app, "/api/v1/namespaces/default/replicationcontrollers", rc).await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    // A status writer racing the scale patches, as the replication controller does.
+    let writer = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            for i in 0..300 {
+                let body = json!({"status":{"replicas": i, "observedGeneration": 1}}).to_string();
+                let r = call(
+                    &app,
+                    "PATCH",
+                    "/api/v1/namespaces/default/replicationcontrollers/r/status",
+                    &[("content-type", "application/merge-patch+json")],
+                    &body,
+                )
+                .await;
+                assert_eq!(r.code, 200, "{}", r.text);
+            }
+        })
+    };
+    let mut codes = std::collections::BTreeMap::new();
+    for i in 1..=300 {
+        let r = call(
+            &app,
+            "PATCH",
+            "/api/v1/namespaces/default/replicationcontrollers/r/scale",
+            &[("content-type", "application/merge-patch+json")],
+            &json!({"spec":{"replicas": i}}).to_string(),
+        )
+        .await;
+        *codes.entry(r.code).or_insert(0) += 1;
+    }
+    writer.await.unwrap();
+    assert_eq!(codes, std::collections::BTreeMap::from([(200, 300)]));
+    // A patch that names a stale resourceVersion is still a precondition.
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/replicationcontrollers/r/scale",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"metadata":{"resourceVersion":"1"},"spec":{"replicas":1}}"#,
+    )
+    .await;
+    assert_eq!(r.code, 409, "{}", r.text);
+}
+
 #[tokio::test]
 async fn subresources_binding_status_scale_and_event_conversion() {
     let app = app().await;

@@ -158,7 +158,7 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
 }
 
 /// Whether a JSON, merge or strategic-merge patch body sets `metadata.resourceVersion`.
-fn patch_sets_resource_version(ty: PatchType, body: &[u8]) -> bool {
+pub(crate) fn patch_sets_resource_version(ty: PatchType, body: &[u8]) -> bool {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return false;
     };

@@ -59,9 +59,15 @@ async fn get_scale(ctx: Ctx) -> Result<Response> {
 
 /// Applies a desired Scale to the object: resourceVersion precondition from the Scale,
 /// replicas validation, commit with retries on races of unconditional writes.
+///
+/// `patch_names_rv` is `None` for a PUT (the body's resourceVersion, if any, is the
+/// precondition) and, for a PATCH, whether the patch itself names one: a patched Scale always
+/// carries the resourceVersion it was applied to, which must not make the write conditional
+/// (`kubectl scale` would get a 409 whenever a controller wrote the object meanwhile).
 async fn write_scale(
     ctx: &Ctx,
     make_scale: &(dyn Fn(&Value) -> Result<Value> + Send + Sync),
+    patch_names_rv: Option<bool>,
     dry_run: bool,
 ) -> Result<Response> {
     let access = scale_access(ctx)?;
@@ -78,6 +84,7 @@ async fn write_scale(
         if wanted.is_some_and(|w| w != kv.mod_revision) {
             return Err(ApiError::conflict(&gr, &name));
         }
+        let conditional = wanted.is_some() && patch_names_rv.unwrap_or(true);
         let mut new = old.clone();
         access.apply_scale(&mut new, &scale).map_err(|errs| {
             ApiError::from(api::status::invalid("Scale.autoscaling", &name, &errs))
@@ -93,7 +100,7 @@ async fn write_scale(
             Committed::Stored(o) | Committed::Removed(o) => {
                 return respond_scale(ctx, &access.to_scale(&o))
             }
-            Committed::Raced if wanted.is_none() => continue,
+            Committed::Raced if !conditional => continue,
             Committed::Raced => return Err(ApiError::conflict(&gr, &name)),
         }
     }
@@ -104,7 +111,7 @@ async fn put_scale(ctx: Ctx, body: Body) -> Result<Response> {
     let opts = WriteOptions::from_query(&ctx.query, "UpdateOptions")?;
     let bytes = ctx.read_body(body).await?;
     let scale = decode_object(&ctx.headers, &bytes)?;
-    write_scale(&ctx, &move |_| Ok(scale.clone()), opts.dry_run).await
+    write_scale(&ctx, &move |_| Ok(scale.clone()), None, opts.dry_run).await
 }
 
 async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
@@ -114,9 +121,11 @@ async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
         .ok_or_else(|| ApiError::unsupported_patch_type(&ct))?;
     let bytes = ctx.read_body(body).await?;
     let info = ctx.target.info;
+    let names_rv = crate::handlers::patch::patch_sets_resource_version(ty, &bytes);
     write_scale(
         &ctx,
         &move |current| crate::handlers::patch::apply_to(ty, info, current, &bytes, ""),
+        Some(names_rv),
         opts.dry_run,
     )
     .await
