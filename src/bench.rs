@@ -14,6 +14,8 @@ use futures::StreamExt;
 
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
+mod scale;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
     /// Sandbox start-up to ready (in memory), and the binary's cold start to `/readyz` 200.
@@ -24,7 +26,10 @@ pub enum Which {
     List,
     /// Watch fan-out: N watchers while writes go at a fixed rate; delivery latency percentiles.
     Watch,
-    /// All of the above.
+    /// `kubectl scale rc --replicas=N` on a whole control plane with fake nodes: time to all pods
+    /// Running and Ready, and back to 0 (not part of `all`: it takes a few seconds per run).
+    Scale,
+    /// All of the above but `scale`.
     All,
 }
 
@@ -42,6 +47,15 @@ pub struct BenchArgs {
     /// Seconds of load for the creates and watch benchmarks.
     #[arg(long, default_value_t = 5)]
     pub seconds: u64,
+    /// Replicas for the scale benchmark.
+    #[arg(long, default_value_t = 10_000)]
+    pub replicas: usize,
+    /// Fake nodes for the scale benchmark (110 pods each).
+    #[arg(long, default_value_t = 100)]
+    pub nodes: usize,
+    /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
+    #[arg(long)]
+    pub on_disk: bool,
 }
 
 /// Errors of a benchmark run.
@@ -81,6 +95,15 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             args.watchers,
             args.write_rate,
             Duration::from_secs(args.seconds),
+        )
+        .await?;
+    }
+    if args.which == Which::Scale {
+        scale::scale(
+            args.replicas,
+            args.nodes,
+            args.on_disk,
+            Duration::from_secs(120),
         )
         .await?;
     }

@@ -1,0 +1,322 @@
+//! `minik8s bench scale`: DESIGN.md's headline figure, `kubectl scale rc --replicas=N` on a whole
+//! control plane (apiserver, controller manager, fake kubelets on `nodes` nodes, all in this
+//! process and talking over HTTP), timed until every pod is Running and Ready, then back to 0.
+//!
+//! The scale is the request `kubectl scale` sends: a merge PATCH of the RC's `scale` subresource.
+//! Progress is followed on one watch of the RC's pods (no polling LISTs that would load the
+//! server): the first time each pod is seen bound, Running and Ready is recorded, so the run also
+//! reports when the 10th/50th/90th percentile and the last pod got there. Scale-down is timed
+//! until no pod of the RC exists (deletion finished, not merely requested). Bounded by
+//! `deadline` per direction.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+
+use super::{ms, percentile, Error};
+use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
+
+/// What one pod has reached, first seen at these offsets from the scale request.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    bound: Option<Duration>,
+    ready: Option<Duration>,
+}
+
+fn is_ready(p: &Pod) -> bool {
+    let Some(st) = p.status.as_ref() else {
+        return false;
+    };
+    st.phase.as_deref() == Some("Running")
+        && st
+            .conditions
+            .as_ref()
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn rc(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": name},
+        "spec": {"replicas": 0, "selector": {"app": name},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.27",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
+    })
+}
+
+/// `apiserver_request_total` from `/metrics`: `"VERB resource"` (successes) or
+/// `"VERB resource (code)"` → count.
+async fn request_counts(http: &reqwest::Client, base: &str) -> Result<BTreeMap<String, u64>, Error> {
+    let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, n)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |k: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(k))
+                .map(|v| v.trim_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let code = label("code=");
+        let mut key = format!("{} {}", label("verb="), label("resource="));
+        if !code.starts_with('2') {
+            key = format!("{key} ({code})");
+        }
+        *out.entry(key).or_insert(0) += n.parse::<u64>().unwrap_or(0);
+    }
+    Ok(out)
+}
+
+/// Prints the requests served between two [`request_counts`] snapshots, largest first.
+fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) {
+    let mut delta: Vec<(u64, &String)> = after
+        .iter()
+        .map(|(k, n)| (n - before.get(k).copied().unwrap_or(0).min(*n), k))
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    delta.sort_by(|a, b| b.cmp(a));
+    let total: u64 = delta.iter().map(|(n, _)| n).sum();
+    let list: Vec<String> = delta
+        .iter()
+        .take(8)
+        .map(|(n, k)| format!("{k} {n}"))
+        .collect();
+    println!("scale: {phase}: {total} API requests ({})", list.join(", "));
+}
+
+fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
+    match (a, kubelet_fake::bench::process_usage()) {
+        (Some(a), Some(b)) => format!(
+            "{:.1} s CPU, RSS {:.0} MiB",
+            (b.cpu_time - a.cpu_time).as_secs_f64(),
+            b.rss_bytes as f64 / 1048576.0
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Runs the benchmark on a fresh control plane. `on_disk`: the sled store in a temporary
+/// directory (what `minik8s up` uses) instead of memory.
+pub async fn scale(
+    replicas: usize,
+    nodes: usize,
+    on_disk: bool,
+    deadline: Duration,
+) -> Result<(), Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
+    let config = ControlPlaneConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        storage: if on_disk {
+            Storage::Dir(dir.path().to_path_buf())
+        } else {
+            Storage::InMemory
+        },
+        kubeconfig: Some(dir.path().join("kubeconfig")),
+        nodes,
+        controllers: true,
+        ..ControlPlaneConfig::default()
+    };
+    let started = Instant::now();
+    let plane = ControlPlane::start(config).await?;
+    let client = plane.client();
+    let node_api = client.api::<Node>(None);
+    let ready_nodes = || async {
+        node_api
+            .list(&client::ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|n| {
+                        n.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|cs| {
+                                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            })
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    while ready_nodes().await < nodes {
+        if started.elapsed() > deadline {
+            return Err(Error::Failed(format!("{nodes} nodes not Ready in time")));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let storage = if on_disk { "sled on disk" } else { "in memory" };
+    println!(
+        "scale: control plane with {nodes} Ready nodes ({storage}) in {}",
+        ms(started.elapsed())
+    );
+
+    let http = reqwest::Client::new();
+    let base = format!("{}/api/v1/namespaces/default", plane.url());
+    let name = "web";
+    let r = http
+        .post(format!("{base}/replicationcontrollers"))
+        .json(&rc(name))
+        .send()
+        .await?;
+    if !r.status().is_success() {
+        return Err(Error::Failed(format!("create rc: {}", r.status())));
+    }
+    let pods = client.api::<Pod>(Some("default"));
+    let lp = client::ListParams::default().labels(format!("app={name}"));
+    let rv = pods
+        .list(&lp)
+        .await
+        .map_err(|e| Error::Failed(format!("list pods: {e}")))?
+        .resource_version;
+    let mut stream = pods
+        .watch(&lp, &rv)
+        .await
+        .map_err(|e| Error::Failed(format!("watch pods: {e}")))?;
+
+    let scale_to = |n: usize| {
+        let http = http.clone();
+        let url = format!("{base}/replicationcontrollers/{name}/scale");
+        async move {
+            let r = http
+                .patch(url)
+                .header("Content-Type", "application/merge-patch+json")
+                .body(serde_json::json!({"spec": {"replicas": n}}).to_string())
+                .send()
+                .await?;
+            if r.status().is_success() {
+                Ok(())
+            } else {
+                Err(Error::Failed(format!("scale to {n}: {}", r.status())))
+            }
+        }
+    };
+
+    // Up.
+    let metrics_base = plane.url().to_string();
+    let counts0 = request_counts(&http, &metrics_base).await?;
+    let cpu0 = kubelet_fake::bench::process_usage();
+    let t0 = Instant::now();
+    scale_to(replicas).await?;
+    let mut seen: HashMap<String, Seen> = HashMap::with_capacity(replicas);
+    let mut created = Vec::with_capacity(replicas);
+    let mut ready = 0usize;
+    let up_deadline = t0 + deadline;
+    while ready < replicas && Instant::now() < up_deadline {
+        let ev = match tokio::time::timeout_at(up_deadline.into(), stream.next()).await {
+            Ok(Some(Ok(ev))) => ev,
+            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
+            Ok(None) => return Err(Error::Failed("watch ended".into())),
+            Err(_) => break,
+        };
+        let pod = match ev {
+            client::WatchEvent::Added(p) | client::WatchEvent::Modified(p) => p,
+            _ => continue,
+        };
+        let at = t0.elapsed();
+        let key = pod.metadata.name.clone().unwrap_or_default();
+        let s = seen.entry(key).or_insert_with(|| {
+            created.push(at);
+            Seen::default()
+        });
+        if s.bound.is_none() && pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+            s.bound = Some(at);
+        }
+        if s.ready.is_none() && is_ready(&pod) {
+            s.ready = Some(at);
+            ready += 1;
+        }
+    }
+    let up = t0.elapsed();
+    let cpu = cpu_since(cpu0);
+    let mut bound: Vec<Duration> = seen.values().filter_map(|s| s.bound).collect();
+    let mut readies: Vec<Duration> = seen.values().filter_map(|s| s.ready).collect();
+    bound.sort();
+    readies.sort();
+    if ready < replicas {
+        println!(
+            "scale: 0 → {replicas}: only {ready} Running and Ready after {} ({} created, {} bound)",
+            ms(up),
+            created.len(),
+            bound.len()
+        );
+    } else {
+        println!(
+            "scale: 0 → {replicas}: all Running and Ready in {} (last created {}, last bound {}; ready p10 {} p50 {} p90 {}; {cpu})",
+            ms(up),
+            ms(created.last().copied().unwrap_or_default()),
+            ms(bound.last().copied().unwrap_or_default()),
+            ms(percentile(&readies, 0.1)),
+            ms(percentile(&readies, 0.5)),
+            ms(percentile(&readies, 0.9)),
+        );
+    }
+
+    let counts1 = request_counts(&http, &metrics_base).await?;
+    print_requests("0 → N", &counts0, &counts1);
+
+    // Down: until no pod of the RC exists.
+    let cpu2 = kubelet_fake::bench::process_usage();
+    let t1 = Instant::now();
+    scale_to(0).await?;
+    let mut live = seen.len();
+    let down_deadline = t1 + deadline;
+    let mut terminating = std::collections::HashSet::new();
+    let mut last_terminating = Duration::ZERO;
+    while live > 0 && Instant::now() < down_deadline {
+        let ev = match tokio::time::timeout_at(down_deadline.into(), stream.next()).await {
+            Ok(Some(Ok(ev))) => ev,
+            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
+            Ok(None) => return Err(Error::Failed("watch ended".into())),
+            Err(_) => break,
+        };
+        match ev {
+            client::WatchEvent::Deleted(p) => {
+                if seen.remove(p.metadata.name.as_deref().unwrap_or_default()).is_some() {
+                    live -= 1;
+                }
+            }
+            client::WatchEvent::Modified(p) if p.metadata.deletion_timestamp.is_some() => {
+                if terminating.insert(p.metadata.name.unwrap_or_default()) {
+                    last_terminating = t1.elapsed();
+                }
+            }
+            client::WatchEvent::Added(p) => {
+                seen.entry(p.metadata.name.clone().unwrap_or_default())
+                    .or_default();
+                live = seen.len();
+            }
+            _ => {}
+        }
+    }
+    let down = t1.elapsed();
+    let cpu = cpu_since(cpu2);
+    if live > 0 {
+        println!(
+            "scale: {replicas} → 0: {live} pods still exist after {}",
+            ms(down)
+        );
+    } else {
+        println!(
+            "scale: {replicas} → 0: every pod deleted in {} (last pod marked terminating at {}, {} seen terminating; {cpu})",
+            ms(down),
+            ms(last_terminating),
+            terminating.len()
+        );
+    }
+    let counts2 = request_counts(&http, &metrics_base).await?;
+    print_requests("N → 0", &counts1, &counts2);
+    let rcs = client.api::<ReplicationController>(Some("default"));
+    let _ = rcs.delete(name, &client::DeleteParams::default()).await;
+    plane.shutdown().await;
+    Ok(())
+}
