@@ -8,11 +8,11 @@
 //!
 //! The parent process hosts the real apiserver (`apiserver::start` on `127.0.0.1:0`, over an
 //! in-memory `store::MemoryStore`), seeds it with `N` pods written straight into the store before
-//! the server starts (64 concurrent store creates; the watch cache loads them at start), and runs the
-//! writer. Each seeded pod is a copy of one pod created over HTTP on a throwaway apiserver (so it is
-//! defaulted and has `managedFields`, like any stored pod; about 2 KiB of JSON), with its own name,
-//! namespace (`ns-0`..`ns-9`), uid and node. Each client runs in its own child process — this binary re-executed with
-//! `--client ours|kube` — so its RSS is its own:
+//! the server starts (64 concurrent store creates; the watch cache loads them at start), and runs
+//! the writer. Each seeded pod is a copy of one pod created over HTTP on a throwaway apiserver (so
+//! it is defaulted like any stored pod; about 1.2 KiB of JSON) with its own name, namespace
+//! (`ns-0`..`ns-9`), uid and node. Each client runs in its own child process — this binary
+//! re-executed with `--client ours|kube` — so its RSS is its own:
 //!
 //! * `ours`: `SharedInformerFactory` → `SharedIndexInformer<Pod>` over our REST client (HTTP/JSON,
 //!   LIST pages of 500 at RV "0", then WATCH), one handler. Synced = `has_synced()`, polled every
@@ -32,8 +32,10 @@
 //! such samples count as 0 and are reported as `early`. Send → receive is reported as well.
 //!
 //! The two clients run alternately, never concurrently, `reps` times each against the same server
-//! and data (order swapped every repetition); the summary is the median per figure. Every loop is
-//! bounded by a count and a deadline; the only network is 127.0.0.1.
+//! and data (order swapped every repetition); the summary is the median over runs of each figure
+//! (of each run's p50, p99, max). RSS: VmRSS right after sync, VmHWM at the end of the run; both
+//! include the child's ~5 MiB baseline. Every loop is bounded by a count and a deadline; the only
+//! network is 127.0.0.1.
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error as StdError;
@@ -297,7 +299,7 @@ fn pod_manifest() -> Value {
     })
 }
 
-/// A namespace and a pod as the apiserver stores them (defaulted, `managedFields`, uid, timestamps):
+/// A namespace and a pod as the apiserver stores them (defaulted, uid, timestamps):
 /// created over HTTP on a throwaway in-memory apiserver and read back. Seeding raw manifests
 /// straight into the store would leave them undefaulted, and the apiserver then refuses every
 /// update of such a pod (the defaulted new spec differs from the stored one: 422).
