@@ -417,7 +417,7 @@ impl Inner {
             .insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
         let dname = d.metadata.name.clone().unwrap_or_default();
         let name = format!("{dname}-{hash}");
-        let all_total: i32 = old.iter().map(rs_replicas).sum();
+        let all_total: i32 = old.iter().map(rs_pods_bound).sum();
         let replicas = new_rs_new_replicas(d, all_total, 0);
         let mut annotations = rs_annotations(d, None, revision);
         set_replicas_annotations(d, &mut annotations);
@@ -561,7 +561,8 @@ impl Inner {
         let mut old = old;
         // reconcileNewReplicaSet.
         let n = rs_replicas(&new_rs);
-        let all_total: i32 = old.iter().map(rs_replicas).sum::<i32>() + n;
+        // maxSurge bounds the pods, not only the specs: an RS counts with the pods it still has.
+        let all_total: i32 = old.iter().map(rs_pods_bound).sum::<i32>() + rs_pods_bound(&new_rs);
         let target = if n > desired {
             desired
         } else {

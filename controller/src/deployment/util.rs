@@ -156,6 +156,16 @@ pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
 }
 
+/// The most pods an RS can still have that are not terminating: `spec.replicas`, or
+/// `status.replicas` while it reports more (scaled down, but the replica-set controller has not yet
+/// deleted the surplus; its status counts the pods it saw before deleting, so it never reports fewer
+/// than remain). Upstream sizes the new RS on `spec.replicas` alone, and a 1,000-replica rollout
+/// then had up to 1,329 live pods against a bound of 1,250: the new RS's creates raced the old
+/// RS's deletes.
+pub fn rs_pods_bound(rs: &ReplicaSet) -> i32 {
+    rs_replicas(rs).max(rs.status.as_ref().map_or(0, |s| s.replicas))
+}
+
 /// `status.availableReplicas` of an RS.
 pub fn rs_available(rs: &ReplicaSet) -> i32 {
     rs.status
@@ -575,6 +585,45 @@ mod tests {
         assert_eq!(new_rs_new_replicas(&d, 13, 3), 3);
         // never above desired.
         assert_eq!(new_rs_new_replicas(&d, 9, 9), 10);
+    }
+
+    /// Regression (rollout_bench, 1,000 replicas, maxSurge 250): the old RS had been scaled
+    /// 1000 -> 750 but still had 1,000 pods; counting its spec let the new RS grow to 500 at once,
+    /// and 1,329 pods were live. Counted at its status it may not grow until the pods are gone.
+    #[test]
+    fn new_rs_waits_for_the_old_pods_to_be_deleted() {
+        let d = deploy(
+            1000,
+            IntOrString::String("25%".into()),
+            IntOrString::String("25%".into()),
+        );
+        let old = ReplicaSet {
+            spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+                replicas: Some(750),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+                replicas: 1000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(rs_pods_bound(&old), 1000);
+        assert_eq!(new_rs_new_replicas(&d, rs_pods_bound(&old) + 250, 250), 250);
+        // Once the replica-set controller reports the deletions, the new RS may grow.
+        let mut done = old.clone();
+        if let Some(s) = done.status.as_mut() {
+            s.replicas = 750;
+        }
+        assert_eq!(
+            new_rs_new_replicas(&d, rs_pods_bound(&done) + 250, 250),
+            500
+        );
+        // An RS still creating (status below spec) counts at its spec.
+        if let Some(s) = done.status.as_mut() {
+            s.replicas = 10;
+        }
+        assert_eq!(rs_pods_bound(&done), 750);
     }
 
     #[test]
