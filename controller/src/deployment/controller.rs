@@ -128,7 +128,13 @@ impl Inner {
             match crate::guarded(self.sync(&key).instrument(span)).await {
                 Ok(()) => self.queue.forget(&key),
                 Err(e) => {
-                    tracing::warn!(controller = QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
+                    if is_conflict(&e) {
+                        // A write based on a stale cache: expected while RSs and the Deployment
+                        // change fast (a rollout); the retry sees the newer objects.
+                        tracing::debug!(controller = QUEUE_NAME, key = %key, error = %e, "conflict; requeue");
+                    } else {
+                        tracing::warn!(controller = QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
+                    }
                     self.queue.add_rate_limited(key.clone());
                 }
             }
@@ -892,6 +898,11 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A write rejected with 409 (stale resourceVersion).
+fn is_conflict(e: &Error) -> bool {
+    matches!(e, Error::Api { source, .. } if source.is_conflict())
 }
 
 /// The Deployment's compiled selector; `None` if invalid or empty (selects everything).
