@@ -12,7 +12,12 @@
 //! pod of the old template is left at all (terminated pods deleted by their kubelet). A pod
 //! informer sees every pod change in order and records the most live pods (not terminating) and
 //! the fewest Ready live pods during the update: they must stay within `N + maxSurge` and
-//! `N - maxUnavailable`. A one-second timeline shows where the time goes. Every wait is bounded.
+//! `N - maxUnavailable`. A one-second timeline, milestones and the apiserver's write counts (from
+//! its `/metrics`) show where the time goes. Every wait is bounded (600 s).
+//!
+//! Measured 2026-12-03, release build, 2 shared cores (load 2.8–3.4): update complete in 4.3–4.9 s
+//! on 20 nodes and 3.8 s on 100 nodes; max 1,247 live pods, min 750 Ready; ~6,500 API writes during
+//! the update, 97 % of them pod churn (details in BENCHMARKS.md).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -234,7 +239,8 @@ fn rs_counts(rs: Option<&ReplicaSet>) -> (i32, i32, i32, i32) {
     )
 }
 
-/// Write requests the apiserver served, by "VERB resource": (count, seconds spent in the server),
+/// Write requests the apiserver served, by "VERB resource" (and code, if not 2xx): (count, seconds
+/// spent in the server; the time is not split by code),
 /// from its `/metrics` (a plain HTTP/1.1 GET on the loopback listener).
 async fn write_requests(url: &str) -> BTreeMap<String, (u64, f64)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -270,7 +276,13 @@ async fn write_requests(url: &str) -> BTreeMap<String, (u64, f64)> {
         if matches!(verb.as_str(), "GET" | "LIST" | "WATCH") {
             continue;
         }
-        let key = format!("{verb} {}", label(line, "resource"));
+        // Counts by code: a non-2xx code is its own entry ("PUT pods/status 409").
+        let code = label(line, "code");
+        let key = if count && !code.starts_with('2') {
+            format!("{verb} {} {code}", label(line, "resource"))
+        } else {
+            format!("{verb} {}", label(line, "resource"))
+        };
         let v: f64 = line
             .rsplit(' ')
             .next()
