@@ -128,7 +128,13 @@ impl Inner {
             match crate::guarded(self.sync(&key).instrument(span)).await {
                 Ok(()) => self.queue.forget(&key),
                 Err(e) => {
-                    tracing::warn!(controller = QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
+                    if is_conflict(&e) {
+                        // A write based on a stale cache: expected while RSs and the Deployment
+                        // change fast (a rollout); the retry sees the newer objects.
+                        tracing::debug!(controller = QUEUE_NAME, key = %key, error = %e, "conflict; requeue");
+                    } else {
+                        tracing::warn!(controller = QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
+                    }
                     self.queue.add_rate_limited(key.clone());
                 }
             }
@@ -417,7 +423,7 @@ impl Inner {
             .insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
         let dname = d.metadata.name.clone().unwrap_or_default();
         let name = format!("{dname}-{hash}");
-        let all_total: i32 = old.iter().map(rs_replicas).sum();
+        let all_total: i32 = old.iter().map(rs_pods_bound).sum();
         let replicas = new_rs_new_replicas(d, all_total, 0);
         let mut annotations = rs_annotations(d, None, revision);
         set_replicas_annotations(d, &mut annotations);
@@ -561,7 +567,8 @@ impl Inner {
         let mut old = old;
         // reconcileNewReplicaSet.
         let n = rs_replicas(&new_rs);
-        let all_total: i32 = old.iter().map(rs_replicas).sum::<i32>() + n;
+        // maxSurge bounds the pods, not only the specs: an RS counts with the pods it still has.
+        let all_total: i32 = old.iter().map(rs_pods_bound).sum::<i32>() + rs_pods_bound(&new_rs);
         let target = if n > desired {
             desired
         } else {
@@ -674,9 +681,18 @@ impl Inner {
         Ok(())
     }
 
-    /// `scale`, simplified proportional scaling: a single active RS takes the whole count; a
-    /// saturated new RS zeroes the old ones; otherwise additions go to the new RS and removals come
-    /// from the newest old RSs first, keeping the total at `replicas + maxSurge` at most.
+    /// `scale` (`sync.go`): runs on a scaling event or while paused, never as a rollout step.
+    ///
+    /// - one active RS (or none: the newest) takes the whole `spec.replicas`;
+    /// - a saturated new RS (full size, scaled for this size, all available) zeroes the old ones;
+    /// - otherwise, for `RollingUpdate`, the change is spread over the active RSs in proportion to
+    ///   their size ([`proportional_scale`]), so a resize neither speeds up nor slows down the
+    ///   rollout; every active RS is written with its new size and `desired`/`max-replicas`
+    ///   annotations, largest first.
+    ///
+    /// `Recreate` never has two active RSs for long; if it does (a strategy switch mid-rollout),
+    /// upstream leaves them as they are. Here their annotations are still brought up to date, which
+    /// ends the scaling event so the Recreate rollout can proceed instead of stalling on it.
     async fn scale(
         &self,
         ro: &Rollout,
@@ -690,7 +706,8 @@ impl Inner {
         let new_active = new_rs.as_ref().is_some_and(|r| rs_replicas(r) > 0);
         let n_active = active_old.len() + usize::from(new_active);
         if n_active <= 1 {
-            // FindActiveOrLatest.
+            // FindActiveOrLatest. Unlike upstream, an RS already at the right size is still
+            // written when its annotations are stale, which ends the scaling event.
             if let Some(i) = active_old.first().copied().filter(|_| !new_active) {
                 let (_, w) = self.scale_rs(ro, &old[i], desired).await?;
                 old[i] = w;
@@ -703,54 +720,73 @@ impl Inner {
             }
             return Ok(());
         }
-        if let Some(rs) = new_rs.as_ref() {
-            if rs_replicas(rs) == desired && rs_available(rs) == desired {
-                for i in active_old {
-                    let (_, w) = self.scale_rs(ro, &old[i], 0).await?;
+        if new_rs.as_ref().is_some_and(|rs| is_saturated(&ro.d, rs)) {
+            for i in active_old {
+                let (_, w) = self.scale_rs(ro, &old[i], 0).await?;
+                old[i] = w;
+            }
+            return Ok(());
+        }
+        // Every RS of the Deployment, oldest first (the tie-break of the proportional order).
+        // `None` stands for the new RS.
+        let mut slots: Vec<Option<usize>> = (0..old.len()).map(Some).collect();
+        if new_rs.is_some() {
+            slots.push(None);
+        }
+        let rs_at = |slot: Option<usize>| -> Option<&ReplicaSet> {
+            match slot {
+                Some(i) => old.get(i),
+                None => new_rs.as_ref(),
+            }
+        };
+        slots.sort_by_key(|slot| rs_at(*slot).map(by_creation));
+        let sized: Vec<SizedRs> = slots
+            .iter()
+            .map(|slot| {
+                rs_at(*slot).map_or(
+                    SizedRs {
+                        replicas: 0,
+                        max_replicas: None,
+                    },
+                    |rs| SizedRs {
+                        replicas: rs_replicas(rs),
+                        max_replicas: max_replicas_annotation(rs),
+                    },
+                )
+            })
+            .collect();
+        let sizes: Vec<(Option<usize>, i32)> = if is_recreate(&ro.d) {
+            sized
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.replicas > 0)
+                .map(|(k, r)| (slots[k], r.replicas))
+                .collect()
+        } else {
+            let (max_surge, _) = surge_and_unavailable(&ro.d);
+            let target = ScaleTarget {
+                replicas: desired,
+                max_surge,
+                status_replicas: ro.d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0),
+            };
+            proportional_scale(&sized, target)
+                .into_iter()
+                .map(|(k, n)| (slots[k], n))
+                .collect()
+        };
+        for (slot, to) in sizes {
+            match slot {
+                Some(i) => {
+                    let (_, w) = self.scale_rs(ro, &old[i], to).await?;
                     old[i] = w;
                 }
-                return Ok(());
-            }
-        }
-        let (surge, _) = surge_and_unavailable(&ro.d);
-        let allowed = if desired > 0 { desired + surge } else { 0 };
-        let total: i32 = old.iter().map(rs_replicas).sum::<i32>()
-            + new_rs.as_ref().map(rs_replicas).unwrap_or(0);
-        let mut delta = allowed - total;
-        let mut new_target = new_rs.as_ref().map(rs_replicas);
-        let mut old_targets: Vec<i32> = old.iter().map(rs_replicas).collect();
-        if delta > 0 {
-            match new_target.as_mut() {
-                Some(t) => *t += delta.min((desired - *t).max(0)),
                 None => {
-                    if let Some(i) = active_old.last() {
-                        old_targets[*i] += delta;
+                    if let Some(rs) = new_rs.as_ref() {
+                        let (_, w) = self.scale_rs(ro, rs, to).await?;
+                        *new_rs = Some(w);
                     }
                 }
             }
-        } else {
-            for i in active_old.iter().rev() {
-                if delta >= 0 {
-                    break;
-                }
-                let take = old_targets[*i].min(-delta);
-                old_targets[*i] -= take;
-                delta += take;
-            }
-            if let Some(t) = new_target.as_mut() {
-                if delta < 0 {
-                    *t = (*t + delta).max(0);
-                }
-            }
-        }
-        // Every active RS is rewritten so its desired-replicas annotation ends the scaling event.
-        for i in active_old {
-            let (_, w) = self.scale_rs(ro, &old[i], old_targets[i]).await?;
-            old[i] = w;
-        }
-        if let (Some(rs), Some(t)) = (new_rs.as_ref(), new_target) {
-            let (_, w) = self.scale_rs(ro, rs, t).await?;
-            *new_rs = Some(w);
         }
         Ok(())
     }
@@ -862,6 +898,11 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A write rejected with 409 (stale resourceVersion).
+fn is_conflict(e: &Error) -> bool {
+    matches!(e, Error::Api { source, .. } if source.is_conflict())
 }
 
 /// The Deployment's compiled selector; `None` if invalid or empty (selects everything).

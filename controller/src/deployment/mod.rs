@@ -14,4 +14,7 @@ pub mod controller;
 pub mod progress;
 pub mod util;
 
+#[cfg(test)]
+mod scale_tests;
+
 pub use controller::DeploymentController;

@@ -156,6 +156,16 @@ pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
 }
 
+/// The most pods an RS can still have that are not terminating: `spec.replicas`, or
+/// `status.replicas` while it reports more (scaled down, but the replica-set controller has not yet
+/// deleted the surplus; its status counts the pods it saw before deleting, so it never reports fewer
+/// than remain). Upstream sizes the new RS on `spec.replicas` alone, and a 1,000-replica rollout
+/// then had up to 1,329 live pods against a bound of 1,250: the new RS's creates raced the old
+/// RS's deletes.
+pub fn rs_pods_bound(rs: &ReplicaSet) -> i32 {
+    rs_replicas(rs).max(rs.status.as_ref().map_or(0, |s| s.replicas))
+}
+
 /// `status.availableReplicas` of an RS.
 pub fn rs_available(rs: &ReplicaSet) -> i32 {
     rs.status
@@ -295,6 +305,105 @@ pub fn rolling_scale_down(
     out
 }
 
+/// One ReplicaSet as proportional scaling sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizedRs {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// The `max-replicas` annotation: `replicas + maxSurge` of the Deployment when this RS was last
+    /// scaled, i.e. the total its current size was a share of.
+    pub max_replicas: Option<i32>,
+}
+
+/// The Deployment as proportional scaling sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScaleTarget {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// Resolved maxSurge (0 for `Recreate`).
+    pub max_surge: i32,
+    /// `status.replicas`: the size an RS without a `max-replicas` annotation is taken as a share of.
+    pub status_replicas: i32,
+}
+
+/// `getReplicaSetFraction`: how many replicas `rs` should gain (or lose, if negative) to keep its
+/// share of the Deployment now that the total is `replicas + maxSurge` instead of the total it
+/// was last scaled for. Scaling to zero takes the whole RS.
+fn replica_set_fraction(rs: SizedRs, d: ScaleTarget) -> i32 {
+    if d.replicas == 0 {
+        return -rs.replicas;
+    }
+    let target = i64::from(d.replicas) + i64::from(d.max_surge);
+    // A missing (or unusable) annotation falls back to the Deployment's current size. Upstream
+    // would divide by zero when that is 0 too; no share is computed then (the leftover rule
+    // still keeps the total right).
+    let base = match rs.max_replicas.filter(|m| *m > 0) {
+        Some(m) => i64::from(m),
+        None if d.status_replicas > 0 => i64::from(d.status_replicas),
+        None => return 0,
+    };
+    let r = i64::from(rs.replicas);
+    // round(r * target / base), halves away from zero (every term is positive here).
+    let size = (2 * r * target + base) / (2 * base);
+    i32::try_from(size - r).unwrap_or(i32::MAX)
+}
+
+/// `GetProportion`: `rs`'s share of `to_add` given that `added` of it is already handed out,
+/// never overshooting what is left in the direction of the scaling.
+fn proportion(rs: SizedRs, d: ScaleTarget, to_add: i32, added: i32) -> i32 {
+    if rs.replicas == 0 || to_add == 0 || to_add == added {
+        return 0;
+    }
+    let fraction = replica_set_fraction(rs, d);
+    let left = to_add - added;
+    if to_add > 0 {
+        fraction.min(left)
+    } else {
+        fraction.max(left)
+    }
+}
+
+/// The proportional step of `scale` (`pkg/controller/deployment/sync.go`): the Deployment was
+/// resized while several ReplicaSets are active, so the difference between `replicas + maxSurge`
+/// (0 when scaling to 0) and the sum of the active RSs is spread over them in proportion to their
+/// size, and rounding leftovers go to the first RS in upstream's order.
+///
+/// `rss` must be ordered oldest first (`ReplicaSetsByCreationTimestamp`), which breaks ties:
+/// scaling up visits the largest RS first and, among equals, the newest (`ReplicaSetsBySizeNewer`);
+/// scaling down visits the largest first and, among equals, the oldest (`ReplicaSetsBySizeOlder`).
+///
+/// Returns `(index into rss, new size)` for every active RS (size > 0), in the order to write them;
+/// RSs of size 0 are not listed and never grow. With nothing to add, every active RS keeps its size
+/// (it is still written, for its annotations).
+pub fn proportional_scale(rss: &[SizedRs], d: ScaleTarget) -> Vec<(usize, i32)> {
+    let mut order: Vec<usize> = (0..rss.len()).filter(|i| rss[*i].replicas > 0).collect();
+    let total: i64 = order.iter().map(|i| i64::from(rss[*i].replicas)).sum();
+    let allowed = if d.replicas > 0 {
+        i64::from(d.replicas) + i64::from(d.max_surge)
+    } else {
+        0
+    };
+    let to_add = i32::try_from(allowed - total).unwrap_or(0);
+    match to_add.signum() {
+        1 => order.sort_by_key(|i| (std::cmp::Reverse(rss[*i].replicas), std::cmp::Reverse(*i))),
+        -1 => order.sort_by_key(|i| (std::cmp::Reverse(rss[*i].replicas), *i)),
+        _ => {}
+    }
+    let mut added = 0;
+    let mut out: Vec<(usize, i32)> = order
+        .iter()
+        .map(|i| {
+            let p = proportion(rss[*i], d, to_add, added);
+            added += p;
+            (*i, rss[*i].replicas + p)
+        })
+        .collect();
+    if let Some(first) = out.first_mut() {
+        first.1 = (first.1 + to_add - added).max(0);
+    }
+    out
+}
+
 /// `SetNewReplicaSetAnnotations`: the Deployment's copyable annotations over the RS's, and the
 /// revision raised to `revision` (never lowered; a replaced revision goes to the history).
 pub fn rs_annotations(
@@ -335,6 +444,25 @@ pub fn set_replicas_annotations(d: &Deployment, out: &mut BTreeMap<String, Strin
     out.insert(DESIRED_REPLICAS_ANNOTATION.into(), desired);
     out.insert(MAX_REPLICAS_ANNOTATION.into(), max);
     changed
+}
+
+/// `getMaxReplicasAnnotation`: the `max-replicas` annotation of an RS, if present and valid.
+pub fn max_replicas_annotation(rs: &ReplicaSet) -> Option<i32> {
+    rs.metadata
+        .annotations
+        .as_ref()?
+        .get(MAX_REPLICAS_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+/// `IsSaturated`: the new RS runs the Deployment's full count, was last scaled for it, and all of
+/// it is available.
+pub fn is_saturated(d: &Deployment, rs: &ReplicaSet) -> bool {
+    let want = replicas(d);
+    rs_replicas(rs) == want
+        && desired_replicas_annotation(rs) == Some(want)
+        && rs_available(rs) == want
 }
 
 /// `desired-replicas` annotation of an RS, if present and valid.
@@ -459,6 +587,45 @@ mod tests {
         assert_eq!(new_rs_new_replicas(&d, 9, 9), 10);
     }
 
+    /// Regression (rollout_bench, 1,000 replicas, maxSurge 250): the old RS had been scaled
+    /// 1000 -> 750 but still had 1,000 pods; counting its spec let the new RS grow to 500 at once,
+    /// and 1,329 pods were live. Counted at its status it may not grow until the pods are gone.
+    #[test]
+    fn new_rs_waits_for_the_old_pods_to_be_deleted() {
+        let d = deploy(
+            1000,
+            IntOrString::String("25%".into()),
+            IntOrString::String("25%".into()),
+        );
+        let old = ReplicaSet {
+            spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+                replicas: Some(750),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+                replicas: 1000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(rs_pods_bound(&old), 1000);
+        assert_eq!(new_rs_new_replicas(&d, rs_pods_bound(&old) + 250, 250), 250);
+        // Once the replica-set controller reports the deletions, the new RS may grow.
+        let mut done = old.clone();
+        if let Some(s) = done.status.as_mut() {
+            s.replicas = 750;
+        }
+        assert_eq!(
+            new_rs_new_replicas(&d, rs_pods_bound(&done) + 250, 250),
+            500
+        );
+        // An RS still creating (status below spec) counts at its spec.
+        if let Some(s) = done.status.as_mut() {
+            s.replicas = 10;
+        }
+        assert_eq!(rs_pods_bound(&done), 750);
+    }
+
     #[test]
     fn rolling_scale_down_keeps_min_available() {
         // 10 desired, maxUnavailable 2: old has 10 available, new 3 not yet available.
@@ -534,6 +701,160 @@ mod tests {
         );
         // 5 old that will stay available + 1 new = 6: one may go, not two.
         assert_eq!(out, vec![4]);
+    }
+
+    /// Proportional scaling: `sizes` are `(replicas, max-replicas annotation)` oldest first; the
+    /// Deployment goes to `replicas` with `surge`. Returns every RS's size afterwards, in input order.
+    fn scaled(sizes: &[(i32, Option<i32>)], replicas: i32, surge: i32, status: i32) -> Vec<i32> {
+        let rss: Vec<SizedRs> = sizes
+            .iter()
+            .map(|(r, m)| SizedRs {
+                replicas: *r,
+                max_replicas: *m,
+            })
+            .collect();
+        let d = ScaleTarget {
+            replicas,
+            max_surge: surge,
+            status_replicas: status,
+        };
+        let mut out: Vec<i32> = rss.iter().map(|r| r.replicas).collect();
+        for (i, n) in proportional_scale(&rss, d) {
+            out[i] = n;
+        }
+        out
+    }
+
+    // The cases of upstream's `TestScale` (maxSurge 0 unless stated), oldest RS first.
+    #[test]
+    fn proportional_scale_up_and_down_keeps_shares() {
+        // 5 -> 10: 3 + 2 become 6 + 4.
+        assert_eq!(scaled(&[(3, Some(5)), (2, Some(5))], 10, 0, 5), vec![6, 4]);
+        // 5 -> 3: 3 + 2 become 2 + 1.
+        assert_eq!(scaled(&[(3, Some(5)), (2, Some(5))], 3, 0, 5), vec![2, 1]);
+        // 9 -> 4: the small old RS goes, the new one keeps its share.
+        assert_eq!(scaled(&[(1, Some(9)), (8, Some(9))], 4, 0, 9), vec![0, 4]);
+        // 7 -> 10 over three RSs.
+        let three = [(2, Some(7)), (3, Some(7)), (2, Some(7))];
+        assert_eq!(scaled(&three, 10, 0, 7), vec![3, 4, 3]);
+        // 13 -> 8 over three RSs.
+        let three = [(3, Some(13)), (8, Some(13)), (2, Some(13))];
+        assert_eq!(scaled(&three, 8, 0, 13), vec![2, 5, 1]);
+        // Scaling to zero empties every RS.
+        let three = [(1, Some(6)), (2, Some(6)), (3, Some(6))];
+        assert_eq!(scaled(&three, 0, 0, 6), vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn proportional_scale_with_surge() {
+        // 10 -> 20 with maxSurge 2 (annotation 12): 6 + 6 become 11 + 11 (22 = 20 + 2).
+        assert_eq!(
+            scaled(&[(6, Some(12)), (6, Some(12))], 20, 2, 12),
+            vec![11, 11]
+        );
+        // 10 (surge 3) -> 50 (surge 6): 8 old + 5 new of 13 become 34 + 22 of 56.
+        assert_eq!(
+            scaled(&[(8, Some(13)), (5, Some(13))], 50, 6, 13),
+            vec![34, 22]
+        );
+        // maxSurge 25 %: 10 (+3) -> 20 (+5) with a fully surged rollout at 8 old + 5 new.
+        assert_eq!(
+            scaled(&[(8, Some(13)), (5, Some(13))], 20, 5, 13),
+            vec![15, 10]
+        );
+        // The same mid-rollout at 6 old + 4 new (3 below the surge): shares are taken of the 13 the
+        // RSs were last scaled for (12 and 8), and the 5 left over go to the largest.
+        assert_eq!(
+            scaled(&[(6, Some(13)), (4, Some(13))], 20, 5, 10),
+            vec![17, 8]
+        );
+        // And back down 20 (+5) -> 10 (+3): 15 + 10 of 25 become 8 + 5 of 13.
+        assert_eq!(
+            scaled(&[(15, Some(25)), (10, Some(25))], 10, 3, 25),
+            vec![8, 5]
+        );
+    }
+
+    #[test]
+    fn proportional_scale_leftovers_follow_upstream_order() {
+        // 3 -> 4 over 1 + 1 + 1: every share rounds to 0; the newest takes the leftover.
+        let ones = [(1, Some(3)), (1, Some(3)), (1, Some(3))];
+        assert_eq!(scaled(&ones, 4, 0, 3), vec![1, 1, 2]);
+        // 3 -> 2: the oldest gives the leftover up.
+        assert_eq!(scaled(&ones, 2, 0, 3), vec![0, 1, 1]);
+        // 4 -> 5 over 2 + 2 (no new RS): the newer of the two equals rounds up first.
+        assert_eq!(scaled(&[(2, Some(4)), (2, Some(4))], 5, 0, 4), vec![2, 3]);
+        // Written largest first: scaling up 2 + 3 + 2, the 3 first, then the newest 2.
+        let rss = [2, 3, 2].map(|r| SizedRs {
+            replicas: r,
+            max_replicas: Some(7),
+        });
+        let d = ScaleTarget {
+            replicas: 10,
+            max_surge: 0,
+            status_replicas: 7,
+        };
+        let order: Vec<usize> = proportional_scale(&rss, d)
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(order, vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn proportional_scale_leaves_empty_replica_sets_alone() {
+        let rss = [(0, Some(5)), (3, Some(5)), (2, Some(5))];
+        assert_eq!(scaled(&rss, 10, 0, 5), vec![0, 6, 4]);
+        let listed: Vec<usize> = proportional_scale(
+            &rss.map(|(r, m)| SizedRs {
+                replicas: r,
+                max_replicas: m,
+            }),
+            ScaleTarget {
+                replicas: 10,
+                max_surge: 0,
+                status_replicas: 5,
+            },
+        )
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+        assert!(!listed.contains(&0), "{listed:?}");
+        // Nothing to add: sizes stay, every active RS is still listed (for its annotations).
+        assert_eq!(scaled(&[(3, Some(6)), (3, Some(6))], 6, 0, 6), vec![3, 3]);
+    }
+
+    #[test]
+    fn proportional_scale_without_annotation_uses_status_replicas() {
+        assert_eq!(scaled(&[(3, None), (2, None)], 10, 0, 5), vec![6, 4]);
+        // An unusable base computes no share; the leftover keeps the total right.
+        assert_eq!(scaled(&[(3, None), (2, Some(0))], 10, 0, 0), vec![8, 2]);
+    }
+
+    #[test]
+    fn saturation_needs_size_annotation_and_availability() {
+        let d = deploy(3, IntOrString::Int(1), IntOrString::Int(0));
+        let mut rs = ReplicaSet {
+            spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+                replicas: Some(3),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+                available_replicas: Some(3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(!is_saturated(&d, &rs), "no desired-replicas annotation");
+        let mut a = BTreeMap::new();
+        set_replicas_annotations(&d, &mut a);
+        rs.metadata.annotations = Some(a);
+        assert!(is_saturated(&d, &rs));
+        assert_eq!(max_replicas_annotation(&rs), Some(4));
+        if let Some(s) = rs.status.as_mut() {
+            s.available_replicas = Some(2);
+        }
+        assert!(!is_saturated(&d, &rs), "not all available");
     }
 
     #[test]
