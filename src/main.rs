@@ -7,7 +7,7 @@ use tracing_subscriber::EnvFilter;
 /// The control plane is allocation-heavy (JSON objects decoded, copied and dropped per request and
 /// per watch event); under glibc's allocator malloc/free took about a third of its CPU time.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = minik8s::cli::Cli::parse();
