@@ -79,9 +79,11 @@ impl Default for KubeletConfig {
             lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
             node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
             status_coalesce_window: STATUS_COALESCE_WINDOW,
-            // Together below the apiserver's 32 mutating in-flight requests (T9), so the
-            // kubelets alone never draw 429s.
-            status_workers: 16,
+            // The mutating in-flight budget of an in-process control plane (T9: the apiserver
+            // answers 429 past 32): kubelet status writers 8 + replication creates/deletes 8 +
+            // scheduler binds 8 + leases and events, so no component waits out a `Retry-After`
+            // second (with 16 each, a few 429s per 500-pod round stalled `bench scale` 2x).
+            status_workers: 8,
             heartbeat_concurrency: 8,
         }
     }

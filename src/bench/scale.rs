@@ -85,10 +85,12 @@ fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<
         .collect();
     delta.sort_by(|a, b| b.cmp(a));
     let total: u64 = delta.iter().map(|(n, _)| n).sum();
+    // The eight largest, and every refusal (a 429 costs its client a one-second Retry-After).
     let list: Vec<String> = delta
         .iter()
-        .take(8)
-        .map(|(n, k)| format!("{k} {n}"))
+        .enumerate()
+        .filter(|(i, (_, k))| *i < 8 || k.ends_with(')'))
+        .map(|(_, (n, k))| format!("{k} {n}"))
         .collect();
     println!("scale: {phase}: {total} API requests ({})", list.join(", "));
 }
@@ -238,6 +240,26 @@ pub async fn scale(
     }
     let up = t0.elapsed();
     let cpu = cpu_since(cpu0);
+    // Timeline: pods created, bound and Ready by the end of each half second.
+    let count_by = |at: Duration, f: &dyn Fn(&Seen) -> Option<Duration>| {
+        seen.values().filter(|s| f(s).is_some_and(|t| t <= at)).count()
+    };
+    let mut timeline = Vec::new();
+    let mut at = Duration::from_millis(500);
+    while at < up + Duration::from_millis(500) {
+        timeline.push(format!(
+            "{:.1}s {}/{}/{}",
+            at.as_secs_f64(),
+            created.iter().filter(|t| **t <= at).count(),
+            count_by(at, &|s| s.bound),
+            count_by(at, &|s| s.ready)
+        ));
+        at += Duration::from_millis(500);
+    }
+    println!(
+        "scale: timeline (created/bound/Ready): {}",
+        timeline.join(", ")
+    );
     let mut bound: Vec<Duration> = seen.values().filter_map(|s| s.bound).collect();
     let mut readies: Vec<Duration> = seen.values().filter_map(|s| s.ready).collect();
     bound.sort();

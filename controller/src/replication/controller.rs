@@ -42,8 +42,9 @@ use crate::{Error, Result};
 /// Pod creates/deletes one manager has in flight at once. Batches (slow start: up to 256 at once) and
 /// deletes (up to 500) are issued concurrently as upstream does, but through this many slots, so the
 /// manager never exceeds an apiserver's mutating in-flight limit by itself (which would answer 429
-/// and make every request wait for its retry).
-pub const MAX_CONCURRENT_WRITES: usize = 16;
+/// and make every request wait for its retry). 8: its share of the in-process budget (see
+/// `kubelet_fake::KubeletConfig::status_workers`); one 429 holds a whole slow-start batch a second.
+pub const MAX_CONCURRENT_WRITES: usize = 8;
 
 /// Counters exported by a replication manager.
 #[derive(Debug, Default)]

@@ -31,8 +31,9 @@ use super::score::{select_node, usage_of, Placement};
 use crate::clock::Clock;
 use crate::pod_util::{key_of, phase, split_key};
 
-/// Bind requests in flight at once.
-pub const MAX_CONCURRENT_BINDS: usize = 16;
+/// Bind requests in flight at once: the scheduler's share of the apiserver's mutating in-flight
+/// limit in an in-process control plane (see `kubelet_fake::KubeletConfig::status_workers`).
+pub const MAX_CONCURRENT_BINDS: usize = 8;
 /// `podInitialBackoffSeconds` (kube-scheduler default): 1 s.
 pub const POD_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 /// `podMaxBackoffSeconds` (kube-scheduler default): 10 s.
