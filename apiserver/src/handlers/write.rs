@@ -350,12 +350,32 @@ pub fn prepare_update(
     Ok(())
 }
 
+/// Whether two objects are equal but for `metadata.resourceVersion`, compared in place (this runs
+/// on every update; copying both objects to strip the field cost more than the comparison).
 fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
-    let mut a = a.clone();
-    let mut b = b.clone();
-    api::meta::remove(&mut a, "resourceVersion");
-    api::meta::remove(&mut b, "resourceVersion");
-    a == b
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let meta_equal = |x: Option<&Value>, y: Option<&Value>| match (x, y) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let rest = |m: &'_ serde_json::Map<String, Value>| {
+                m.len() - usize::from(m.contains_key("resourceVersion"))
+            };
+            rest(x) == rest(y)
+                && x.iter()
+                    .filter(|(k, _)| *k != "resourceVersion")
+                    .all(|(k, v)| y.get(k) == Some(v))
+        }
+        (x, y) => x == y,
+    };
+    a.len() == b.len()
+        && a.iter().all(|(k, v)| {
+            if k == "metadata" {
+                meta_equal(Some(v), b.get(k))
+            } else {
+                b.get(k) == Some(v)
+            }
+        })
 }
 
 /// Outcome of [`commit`].
@@ -477,17 +497,21 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
             )));
         }
     }
-    let mut checked = body_obj.clone();
+    let wanted = precondition(&ctx.target, &body_obj, &name)?;
+    let strategy = strategy_for(ctx.target.info);
+    // The body as sent, kept only where a PUT may create (the create path prepares it anew).
+    let may_create = scope == WriteScope::Main && strategy.allow_create_on_update();
+    let original = may_create.then(|| body_obj.clone());
+    let mut checked = body_obj;
     reconcile_namespace(&ctx.target, &mut checked)?;
     let mut checked = crate::handlers::render::with_type_meta(ctx.target.info, checked);
     validate_fields(ctx, &mut checked)?;
-    let checked = strategy_for(ctx.target.info).to_storage(checked);
-    let wanted = precondition(&ctx.target, &body_obj, &name)?;
+    let checked = strategy.to_storage(checked);
     for _ in 0..MAX_RETRIES {
         let key = ctx.target.key(&name);
         let Some(kv) = ctx.state.store.get(&key).await? else {
-            if scope == WriteScope::Main && strategy_for(ctx.target.info).allow_create_on_update() {
-                let mut obj = body_obj.clone();
+            if let Some(original) = &original {
+                let mut obj = original.clone();
                 api::meta::set_name(&mut obj, &name);
                 api::meta::remove(&mut obj, "resourceVersion");
                 let obj = prepare_new(ctx, obj).await?;
@@ -548,4 +572,35 @@ pub fn patch_content_type(ctx: &Ctx) -> Result<String> {
                 .to_ascii_lowercase()
         })
         .ok_or_else(|| ApiError::unsupported_patch_type(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_ignoring_rv;
+    use serde_json::json;
+
+    #[test]
+    fn same_ignoring_rv_ignores_only_the_resource_version() {
+        let a = json!({"metadata": {"name": "p", "resourceVersion": "5"}, "spec": {"x": 1}});
+        let b = json!({"metadata": {"name": "p", "resourceVersion": "7"}, "spec": {"x": 1}});
+        let no_rv = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
+        assert!(same_ignoring_rv(&a, &b));
+        assert!(same_ignoring_rv(&a, &no_rv));
+        assert!(same_ignoring_rv(&no_rv, &a));
+        let label = json!({"metadata": {"name": "p", "labels": {}}, "spec": {"x": 1}});
+        assert!(!same_ignoring_rv(&a, &label));
+        assert!(!same_ignoring_rv(&label, &a));
+        let spec = json!({"metadata": {"name": "p", "resourceVersion": "5"}, "spec": {"x": 2}});
+        assert!(!same_ignoring_rv(&a, &spec));
+        let extra = json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {}});
+        assert!(!same_ignoring_rv(&a, &extra));
+        // resourceVersion matters anywhere but metadata.
+        let nested = json!({"metadata": {"name": "p"}, "spec": {"resourceVersion": "1"}});
+        let nested2 = json!({"metadata": {"name": "p"}, "spec": {"resourceVersion": "2"}});
+        assert!(!same_ignoring_rv(&nested, &nested2));
+        assert!(same_ignoring_rv(&json!(1), &json!(1)));
+        // Same length, one with resourceVersion and one with another key instead.
+        let other = json!({"metadata": {"name": "p", "uid": "u"}, "spec": {"x": 1}});
+        assert!(!same_ignoring_rv(&a, &other));
+    }
 }

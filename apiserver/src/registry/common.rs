@@ -126,7 +126,7 @@ pub fn prepare_update_common(
 /// `/status` handling: everything but `status` from `old` (metadata too, except resourceVersion,
 /// which the generic flow checks for optimistic concurrency).
 pub fn prepare_status_common(new: &mut Value, old: &Value) {
-    let status = new.get("status").cloned();
+    let status = new.as_object_mut().and_then(|o| o.remove("status"));
     let rv = api::meta::resource_version(new).map(str::to_string);
     let mut merged = old.clone();
     match status {
@@ -146,8 +146,8 @@ pub fn prepare_status_common(new: &mut Value, old: &Value) {
 
 /// Metadata validation for a create.
 pub fn validate_meta(info: &ResourceInfo, obj: &Value, names: NameValidator) -> Vec<FieldError> {
-    let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
-    validation::validate_object_meta(&meta, info.namespaced, names)
+    let meta = obj.get("metadata").unwrap_or(&Value::Null);
+    validation::validate_object_meta(meta, info.namespaced, names)
 }
 
 /// Metadata validation for an update: create rules plus immutability of name, namespace, uid and

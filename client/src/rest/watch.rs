@@ -80,8 +80,48 @@ struct BookmarkMeta {
     resource_version: String,
 }
 
+/// The framing Go's encoder (and our apiserver) writes: `type` first, then `object`, no spaces.
+const FAST_PREFIXES: [(&[u8], EventKind); 3] = [
+    (br#"{"type":"ADDED","object":"#, EventKind::Added),
+    (br#"{"type":"MODIFIED","object":"#, EventKind::Modified),
+    (br#"{"type":"DELETED","object":"#, EventKind::Deleted),
+];
+
+#[derive(Clone, Copy)]
+enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One pass over the common case: the object is the slice between the known framing and the
+/// closing brace, decoded straight into `K`. `None` when the line is framed any other way (the
+/// general path then decides); a line this accepts decodes exactly as the general path would.
+fn decode_framed<K: DeserializeOwned>(line: &[u8]) -> Option<WatchEvent<K>> {
+    let line = line.trim_ascii_end();
+    let (prefix, kind) = FAST_PREFIXES
+        .iter()
+        .find(|(p, _)| line.starts_with(p))
+        .map(|(p, k)| (p.len(), *k))?;
+    let object = line.get(prefix..line.len().checked_sub(1)?)?;
+    if line.last() != Some(&b'}') {
+        return None;
+    }
+    let obj: K = serde_json::from_slice(object).ok()?;
+    Some(match kind {
+        EventKind::Added => WatchEvent::Added(obj),
+        EventKind::Modified => WatchEvent::Modified(obj),
+        EventKind::Deleted => WatchEvent::Deleted(obj),
+    })
+}
+
 /// Decodes one watch line.
 pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>> {
+    // Every informer decodes every event of its kind: parsing each line once (not once for the
+    // type and again for the object) is a tenth of a busy control plane's CPU.
+    if let Some(ev) = decode_framed(line) {
+        return Ok(ev);
+    }
     let dec = |what: &str, e| Error::Decode {
         what: what.to_string(),
         source: e,
@@ -198,6 +238,16 @@ mod tests {
             e => panic!("unexpected {e:?}"),
         }
         assert!(decode_event::<Pod>(br#"{"type":"WHAT","object":{}}"#).is_err());
+        // The one-pass framing and any other spelling decode alike; a field after the object
+        // falls back to the general path.
+        let spaced = br#"{ "object": {"metadata":{"name":"a"}}, "type": "MODIFIED" }"#;
+        let framed = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}}}"#;
+        let trailing = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}},"x":1}"#;
+        let want = decode_event::<Pod>(spaced)?;
+        assert!(matches!(&want, WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some("a")));
+        assert_eq!(decode_event::<Pod>(framed)?, want);
+        assert_eq!(decode_event::<Pod>(trailing)?, want);
+        assert!(decode_event::<Pod>(br#"{"type":"ADDED","object":{"metadata":"#).is_err());
         assert!(decode_event::<Pod>(b"not json").is_err());
         Ok(())
     }
