@@ -132,8 +132,9 @@ pub trait ReflectorStore<K>: Send + Sync + 'static {
     fn add(&self, obj: K);
     fn update(&self, obj: K);
     fn delete(&self, obj: K);
-    /// Full relist result at resourceVersion `rv`.
-    fn replace(&self, list: Vec<K>, rv: &str);
+    /// Full relist result at resourceVersion `rv`. Shared objects: the reflector wraps each page's
+    /// items as the page arrives, so a 100,000-object relist never holds all of them unshared.
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str);
     fn resync(&self);
 }
 
@@ -245,7 +246,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
     }
 
     /// Relist result: `Replaced` for each object, tombstones for vanished keys (spec §2.4).
-    pub fn replace(&self, list: Vec<K>, _rv: &str) {
+    pub fn replace(&self, list: Vec<Arc<K>>, _rv: &str) {
         let mut s = self.state.lock();
         let type_ = if self.emit_replaced {
             DeltaType::Replaced
@@ -254,9 +255,9 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFif
         };
         let mut keys = HashSet::with_capacity(list.len());
         for obj in list {
-            let key = meta_namespace_key(&obj);
+            let key = meta_namespace_key(&*obj);
             keys.insert(key.clone());
-            self.queue_action(&mut s, type_, key, DeletedObject::Object(Arc::new(obj)));
+            self.queue_action(&mut s, type_, key, DeletedObject::Object(obj));
         }
         let mut queued_deletions = 0usize;
         // Keys queued here but absent from the new list.
@@ -409,7 +410,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
     fn delete(&self, obj: K) {
         DeltaFifo::delete(self, obj)
     }
-    fn replace(&self, list: Vec<K>, rv: &str) {
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) {
         DeltaFifo::replace(self, list, rv)
     }
     fn resync(&self) {

@@ -120,7 +120,7 @@ async fn replace_emits_replaced_and_tombstones() {
     idx.add("ns/k1", Arc::new(cm("k1", "1")));
     idx.add("ns/k2", Arc::new(cm("k2", "2")));
     f.add(cm("q", "3"));
-    f.replace(vec![cm("k1", "4"), cm("n", "5")], "5");
+    f.replace(vec![Arc::new(cm("k1", "4")), Arc::new(cm("n", "5"))], "5");
     let got = pop_all(&f).await;
     let find = |k: &str| {
         got.iter()
@@ -148,7 +148,7 @@ async fn replace_emits_replaced_and_tombstones() {
     );
     // Legacy mode emits Sync.
     let f: DeltaFifo<ConfigMap> = DeltaFifo::with_options(None, false);
-    f.replace(vec![cm("a", "1")], "1");
+    f.replace(vec![Arc::new(cm("a", "1"))], "1");
     assert_eq!(f.deltas_of("ns/a")[0].type_, DeltaType::Sync);
 }
 
@@ -156,7 +156,7 @@ async fn replace_emits_replaced_and_tombstones() {
 async fn has_synced_after_first_replace_is_popped() {
     let (f, _) = fifo_with_known();
     assert!(!f.has_synced());
-    f.replace(vec![cm("a", "1"), cm("b", "2")], "2");
+    f.replace(vec![Arc::new(cm("a", "1")), Arc::new(cm("b", "2"))], "2");
     assert!(!f.has_synced());
     let first = f.pop(|_, initial| initial).await;
     assert_eq!(first, Some(true));
@@ -171,7 +171,7 @@ async fn has_synced_after_first_replace_is_popped() {
         Some(false),
         "later items are not in the initial list"
     );
-    f.replace(vec![cm("z", "9")], "9");
+    f.replace(vec![Arc::new(cm("z", "9"))], "9");
     assert!(f.has_synced(), "later replaces never un-sync");
 
     let (empty, _) = fifo_with_known();

@@ -157,7 +157,9 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
     }
 
     /// One LIST (all pages) at `rv`. Returns items, list RV, whether the first page was paginated.
-    async fn list_at(&self, rv: &str, st: &RunState) -> Result<(Vec<K>, String, bool)> {
+    /// One consistent LIST at `rv`, every page; each page's objects are shared (`Arc`) as the page
+    /// arrives, so only one page at a time exists unshared.
+    async fn list_at(&self, rv: &str, st: &RunState) -> Result<(Vec<Arc<K>>, String, bool)> {
         let limit = match self.page_size {
             Some(n) => Some(n),
             None if st.paginated_result => Some(DEFAULT_PAGE_SIZE),
@@ -171,7 +173,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
         p.continue_token = None;
         let first = self.lw.list(&p).await?;
         let paginated = first.continue_token.is_some();
-        let mut items = first.items;
+        let mut items: Vec<Arc<K>> = first.items.into_iter().map(Arc::new).collect();
         let mut list_rv = first.resource_version;
         let mut next = first.continue_token;
         while let Some(token) = next.take() {
@@ -181,7 +183,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
             cp.continue_token = Some(token);
             match self.lw.list(&cp).await {
                 Ok(page) => {
-                    items.extend(page.items);
+                    items.extend(page.items.into_iter().map(Arc::new));
                     list_rv = page.resource_version;
                     next = page.continue_token;
                 }
@@ -191,7 +193,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
                     let mut fp = self.params.clone();
                     fp.resource_version = Some(rv.to_string());
                     let full = self.lw.list(&fp).await?;
-                    items = full.items;
+                    items = full.items.into_iter().map(Arc::new).collect();
                     list_rv = full.resource_version;
                 }
                 Err(e) => return Err(e),

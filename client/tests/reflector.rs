@@ -59,7 +59,7 @@ impl ReflectorStore<ConfigMap> for Rec {
         self.ops.lock().push(Op::Delete(key(&o)));
         self.state.lock().remove(&key(&o));
     }
-    fn replace(&self, list: Vec<ConfigMap>, rv: &str) {
+    fn replace(&self, list: Vec<std::sync::Arc<ConfigMap>>, rv: &str) {
         self.ops
             .lock()
             .push(Op::Replace(list.len(), rv.to_string()));
