@@ -108,13 +108,18 @@ async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
     }
 }
 
-fn encode(obj: &Value) -> Result<Bytes> {
-    let mut stored = obj.clone();
-    // resourceVersion is never stored: it is the key's mod_revision, set on read.
-    api::meta::remove(&mut stored, "resourceVersion");
-    serde_json::to_vec(&stored)
+/// The stored form of `obj`: its JSON without `metadata.resourceVersion` (never stored: it is the
+/// key's mod_revision, set on read). The field is taken out for the encoding and put back, so the
+/// object is not copied.
+fn encode(obj: &mut Value) -> Result<Bytes> {
+    let rv = api::meta::metadata_mut(obj).and_then(|m| m.remove("resourceVersion"));
+    let bytes = serde_json::to_vec(&*obj)
         .map(Bytes::from)
-        .map_err(|e| ApiError::internal("encoding an object", e))
+        .map_err(|e| ApiError::internal("encoding an object", e));
+    if let (Some(rv), Some(m)) = (rv, api::meta::metadata_mut(obj)) {
+        m.insert("resourceVersion".to_string(), rv);
+    }
+    bytes
 }
 
 /// The field manager of a write: `fieldManager`, else the client's User-Agent product name
@@ -225,7 +230,7 @@ async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result
             return Ok(obj);
         }
         let key = ctx.target.key(&name);
-        match ctx.state.store.create(&key, encode(&obj)?).await? {
+        match ctx.state.store.create(&key, encode(&mut obj)?).await? {
             store::CreateOutcome::Created(kv) => {
                 api::meta::set_resource_version(&mut obj, &kv.mod_revision.to_string());
                 return Ok(obj);
@@ -393,7 +398,7 @@ pub enum Committed {
 pub async fn commit(
     ctx: &Ctx,
     name: &str,
-    new: Value,
+    mut new: Value,
     old: &Value,
     old_rev: u64,
     dry_run: bool,
@@ -430,7 +435,7 @@ pub async fn commit(
     match ctx
         .state
         .store
-        .update(&key, encode(&new)?, Some(old_rev))
+        .update(&key, encode(&mut new)?, Some(old_rev))
         .await?
     {
         store::UpdateOutcome::Updated { kv, .. } => {
