@@ -717,7 +717,12 @@ async fn scale_patch_without_resource_version_retries_races_instead_of_409() {
     let rc = json!({"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"r"},
         "spec":{"replicas":0,"selector":{"app":"r"},
                 "template":{"metadata":{"labels":{"app":"r"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
-    let r = post(&app, "/api/v1/namespaces/default/replicationcontrollers", rc).await;
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/replicationcontrollers",
+        rc,
+    )
+    .await;
     assert_eq!(r.code, 201, "{}", r.text);
     // A status writer racing the scale patches, as the replication controller does.
     let writer = {

@@ -397,7 +397,10 @@ mod tests {
         let by_ns = idx.try_by_index(NAMESPACE_INDEX, "a")?;
         assert_eq!(by_ns.len(), 1);
         assert_eq!(node_of(&by_ns[0]), vec!["n2".to_string()]);
-        assert!(Arc::ptr_eq(&by_ns[0], &idx.get_by_key("a/p1").expect("stored")));
+        assert!(Arc::ptr_eq(
+            &by_ns[0],
+            &idx.get_by_key("a/p1").expect("stored")
+        ));
         let same_ns = idx.index(NAMESPACE_INDEX, &pod("a", "other", "x"))?;
         assert_eq!(node_of(&same_ns[0]), vec!["n2".to_string()]);
         idx.delete("a/p1");

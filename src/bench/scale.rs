@@ -49,8 +49,16 @@ fn rc(name: &str) -> serde_json::Value {
 
 /// `apiserver_request_total` from `/metrics`: `"VERB resource"` (successes) or
 /// `"VERB resource (code)"` → count.
-async fn request_counts(http: &reqwest::Client, base: &str) -> Result<BTreeMap<String, u64>, Error> {
-    let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
+async fn request_counts(
+    http: &reqwest::Client,
+    base: &str,
+) -> Result<BTreeMap<String, u64>, Error> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
@@ -242,7 +250,9 @@ pub async fn scale(
     let cpu = cpu_since(cpu0);
     // Timeline: pods created, bound and Ready by the end of each half second.
     let count_by = |at: Duration, f: &dyn Fn(&Seen) -> Option<Duration>| {
-        seen.values().filter(|s| f(s).is_some_and(|t| t <= at)).count()
+        seen.values()
+            .filter(|s| f(s).is_some_and(|t| t <= at))
+            .count()
     };
     let mut timeline = Vec::new();
     let mut at = Duration::from_millis(500);
@@ -303,22 +313,20 @@ pub async fn scale(
         };
         match ev {
             client::WatchEvent::Deleted(p) => {
-                if seen.remove(p.metadata.name.as_deref().unwrap_or_default()).is_some() {
-                    live -= 1;
-                }
+                seen.remove(p.metadata.name.as_deref().unwrap_or_default());
             }
-            client::WatchEvent::Modified(p) if p.metadata.deletion_timestamp.is_some() => {
-                if terminating.insert(p.metadata.name.unwrap_or_default()) {
+            client::WatchEvent::Modified(p) => {
+                let marked = p.metadata.deletion_timestamp.is_some();
+                if marked && terminating.insert(p.metadata.name.unwrap_or_default()) {
                     last_terminating = t1.elapsed();
                 }
             }
             client::WatchEvent::Added(p) => {
-                seen.entry(p.metadata.name.clone().unwrap_or_default())
-                    .or_default();
-                live = seen.len();
+                seen.entry(p.metadata.name.unwrap_or_default()).or_default();
             }
             _ => {}
         }
+        live = seen.len();
     }
     let down = t1.elapsed();
     let cpu = cpu_since(cpu2);

@@ -244,7 +244,9 @@ mod tests {
         let framed = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}}}"#;
         let trailing = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}},"x":1}"#;
         let want = decode_event::<Pod>(spaced)?;
-        assert!(matches!(&want, WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some("a")));
+        assert!(
+            matches!(&want, WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some("a"))
+        );
         assert_eq!(decode_event::<Pod>(framed)?, want);
         assert_eq!(decode_event::<Pod>(trailing)?, want);
         assert!(decode_event::<Pod>(br#"{"type":"ADDED","object":{"metadata":"#).is_err());
