@@ -3,8 +3,9 @@
 //!
 //! Guarantees and bounds:
 //! * `EventRecorder::event` never blocks and never fails the caller: events go into a channel of
-//!   [`MAX_QUEUED_EVENTS`] and are dropped (with a log) when it is full (client-go
-//!   `DropIfChannelFull`, `maxQueuedEvents = 1000`).
+//!   [`MAX_QUEUED_EVENTS`] and are dropped when it is full (client-go `DropIfChannelFull`,
+//!   `maxQueuedEvents = 1000`). Drops are counted; the first and every [`DROP_LOG_EVERY`]th are
+//!   logged with the total, so a burst (10,000 pods created at once) cannot flood the log.
 //! * Writes: a repeat is a PATCH of count/lastTimestamp/message (falling back to a create when the
 //!   event is gone), otherwise a POST. An API error (e.g. AlreadyExists, namespace terminating) is
 //!   final; a transport error is retried up to [`MAX_TRIES_PER_EVENT`] times, [`RETRY_SLEEP`]
@@ -12,6 +13,8 @@
 
 pub mod correlator;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -32,6 +35,8 @@ pub const MAX_QUEUED_EVENTS: usize = 1000;
 pub const MAX_TRIES_PER_EVENT: u32 = 12;
 /// `defaultSleepDuration` between write retries.
 pub const RETRY_SLEEP: Duration = Duration::from_secs(10);
+/// One warning per this many events dropped on a full queue.
+pub const DROP_LOG_EVERY: u64 = 1000;
 
 /// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +60,8 @@ pub struct EventRecorder {
     tx: mpsc::Sender<Event>,
     component: String,
     host: String,
+    /// Events dropped on a full queue by every recorder of this broadcaster.
+    dropped: Arc<AtomicU64>,
 }
 
 impl EventRecorder {
@@ -94,8 +101,17 @@ impl EventRecorder {
             kind = obj.kind.as_deref().unwrap_or(""),
             r#type = type_.as_str(), reason, message, "event"
         );
-        if let Err(e) = self.tx.try_send(e) {
-            tracing::warn!(error = %e, "event queue full or closed; event dropped");
+        match self.tx.try_send(e) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % DROP_LOG_EVERY == 1 {
+                    tracing::warn!(dropped_total = n, "event queue full; events dropped");
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                tracing::debug!("event broadcaster stopped; event dropped");
+            }
         }
     }
 }
@@ -108,6 +124,7 @@ pub struct EventBroadcaster {
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
     correlator: EventCorrelator,
+    dropped: Arc<AtomicU64>,
 }
 
 impl EventBroadcaster {
@@ -120,6 +137,7 @@ impl EventBroadcaster {
             tx,
             rx,
             correlator: EventCorrelator::new(),
+            dropped: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -139,7 +157,13 @@ impl EventBroadcaster {
                 component.to_string()
             },
             host: self.host.clone(),
+            dropped: self.dropped.clone(),
         }
+    }
+
+    /// Events dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Writes events until `shutdown` (or until every recorder is dropped).

@@ -119,3 +119,24 @@ async fn spam_filter_allows_burst_then_one_per_five_minutes_per_object() {
     );
     assert!(c.correlate(ev("p", "Same", "same", at(401)), at(401)).skip);
 }
+
+/// Regression: `minik8s bench scale` logged one warning per dropped event (thousands of lines when
+/// 10,000 pods were created at once). Drops on a full queue are counted by every recorder of the
+/// broadcaster; the queue keeps its bound.
+#[tokio::test]
+async fn a_full_queue_drops_and_counts_without_blocking() {
+    let client = crate::Client::new(crate::Config::new("http://127.0.0.1:1")).expect("client");
+    let b = super::EventBroadcaster::new(client, "test");
+    let (r1, r2) = (b.recorder("a"), b.recorder("b"));
+    let obj = ObjectReference {
+        kind: Some("Pod".into()),
+        namespace: Some("default".into()),
+        name: Some("p".into()),
+        ..Default::default()
+    };
+    for i in 0..super::MAX_QUEUED_EVENTS + 250 {
+        let r = if i % 2 == 0 { &r1 } else { &r2 };
+        r.event(&obj, super::EventType::Normal, "Tested", "m");
+    }
+    assert_eq!(b.dropped(), 250);
+}
