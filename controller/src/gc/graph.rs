@@ -145,6 +145,12 @@ impl Graph {
 
     /// Record an added or updated object; returns the UIDs to (re)evaluate.
     pub fn observe(&mut self, node: GraphNode) -> Vec<String> {
+        if self.nodes.get(&node.id.uid) == Some(&node) {
+            // Nothing a decision reads changed (owners, deletion, finalizers): as upstream's
+            // `processGraphChanges`, such an update is no work. Without this, every status write
+            // of an RC re-queued all of its pods, and every pod write its RC.
+            return Vec::new();
+        }
         let uid = node.id.uid.clone();
         let mut dirty = HashSet::new();
         if let Some(old) = self.nodes.get(&uid).cloned() {
@@ -396,6 +402,22 @@ mod tests {
         assert_eq!(g.dependents_of("rc").len(), 1);
         g.forget("p2");
         assert!(g.dependents_of("rc").is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_observation_is_no_work() {
+        let mut g = Graph::new();
+        g.observe(gnode("rc", vec![], false, &[]));
+        g.observe(gnode("p1", vec![oref("rc", true)], false, &[]));
+        // A status write of either: same owners, deletion state and finalizers.
+        assert!(g.observe(gnode("rc", vec![], false, &[])).is_empty());
+        assert!(g
+            .observe(gnode("p1", vec![oref("rc", true)], false, &[]))
+            .is_empty());
+        // A change a decision reads is still reported.
+        let mut d = g.observe(gnode("rc", vec![], true, &["orphan"]));
+        d.sort();
+        assert_eq!(d, ["p1", "rc"]);
     }
 
     #[test]
