@@ -73,13 +73,28 @@ async fn crud_paths_content_types_and_error_classes() -> client::Result<()> {
         replaced.metadata.resource_version,
         created.metadata.resource_version
     );
-    api.replace_status("a", &replaced).await?;
+    let status_written = api.replace_status("a", &replaced).await?;
     assert_eq!(
         s.requests()
             .last()
             .map(|r| r.path.clone())
             .unwrap_or_default(),
         "/api/v1/namespaces/default/configmaps/a/status"
+    );
+    // The metadata-only variant sends the same request and returns the stored metadata.
+    let meta = api.replace_status_metadata("a", &status_written).await?;
+    assert_eq!(meta.name.as_deref(), Some("a"));
+    assert_eq!(
+        meta.resource_version,
+        api.get("a").await?.metadata.resource_version
+    );
+    assert_eq!(
+        s.requests()
+            .iter()
+            .rev()
+            .find(|r| r.path.ends_with("/status"))
+            .map(|r| r.method.clone()),
+        Some(http::Method::PUT)
     );
 
     let patched = api

@@ -523,12 +523,12 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
     if changed && !already_written && !fleeting {
         let mut updated = (*pod).clone();
         updated.status = Some(eval.status.clone());
-        match api.replace_status(&name, &updated).await {
+        match api.replace_status_metadata(&name, &updated).await {
             Ok(stored) => {
                 Counters::inc(&shared.counters.status_writes);
                 let mut np = node.pods.lock();
                 if let Some(rt) = np.pods.get_mut(key).filter(|rt| rt.uid == uid) {
-                    rt.written = stored.metadata.resource_version.map(|rv| (rv, d));
+                    rt.written = stored.resource_version.map(|rv| (rv, d));
                 }
             }
             Err(e) if e.is_conflict() => {
