@@ -768,6 +768,48 @@ async fn scale_patch_without_resource_version_retries_races_instead_of_409() {
     assert_eq!(r.code, 409, "{}", r.text);
 }
 
+/// Regression: a pod stored without today's spec defaults (here written straight into the store,
+/// as an older version might have left it) could not be updated at all: the update was defaulted,
+/// the stored spec was not, and even an annotation-only PATCH answered 422.
+#[tokio::test]
+async fn a_pod_stored_without_defaults_can_still_be_updated() {
+    let (app, state) = app_with(apiserver::Config::default()).await;
+    let raw = json!({"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":"old","namespace":"default","uid":"u-old","creationTimestamp":"2026-01-01T00:00:00Z"},
+        "spec":{"containers":[{"name":"c","image":"nginx"}]},
+        "status":{"phase":"Pending"}});
+    let created = state
+        .store
+        .create(
+            "/registry/pods/default/old",
+            serde_json::to_vec(&raw).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(created, store::CreateOutcome::Created(_)));
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/old",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"metadata":{"annotations":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert_eq!(r.body["metadata"]["annotations"]["a"], "b");
+    // The stored pod now carries the defaults; a real spec change is still refused.
+    assert_eq!(r.body["spec"]["restartPolicy"], "Always");
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/old",
+        &[("content-type", "application/merge-patch+json")],
+        r#"{"spec":{"restartPolicy":"Never"}}"#,
+    )
+    .await;
+    assert_eq!(r.code, 422, "{}", r.text);
+}
+
 #[tokio::test]
 async fn subresources_binding_status_scale_and_event_conversion() {
     let app = app().await;

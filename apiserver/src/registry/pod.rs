@@ -379,7 +379,16 @@ impl Strategy for PodStrategy {
         let null = Value::Null;
         let new_spec = new.get("spec").unwrap_or(&null);
         let old_spec = old.get("spec").unwrap_or(&null);
-        if mask_mutable(new_spec, old_spec) != *old_spec {
+        let unchanged = mask_mutable(new_spec, old_spec) == *old_spec || {
+            // A stored pod may lack today's defaults (written by an older version, or straight
+            // into the store), while the update was defaulted: compare against the stored spec
+            // defaulted too, as Kubernetes defaults every object it reads from storage. Only on
+            // a mismatch, so the common case copies nothing more.
+            let mut defaulted = old_spec.clone();
+            default_pod_spec(&mut defaulted);
+            mask_mutable(new_spec, &defaulted) == defaulted
+        };
+        if !unchanged {
             errs.push(FieldError::forbidden("spec", POD_UPDATE_FORBIDDEN));
         }
         // Tolerations may only be added.
