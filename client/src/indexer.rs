@@ -9,7 +9,7 @@
 //!   on a clone, which leaves the cache untouched).
 //! * The namespace index [`NAMESPACE_INDEX`] is installed by every informer in this crate.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -84,40 +84,29 @@ pub fn namespace_indexers<K: k8s_openapi::Metadata<Ty = ObjectMeta> + 'static>()
 struct Store<K> {
     items: HashMap<String, Arc<K>>,
     indexers: Indexers<K>,
-    /// index name → indexed value → key → object. The index holds the objects themselves (client-go
-    /// holds keys), so a lookup by index is one walk, not a second map lookup per key: controllers
-    /// list a whole namespace on every sync (10,000 pods, hundreds of syncs a second at scale).
-    indices: HashMap<String, HashMap<String, IndexEntries<K>>>,
+    /// index name → indexed value → keys
+    indices: HashMap<String, HashMap<String, HashSet<String>>>,
 }
 
-/// The objects under one indexed value, by key.
-type IndexEntries<K> = HashMap<String, Arc<K>>;
-
 impl<K> Store<K> {
-    /// Moves `key` from `old`'s indexed values to `new`'s; every entry of `new` is (re)pointed at
-    /// the new object.
-    fn update_indices(&mut self, key: &str, old: Option<&K>, new: Option<&Arc<K>>) {
+    fn update_indices(&mut self, key: &str, old: Option<&K>, new: Option<&K>) {
         for (name, f) in &self.indexers {
             let old_vals = old.map(|o| f(o)).unwrap_or_default();
             let new_vals = new.map(|n| f(n)).unwrap_or_default();
+            if old_vals.len() == 1 && new_vals.len() == 1 && old_vals[0] == new_vals[0] {
+                continue;
+            }
             let index = self.indices.entry(name.clone()).or_default();
-            for v in old_vals.iter().filter(|v| !new_vals.contains(v)) {
-                if let Some(entries) = index.get_mut(v) {
-                    entries.remove(key);
-                    if entries.is_empty() {
+            for v in &old_vals {
+                if let Some(set) = index.get_mut(v) {
+                    set.remove(key);
+                    if set.is_empty() {
                         index.remove(v);
                     }
                 }
             }
-            let Some(obj) = new else { continue };
             for v in new_vals {
-                let entries = index.entry(v).or_default();
-                match entries.get_mut(key) {
-                    Some(slot) => *slot = obj.clone(),
-                    None => {
-                        entries.insert(key.to_string(), obj.clone());
-                    }
-                }
+                index.entry(v).or_default().insert(key.to_string());
             }
         }
     }
@@ -235,7 +224,11 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|entries| entries.values().cloned().collect())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| s.items.get(k).cloned())
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
@@ -248,7 +241,7 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|entries| entries.keys().cloned().collect())
+            .map(|keys| keys.iter().cloned().collect())
             .unwrap_or_default())
     }
 
@@ -259,15 +252,18 @@ impl<K: Send + Sync + 'static> Indexer<K> {
             .indexers
             .get(index)
             .ok_or_else(|| Error::IndexNotFound(index.to_string()))?;
-        let mut found: HashMap<&str, Arc<K>> = HashMap::new();
+        let mut keys = HashSet::new();
         if let Some(i) = s.indices.get(index) {
             for v in f(obj) {
-                if let Some(entries) = i.get(&v) {
-                    found.extend(entries.iter().map(|(k, o)| (k.as_str(), o.clone())));
+                if let Some(set) = i.get(&v) {
+                    keys.extend(set.iter().cloned());
                 }
             }
         }
-        Ok(found.into_values().collect())
+        Ok(keys
+            .iter()
+            .filter_map(|k| s.items.get(k).cloned())
+            .collect())
     }
 
     /// All values currently indexed under `index`.
@@ -292,10 +288,10 @@ impl<K: Send + Sync + 'static> Indexer<K> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, f) in indexers {
-            let mut index: HashMap<String, IndexEntries<K>> = HashMap::new();
+            let mut index: HashMap<String, HashSet<String>> = HashMap::new();
             for (k, v) in &items {
                 for val in f(v) {
-                    index.entry(val).or_default().insert(k.clone(), v.clone());
+                    index.entry(val).or_default().insert(k.clone());
                 }
             }
             s.indices.insert(name.clone(), index);
@@ -387,8 +383,7 @@ mod tests {
         Ok(())
     }
 
-    /// The index holds objects, not keys: an update that keeps an object's indexed values must
-    /// still be what a lookup by index returns.
+    /// An update that keeps an object's indexed values is still what a lookup by index returns.
     #[test]
     fn lookups_by_index_return_the_latest_object() -> Result<()> {
         let idx = Indexer::new(namespace_indexers::<Pod>());

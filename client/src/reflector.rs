@@ -157,8 +157,8 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
     }
 
     /// One LIST (all pages) at `rv`. Returns items, list RV, whether the first page was paginated.
-    /// One consistent LIST at `rv`, every page; each page's objects are shared (`Arc`) as the page
-    /// arrives, so only one page at a time exists unshared.
+    /// Each page's objects are shared (`Arc`) as the page arrives, so only one page at a time
+    /// exists unshared.
     async fn list_at(&self, rv: &str, st: &RunState) -> Result<(Vec<Arc<K>>, String, bool)> {
         let limit = match self.page_size {
             Some(n) => Some(n),

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 
+use controller::pod_util;
+use controller::scheduler::filter::node_ready;
+
 use super::{ms, percentile, Error};
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
@@ -25,15 +28,9 @@ struct Seen {
     ready: Option<Duration>,
 }
 
+/// Running and Ready, as `kubectl get pods` shows it.
 fn is_ready(p: &Pod) -> bool {
-    let Some(st) = p.status.as_ref() else {
-        return false;
-    };
-    st.phase.as_deref() == Some("Running")
-        && st
-            .conditions
-            .as_ref()
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    pod_util::phase(p) == "Running" && pod_util::is_pod_ready(p)
 }
 
 fn rc(name: &str) -> serde_json::Value {
@@ -103,6 +100,14 @@ fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<
     println!("scale: {phase}: {total} API requests ({})", list.join(", "));
 }
 
+/// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
+fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
+    Error::Failed(format!(
+        "watch ended by the server: {}",
+        st.message.unwrap_or_default()
+    ))
+}
+
 fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
     match (a, kubelet_fake::bench::process_usage()) {
         (Some(a), Some(b)) => format!(
@@ -143,19 +148,7 @@ pub async fn scale(
         node_api
             .list(&client::ListParams::default())
             .await
-            .map(|l| {
-                l.items
-                    .iter()
-                    .filter(|n| {
-                        n.status
-                            .as_ref()
-                            .and_then(|s| s.conditions.as_ref())
-                            .is_some_and(|cs| {
-                                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                            })
-                    })
-                    .count()
-            })
+            .map(|l| l.items.iter().filter(|n| node_ready(n)).count())
             .unwrap_or(0)
     };
     while ready_nodes().await < nodes {
@@ -230,6 +223,7 @@ pub async fn scale(
         };
         let pod = match ev {
             client::WatchEvent::Added(p) | client::WatchEvent::Modified(p) => p,
+            client::WatchEvent::Error(st) => return Err(watch_error(st)),
             _ => continue,
         };
         let at = t0.elapsed();
@@ -324,7 +318,8 @@ pub async fn scale(
             client::WatchEvent::Added(p) => {
                 seen.entry(p.metadata.name.unwrap_or_default()).or_default();
             }
-            _ => {}
+            client::WatchEvent::Error(st) => return Err(watch_error(st)),
+            client::WatchEvent::Bookmark(_) => {}
         }
         live = seen.len();
     }

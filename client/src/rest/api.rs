@@ -346,24 +346,26 @@ impl<K: Resource> Api<K> {
     }
 
     pub async fn replace_status(&self, name: &str, obj: &K) -> Result<K> {
-        let mut req = Request::new(Method::PUT, format!("{}/status", self.item_path(name)));
-        req.body = Some((encode(K::KIND, obj)?, "application/json"));
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        decode(K::KIND, &self.send_replace_status(name, obj).await?)
     }
 
     /// [`replace_status`](Self::replace_status) for a writer that needs only the stored object's
-    /// metadata (its new resourceVersion): the response is decoded no further than `metadata`, a
-    /// tenth of the cost of a whole pod (a kubelet writes one status per pod start and stop).
+    /// metadata (its new resourceVersion): the response is decoded no further than `metadata`.
     pub async fn replace_status_metadata(&self, name: &str, obj: &K) -> Result<ObjectMeta> {
         #[derive(Deserialize)]
         struct MetadataOnly {
             #[serde(default)]
             metadata: ObjectMeta,
         }
+        let m: MetadataOnly = decode(K::KIND, &self.send_replace_status(name, obj).await?)?;
+        Ok(m.metadata)
+    }
+
+    /// PUT of `obj` to the `status` subresource; the raw response body.
+    async fn send_replace_status(&self, name: &str, obj: &K) -> Result<bytes::Bytes> {
         let mut req = Request::new(Method::PUT, format!("{}/status", self.item_path(name)));
         req.body = Some((encode(K::KIND, obj)?, "application/json"));
-        let m: MetadataOnly = decode(K::KIND, &self.client.send_bytes(&req).await?)?;
-        Ok(m.metadata)
+        self.client.send_bytes(&req).await
     }
 
     fn patch_request(&self, path: String, patch: &Patch) -> Result<Request> {

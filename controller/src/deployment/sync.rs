@@ -323,32 +323,21 @@ impl Inner {
         }
         // Every RS of the Deployment, oldest first (the tie-break of the proportional order).
         // `None` stands for the new RS.
-        let mut slots: Vec<Option<usize>> = (0..old.len()).map(Some).collect();
-        if new_rs.is_some() {
-            slots.push(None);
-        }
-        let rs_at = |slot: Option<usize>| -> Option<&ReplicaSet> {
-            match slot {
-                Some(i) => old.get(i),
-                None => new_rs.as_ref(),
-            }
-        };
-        slots.sort_by_key(|slot| rs_at(*slot).map(by_creation));
-        let sized: Vec<SizedRs> = slots
+        let mut by_age: Vec<(Option<usize>, &ReplicaSet)> = old
             .iter()
-            .map(|slot| {
-                rs_at(*slot).map_or(
-                    SizedRs {
-                        replicas: 0,
-                        max_replicas: None,
-                    },
-                    |rs| SizedRs {
-                        replicas: rs_replicas(rs),
-                        max_replicas: max_replicas_annotation(rs),
-                    },
-                )
+            .enumerate()
+            .map(|(i, rs)| (Some(i), rs))
+            .chain(new_rs.as_ref().map(|rs| (None, rs)))
+            .collect();
+        by_age.sort_by_key(|(_, rs)| by_creation(rs));
+        let sized: Vec<SizedRs> = by_age
+            .iter()
+            .map(|(_, rs)| SizedRs {
+                replicas: rs_replicas(rs),
+                max_replicas: max_replicas_annotation(rs),
             })
             .collect();
+        let slots: Vec<Option<usize>> = by_age.into_iter().map(|(slot, _)| slot).collect();
         let sizes: Vec<(Option<usize>, i32)> = if is_recreate(&ro.d) {
             sized
                 .iter()
