@@ -31,6 +31,7 @@ struct Entry {
 pub struct SharedInformerFactory {
     client: Client,
     default_resync: Duration,
+    strip_managed_fields: bool,
     entries: Mutex<HashMap<(TypeId, ListParams), Entry>>,
     tasks: TaskTracker,
 }
@@ -41,9 +42,18 @@ impl SharedInformerFactory {
         SharedInformerFactory {
             client,
             default_resync,
+            strip_managed_fields: false,
             entries: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
         }
+    }
+
+    /// Every informer of this factory caches objects without `metadata.managedFields`
+    /// (client-go's `informers.WithTransform(cache.TransformStripManagedFields())`, as
+    /// kube-scheduler does), see [`Api::without_managed_fields`](crate::Api::without_managed_fields).
+    pub fn without_managed_fields(mut self) -> Self {
+        self.strip_managed_fields = true;
+        self
     }
 
     pub fn client(&self) -> &Client {
@@ -65,7 +75,11 @@ impl SharedInformerFactory {
                 return i.clone();
             }
         }
-        let inf = SharedIndexInformer::new(self.client.all::<K>(), tweak, self.default_resync);
+        let mut api = self.client.all::<K>();
+        if self.strip_managed_fields {
+            api = api.without_managed_fields();
+        }
+        let inf = SharedIndexInformer::new(api, tweak, self.default_resync);
         let run = inf.clone();
         entries.insert(
             key,

@@ -224,7 +224,9 @@ async fn run_controllers(
     cfg: ControllerManagerConfig,
     shutdown: CancellationToken,
 ) {
-    let factory = SharedInformerFactory::new(client.clone(), cfg.resync_period);
+    // No controller reads managedFields: the caches go without them (as kube-scheduler's do).
+    let factory =
+        SharedInformerFactory::new(client.clone(), cfg.resync_period).without_managed_fields();
     let broadcaster = EventBroadcaster::new(client.clone(), "controller-manager");
     let tracker = TaskTracker::new();
     let en = cfg.controllers;

@@ -181,7 +181,10 @@ impl FakeKubelets {
             });
         }
 
-        let factory = Arc::new(SharedInformerFactory::new(client.clone(), Duration::ZERO));
+        // The kubelet never reads managedFields: its caches go without them.
+        let factory = Arc::new(
+            SharedInformerFactory::new(client.clone(), Duration::ZERO).without_managed_fields(),
+        );
         let pods = factory.informer_for::<Pod>(ListParams::default().fields("spec.nodeName!="));
         let mut indexers: Indexers<Pod> = Indexers::new();
         indexers.insert(

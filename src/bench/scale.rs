@@ -174,7 +174,8 @@ pub async fn scale(
     if !r.status().is_success() {
         return Err(Error::Failed(format!("create rc: {}", r.status())));
     }
-    let pods = client.api::<Pod>(Some("default"));
+    // The watch reads phases and conditions only: skip decoding managedFields.
+    let pods = client.api::<Pod>(Some("default")).without_managed_fields();
     let lp = client::ListParams::default().labels(format!("app={name}"));
     let rv = pods
         .list(&lp)

@@ -757,9 +757,9 @@ pub fn server_side_apply(
 
 /// Records an `Update` entry for `manager` after a create, PUT or non-apply PATCH: the fields whose
 /// values changed from `old` (all fields on create) move to `manager`; other managers lose them;
-/// fields that disappeared leave every set. `managedFields` absent from `new` are carried over from
-/// `old`; `managedFields: [{}]` clears them (upstream's reset). `subresource` is `Some("status")` for
-/// `/status` writes. An empty `manager` only carries the entries over. A create (`old: None`) whose
+/// fields that disappeared leave every set. `managedFields` absent from `new` (or empty) are
+/// carried over from `old`; `managedFields: [{}]` clears them (upstream's reset). `subresource` is
+/// `Some("status")` for `/status` writes, whose request entries are ignored. An empty `manager` only carries the entries over. A create (`old: None`) whose
 /// object already has entries (a server-side apply create) keeps exactly those.
 pub fn update_managed_fields(
     kind: &'static ResourceInfo,
@@ -769,31 +769,33 @@ pub fn update_managed_fields(
     now: &str,
     subresource: Option<&str>,
 ) {
-    if let Some(mf) = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-    {
-        if mf.len() == 1 && mf[0].as_object().is_some_and(Map::is_empty) {
-            api::meta::remove(new, "managedFields");
-            return;
+    // A subresource write never sets the entries: the stored ones are kept, as upstream's
+    // `ignoreManagedFieldsFromRequestObject` for subresources.
+    let from_request = subresource.is_none() || old.is_none();
+    if from_request {
+        if let Some(mf) = new
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+        {
+            if mf.len() == 1 && mf[0].as_object().is_some_and(Map::is_empty) {
+                api::meta::remove(new, "managedFields");
+                return;
+            }
         }
     }
-    let arrived = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
-    if old.is_none() && arrived {
-        // A create carrying its own entries (server-side apply creating the object): keep them.
-        let list = entries(Some(new));
-        write_entries(new, list);
-        return;
-    }
-    let carried = if new.pointer("/metadata/managedFields").is_some() {
+    let sent = if from_request {
         entries(Some(new))
     } else {
-        entries(old)
+        Vec::new()
     };
-    let mut list = carried;
+    if old.is_none() && !sent.is_empty() {
+        // A create carrying its own entries (server-side apply creating the object): keep them.
+        write_entries(new, sent);
+        return;
+    }
+    // Absent or empty entries are carried over from the stored object, so that clients which do
+    // not know the field (or caches that strip it) never erase them.
+    let mut list = if sent.is_empty() { entries(old) } else { sent };
     if manager.is_empty() {
         write_entries(new, list);
         return;

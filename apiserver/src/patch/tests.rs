@@ -636,6 +636,27 @@ fn update_entries_track_changed_fields() {
     clear["metadata"]["managedFields"] = json!([{}]);
     update_managed_fields(i, Some(&st), &mut clear, "x", "t5", None);
     assert!(clear.pointer("/metadata/managedFields").is_none());
+    // An empty list is no reset either (a client that sends `[]` keeps the entries), and a
+    // subresource write never sets them: not even `[{}]` or a forged entry.
+    let mut empty = st.clone();
+    empty["metadata"]["managedFields"] = json!([]);
+    update_managed_fields(i, Some(&st), &mut empty, "", "t4", None);
+    assert_eq!(
+        empty.pointer("/metadata/managedFields"),
+        st.pointer("/metadata/managedFields")
+    );
+    for forged in [
+        json!([{}]),
+        json!([{"manager": "forger", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]),
+    ] {
+        let mut status_put = st.clone();
+        status_put["metadata"]["managedFields"] = forged;
+        update_managed_fields(i, Some(&st), &mut status_put, "", "t5", Some("status"));
+        assert_eq!(
+            status_put.pointer("/metadata/managedFields"),
+            st.pointer("/metadata/managedFields")
+        );
+    }
     // An apply-created object keeps its Apply entry through the create flow.
     let mut applied =
         server_side_apply(i, None, RC_APPLY.as_bytes(), "kubectl", false, "t6").unwrap_or_default();

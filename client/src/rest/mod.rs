@@ -5,6 +5,7 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod strip;
 pub mod watch;
 
 pub use api::{

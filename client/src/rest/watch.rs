@@ -15,7 +15,8 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
+use k8s_openapi::Metadata;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -97,14 +98,18 @@ enum EventKind {
 /// One pass over the common case: the object is the slice between the known framing and the
 /// closing brace, decoded straight into `K`. `None` when the line is framed any other way (the
 /// general path then decides); a line this accepts decodes exactly as the general path would.
-fn decode_framed<K: DeserializeOwned>(line: &[u8]) -> Option<WatchEvent<K>> {
+fn decode_framed<K: DeserializeOwned>(line: &[u8], strip: bool) -> Option<WatchEvent<K>> {
     let line = line.trim_ascii_end().strip_suffix(b"}")?;
     let (prefix, kind) = FAST_PREFIXES
         .iter()
         .find(|(p, _)| line.starts_with(p))
         .map(|(p, k)| (p.len(), *k))?;
     let object = line.get(prefix..)?;
-    let obj: K = serde_json::from_slice(object).ok()?;
+    let obj: K = if strip {
+        serde_json::from_slice(&super::strip::object_without_managed_fields(object)).ok()?
+    } else {
+        serde_json::from_slice(object).ok()?
+    };
     Some(match kind {
         EventKind::Added => WatchEvent::Added(obj),
         EventKind::Modified => WatchEvent::Modified(obj),
@@ -114,10 +119,15 @@ fn decode_framed<K: DeserializeOwned>(line: &[u8]) -> Option<WatchEvent<K>> {
 
 /// Decodes one watch line.
 pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>> {
+    decode_line(line, false)
+}
+
+/// Decodes one watch line; `strip`: without the object's `metadata.managedFields`.
+fn decode_line<K: DeserializeOwned>(line: &[u8], strip: bool) -> Result<WatchEvent<K>> {
     // Every informer decodes every event of its kind (about a tenth of `minik8s bench scale`'s
     // CPU under perf), so the common framing is parsed once, not once for the type and again for
     // the object.
-    if let Some(ev) = decode_framed(line) {
+    if let Some(ev) = decode_framed(line, strip) {
         return Ok(ev);
     }
     let dec = |what: &str, e| Error::Decode {
@@ -154,9 +164,9 @@ pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>> {
 }
 
 /// Turns a chunked HTTP body into decoded events.
-pub(crate) fn decode_body<K, S>(body: S) -> WatchStream<K>
+pub(crate) fn decode_body<K, S>(body: S, strip_managed_fields: bool) -> WatchStream<K>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + 'static,
     S: Stream<Item = std::result::Result<bytes::Bytes, reqwest::Error>> + Send + 'static,
 {
     struct St<S> {
@@ -169,7 +179,19 @@ where
         buf: BytesMut::new(),
         done: false,
     };
-    let s = futures::stream::unfold(st, |mut st| async move {
+    let decode = move |line: &[u8]| {
+        let mut ev = decode_line::<K>(line, strip_managed_fields);
+        if strip_managed_fields {
+            // Only a line framed unlike our apiserver's reaches here with its entries.
+            if let Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) =
+                &mut ev
+            {
+                o.metadata_mut().managed_fields = None;
+            }
+        }
+        ev
+    };
+    let s = futures::stream::unfold(st, move |mut st| async move {
         loop {
             if st.done {
                 return None;
@@ -180,7 +202,7 @@ where
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                let ev = decode_event::<K>(line);
+                let ev = decode(line);
                 if ev.is_err() {
                     st.done = true;
                 }
@@ -204,7 +226,7 @@ where
                     st.done = true;
                     // A final line without a trailing newline is still an event.
                     if st.buf.iter().any(|b| !b.is_ascii_whitespace()) {
-                        let ev = decode_event::<K>(&st.buf);
+                        let ev = decode(&st.buf);
                         return Some((ev, st));
                     }
                     return None;
