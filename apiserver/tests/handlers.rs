@@ -970,3 +970,42 @@ async fn subresources_binding_status_scale_and_event_conversion() {
     .await;
     assert_eq!(r.body["spec"]["clusterIP"], "10.96.0.1");
 }
+
+#[tokio::test]
+async fn writers_share_the_watch_cache_copy_only_at_the_same_revision() {
+    use apiserver::handlers::read::stored_object;
+    let (app, state) = app_with(apiserver::Config::default()).await;
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    let key = "/registry/configmaps/default/c";
+    let kv = state.store.get(key).await.unwrap().unwrap();
+    assert!(
+        state.cache.wait_for(kv.mod_revision, Duration::from_secs(5)).await,
+        "cache caught up"
+    );
+    let cached = state.cache.get(key).unwrap();
+    let read = stored_object(&state, &kv).unwrap();
+    assert!(Arc::ptr_eq(&read, &cached), "same revision: the cache's copy");
+    assert_eq!(read["metadata"]["resourceVersion"], kv.mod_revision.to_string());
+
+    // Another revision of the key (here a value the cache never saw): decoded from the store.
+    let other = store::KeyValue {
+        value: serde_json::to_vec(&json!({"metadata": {"name": "c"}, "data": {"a": "2"}}))
+            .unwrap()
+            .into(),
+        mod_revision: kv.mod_revision + 1,
+        ..kv.clone()
+    };
+    let read = stored_object(&state, &other).unwrap();
+    assert!(!Arc::ptr_eq(&read, &cached));
+    assert_eq!(read["data"]["a"], "2");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        (kv.mod_revision + 1).to_string()
+    );
+}

@@ -8,6 +8,7 @@
 //! remove now. Namespaces are never removed directly: they turn `Terminating` and the namespace
 //! controller empties them and finalizes them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -16,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, Result};
-use crate::handlers::read::{decode_kv, wait_consistent, Filter};
+use crate::handlers::read::{decode_kv, stored_object, wait_consistent, Filter};
 use crate::handlers::render::{encode, output, present};
 use crate::handlers::write::respond_committed;
 use crate::handlers::{object_key, Ctx, Target};
@@ -72,7 +73,8 @@ pub async fn delete_object(
         let Some(kv) = state.store.get(&key).await? else {
             return Err(ApiError::not_found(&gr, name));
         };
-        let obj = decode_kv(&kv)?;
+        // Shared with the watch cache: copied only where a marked state is written.
+        let obj = stored_object(state, &kv)?;
         let uid = api::meta::uid(&obj).unwrap_or("").to_string();
         if let Some(want) = &opts.preconditions.uid {
             if *want != uid {
@@ -97,8 +99,7 @@ pub async fn delete_object(
                 .into());
             }
         }
-        let mut new = obj.clone();
-        let mut finalizers = api::meta::finalizers(&new);
+        let mut finalizers = api::meta::finalizers(&obj);
         if api::meta::deletion_timestamp(&obj).is_some() {
             // Already terminating: only a shorter grace period changes anything.
             let current = api::meta::deletion_grace_period_seconds(&obj).unwrap_or(0);
@@ -106,6 +107,7 @@ pub async fn delete_object(
                 Some(0) if finalizers.is_empty() => {}
                 Some(g) if g < current => {
                     let g = g.max(1);
+                    let mut new = Value::clone(&obj);
                     api::meta::set_deletion(&mut new, &time_in(g), g);
                     match mark(state, &key, kv.mod_revision, new, opts.dry_run).await? {
                         Some(marked) => {
@@ -117,7 +119,7 @@ pub async fn delete_object(
                         None => continue,
                     }
                 }
-                _ => return Ok(Deleted::Marked(obj)),
+                _ => return Ok(Deleted::Marked(Arc::unwrap_or_clone(obj))),
             }
         } else {
             let grace = strategy
@@ -141,11 +143,12 @@ pub async fn delete_object(
                 }
             }
             let spec_finalizers = is_namespace
-                && new
+                && obj
                     .pointer("/spec/finalizers")
                     .and_then(Value::as_array)
                     .is_some_and(|a| !a.is_empty());
             if grace.is_some() || !finalizers.is_empty() || spec_finalizers {
+                let mut new = Value::clone(&obj);
                 match grace {
                     Some(g) => api::meta::set_deletion(&mut new, &time_in(g), g),
                     None => api::meta::set_deletion(&mut new, &api::meta::now_rfc3339(), 0),
@@ -172,12 +175,12 @@ pub async fn delete_object(
             }
         }
         if opts.dry_run {
-            return Ok(Deleted::Removed(obj));
+            return Ok(Deleted::Removed(Arc::unwrap_or_clone(obj)));
         }
         match state.store.delete(&key, Some(kv.mod_revision)).await? {
             store::DeleteOutcome::Deleted { revision, .. } => {
                 crate::handlers::subresource::release_on_delete(state, target, &obj);
-                let mut gone = obj;
+                let mut gone = Arc::unwrap_or_clone(obj);
                 api::meta::set_resource_version(&mut gone, &revision.to_string());
                 return Ok(Deleted::Removed(gone));
             }

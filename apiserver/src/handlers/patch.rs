@@ -12,7 +12,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::handlers::read::decode_kv;
+use crate::handlers::read::stored_object;
 use crate::handlers::render::respond_object;
 use crate::handlers::write::{
     commit, field_manager, patch_content_type, prepare_new, prepare_update, respond_committed,
@@ -104,7 +104,7 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             }
             return Err(ApiError::not_found(&gr, &name));
         };
-        let old = decode_kv(&kv)?;
+        let old = stored_object(&ctx.state, &kv)?;
         let mut patched = if apply {
             crate::patch::server_side_apply(
                 kind,
@@ -121,7 +121,7 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
             })?
         } else {
             let strategy = crate::registry::strategy_for(ctx.target.info);
-            let shown = crate::handlers::render::present(ctx.target.info, old.clone());
+            let shown = crate::handlers::render::present(ctx.target.info, Value::clone(&old));
             let mut result = apply_to(ty, ctx.target.info, &shown, &bytes, &name)?;
             crate::handlers::write::validate_fields(ctx, &mut result)?;
             strategy.to_storage(result)

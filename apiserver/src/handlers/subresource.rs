@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::handlers::read::decode_kv;
+use crate::handlers::read::stored_object;
 use crate::handlers::render::{encode, output};
 use crate::handlers::write::{
     commit, field_manager, patch_content_type, precondition, prepare_update, respond_committed,
@@ -77,7 +77,7 @@ async fn write_scale(
         let Some(kv) = ctx.state.store.get(&ctx.target.key(&name)).await? else {
             return Err(ApiError::not_found(&gr, &name));
         };
-        let old = decode_kv(&kv)?;
+        let old = stored_object(&ctx.state, &kv)?;
         let current = access.to_scale(&old);
         let scale = make_scale(&current)?;
         let wanted = precondition(&ctx.target, &scale, &name)?;
@@ -85,7 +85,7 @@ async fn write_scale(
             return Err(ApiError::conflict(&gr, &name));
         }
         let conditional = wanted.is_some() && patch_names_rv.unwrap_or(true);
-        let mut new = old.clone();
+        let mut new = Value::clone(&old);
         access.apply_scale(&mut new, &scale).map_err(|errs| {
             ApiError::from(api::status::invalid("Scale.autoscaling", &name, &errs))
         })?;
@@ -141,8 +141,8 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
         let Some(kv) = ctx.state.store.get(&ctx.target.key(&name)).await? else {
             return Err(ApiError::not_found(&gr, &name));
         };
-        let old = decode_kv(&kv)?;
-        let mut new = old.clone();
+        let old = stored_object(&ctx.state, &kv)?;
+        let mut new = Value::clone(&old);
         crate::registry::apply_binding(&mut new, &binding).map_err(|e| binding_error(&name, e))?;
         match commit(&ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
             Committed::Raced => continue,
@@ -181,8 +181,8 @@ async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
         if wanted.is_some_and(|w| w != kv.mod_revision) {
             return Err(ApiError::conflict(&gr, &name));
         }
-        let old = decode_kv(&kv)?;
-        let mut new = old.clone();
+        let old = stored_object(&ctx.state, &kv)?;
+        let mut new = Value::clone(&old);
         if let Some(o) = new.as_object_mut() {
             let spec = o
                 .entry("spec")

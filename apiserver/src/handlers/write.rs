@@ -14,7 +14,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::handlers::read::{decode_kv, load};
+use crate::handlers::read::{load, stored_object};
 use crate::handlers::render::respond_object;
 use crate::handlers::{Ctx, ObjectResponse, Target};
 use crate::http::body::{content_type, decode_object};
@@ -536,7 +536,7 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
         if wanted.is_some_and(|w| w != kv.mod_revision) {
             return Err(ApiError::conflict(&ctx.target.group_resource(), &name));
         }
-        let old = decode_kv(&kv)?;
+        let old = stored_object(&ctx.state, &kv)?;
         let mut new = checked.clone();
         prepare_update(&ctx.target, &mut new, &old, scope, &field_manager(ctx))?;
         match commit(ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
