@@ -985,13 +985,22 @@ async fn writers_share_the_watch_cache_copy_only_at_the_same_revision() {
     let key = "/registry/configmaps/default/c";
     let kv = state.store.get(key).await.unwrap().unwrap();
     assert!(
-        state.cache.wait_for(kv.mod_revision, Duration::from_secs(5)).await,
+        state
+            .cache
+            .wait_for(kv.mod_revision, Duration::from_secs(5))
+            .await,
         "cache caught up"
     );
     let cached = state.cache.get(key).unwrap();
     let read = stored_object(&state, &kv).unwrap();
-    assert!(Arc::ptr_eq(&read, &cached), "same revision: the cache's copy");
-    assert_eq!(read["metadata"]["resourceVersion"], kv.mod_revision.to_string());
+    assert!(
+        Arc::ptr_eq(&read, &cached),
+        "same revision: the cache's copy"
+    );
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        kv.mod_revision.to_string()
+    );
 
     // Another revision of the key (here a value the cache never saw): decoded from the store.
     let other = store::KeyValue {

@@ -9,7 +9,7 @@
 //!   on a clone, which leaves the cache untouched).
 //! * The namespace index [`NAMESPACE_INDEX`] is installed by every informer in this crate.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -81,32 +81,48 @@ pub fn namespace_indexers<K: k8s_openapi::Metadata<Ty = ObjectMeta> + 'static>()
     m
 }
 
+/// The objects indexed under one value, by key. client-go keeps only the keys and looks each up
+/// in the item map; holding the objects makes a lookup by index (the replication controller lists
+/// every pod of a namespace on every sync) a walk over one map instead of a hash lookup per key.
+type Bucket<K> = HashMap<String, Arc<K>>;
+
 struct Store<K> {
     items: HashMap<String, Arc<K>>,
     indexers: Indexers<K>,
-    /// index name → indexed value → keys
-    indices: HashMap<String, HashMap<String, HashSet<String>>>,
+    /// index name → indexed value → objects by key
+    indices: HashMap<String, HashMap<String, Bucket<K>>>,
 }
 
 impl<K> Store<K> {
-    fn update_indices(&mut self, key: &str, old: Option<&K>, new: Option<&K>) {
+    fn update_indices(&mut self, key: &str, old: Option<&K>, new: Option<&Arc<K>>) {
         for (name, f) in &self.indexers {
             let old_vals = old.map(|o| f(o)).unwrap_or_default();
             let new_vals = new.map(|n| f(n)).unwrap_or_default();
-            if old_vals.len() == 1 && new_vals.len() == 1 && old_vals[0] == new_vals[0] {
-                continue;
-            }
             let index = self.indices.entry(name.clone()).or_default();
+            if let (Some(new), [was], [now]) = (new, &old_vals[..], &new_vals[..]) {
+                if was == now {
+                    // Same value: the bucket just holds the new object.
+                    if let Some(slot) = index.get_mut(now).and_then(|b| b.get_mut(key)) {
+                        *slot = new.clone();
+                        continue;
+                    }
+                }
+            }
             for v in &old_vals {
-                if let Some(set) = index.get_mut(v) {
-                    set.remove(key);
-                    if set.is_empty() {
+                if let Some(bucket) = index.get_mut(v) {
+                    bucket.remove(key);
+                    if bucket.is_empty() {
                         index.remove(v);
                     }
                 }
             }
-            for v in new_vals {
-                index.entry(v).or_default().insert(key.to_string());
+            if let Some(new) = new {
+                for v in new_vals {
+                    index
+                        .entry(v)
+                        .or_default()
+                        .insert(key.to_string(), new.clone());
+                }
             }
         }
     }
@@ -224,11 +240,7 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| s.items.get(k).cloned())
-                    .collect()
-            })
+            .map(|bucket| bucket.values().cloned().collect())
             .unwrap_or_default())
     }
 
@@ -241,7 +253,7 @@ impl<K: Send + Sync + 'static> Indexer<K> {
         Ok(s.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| keys.iter().cloned().collect())
+            .map(|bucket| bucket.keys().cloned().collect())
             .unwrap_or_default())
     }
 
@@ -252,18 +264,15 @@ impl<K: Send + Sync + 'static> Indexer<K> {
             .indexers
             .get(index)
             .ok_or_else(|| Error::IndexNotFound(index.to_string()))?;
-        let mut keys = HashSet::new();
+        let mut found: HashMap<&str, &Arc<K>> = HashMap::new();
         if let Some(i) = s.indices.get(index) {
             for v in f(obj) {
-                if let Some(set) = i.get(&v) {
-                    keys.extend(set.iter().cloned());
+                if let Some(bucket) = i.get(&v) {
+                    found.extend(bucket.iter().map(|(k, o)| (k.as_str(), o)));
                 }
             }
         }
-        Ok(keys
-            .iter()
-            .filter_map(|k| s.items.get(k).cloned())
-            .collect())
+        Ok(found.into_values().cloned().collect())
     }
 
     /// All values currently indexed under `index`.
@@ -288,10 +297,10 @@ impl<K: Send + Sync + 'static> Indexer<K> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, f) in indexers {
-            let mut index: HashMap<String, HashSet<String>> = HashMap::new();
+            let mut index: HashMap<String, Bucket<K>> = HashMap::new();
             for (k, v) in &items {
                 for val in f(v) {
-                    index.entry(val).or_default().insert(k.clone());
+                    index.entry(val).or_default().insert(k.clone(), v.clone());
                 }
             }
             s.indices.insert(name.clone(), index);
