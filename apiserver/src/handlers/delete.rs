@@ -202,14 +202,14 @@ async fn mark(
     if dry_run {
         return Ok(Some(new));
     }
-    let mut stored = new.clone();
-    api::meta::remove(&mut stored, "resourceVersion");
-    let bytes =
-        serde_json::to_vec(&stored).map_err(|e| ApiError::internal("encoding an object", e))?;
-    match state.store.update(key, bytes.into(), Some(rev)).await? {
+    let bytes = crate::handlers::write::encode(&mut new)?;
+    match state.store.update(key, bytes, Some(rev)).await? {
         store::UpdateOutcome::Updated { kv, .. } => {
             api::meta::set_resource_version(&mut new, &kv.mod_revision.to_string());
-            Ok(Some(new))
+            // The write's event needs no decode (see `WatchCache::offer`); the response copies.
+            let new = Arc::new(new);
+            state.cache.offer(key, kv.mod_revision, new.clone());
+            Ok(Some(Value::clone(&new)))
         }
         store::UpdateOutcome::NotFound | store::UpdateOutcome::Conflict(_) => Ok(None),
     }
@@ -270,7 +270,10 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let d = delete_object(&ctx.state, &ctx.target, &name, &opts).await?;
     let (body, is_object) = deleted_body(&ctx.target, d);
     if is_object {
-        return respond_committed(&ctx, crate::handlers::write::Committed::Stored(body));
+        return respond_committed(
+            &ctx,
+            crate::handlers::write::Committed::Stored(Arc::new(body)),
+        );
     }
     Ok(axum::Json(body).into_response())
 }

@@ -48,7 +48,11 @@ pub async fn load(ctx: &Ctx, name: &str) -> Result<(Value, store::KeyValue)> {
 /// GET of one object.
 pub async fn get(ctx: Ctx) -> Result<Response> {
     let name = ctx.target.require_name()?.to_string();
-    let (obj, _) = load(&ctx, &name).await?;
+    let key = ctx.target.key(&name);
+    let Some(kv) = ctx.state.store.get(&key).await? else {
+        return Err(ApiError::not_found(&ctx.target.group_resource(), &name));
+    };
+    let obj = stored_object(&ctx.state, &kv)?;
     let include = ListOptions::from_query(&ctx.query)
         .map(|o| o.include_object)
         .unwrap_or_default();

@@ -77,8 +77,8 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
 
 /// What to send back for one object.
 pub struct ObjectResponse {
-    /// The object.
-    pub object: Value,
+    /// The object (shared with the watch cache after a write).
+    pub object: Arc<Value>,
     /// 200 or 201.
     pub code: StatusCode,
 }
@@ -91,7 +91,10 @@ pub fn respond_object(
     resp: ObjectResponse,
 ) -> Result<Response> {
     let out = output(accept)?;
-    let obj = present(target.info, resp.object);
+    if out == Output::Json && is_presentable(target.info, &resp.object) {
+        return Ok(encode(&resp.object, out, resp.code));
+    }
+    let obj = present(target.info, Arc::unwrap_or_clone(resp.object));
     let body = match out {
         Output::Table => table::table(
             target.info,

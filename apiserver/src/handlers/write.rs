@@ -6,6 +6,8 @@
 //! answers 409. System metadata (uid, creationTimestamp, deletion fields) is owned by the server:
 //! set on create, carried over on update whatever the client sent.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -111,7 +113,7 @@ async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
 /// The stored form of `obj`: its JSON without `metadata.resourceVersion` (never stored: it is the
 /// key's mod_revision, set on read). The field is taken out for the encoding and put back, so the
 /// object is not copied.
-fn encode(obj: &mut Value) -> Result<Bytes> {
+pub(crate) fn encode(obj: &mut Value) -> Result<Bytes> {
     let rv = api::meta::metadata_mut(obj).and_then(|m| m.remove("resourceVersion"));
     let bytes = serde_json::to_vec(&*obj)
         .map(Bytes::from)
@@ -208,7 +210,7 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
 }
 
 /// Stores a prepared new object; retries generated names on collision.
-pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Value> {
+pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Arc<Value>> {
     if dry_run {
         return store_new_allocated(ctx, obj, true).await;
     }
@@ -220,20 +222,20 @@ pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Value> {
     result
 }
 
-async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Value> {
+async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Arc<Value>> {
     let info = ctx.target.info;
     let generated = api::meta::generate_name(&obj).is_some_and(|g| !g.is_empty());
     for _ in 0..MAX_RETRIES {
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         check_namespace(ctx, &name).await?;
         if dry_run {
-            return Ok(obj);
+            return Ok(Arc::new(obj));
         }
         let key = ctx.target.key(&name);
         match ctx.state.store.create(&key, encode(&mut obj)?).await? {
             store::CreateOutcome::Created(kv) => {
                 api::meta::set_resource_version(&mut obj, &kv.mod_revision.to_string());
-                return Ok(obj);
+                return Ok(stored(ctx, &key, kv.mod_revision, obj));
             }
             store::CreateOutcome::AlreadyExists(_) if generated => {
                 let prefix = api::meta::generate_name(&obj).unwrap_or("").to_string();
@@ -386,9 +388,9 @@ fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
 /// Outcome of [`commit`].
 pub enum Committed {
     /// Stored (or unchanged, or dry run): the object as it now is.
-    Stored(Value),
+    Stored(Arc<Value>),
     /// The object was removed because its last finalizer went away.
-    Removed(Value),
+    Removed(Arc<Value>),
     /// The stored revision moved since `old` was read (compare-and-swap lost).
     Raced,
 }
@@ -413,13 +415,13 @@ pub async fn commit(
         && !namespace_spec_finalizers_pending(&ctx.target, &new);
     if finished {
         if dry_run {
-            return Ok(Committed::Removed(new));
+            return Ok(Committed::Removed(Arc::new(new)));
         }
         return match ctx.state.store.delete(&key, Some(old_rev)).await? {
             store::DeleteOutcome::Deleted { revision, .. } => {
                 let mut gone = new;
                 api::meta::set_resource_version(&mut gone, &revision.to_string());
-                Ok(Committed::Removed(gone))
+                Ok(Committed::Removed(Arc::new(gone)))
             }
             store::DeleteOutcome::NotFound => {
                 Err(ApiError::not_found(&ctx.target.group_resource(), name))
@@ -430,7 +432,7 @@ pub async fn commit(
     if same_ignoring_rv(&new, old) || dry_run {
         let mut out = new;
         api::meta::set_resource_version(&mut out, &old_rev.to_string());
-        return Ok(Committed::Stored(out));
+        return Ok(Committed::Stored(Arc::new(out)));
     }
     match ctx
         .state
@@ -441,13 +443,21 @@ pub async fn commit(
         store::UpdateOutcome::Updated { kv, .. } => {
             let mut out = new;
             api::meta::set_resource_version(&mut out, &kv.mod_revision.to_string());
-            Ok(Committed::Stored(out))
+            Ok(Committed::Stored(stored(ctx, &key, kv.mod_revision, out)))
         }
         store::UpdateOutcome::NotFound => {
             Err(ApiError::not_found(&ctx.target.group_resource(), name))
         }
         store::UpdateOutcome::Conflict(_) => Ok(Committed::Raced),
     }
+}
+
+/// The object just written at `revision`, shared with the watch cache so that the write's event
+/// is not decoded again (`obj` is exactly what the stored bytes decode to).
+fn stored(ctx: &Ctx, key: &str, revision: u64, obj: Value) -> Arc<Value> {
+    let obj = Arc::new(obj);
+    ctx.state.cache.offer(key, revision, obj.clone());
+    obj
 }
 
 /// A namespace is only removed once its `spec.finalizers` are empty too.

@@ -128,14 +128,18 @@ pub fn prepare_update_common(
 pub fn prepare_status_common(new: &mut Value, old: &Value) {
     let status = new.as_object_mut().and_then(|o| o.remove("status"));
     let rv = api::meta::resource_version(new).map(str::to_string);
-    let mut merged = old.clone();
-    match status {
-        Some(st) => set_field(&mut merged, "status", st),
-        None => {
-            if let Some(o) = merged.as_object_mut() {
-                o.remove("status");
-            }
-        }
+    // `old` without its status (never copied: it is replaced).
+    let mut merged = match old.as_object() {
+        Some(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| *k != "status")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        None => old.clone(),
+    };
+    if let Some(st) = status {
+        set_field(&mut merged, "status", st);
     }
     match rv {
         Some(rv) => api::meta::set_resource_version(&mut merged, &rv),

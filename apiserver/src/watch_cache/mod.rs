@@ -158,9 +158,19 @@ pub enum WatchStart {
     },
 }
 
+/// Objects writers handed over for the event their write will produce (see [`WatchCache::offer`]).
+#[derive(Default)]
+struct Offers {
+    /// key → (revision of the write, the object as stored, resourceVersion stamped)
+    by_key: HashMap<String, (Revision, Arc<Value>)>,
+    /// Revision of the last store event the feeder took an offer for (or decoded).
+    applied: Revision,
+}
+
 /// The cache. Cheap to share behind an `Arc`.
 pub struct WatchCache {
     inner: RwLock<Inner>,
+    offers: parking_lot::Mutex<Offers>,
     /// Mirror of `inner.revision` for waiters.
     progress: watch::Sender<Revision>,
     relists: AtomicU64,
@@ -212,6 +222,7 @@ impl WatchCache {
                 resources: HashMap::new(),
             }),
             progress,
+            offers: Default::default(),
             relists: AtomicU64::new(0),
             history: history.max(1),
             buffer: buffer.max(1),
@@ -307,6 +318,11 @@ impl WatchCache {
                 })
                 .collect();
             drop(inner);
+            // Offers for writes the list already covers would never be taken.
+            let mut offers = self.offers.lock();
+            offers.by_key.clear();
+            offers.applied = offers.applied.max(revision);
+            drop(offers);
             self.progress.send_replace(revision);
             return Ok(stream);
         }
@@ -371,13 +387,15 @@ impl WatchCache {
                     ..Default::default()
                 });
             let prev = res.objects.get(&ev.key).cloned();
+            let offered = self.take_offer(&ev.key, revision);
             let cached = match ev.kind {
                 EventKind::Put => ev
                     .value
                     .as_ref()
-                    .and_then(|kv| decode(&kv.value, kv.mod_revision))
+                    .and_then(|kv| {
+                        offered.or_else(|| decode(&kv.value, kv.mod_revision).map(Arc::new))
+                    })
                     .map(|v| {
-                        let v = Arc::new(v);
                         res.objects.insert(ev.key.clone(), v.clone());
                         CacheEvent::new(
                             if prev.is_some() {
@@ -435,6 +453,33 @@ impl WatchCache {
         inner.revision = revision;
         drop(inner);
         self.progress.send_replace(revision);
+    }
+
+    /// Hands over the object a write just stored at `revision` (exactly what the stored bytes
+    /// decode to, resourceVersion included), so that applying the write's event needs no decode.
+    /// An offer for an event already applied is dropped; an offer is only ever used for the
+    /// event of its own key and revision.
+    pub fn offer(&self, key: &str, revision: Revision, object: Arc<Value>) {
+        let mut offers = self.offers.lock();
+        if offers.applied < revision {
+            offers.by_key.insert(key.to_string(), (revision, object));
+        }
+    }
+
+    /// The offer for the event of `key` at `revision`, if any; marks `revision` as applied for
+    /// offers (with `offer` under the same lock, so no offer can arrive after its event and stay).
+    fn take_offer(&self, key: &str, revision: Revision) -> Option<Arc<Value>> {
+        let mut offers = self.offers.lock();
+        offers.applied = offers.applied.max(revision);
+        match offers.by_key.remove(key) {
+            Some((rev, obj)) if rev == revision => Some(obj),
+            // An older offer whose event was never applied with it: stale.
+            Some((rev, obj)) if rev > revision => {
+                offers.by_key.insert(key.to_string(), (rev, obj));
+                None
+            }
+            _ => None,
+        }
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).

@@ -207,6 +207,7 @@ mod tests {
                 resources,
             }),
             progress,
+            offers: Default::default(),
             relists: AtomicU64::new(0),
             history,
             buffer: 8,
@@ -303,5 +304,29 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(c.watcher_count(p), 2);
+    }
+
+    #[test]
+    fn an_offer_serves_only_its_own_event_and_never_outlives_it() {
+        let c = cache(4);
+        let obj =
+            |n: u64| Arc::new(json!({"metadata": {"name": "p", "resourceVersion": n.to_string()}}));
+        let a = obj(20);
+        c.offer("/registry/pods/ns/p", 20, a.clone());
+        // An earlier event of the key leaves the offer for its own.
+        assert!(c.take_offer("/registry/pods/ns/p", 19).is_none());
+        let got = c.take_offer("/registry/pods/ns/p", 20);
+        assert!(got.is_some_and(|g| Arc::ptr_eq(&g, &a)));
+        assert!(
+            c.take_offer("/registry/pods/ns/p", 20).is_none(),
+            "used once"
+        );
+        // An offer arriving after its event was applied is dropped, not kept.
+        c.offer("/registry/pods/ns/q", 18, obj(18));
+        assert!(c.offers.lock().by_key.is_empty());
+        // An offer whose event went by without it (a relist) is dropped by the key's next event.
+        c.offer("/registry/pods/ns/r", 21, obj(21));
+        assert!(c.take_offer("/registry/pods/ns/r", 22).is_none());
+        assert!(c.offers.lock().by_key.is_empty());
     }
 }

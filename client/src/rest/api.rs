@@ -236,6 +236,13 @@ fn none<T>() -> Option<T> {
     None
 }
 
+/// A response decoded no further than its `metadata` (the rest is skipped by the parser).
+#[derive(Deserialize)]
+struct MetadataOnly {
+    #[serde(default)]
+    metadata: ObjectMeta,
+}
+
 fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| Error::Decode {
         what: what.to_string(),
@@ -358,13 +365,25 @@ impl<K: Resource> Api<K> {
     }
 
     pub async fn create(&self, obj: &K) -> Result<K> {
+        decode(K::KIND, &self.send_create(obj).await?)
+    }
+
+    /// [`create`](Self::create) for a writer that needs only the created object's metadata (its
+    /// generated name): the response is decoded no further than `metadata`.
+    pub async fn create_metadata(&self, obj: &K) -> Result<ObjectMeta> {
+        let m: MetadataOnly = decode(K::KIND, &self.send_create(obj).await?)?;
+        Ok(m.metadata)
+    }
+
+    /// POST of `obj` to its collection; the raw response body.
+    async fn send_create(&self, obj: &K) -> Result<bytes::Bytes> {
         let ns = self
             .namespace
             .clone()
             .or_else(|| obj.metadata().namespace.clone().filter(|n| !n.is_empty()));
         let mut req = Request::new(Method::POST, self.collection_path(ns.as_deref()));
         req.body = Some((encode(K::KIND, obj)?, "application/json"));
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        self.client.send_bytes(&req).await
     }
 
     pub async fn replace(&self, name: &str, obj: &K) -> Result<K> {
@@ -380,11 +399,6 @@ impl<K: Resource> Api<K> {
     /// [`replace_status`](Self::replace_status) for a writer that needs only the stored object's
     /// metadata (its new resourceVersion): the response is decoded no further than `metadata`.
     pub async fn replace_status_metadata(&self, name: &str, obj: &K) -> Result<ObjectMeta> {
-        #[derive(Deserialize)]
-        struct MetadataOnly {
-            #[serde(default)]
-            metadata: ObjectMeta,
-        }
         let m: MetadataOnly = decode(K::KIND, &self.send_replace_status(name, obj).await?)?;
         Ok(m.metadata)
     }

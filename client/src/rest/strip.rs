@@ -17,7 +17,8 @@ use std::ops::Range;
 /// `obj` (one encoded object) without `metadata.managedFields`.
 pub fn object_without_managed_fields(obj: &[u8]) -> Cow<'_, [u8]> {
     let mut cuts = Vec::new();
-    match skip_ws(obj, 0).and_then(|at| object_cuts(obj, at, &mut cuts)) {
+    // Only the members up to `metadata` are walked (it comes early in every encoder's output).
+    match skip_ws(obj, 0).and_then(|at| object_cuts(obj, at, &mut cuts, false)) {
         Some(_) => cut(obj, &cuts),
         None => Cow::Borrowed(obj),
     }
@@ -45,7 +46,7 @@ fn list_cuts(b: &[u8], cuts: &mut Vec<Range<usize>>) -> Option<()> {
         return Some(());
     }
     loop {
-        at = skip_ws(b, object_cuts(b, at, cuts)?)?;
+        at = skip_ws(b, object_cuts(b, at, cuts, true)?)?;
         match b.get(at)? {
             b',' => at = skip_ws(b, at + 1)?,
             b']' => return Some(()),
@@ -73,31 +74,60 @@ impl Member {
     }
 }
 
-/// Records the span of `metadata.managedFields` (with one adjoining comma) of the value at `at`;
-/// returns the position after the value.
-fn object_cuts(b: &[u8], at: usize, cuts: &mut Vec<Range<usize>>) -> Option<usize> {
+/// The member starting at `at` (its key's opening quote).
+fn member(b: &[u8], at: usize) -> Option<Member> {
+    let key_end = skip_string(b, at)?;
+    let colon = skip_ws(b, key_end)?;
+    if b.get(colon) != Some(&b':') {
+        return None;
+    }
+    let value = skip_ws(b, colon + 1)?;
+    let end = skip_value(b, value)?;
+    Some(Member {
+        start: at,
+        key_end,
+        value,
+        end,
+    })
+}
+
+/// Records the span of `metadata.managedFields` (with one adjoining comma) of the value at `at`.
+/// Returns the position after the value, or with `to_end` false, any position once `metadata`
+/// was seen (the rest of the object is not walked).
+fn object_cuts(b: &[u8], at: usize, cuts: &mut Vec<Range<usize>>, to_end: bool) -> Option<usize> {
     if b.get(at) != Some(&b'{') {
         return skip_value(b, at);
     }
-    let (top, end) = members(b, at)?;
-    let meta = top
-        .iter()
-        .find(|m| m.key(b) == b"metadata" && b.get(m.value) == Some(&b'{'));
-    if let Some(meta) = meta {
-        let (fields, _) = members(b, meta.value)?;
-        if let Some(i) = fields.iter().position(|m| m.key(b) == b"managedFields") {
-            cuts.push(if i > 0 {
-                // `,"managedFields":[…]`
-                fields[i - 1].end..fields[i].end
-            } else if let Some(next) = fields.get(1) {
-                // `"managedFields":[…],`
-                fields[0].start..next.start
-            } else {
-                fields[0].start..fields[0].end
-            });
+    let mut at = skip_ws(b, at + 1)?;
+    if b.get(at) == Some(&b'}') {
+        return Some(at + 1);
+    }
+    loop {
+        let m = member(b, at)?;
+        if m.key(b) == b"metadata" && b.get(m.value) == Some(&b'{') {
+            let (fields, _) = members(b, m.value)?;
+            if let Some(i) = fields.iter().position(|f| f.key(b) == b"managedFields") {
+                cuts.push(if i > 0 {
+                    // `,"managedFields":[…]`
+                    fields[i - 1].end..fields[i].end
+                } else if let Some(next) = fields.get(1) {
+                    // `"managedFields":[…],`
+                    fields[0].start..next.start
+                } else {
+                    fields[0].start..fields[0].end
+                });
+            }
+            if !to_end {
+                return Some(m.end);
+            }
+        }
+        at = skip_ws(b, m.end)?;
+        match b.get(at)? {
+            b',' => at = skip_ws(b, at + 1)?,
+            b'}' => return Some(at + 1),
+            _ => return None,
         }
     }
-    Some(end)
 }
 
 /// The members of the object starting at `at`, and the position after it.
@@ -111,20 +141,9 @@ fn members(b: &[u8], at: usize) -> Option<(Vec<Member>, usize)> {
         return Some((out, at + 1));
     }
     loop {
-        let key_end = skip_string(b, at)?;
-        let colon = skip_ws(b, key_end)?;
-        if b.get(colon) != Some(&b':') {
-            return None;
-        }
-        let value = skip_ws(b, colon + 1)?;
-        let end = skip_value(b, value)?;
-        out.push(Member {
-            start: at,
-            key_end,
-            value,
-            end,
-        });
-        at = skip_ws(b, end)?;
+        let m = member(b, at)?;
+        at = skip_ws(b, m.end)?;
+        out.push(m);
         match b.get(at)? {
             b',' => at = skip_ws(b, at + 1)?,
             b'}' => return Some((out, at + 1)),
@@ -147,10 +166,10 @@ fn skip_string(b: &[u8], at: usize) -> Option<usize> {
     }
     let mut i = at + 1;
     loop {
-        match b.get(i)? {
+        i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+        match b[i] {
             b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
+            _ => i += 2,
         }
     }
 }

@@ -509,10 +509,10 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 let oref = oref.clone();
                 async move {
                     let _slot = self.writes.acquire().await;
-                    match api.create(&pod).await {
+                    match api.create_metadata(&pod).await {
                         Ok(created) => {
                             self.metrics.creates.fetch_add(1, Ordering::Relaxed);
-                            let pname = created.metadata.name.unwrap_or_default();
+                            let pname = created.name.unwrap_or_default();
                             self.recorder.event(
                                 &oref,
                                 EventType::Normal,
