@@ -30,6 +30,9 @@ use crate::watch_cache::{CacheEvent, EventType, WatchFrom, WatchStart};
 /// Frames in flight between the watch task and hyper: small, the cache queue is the buffer.
 const RESPONSE_CHANNEL: usize = 16;
 
+/// Events queued together are sent as one chunk of at most about this many bytes.
+const MAX_CHUNK: usize = 64 * 1024;
+
 struct Encoder {
     info: &'static api::ResourceInfo,
     out: Output,
@@ -58,37 +61,23 @@ impl Encoder {
         }
     }
 
-    /// The line of one cache event: the event's shared serialisation when the object goes out
-    /// unchanged, else rendered for this watcher.
-    fn event_line(&mut self, kind: EventType, ev: &CacheEvent) -> Bytes {
-        if self.out == Output::Json
-            && crate::handlers::render::is_presentable(self.info, &ev.object)
-        {
-            let object = ev.encoded_object();
-            let mut line = Vec::with_capacity(object.len() + 32);
-            line.extend_from_slice(b"{\"type\":\"");
-            line.extend_from_slice(kind.as_str().as_bytes());
-            line.extend_from_slice(b"\",\"object\":");
-            line.extend_from_slice(object);
-            line.extend_from_slice(b"}\n");
-            return Bytes::from(line);
+    /// Appends the line of one cache event to `out`: the event's shared serialisation when the
+    /// object goes out unchanged, else rendered for this watcher.
+    fn write_event(&mut self, out: &mut Vec<u8>, kind: EventType, ev: &CacheEvent) {
+        if self.out != Output::Json {
+            let object = self.object(&ev.object);
+            out.extend_from_slice(&frame(kind.as_str(), &object));
+            return;
         }
-        self.line(kind.as_str(), &ev.object)
-    }
-
-    fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
-        if self.out == Output::Json {
-            // The common case: no copy of the object.
-            let mut line = Vec::with_capacity(512);
-            line.extend_from_slice(b"{\"type\":\"");
-            line.extend_from_slice(kind.as_bytes());
-            line.extend_from_slice(b"\",\"object\":");
-            crate::handlers::render::write_presented(&mut line, self.info, obj);
-            line.extend_from_slice(b"}\n");
-            return Bytes::from(line);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        if crate::handlers::render::is_presentable(self.info, &ev.object) {
+            out.extend_from_slice(ev.encoded_object());
+        } else {
+            crate::handlers::render::write_presented(out, self.info, &ev.object);
         }
-        let object = self.object(obj);
-        frame(kind, &object)
+        out.extend_from_slice(b"}\n");
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -210,6 +199,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         tokio::pin!(deadline);
         let mut last_rv = watch.revision.max(watch.skip_through);
         let snapshot = matches!(from, WatchFrom::Snapshot);
+        let mut chunk = Vec::new();
         for ev in std::mem::take(&mut watch.initial) {
             let item = if snapshot {
                 (ev.key.starts_with(&prefix) && filter.matches(&ev.object))
@@ -221,10 +211,16 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                 last_rv = last_rv.max(ev.revision);
             }
             if let Some(kind) = item {
-                if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
+                enc.write_event(&mut chunk, kind, &ev);
+                if chunk.len() >= MAX_CHUNK
+                    && tx.send(Ok(std::mem::take(&mut chunk).into())).await.is_err()
+                {
                     return;
                 }
             }
+        }
+        if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+            return;
         }
         if send_initial
             && tx
@@ -260,7 +256,9 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                                     continue;
                                 }
                                 if let Some(kind) = translate(&ev, &prefix, &filter) {
-                                    if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
+                                    let mut line = Vec::new();
+                                    enc.write_event(&mut line, kind, &ev);
+                                    if tx.send(Ok(line.into())).await.is_err() {
                                         return;
                                     }
                                 }
@@ -276,14 +274,23 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                 }
                 ev = watch.rx.recv() => {
                     let Some(ev) = ev else { break };
-                    last_rv = last_rv.max(ev.revision);
-                    if ev.revision <= watch.skip_through {
-                        continue;
-                    }
-                    if let Some(kind) = translate(&ev, &prefix, &filter) {
-                        if tx.send(Ok(enc.event_line(kind, &ev))).await.is_err() {
-                            return;
+                    // Every event already queued goes out in the same chunk: one write (and one
+                    // wake-up of the client) per burst instead of per event, and no event waits.
+                    let mut chunk = Vec::new();
+                    let mut next = Some(ev);
+                    while let Some(ev) = next.take() {
+                        last_rv = last_rv.max(ev.revision);
+                        if ev.revision > watch.skip_through {
+                            if let Some(kind) = translate(&ev, &prefix, &filter) {
+                                enc.write_event(&mut chunk, kind, &ev);
+                            }
                         }
+                        if chunk.len() < MAX_CHUNK {
+                            next = watch.rx.try_recv().ok();
+                        }
+                    }
+                    if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+                        return;
                     }
                 }
             }
