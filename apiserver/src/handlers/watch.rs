@@ -213,7 +213,10 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
             if let Some(kind) = item {
                 enc.write_event(&mut chunk, kind, &ev);
                 if chunk.len() >= MAX_CHUNK
-                    && tx.send(Ok(std::mem::take(&mut chunk).into())).await.is_err()
+                    && tx
+                        .send(Ok(std::mem::take(&mut chunk).into()))
+                        .await
+                        .is_err()
                 {
                     return;
                 }

@@ -96,7 +96,8 @@ pub fn node_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn allocatable(node: &Node) -> (Resources, i64) {
+/// The node's allocatable CPU/memory and pod count.
+pub fn allocatable(node: &Node) -> (Resources, i64) {
     let status = node.status.as_ref();
     let alloc = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
     let pods = alloc
@@ -117,11 +118,43 @@ fn empty_map() -> &'static BTreeMap<String, String> {
     &EMPTY
 }
 
+/// What filtering and scoring read of a pod, computed once per scheduling attempt rather than
+/// once per node (upstream's PreFilter state).
+pub struct PodInfo<'a> {
+    tolerations: &'a [Toleration],
+    selector: Selector,
+    /// Requests as declared.
+    pub requests: Resources,
+    /// Requests with the scoring defaults for unset ones.
+    pub non_zero_requests: Resources,
+}
+
+impl<'a> PodInfo<'a> {
+    pub fn new(pod: &'a Pod) -> Self {
+        let spec = pod.spec.as_ref();
+        PodInfo {
+            tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]),
+            selector: Selector::from_map(spec.and_then(|s| s.node_selector.as_ref()), true),
+            requests: pod_requests(pod, false),
+            non_zero_requests: pod_requests(pod, true),
+        }
+    }
+}
+
 /// Check one node; every failing reason is returned (kube-scheduler reports them all).
 pub fn node_fits(pod: &Pod, node: &Node, usage: &NodeUsage) -> Result<(), Vec<FitFailure>> {
+    fits(&PodInfo::new(pod), node, allocatable(node), usage)
+}
+
+/// [`node_fits`] with the pod's and the node's parsed figures (`alloc`: [`allocatable`]).
+pub fn fits(
+    pod: &PodInfo<'_>,
+    node: &Node,
+    (alloc, max_pods): (Resources, i64),
+    usage: &NodeUsage,
+) -> Result<(), Vec<FitFailure>> {
     let mut failures = Vec::new();
-    let spec = pod.spec.as_ref();
-    let tolerations = spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
+    let tolerations = pod.tolerations;
     if !node_ready(node) {
         failures.push(FitFailure::NotReady);
     }
@@ -136,8 +169,10 @@ pub fn node_fits(pod: &Pod, node: &Node, usage: &NodeUsage) -> Result<(), Vec<Fi
             failures.push(FitFailure::Unschedulable);
         }
     }
-    let selector = Selector::from_map(spec.and_then(|s| s.node_selector.as_ref()), true);
-    if !selector.matches(Some(node.metadata.labels.as_ref().unwrap_or(empty_map()))) {
+    if !pod
+        .selector
+        .matches(Some(node.metadata.labels.as_ref().unwrap_or(empty_map())))
+    {
         failures.push(FitFailure::NodeSelectorMismatch);
     }
     for taint in node_spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]) {
@@ -151,8 +186,7 @@ pub fn node_fits(pod: &Pod, node: &Node, usage: &NodeUsage) -> Result<(), Vec<Fi
             break;
         }
     }
-    let (alloc, max_pods) = allocatable(node);
-    let req = pod_requests(pod, false);
+    let req = pod.requests;
     if usage.pods + 1 > max_pods {
         failures.push(FitFailure::TooManyPods);
     }

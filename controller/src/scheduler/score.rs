@@ -7,7 +7,7 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::filter::{node_allocatable, node_fits, FitFailure, NodeUsage};
+use super::filter::{allocatable, fits, FitFailure, NodeUsage, PodInfo};
 use super::resources::{pod_requests, Resources};
 
 /// Maximum node score (`MaxNodeScore`).
@@ -22,8 +22,12 @@ fn least_allocated(requested: i64, capacity: i64) -> i64 {
 
 /// Score one (feasible) node for the pod.
 pub fn score(pod: &Pod, node: &Node, usage: &NodeUsage) -> i64 {
-    let alloc = node_allocatable(node);
-    let want = usage.non_zero_requested.plus(pod_requests(pod, true));
+    score_with(pod_requests(pod, true), allocatable(node).0, usage)
+}
+
+/// [`score`] from the pod's non-zero requests and the node's allocatable.
+fn score_with(non_zero_requests: Resources, alloc: Resources, usage: &NodeUsage) -> i64 {
+    let want = usage.non_zero_requested.plus(non_zero_requests);
     let cpu = least_allocated(want.milli_cpu, alloc.milli_cpu);
     let mem = least_allocated(want.memory, alloc.memory);
     (cpu + mem) / 2
@@ -45,14 +49,16 @@ pub fn select_node<'a>(
 ) -> Placement {
     let mut best: Option<(i64, &str)> = None;
     let mut failures = Vec::new();
+    let info = PodInfo::new(pod);
     for (node, usage) in nodes {
         let Some(name) = node.metadata.name.as_deref() else {
             continue;
         };
-        match node_fits(pod, node, &usage) {
+        let alloc = allocatable(node);
+        match fits(&info, node, alloc, &usage) {
             Err(f) => failures.push(f),
             Ok(()) => {
-                let s = score(pod, node, &usage);
+                let s = score_with(info.non_zero_requests, alloc.0, &usage);
                 let better = match best {
                     None => true,
                     Some((bs, bn)) => s > bs || (s == bs && name < bn),
