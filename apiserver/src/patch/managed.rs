@@ -521,6 +521,10 @@ pub fn render_path(path: &[String]) -> String {
 struct Entry {
     raw: Map<String, Value>,
     set: FieldSet,
+    /// For an entry read from the stored object: its set's size as read. While the set keeps that
+    /// size (sets only ever lose paths) `raw` still holds its exact `fieldsV1`, which is then
+    /// written back as is instead of being rendered again.
+    stored_len: Option<usize>,
 }
 
 impl Entry {
@@ -549,22 +553,30 @@ impl Entry {
             .unwrap_or("")
     }
     fn render(mut self) -> Value {
+        if self.stored_len == Some(self.set.len()) {
+            return Value::Object(self.raw);
+        }
         self.raw.insert("fieldsType".into(), json!("FieldsV1"));
         self.raw.insert("fieldsV1".into(), to_fields_v1(&self.set));
         Value::Object(self.raw)
     }
 }
 
-fn entries(obj: Option<&Value>) -> Vec<Entry> {
+/// The entries of `obj`; `stored`: `obj` is the stored object (its entries are in canonical form).
+fn entries(obj: Option<&Value>, stored: bool) -> Vec<Entry> {
     obj.and_then(|o| o.pointer("/metadata/managedFields"))
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_object)
                 .filter(|m| !m.is_empty())
-                .map(|m| Entry {
-                    raw: m.clone(),
-                    set: m.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                .map(|m| {
+                    let set: FieldSet = m.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
+                    Entry {
+                        raw: m.clone(),
+                        stored_len: stored.then_some(set.len()),
+                        set,
+                    }
                 })
                 .collect()
         })
@@ -675,7 +687,7 @@ pub fn server_side_apply(
         Scope::All
     };
     let new_set = field_set(kind, &applied, scope);
-    let mut list = entries(live);
+    let mut list = entries(live, true);
     let is_mine = |e: &Entry| {
         e.manager() == field_manager && e.operation() == "Apply" && e.subresource().is_empty()
     };
@@ -746,7 +758,11 @@ pub fn server_side_apply(
     raw.insert("operation".into(), json!("Apply"));
     raw.insert("apiVersion".into(), json!(api_version));
     raw.insert("time".into(), json!(now));
-    let mine = Entry { raw, set: new_set };
+    let mine = Entry {
+        raw,
+        set: new_set,
+        stored_len: None,
+    };
     match list.iter().position(is_mine) {
         Some(i) => list[i] = mine,
         None => list.push(mine),
@@ -784,7 +800,7 @@ pub fn update_managed_fields(
         }
     }
     let sent = if from_request {
-        entries(Some(new))
+        entries(Some(new), false)
     } else {
         Vec::new()
     };
@@ -795,7 +811,11 @@ pub fn update_managed_fields(
     }
     // Absent or empty entries are carried over from the stored object, so that clients which do
     // not know the field (or caches that strip it) never erase them.
-    let mut list = if sent.is_empty() { entries(old) } else { sent };
+    let mut list = if sent.is_empty() {
+        entries(old, true)
+    } else {
+        sent
+    };
     if manager.is_empty() {
         write_entries(new, list);
         return;
@@ -833,10 +853,18 @@ pub fn update_managed_fields(
                 let mut set = list[i].set.clone();
                 set.extend(changed);
                 if !gone.is_empty() || set != list[i].set {
-                    list[i] = Entry { raw, set };
+                    list[i] = Entry {
+                        raw,
+                        set,
+                        stored_len: None,
+                    };
                 }
             }
-            None => list.push(Entry { raw, set: changed }),
+            None => list.push(Entry {
+                raw,
+                set: changed,
+                stored_len: None,
+            }),
         }
     }
     write_entries(new, list);

@@ -176,37 +176,39 @@ fn skip_string(b: &[u8], at: usize) -> Option<usize> {
 
 /// Position after the value starting at `at`.
 fn skip_value(b: &[u8], at: usize) -> Option<usize> {
-    match b.get(at)? {
-        b'"' => skip_string(b, at),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                match b.get(i)? {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
+    let (open, close) = match b.get(at)? {
+        b'"' => return skip_string(b, at),
+        b'{' => (b'{', b'}'),
+        b'[' => (b'[', b']'),
         _ => {
             // A number or literal: up to the next delimiter.
             let len = b[at..]
                 .iter()
                 .position(|c| matches!(c, b',' | b'}' | b']') || c.is_ascii_whitespace())
                 .unwrap_or(b.len() - at);
-            (len > 0).then_some(at + len)
+            return (len > 0).then_some(at + len);
         }
+    };
+    // Brackets of the other kind balance among themselves, so only this kind (outside strings)
+    // decides where the value ends.
+    let mut depth = 0usize;
+    let mut i = at;
+    loop {
+        i += memchr::memchr3(b'"', open, close, b.get(i..)?)?;
+        match b[i] {
+            b'"' => {
+                i = skip_string(b, i)?;
+                continue;
+            }
+            c if c == open => depth += 1,
+            _ => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+        }
+        i += 1;
     }
 }
 
