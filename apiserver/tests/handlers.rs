@@ -1018,3 +1018,43 @@ async fn writers_share_the_watch_cache_copy_only_at_the_same_revision() {
         (kv.mod_revision + 1).to_string()
     );
 }
+
+#[tokio::test]
+async fn a_removed_pod_is_answered_with_the_deletion_resource_version() {
+    let (app, state) = app_with(apiserver::Config::default()).await;
+    let r = post(
+        &app,
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    let created: u64 = r.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Let the watch cache hold the pod, so the delete reads the shared copy.
+    assert!(state.cache.wait_for(created, Duration::from_secs(5)).await);
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/p",
+        &[],
+        r#"{"gracePeriodSeconds": 0}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert_eq!(r.body["kind"], "Pod");
+    let deleted: u64 = r.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(deleted > created);
+    assert_eq!(deleted, state.store.current_revision());
+    // The cache's copy of the last state keeps its own resourceVersion.
+    assert!(state.cache.wait_for(deleted, Duration::from_secs(5)).await);
+    assert!(state.cache.get("/registry/pods/default/p").is_none());
+}

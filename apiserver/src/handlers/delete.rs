@@ -34,8 +34,9 @@ const MAX_RETRIES: usize = 16;
 
 /// What a delete did.
 pub enum Deleted {
-    /// Removed from storage: the last state with the deletion's resourceVersion.
-    Removed(Value),
+    /// Removed from storage: the last state, shared with the watch cache, and the deletion's
+    /// revision, its resourceVersion from now on (none for a dry run: the state's own).
+    Removed(Arc<Value>, Option<u64>),
     /// Kept, marked for deletion (graceful or finalizers): its new state.
     Marked(Value),
 }
@@ -175,14 +176,12 @@ pub async fn delete_object(
             }
         }
         if opts.dry_run {
-            return Ok(Deleted::Removed(Arc::unwrap_or_clone(obj)));
+            return Ok(Deleted::Removed(obj, None));
         }
         match state.store.delete(&key, Some(kv.mod_revision)).await? {
             store::DeleteOutcome::Deleted { revision, .. } => {
                 crate::handlers::subresource::release_on_delete(state, target, &obj);
-                let mut gone = Arc::unwrap_or_clone(obj);
-                api::meta::set_resource_version(&mut gone, &revision.to_string());
-                return Ok(Deleted::Removed(gone));
+                return Ok(Deleted::Removed(obj, Some(revision)));
             }
             store::DeleteOutcome::NotFound => return Err(ApiError::not_found(&gr, name)),
             store::DeleteOutcome::Conflict(_) => continue,
@@ -239,15 +238,32 @@ fn spawn_reaper(state: AppState, key: String, uid: String, grace: i64) {
     });
 }
 
+impl Deleted {
+    /// The object as the response shows it.
+    fn into_object(self) -> Value {
+        match self {
+            Deleted::Marked(obj) => obj,
+            Deleted::Removed(obj, revision) => {
+                let mut obj = Arc::unwrap_or_clone(obj);
+                if let Some(rev) = revision {
+                    api::meta::set_resource_version(&mut obj, &rev.to_string());
+                }
+                obj
+            }
+        }
+    }
+}
+
+/// Kinds whose DELETE answers with the removed object rather than a Status.
+fn removal_returns_object(target: &Target) -> bool {
+    target.info.plural == "pods" && target.info.group.is_empty()
+}
+
 /// The response body of a finished delete: the object for kinds that return it (pods and
 /// everything marked), else a Success Status.
 fn deleted_body(target: &Target, d: Deleted) -> (Value, bool) {
     match d {
-        Deleted::Marked(obj) => (obj, true),
-        Deleted::Removed(obj) if target.info.plural == "pods" && target.info.group.is_empty() => {
-            (obj, true)
-        }
-        Deleted::Removed(obj) => {
+        Deleted::Removed(obj, _) if !removal_returns_object(target) => {
             let name = api::meta::name(&obj).unwrap_or("");
             let uid = api::meta::uid(&obj).unwrap_or("");
             (
@@ -259,6 +275,7 @@ fn deleted_body(target: &Target, d: Deleted) -> (Value, bool) {
                 false,
             )
         }
+        d => (d.into_object(), true),
     }
 }
 
@@ -268,6 +285,23 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let opts = DeleteOptions::parse(&bytes, &ctx.query)?;
     let d = delete_object(&ctx.state, &ctx.target, &name, &opts).await?;
+    if let Deleted::Removed(obj, Some(rev)) = &d {
+        // The usual answer (a kubelet's final delete of a pod): written from the shared object.
+        let out = crate::handlers::render::output(ctx.accept())?;
+        if removal_returns_object(&ctx.target)
+            && out == crate::http::negotiate::Output::Json
+            && crate::handlers::render::is_presentable(ctx.target.info, obj)
+        {
+            let body = crate::watch_cache::to_json_with_resource_version(obj, &rev.to_string())
+                .map_err(|e| ApiError::internal("encoding an object", e))?;
+            let mut resp = (StatusCode::OK, body).into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(out.content_type()),
+            );
+            return Ok(resp);
+        }
+    }
     let (body, is_object) = deleted_body(&ctx.target, d);
     if is_object {
         return respond_committed(
@@ -316,9 +350,7 @@ pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
             object_key(ctx.target.info, ns.as_deref(), &name)
         );
         match delete_object(&ctx.state, &target, &name, &opts).await {
-            Ok(Deleted::Removed(o)) | Ok(Deleted::Marked(o)) => {
-                items.push(present(ctx.target.info, o))
-            }
+            Ok(d) => items.push(present(ctx.target.info, d.into_object())),
             Err(e) if e.code() == 404 => {}
             Err(e) => return Err(e),
         }

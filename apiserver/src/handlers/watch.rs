@@ -65,7 +65,7 @@ impl Encoder {
     /// object goes out unchanged, else rendered for this watcher.
     fn write_event(&mut self, out: &mut Vec<u8>, kind: EventType, ev: &CacheEvent) {
         if self.out != Output::Json {
-            let object = self.object(&ev.object);
+            let object = self.object(&ev.output_object());
             out.extend_from_slice(&frame(kind.as_str(), &object));
             return;
         }
@@ -75,7 +75,7 @@ impl Encoder {
         if crate::handlers::render::is_presentable(self.info, &ev.object) {
             out.extend_from_slice(ev.encoded_object());
         } else {
-            crate::handlers::render::write_presented(out, self.info, &ev.object);
+            crate::handlers::render::write_presented(out, self.info, &ev.output_object());
         }
         out.extend_from_slice(b"}\n");
     }

@@ -71,6 +71,9 @@ pub struct CacheEvent {
     pub prev: Option<Arc<Value>>,
     /// `object` serialised once and shared by every watcher that sends it unchanged.
     pub encoded: std::sync::OnceLock<bytes::Bytes>,
+    /// `object` is the last state as stored and goes out with `revision` as its
+    /// resourceVersion (a DELETED event shares the removed object instead of copying it).
+    pub stamp_revision: bool,
 }
 
 impl CacheEvent {
@@ -89,14 +92,84 @@ impl CacheEvent {
             object,
             prev,
             encoded: std::sync::OnceLock::new(),
+            stamp_revision: false,
         }
     }
 
-    /// The JSON text of `object`, serialised on first use.
+    /// The JSON text of the event's object, serialised on first use.
     pub fn encoded_object(&self) -> &bytes::Bytes {
         self.encoded.get_or_init(|| {
-            bytes::Bytes::from(serde_json::to_vec(self.object.as_ref()).unwrap_or_default())
+            let json = if self.stamp_revision {
+                to_json_with_resource_version(&self.object, &self.revision.to_string())
+            } else {
+                serde_json::to_vec(self.object.as_ref())
+            };
+            bytes::Bytes::from(json.unwrap_or_default())
         })
+    }
+
+    /// The event's object as it goes out (a copy only when its resourceVersion must be set).
+    pub fn output_object(&self) -> std::borrow::Cow<'_, Value> {
+        if !self.stamp_revision {
+            return std::borrow::Cow::Borrowed(&self.object);
+        }
+        let mut obj = Value::clone(&self.object);
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(self.revision.to_string()),
+            );
+        }
+        std::borrow::Cow::Owned(obj)
+    }
+}
+
+/// The JSON of `obj` with `metadata.resourceVersion` set to `rv`, byte for byte what setting it
+/// on a copy and serialising that would give, without the copy.
+pub fn to_json_with_resource_version(obj: &Value, rv: &str) -> serde_json::Result<Vec<u8>> {
+    use serde::ser::{Serialize, SerializeMap, Serializer};
+    struct Meta<'a>(&'a serde_json::Map<String, Value>, &'a str);
+    impl Serialize for Meta<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            const RV: &str = "resourceVersion";
+            let len = self.0.len() + usize::from(!self.0.contains_key(RV));
+            let mut m = s.serialize_map(Some(len))?;
+            let mut written = false;
+            for (k, v) in self.0 {
+                // Keys are ordered: the stamped key goes where an insert would put it.
+                if !written && k.as_str() >= RV {
+                    m.serialize_entry(RV, self.1)?;
+                    written = true;
+                    if k == RV {
+                        continue;
+                    }
+                }
+                m.serialize_entry(k, v)?;
+            }
+            if !written {
+                m.serialize_entry(RV, self.1)?;
+            }
+            m.end()
+        }
+    }
+    struct Top<'a>(&'a serde_json::Map<String, Value>, &'a str);
+    impl Serialize for Top<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in self.0 {
+                match v {
+                    Value::Object(meta) if k == "metadata" => {
+                        m.serialize_entry(k, &Meta(meta, self.1))?
+                    }
+                    _ => m.serialize_entry(k, v)?,
+                }
+            }
+            m.end()
+        }
+    }
+    match obj {
+        Value::Object(top) => serde_json::to_vec(&Top(top, rv)),
+        other => serde_json::to_vec(other),
     }
 }
 
@@ -376,6 +449,7 @@ impl WatchCache {
     /// Applies one store event.
     fn apply(&self, ev: Event) {
         let revision = ev.revision;
+        let mut expired = None;
         let mut inner = self.inner.write();
         let base = inner.base;
         if let Some(prefix) = resource_prefix(&ev.key) {
@@ -417,19 +491,13 @@ impl WatchCache {
                             .and_then(|kv| decode(&kv.value, kv.mod_revision))
                             .map(Arc::new)
                     });
-                    last.map(|last| {
-                        let mut obj = Value::clone(&last);
-                        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                            meta.insert(
-                                "resourceVersion".into(),
-                                Value::String(revision.to_string()),
-                            );
-                        }
-                        CacheEvent::new(
+                    last.map(|last| CacheEvent {
+                        stamp_revision: true,
+                        ..CacheEvent::new(
                             EventType::Deleted,
                             ev.key.clone(),
                             revision,
-                            Arc::new(obj),
+                            last.clone(),
                             Some(last),
                         )
                     })
@@ -441,6 +509,8 @@ impl WatchCache {
                 while res.ring.len() > self.history {
                     if let Some(old) = res.ring.pop_front() {
                         res.oldest = old.revision;
+                        // Freed after the lock is released: readers do not wait on it.
+                        expired = Some(old);
                     }
                 }
                 // A full or closed queue drops the watcher: never block the feeder.
@@ -452,6 +522,7 @@ impl WatchCache {
         }
         inner.revision = revision;
         drop(inner);
+        drop(expired);
         self.progress.send_replace(revision);
     }
 

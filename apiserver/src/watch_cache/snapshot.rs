@@ -329,4 +329,52 @@ mod tests {
         assert!(c.take_offer("/registry/pods/ns/r", 22).is_none());
         assert!(c.offers.lock().by_key.is_empty());
     }
+
+    #[test]
+    fn json_with_a_resource_version_equals_stamping_a_copy() {
+        use crate::watch_cache::to_json_with_resource_version;
+        for obj in [
+            json!({"metadata": {"name": "a", "resourceVersion": "3", "uid": "u"}, "spec": {}}),
+            json!({"metadata": {"name": "a", "uid": "u"}}),
+            json!({"metadata": {"resourceVersionZ": 1, "a": 2}}),
+            json!({"metadata": {"z": 1}}),
+            json!({"metadata": {}}),
+            json!({"kind": "X", "spec": {"metadata": {"resourceVersion": "1"}}}),
+            json!({"metadata": "odd"}),
+            json!([1, 2]),
+        ] {
+            let mut stamped = obj.clone();
+            if let Some(m) = stamped.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("resourceVersion".into(), json!("42"));
+            }
+            assert_eq!(
+                to_json_with_resource_version(&obj, "42").unwrap(),
+                serde_json::to_vec(&stamped).unwrap(),
+                "{obj}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deleted_event_goes_out_with_the_delete_revision_without_copying() {
+        let last = obj("a", 7);
+        let ev = CacheEvent {
+            stamp_revision: true,
+            ..CacheEvent::new(
+                EventType::Deleted,
+                "/registry/pods/ns/a".into(),
+                9,
+                last.clone(),
+                Some(last.clone()),
+            )
+        };
+        assert!(Arc::ptr_eq(&ev.object, &last));
+        let sent: Value = serde_json::from_slice(ev.encoded_object()).unwrap();
+        assert_eq!(sent["metadata"]["resourceVersion"], "9");
+        assert_eq!(ev.output_object()["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            last["metadata"]["resourceVersion"], "7",
+            "the shared object is untouched"
+        );
+    }
 }
