@@ -106,33 +106,45 @@ fn resolve<'a>(defs: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value
     schema
 }
 
-fn walk(defs: &Map<String, Value>, schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
+/// `path` is the dotted path of `v`, extended in place for each child and restored after it: a
+/// path is only copied out when a field turns out to be unknown.
+fn walk(
+    defs: &Map<String, Value>,
+    schema: &Value,
+    v: &Value,
+    path: &mut String,
+    out: &mut Vec<String>,
+) {
     if out.len() >= MAX_UNKNOWN {
         return;
     }
     let schema = resolve(defs, schema);
+    let len = path.len();
     match v {
         Value::Object(m) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (k, child) in m {
-                let child_path = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
                 match (props.and_then(|p| p.get(k)), additional) {
-                    (Some(s), _) => walk(defs, s, child, &child_path, out),
-                    (None, Some(a)) => walk(defs, a, child, &child_path, out),
-                    (None, None) if props.is_some() => out.push(child_path),
+                    (Some(s), _) => walk(defs, s, child, path, out),
+                    (None, Some(a)) => walk(defs, a, child, path, out),
+                    (None, None) if props.is_some() => out.push(path.clone()),
                     (None, None) => {}
                 }
+                path.truncate(len);
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, child) in items.iter().enumerate() {
-                    walk(defs, item_schema, child, &format!("{path}[{i}]"), out);
+                    use std::fmt::Write as _;
+                    let _ = write!(path, "[{i}]");
+                    walk(defs, item_schema, child, path, out);
+                    path.truncate(len);
                 }
             }
         }
@@ -149,7 +161,7 @@ pub fn unknown_fields(info: &api::ResourceInfo, obj: &Value) -> Vec<String> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    walk(defs, schema, obj, "", &mut out);
+    walk(defs, schema, obj, &mut String::new(), &mut out);
     out
 }
 
