@@ -525,6 +525,9 @@ struct Entry {
     /// size (sets only ever lose paths) `raw` still holds its exact `fieldsV1`, which is then
     /// written back as is instead of being rendered again.
     stored_len: Option<usize>,
+    /// A stored entry a write cannot change (it owns none of the paths the write touches): its set
+    /// is never built (left empty) and `raw` is written back as is.
+    opaque: bool,
 }
 
 impl Entry {
@@ -553,7 +556,7 @@ impl Entry {
             .unwrap_or("")
     }
     fn render(mut self) -> Value {
-        if self.stored_len == Some(self.set.len()) {
+        if self.opaque || self.stored_len == Some(self.set.len()) {
             return Value::Object(self.raw);
         }
         self.raw.insert("fieldsType".into(), json!("FieldsV1"));
@@ -576,6 +579,7 @@ fn entries(obj: Option<&Value>, stored: bool) -> Vec<Entry> {
                         raw: m.clone(),
                         stored_len: stored.then_some(set.len()),
                         set,
+                        opaque: false,
                     }
                 })
                 .collect()
@@ -583,10 +587,44 @@ fn entries(obj: Option<&Value>, stored: bool) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
+/// The stored object's entries with their sets not built yet (`opaque`).
+fn entries_unparsed(obj: Option<&Value>) -> Vec<Entry> {
+    obj.and_then(|o| o.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_object)
+                .filter(|m| !m.is_empty())
+                .map(|m| Entry {
+                    raw: m.clone(),
+                    set: FieldSet::new(),
+                    stored_len: None,
+                    opaque: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `from_fields_v1(tree)` would contain `path`, without building the set.
+pub(crate) fn fields_v1_contains(tree: &Value, path: &FieldPath) -> bool {
+    if path.is_empty() || path.len() > MAX_DEPTH + 1 {
+        return false;
+    }
+    let mut node = tree;
+    for seg in path {
+        match node.as_object().and_then(|m| m.get(seg)) {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    node.as_object().is_none_or(Map::is_empty)
+}
+
 fn write_entries(obj: &mut Value, list: Vec<Entry>) {
     let rendered: Vec<Value> = list
         .into_iter()
-        .filter(|e| !e.set.is_empty())
+        .filter(|e| e.opaque || !e.set.is_empty())
         .map(Entry::render)
         .collect();
     if let Some(m) = api::meta::metadata_mut(obj) {
@@ -762,6 +800,7 @@ pub fn server_side_apply(
         raw,
         set: new_set,
         stored_len: None,
+        opaque: false,
     };
     match list.iter().position(is_mine) {
         Some(i) => list[i] = mine,
@@ -811,29 +850,54 @@ pub fn update_managed_fields(
     }
     // Absent or empty entries are carried over from the stored object, so that clients which do
     // not know the field (or caches that strip it) never erase them.
-    let mut list = if sent.is_empty() {
-        entries(old, true)
+    let from_old = sent.is_empty();
+    let (changed, gone) = if manager.is_empty() {
+        Default::default()
     } else {
-        sent
+        let scope = match subresource {
+            Some("status") => Scope::Status,
+            _ => Scope::Main,
+        };
+        diff_sets(kind, old, new, scope)
     };
-    if manager.is_empty() {
-        write_entries(new, list);
-        return;
-    }
-    let scope = match subresource {
-        Some("status") => Scope::Status,
-        _ => Scope::Main,
-    };
-    let (changed, gone) = diff_sets(kind, old, new, scope);
     if changed.is_empty() && gone.is_empty() {
         // Nothing this write owns changed: the entries stay exactly as they were.
-        write_entries(new, list);
+        if from_old {
+            let stored = old
+                .and_then(|o| o.pointer("/metadata/managedFields"))
+                .cloned();
+            if let Some(m) = api::meta::metadata_mut(new) {
+                match stored {
+                    Some(mf) => m.insert("managedFields".into(), mf),
+                    None => m.remove("managedFields"),
+                };
+            }
+        } else {
+            write_entries(new, sent);
+        }
         return;
     }
     let sub = subresource.unwrap_or("");
     let is_mine =
         |e: &Entry| e.manager() == manager && e.operation() == "Update" && e.subresource() == sub;
-    for e in list.iter_mut() {
+    let mut list = if from_old {
+        // Only the entries this write can change are parsed: the writer's own, and those owning
+        // a path that changed or went away.
+        let touched: Vec<&FieldPath> = changed.iter().chain(&gone).collect();
+        let mut list = entries_unparsed(old);
+        for e in list.iter_mut() {
+            let fields = e.raw.get("fieldsV1").unwrap_or(&Value::Null);
+            if is_mine(e) || touched.iter().any(|p| fields_v1_contains(fields, p)) {
+                e.set = from_fields_v1(fields);
+                e.stored_len = Some(e.set.len());
+                e.opaque = false;
+            }
+        }
+        list
+    } else {
+        sent
+    };
+    for e in list.iter_mut().filter(|e| !e.opaque) {
         if !is_mine(e) {
             e.set.retain(|p| !changed.contains(p));
         }
@@ -857,6 +921,7 @@ pub fn update_managed_fields(
                         raw,
                         set,
                         stored_len: None,
+                        opaque: false,
                     };
                 }
             }
@@ -864,6 +929,7 @@ pub fn update_managed_fields(
                 raw,
                 set: changed,
                 stored_len: None,
+                opaque: false,
             }),
         }
     }

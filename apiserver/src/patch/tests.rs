@@ -668,6 +668,31 @@ fn update_entries_track_changed_fields() {
 }
 
 #[test]
+fn membership_without_building_the_set() {
+    let i = info("", "pods");
+    let set = managed::field_set(i, &pod_obj(), managed::Scope::All);
+    let tree = managed::to_fields_v1(&set);
+    for p in &set {
+        assert!(managed::fields_v1_contains(&tree, p), "{p:?}");
+        // A proper prefix is an inner node, not a member.
+        if p.len() > 1 {
+            assert!(!managed::fields_v1_contains(
+                &tree,
+                &p[..p.len() - 1].to_vec()
+            ));
+        }
+        let mut longer = p.clone();
+        longer.push("f:nope".into());
+        assert!(!managed::fields_v1_contains(&tree, &longer));
+    }
+    assert!(!managed::fields_v1_contains(
+        &tree,
+        &vec!["f:nope".to_string()]
+    ));
+    assert!(!managed::fields_v1_contains(&tree, &Vec::new()));
+}
+
+#[test]
 fn field_paths_roundtrip() {
     let i = info("", "pods");
     let set = managed::field_set(i, &pod_obj(), managed::Scope::All);
