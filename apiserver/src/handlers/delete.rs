@@ -195,23 +195,24 @@ async fn mark(
     state: &AppState,
     key: &str,
     rev: u64,
-    mut new: Value,
+    new: Value,
     dry_run: bool,
 ) -> Result<Option<Value>> {
     if dry_run {
         return Ok(Some(new));
     }
-    let bytes = crate::handlers::write::encode(&mut new)?;
-    match state.store.update(key, bytes, Some(rev)).await? {
-        store::UpdateOutcome::Updated { kv, .. } => {
-            api::meta::set_resource_version(&mut new, &kv.mod_revision.to_string());
-            // The write's event needs no decode (see `WatchCache::offer`); the response copies.
-            let new = Arc::new(new);
-            state.cache.offer(key, kv.mod_revision, new.clone());
-            Ok(Some(Value::clone(&new)))
-        }
-        store::UpdateOutcome::NotFound | store::UpdateOutcome::Conflict(_) => Ok(None),
-    }
+    use crate::handlers::write::{write_shared, StoreWrite};
+    let written = write_shared(state, key, new, |bytes| async move {
+        Ok(match state.store.update(key, bytes, Some(rev)).await? {
+            store::UpdateOutcome::Updated { kv, .. } => StoreWrite::Stored(kv.mod_revision),
+            store::UpdateOutcome::NotFound | store::UpdateOutcome::Conflict(_) => {
+                StoreWrite::NotStored
+            }
+        })
+    })
+    .await?;
+    // The response copies: the stored object is shared with the watch cache.
+    Ok(written.ok().map(Arc::unwrap_or_clone))
 }
 
 /// Completes a graceful deletion when its grace period has passed and nobody (the kubelet) did:

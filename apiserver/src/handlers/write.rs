@@ -110,20 +110,6 @@ async fn check_namespace(ctx: &Ctx, name: &str) -> Result<()> {
     }
 }
 
-/// The stored form of `obj`: its JSON without `metadata.resourceVersion` (never stored: it is the
-/// key's mod_revision, set on read). The field is taken out for the encoding and put back, so the
-/// object is not copied.
-pub(crate) fn encode(obj: &mut Value) -> Result<Bytes> {
-    let rv = api::meta::metadata_mut(obj).and_then(|m| m.remove("resourceVersion"));
-    let bytes = serde_json::to_vec(&*obj)
-        .map(Bytes::from)
-        .map_err(|e| ApiError::internal("encoding an object", e));
-    if let (Some(rv), Some(m)) = (rv, api::meta::metadata_mut(obj)) {
-        m.insert("resourceVersion".to_string(), rv);
-    }
-    bytes
-}
-
 /// The field manager of a write: `fieldManager`, else the client's User-Agent product name
 /// (upstream's default).
 pub fn field_manager(ctx: &Ctx) -> String {
@@ -232,19 +218,22 @@ async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result
             return Ok(Arc::new(obj));
         }
         let key = ctx.target.key(&name);
-        match ctx.state.store.create(&key, encode(&mut obj)?).await? {
-            store::CreateOutcome::Created(kv) => {
-                api::meta::set_resource_version(&mut obj, &kv.mod_revision.to_string());
-                return Ok(stored(ctx, &key, kv.mod_revision, obj));
-            }
-            store::CreateOutcome::AlreadyExists(_) if generated => {
+        let written = write_shared(&ctx.state, &key, obj, |bytes| async {
+            Ok(match ctx.state.store.create(&key, bytes).await? {
+                store::CreateOutcome::Created(kv) => StoreWrite::Stored(kv.mod_revision),
+                store::CreateOutcome::AlreadyExists(_) => StoreWrite::NotStored,
+            })
+        })
+        .await?;
+        obj = match written {
+            Ok(stored) => return Ok(stored),
+            Err(mut obj) if generated => {
                 let prefix = api::meta::generate_name(&obj).unwrap_or("").to_string();
                 api::meta::set_name(&mut obj, &generate_name(&prefix));
+                obj
             }
-            store::CreateOutcome::AlreadyExists(_) => {
-                return Err(ApiError::already_exists(&info.group_resource(), &name))
-            }
-        }
+            Err(_) => return Err(ApiError::already_exists(&info.group_resource(), &name)),
+        };
     }
     Err(api::status::server_timeout(&info.group_resource(), "POST", 1).into())
 }
@@ -400,7 +389,7 @@ pub enum Committed {
 pub async fn commit(
     ctx: &Ctx,
     name: &str,
-    mut new: Value,
+    new: Value,
     old: &Value,
     old_rev: u64,
     dry_run: bool,
@@ -434,30 +423,98 @@ pub async fn commit(
         api::meta::set_resource_version(&mut out, &old_rev.to_string());
         return Ok(Committed::Stored(Arc::new(out)));
     }
-    match ctx
-        .state
-        .store
-        .update(&key, encode(&mut new)?, Some(old_rev))
-        .await?
-    {
-        store::UpdateOutcome::Updated { kv, .. } => {
-            let mut out = new;
-            api::meta::set_resource_version(&mut out, &kv.mod_revision.to_string());
-            Ok(Committed::Stored(stored(ctx, &key, kv.mod_revision, out)))
-        }
-        store::UpdateOutcome::NotFound => {
-            Err(ApiError::not_found(&ctx.target.group_resource(), name))
-        }
-        store::UpdateOutcome::Conflict(_) => Ok(Committed::Raced),
+    let mut gone = false;
+    let written = write_shared(&ctx.state, &key, new, |bytes| async {
+        Ok(
+            match ctx.state.store.update(&key, bytes, Some(old_rev)).await? {
+                store::UpdateOutcome::Updated { kv, .. } => StoreWrite::Stored(kv.mod_revision),
+                store::UpdateOutcome::NotFound => {
+                    gone = true;
+                    StoreWrite::NotStored
+                }
+                store::UpdateOutcome::Conflict(_) => StoreWrite::NotStored,
+            },
+        )
+    })
+    .await?;
+    match written {
+        Ok(obj) => Ok(Committed::Stored(obj)),
+        Err(_) if gone => Err(ApiError::not_found(&ctx.target.group_resource(), name)),
+        Err(_) => Ok(Committed::Raced),
     }
 }
 
-/// The object just written at `revision`, shared with the watch cache so that the write's event
-/// is not decoded again (`obj` is exactly what the stored bytes decode to).
-fn stored(ctx: &Ctx, key: &str, revision: u64, obj: Value) -> Arc<Value> {
-    let obj = Arc::new(obj);
-    ctx.state.cache.offer(key, revision, obj.clone());
-    obj
+/// What a store write did: stored at a revision, or not (a lost compare-and-swap, a taken name).
+pub(crate) enum StoreWrite {
+    Stored(u64),
+    NotStored,
+}
+
+/// Stores `obj` at `key` through `write` (given the encoded bytes), sharing the object with the
+/// watch cache so the write's event is never decoded again: it is handed over before the write
+/// ([`WatchCache::offer_pending`](crate::watch_cache::WatchCache::offer_pending)) and settled
+/// after it. Returns the stored object with its resourceVersion, or the object back (without a
+/// resourceVersion) when it was not stored.
+pub(crate) async fn write_shared<F, Fut>(
+    state: &crate::state::AppState,
+    key: &str,
+    mut obj: Value,
+    write: F,
+) -> Result<std::result::Result<Arc<Value>, Value>>
+where
+    F: FnOnce(Bytes) -> Fut,
+    Fut: std::future::Future<Output = Result<StoreWrite>>,
+{
+    api::meta::remove(&mut obj, "resourceVersion");
+    let bytes = Bytes::from(
+        serde_json::to_vec(&obj).map_err(|e| ApiError::internal("encoding an object", e))?,
+    );
+    let cache = &state.cache;
+    // Refused while another write of the key is in flight: then this one keeps its object.
+    let kept = cache.offer_pending(key, bytes.clone(), obj).err();
+    let outcome = write(bytes.clone()).await;
+    let offered = kept.is_none();
+    match (outcome, kept) {
+        (Ok(StoreWrite::Stored(rev)), Some(mut obj)) => {
+            api::meta::set_resource_version(&mut obj, &rev.to_string());
+            let obj = Arc::new(obj);
+            cache.offer(key, rev, obj.clone());
+            Ok(Ok(obj))
+        }
+        (Ok(StoreWrite::Stored(rev)), None) => match cache.settle(key, &bytes, rev) {
+            Some(obj) => Ok(Ok(obj)),
+            // The feeder took it first: the cache holds it (unless the key moved on already).
+            None => match cache
+                .get(key)
+                .filter(|o| api::meta::resource_version(o) == Some(rev.to_string().as_str()))
+            {
+                Some(obj) => Ok(Ok(obj)),
+                None => {
+                    let kv = store::KeyValue {
+                        key: key.to_string(),
+                        value: bytes,
+                        create_revision: rev,
+                        mod_revision: rev,
+                    };
+                    Ok(Ok(Arc::new(crate::handlers::read::decode_kv(&kv)?)))
+                }
+            },
+        },
+        (Ok(StoreWrite::NotStored), Some(obj)) => Ok(Err(obj)),
+        (Ok(StoreWrite::NotStored), None) => match cache.withdraw(key, &bytes) {
+            Some(obj) => Ok(Err(obj)),
+            // A relist dropped the offer: the bytes are the object.
+            None => serde_json::from_slice(&bytes)
+                .map(Err)
+                .map_err(|e| ApiError::internal("decoding an object", e)),
+        },
+        (Err(e), _) => {
+            if offered {
+                cache.withdraw(key, &bytes);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// A namespace is only removed once its `spec.finalizers` are empty too.

@@ -231,11 +231,22 @@ pub enum WatchStart {
     },
 }
 
-/// Objects writers handed over for the event their write will produce (see [`WatchCache::offer`]).
+/// An object a writer handed over for the event its write produces.
+enum Offer {
+    /// Before its store write ([`WatchCache::offer_pending`]): the object as stored and the bytes
+    /// written. The event whose value is exactly these bytes takes it.
+    Pending { bytes: bytes::Bytes, object: Value },
+    /// After its store write: the object with its resourceVersion, for the event at `revision`.
+    Stored {
+        revision: Revision,
+        object: Arc<Value>,
+    },
+}
+
+/// Objects writers handed over, by key (see [`WatchCache::offer_pending`]).
 #[derive(Default)]
 struct Offers {
-    /// key → (revision of the write, the object as stored, resourceVersion stamped)
-    by_key: HashMap<String, (Revision, Arc<Value>)>,
+    by_key: HashMap<String, Offer>,
     /// Revision of the last store event the feeder took an offer for (or decoded).
     applied: Revision,
 }
@@ -266,15 +277,25 @@ pub fn resource_prefix(key: &str) -> Option<&str> {
     Some(&key[..REGISTRY_ROOT.len() + slash + 1])
 }
 
-/// Parses a stored value and stamps its resourceVersion.
-fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
-    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+/// The same stored bytes: the same buffer (a store passes the written `Bytes` on), or equal.
+fn same_bytes(a: &bytes::Bytes, b: &bytes::Bytes) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
+}
+
+/// Sets `metadata.resourceVersion` as decoding a stored value does.
+fn stamp(obj: &mut Value, revision: Revision) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert(
             "resourceVersion".to_string(),
             Value::String(revision.to_string()),
         );
     }
+}
+
+/// Parses a stored value and stamps its resourceVersion.
+fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
+    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
+    stamp(&mut v, revision);
     Some(v)
 }
 
@@ -461,7 +482,7 @@ impl WatchCache {
                     ..Default::default()
                 });
             let prev = res.objects.get(&ev.key).cloned();
-            let offered = self.take_offer(&ev.key, revision);
+            let offered = self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value));
             let cached = match ev.kind {
                 EventKind::Put => ev
                     .value
@@ -526,30 +547,113 @@ impl WatchCache {
         self.progress.send_replace(revision);
     }
 
-    /// Hands over the object a write just stored at `revision` (exactly what the stored bytes
-    /// decode to, resourceVersion included), so that applying the write's event needs no decode.
-    /// An offer for an event already applied is dropped; an offer is only ever used for the
-    /// event of its own key and revision.
-    pub fn offer(&self, key: &str, revision: Revision, object: Arc<Value>) {
+    /// Hands over, before its store write, the object a writer is about to store at `key`:
+    /// `bytes` are exactly what it writes and `object` exactly what they decode to (no
+    /// resourceVersion). The write's event then takes the object instead of decoding the bytes,
+    /// whichever of the writer and the feeder comes first. The writer afterwards calls
+    /// [`settle`](Self::settle) (written) or [`withdraw`](Self::withdraw) (not written).
+    /// Refused (the object comes back) while another offer for `key` is outstanding.
+    pub fn offer_pending(
+        &self,
+        key: &str,
+        bytes: bytes::Bytes,
+        object: Value,
+    ) -> Result<(), Value> {
         let mut offers = self.offers.lock();
-        if offers.applied < revision {
-            offers.by_key.insert(key.to_string(), (revision, object));
+        match offers.by_key.entry(key.to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(object),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Offer::Pending { bytes, object });
+                Ok(())
+            }
         }
     }
 
-    /// The offer for the event of `key` at `revision`, if any; marks `revision` as applied for
-    /// offers (with `offer` under the same lock, so no offer can arrive after its event and stay).
-    fn take_offer(&self, key: &str, revision: Revision) -> Option<Arc<Value>> {
+    /// After the write of a pending offer stored `bytes` at `revision`: the object with its
+    /// resourceVersion, shared with the event still to be applied. `None` when the feeder already
+    /// took it (the cache then holds it) or a relist dropped it.
+    pub fn settle(
+        &self,
+        key: &str,
+        bytes: &bytes::Bytes,
+        revision: Revision,
+    ) -> Option<Arc<Value>> {
+        let mut offers = self.offers.lock();
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { bytes: b, .. }) if same_bytes(b, bytes));
+        if !ours {
+            return None;
+        }
+        let Some(Offer::Pending { mut object, .. }) = offers.by_key.remove(key) else {
+            return None;
+        };
+        stamp(&mut object, revision);
+        let object = Arc::new(object);
+        if offers.applied < revision {
+            offers.by_key.insert(
+                key.to_string(),
+                Offer::Stored {
+                    revision,
+                    object: object.clone(),
+                },
+            );
+        }
+        Some(object)
+    }
+
+    /// Takes back a pending offer whose write did not happen; `None` if a relist dropped it.
+    pub fn withdraw(&self, key: &str, bytes: &bytes::Bytes) -> Option<Value> {
+        let mut offers = self.offers.lock();
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { bytes: b, .. }) if same_bytes(b, bytes));
+        match ours.then(|| offers.by_key.remove(key)).flatten() {
+            Some(Offer::Pending { object, .. }) => Some(object),
+            _ => None,
+        }
+    }
+
+    /// Hands over the object a write just stored at `revision` (exactly what the stored bytes
+    /// decode to, resourceVersion included). Dropped if the event was already applied or another
+    /// offer for `key` is outstanding.
+    pub fn offer(&self, key: &str, revision: Revision, object: Arc<Value>) {
+        let mut offers = self.offers.lock();
+        if offers.applied < revision && !offers.by_key.contains_key(key) {
+            offers
+                .by_key
+                .insert(key.to_string(), Offer::Stored { revision, object });
+        }
+    }
+
+    /// The offered object for the event of `key` at `revision` (whose stored value is `value`),
+    /// if any; marks `revision` as applied for offers (under the same lock as `settle` and
+    /// `offer`, so no offer can arrive after its event and stay).
+    fn take_offer(
+        &self,
+        key: &str,
+        revision: Revision,
+        value: Option<&bytes::Bytes>,
+    ) -> Option<Arc<Value>> {
         let mut offers = self.offers.lock();
         offers.applied = offers.applied.max(revision);
-        match offers.by_key.remove(key) {
-            Some((rev, obj)) if rev == revision => Some(obj),
-            // An older offer whose event was never applied with it: stale.
-            Some((rev, obj)) if rev > revision => {
-                offers.by_key.insert(key.to_string(), (rev, obj));
-                None
+        let take = match offers.by_key.get(key)? {
+            Offer::Pending { bytes, .. } => value.is_some_and(|v| same_bytes(bytes, v)),
+            Offer::Stored { revision: r, .. } if *r == revision => true,
+            Offer::Stored { revision: r, .. } => {
+                // Older than this event: its own event went by without it (a relist). Stale.
+                if *r < revision {
+                    offers.by_key.remove(key);
+                }
+                return None;
             }
-            _ => None,
+        };
+        if !take {
+            // Another writer's pending offer: its write comes (or fails) later.
+            return None;
+        }
+        match offers.by_key.remove(key)? {
+            Offer::Pending { mut object, .. } => {
+                stamp(&mut object, revision);
+                Some(Arc::new(object))
+            }
+            Offer::Stored { object, .. } => Some(object),
         }
     }
 

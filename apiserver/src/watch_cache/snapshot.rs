@@ -314,11 +314,11 @@ mod tests {
         let a = obj(20);
         c.offer("/registry/pods/ns/p", 20, a.clone());
         // An earlier event of the key leaves the offer for its own.
-        assert!(c.take_offer("/registry/pods/ns/p", 19).is_none());
-        let got = c.take_offer("/registry/pods/ns/p", 20);
+        assert!(c.take_offer("/registry/pods/ns/p", 19, None).is_none());
+        let got = c.take_offer("/registry/pods/ns/p", 20, None);
         assert!(got.is_some_and(|g| Arc::ptr_eq(&g, &a)));
         assert!(
-            c.take_offer("/registry/pods/ns/p", 20).is_none(),
+            c.take_offer("/registry/pods/ns/p", 20, None).is_none(),
             "used once"
         );
         // An offer arriving after its event was applied is dropped, not kept.
@@ -326,7 +326,40 @@ mod tests {
         assert!(c.offers.lock().by_key.is_empty());
         // An offer whose event went by without it (a relist) is dropped by the key's next event.
         c.offer("/registry/pods/ns/r", 21, obj(21));
-        assert!(c.take_offer("/registry/pods/ns/r", 22).is_none());
+        assert!(c.take_offer("/registry/pods/ns/r", 22, None).is_none());
+        assert!(c.offers.lock().by_key.is_empty());
+    }
+
+    #[test]
+    fn a_pending_offer_goes_to_whichever_comes_first_writer_or_event() {
+        let c = cache(4);
+        let key = "/registry/pods/ns/p";
+        let stored = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
+        let bytes = bytes::Bytes::from(serde_json::to_vec(&stored).unwrap());
+        // The event first: it takes the object (by its bytes), stamped; the writer finds none.
+        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        let other = bytes::Bytes::from_static(br#"{"metadata":{"name":"p"}}"#);
+        assert!(
+            c.take_offer(key, 30, Some(&other)).is_none(),
+            "another write's event"
+        );
+        let got = c.take_offer(key, 31, Some(&bytes)).unwrap();
+        assert_eq!(got["metadata"]["resourceVersion"], "31");
+        assert!(c.settle(key, &bytes, 31).is_none());
+        assert!(c.offers.lock().by_key.is_empty());
+        // The writer first: it settles the object, the event then takes that same object.
+        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        assert!(
+            c.offer_pending(key, bytes.clone(), stored.clone()).is_err(),
+            "one at a time"
+        );
+        let mine = c.settle(key, &bytes, 40).unwrap();
+        assert_eq!(mine["metadata"]["resourceVersion"], "40");
+        let got = c.take_offer(key, 40, Some(&bytes)).unwrap();
+        assert!(Arc::ptr_eq(&got, &mine));
+        // A write that did not happen takes its object back.
+        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        assert_eq!(c.withdraw(key, &bytes), Some(stored));
         assert!(c.offers.lock().by_key.is_empty());
     }
 
