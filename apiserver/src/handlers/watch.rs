@@ -73,7 +73,9 @@ impl Encoder {
         out.extend_from_slice(kind.as_str().as_bytes());
         out.extend_from_slice(b"\",\"object\":");
         if crate::handlers::render::is_presentable(self.info, &ev.object) {
-            out.extend_from_slice(ev.encoded_object());
+            let object = ev.encoded_object();
+            out.reserve(object.len() + 2);
+            out.extend_from_slice(object);
         } else {
             crate::handlers::render::write_presented(out, self.info, &ev.output_object());
         }

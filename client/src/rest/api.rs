@@ -243,6 +243,14 @@ struct MetadataOnly {
     metadata: ObjectMeta,
 }
 
+/// The `metadata` of a response object, without its managedFields (callers want the name or the
+/// resourceVersion; the entries are a large part of the text and would be built for nothing).
+fn decode_metadata(what: &str, bytes: &[u8]) -> Result<ObjectMeta> {
+    let bytes = crate::rest::strip::object_without_managed_fields(bytes);
+    let m: MetadataOnly = decode(what, &bytes)?;
+    Ok(m.metadata)
+}
+
 fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| Error::Decode {
         what: what.to_string(),
@@ -369,10 +377,10 @@ impl<K: Resource> Api<K> {
     }
 
     /// [`create`](Self::create) for a writer that needs only the created object's metadata (its
-    /// generated name): the response is decoded no further than `metadata`.
+    /// generated name): the response is decoded no further than `metadata`, without
+    /// managedFields.
     pub async fn create_metadata(&self, obj: &K) -> Result<ObjectMeta> {
-        let m: MetadataOnly = decode(K::KIND, &self.send_create(obj).await?)?;
-        Ok(m.metadata)
+        decode_metadata(K::KIND, &self.send_create(obj).await?)
     }
 
     /// POST of `obj` to its collection; the raw response body.
@@ -397,10 +405,10 @@ impl<K: Resource> Api<K> {
     }
 
     /// [`replace_status`](Self::replace_status) for a writer that needs only the stored object's
-    /// metadata (its new resourceVersion): the response is decoded no further than `metadata`.
+    /// metadata (its new resourceVersion): the response is decoded no further than `metadata`,
+    /// without managedFields.
     pub async fn replace_status_metadata(&self, name: &str, obj: &K) -> Result<ObjectMeta> {
-        let m: MetadataOnly = decode(K::KIND, &self.send_replace_status(name, obj).await?)?;
-        Ok(m.metadata)
+        decode_metadata(K::KIND, &self.send_replace_status(name, obj).await?)
     }
 
     /// PUT of `obj` to the `status` subresource; the raw response body.
