@@ -555,6 +555,17 @@ impl Entry {
             .and_then(Value::as_str)
             .unwrap_or("")
     }
+    /// Builds the set from `raw`'s `fieldsV1` (`stored`: `raw` is canonical, see `stored_len`).
+    fn parse(&mut self, stored: bool) {
+        self.set = self
+            .raw
+            .get("fieldsV1")
+            .map(from_fields_v1)
+            .unwrap_or_default();
+        self.stored_len = stored.then_some(self.set.len());
+        self.opaque = false;
+    }
+
     fn render(mut self) -> Value {
         if self.opaque || self.stored_len == Some(self.set.len()) {
             return Value::Object(self.raw);
@@ -567,24 +578,11 @@ impl Entry {
 
 /// The entries of `obj`; `stored`: `obj` is the stored object (its entries are in canonical form).
 fn entries(obj: Option<&Value>, stored: bool) -> Vec<Entry> {
-    obj.and_then(|o| o.pointer("/metadata/managedFields"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_object)
-                .filter(|m| !m.is_empty())
-                .map(|m| {
-                    let set: FieldSet = m.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
-                    Entry {
-                        raw: m.clone(),
-                        stored_len: stored.then_some(set.len()),
-                        set,
-                        opaque: false,
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut list = entries_unparsed(obj);
+    for e in &mut list {
+        e.parse(stored);
+    }
+    list
 }
 
 /// The stored object's entries with their sets not built yet (`opaque`).
@@ -888,9 +886,7 @@ pub fn update_managed_fields(
         for e in list.iter_mut() {
             let fields = e.raw.get("fieldsV1").unwrap_or(&Value::Null);
             if is_mine(e) || touched.iter().any(|p| fields_v1_contains(fields, p)) {
-                e.set = from_fields_v1(fields);
-                e.stored_len = Some(e.set.len());
-                e.opaque = false;
+                e.parse(true);
             }
         }
         list
