@@ -129,14 +129,17 @@ impl ApiserverArgs {
 }
 
 impl RemoteArgs {
-    fn client(&self) -> Result<client::Client, Error> {
-        let config = match (&self.server, &self.kubeconfig) {
+    /// A client for `component` (`kube-controller-manager`, `kubelet`): its User-Agent, as
+    /// upstream's components send, names it as the field manager of what it writes.
+    fn client(&self, component: &str) -> Result<client::Client, Error> {
+        let mut config = match (&self.server, &self.kubeconfig) {
             (Some(url), _) => client::Config::new(url.clone()),
             (None, Some(path)) => {
                 client::Config::from_kubeconfig(path).map_err(|e| Error::Client(Box::new(e)))?
             }
             (None, None) => return Err(Error::NoServer),
         };
+        config.user_agent = crate::control_plane::user_agent(component);
         client::Client::new(config).map_err(|e| Error::Client(Box::new(e)))
     }
 }
@@ -165,7 +168,9 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             serve_plane(config, shutdown).await
         }
         Command::ControllerManager(args) => {
-            let client = args.remote.client()?;
+            let client = args
+                .remote
+                .client(crate::control_plane::CONTROLLER_MANAGER)?;
             let mut cfg = controller::ControllerManagerConfig::default();
             if args.leader_elect {
                 let identity = format!("{}-{}", hostname(), std::process::id());
@@ -203,7 +208,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             .await
             .map_err(|e| Error::Component(e.to_string())),
         Command::Kubelet(args) => {
-            let client = args.remote.client()?;
+            let client = args.remote.client(crate::control_plane::KUBELET)?;
             let mut cfg = match &args.config {
                 Some(path) => kubelet_fake::KubeletConfig::from_file(path)
                     .map_err(|e| Error::Component(e.to_string()))?,

@@ -18,6 +18,17 @@ use tokio_util::task::TaskTracker;
 
 use crate::datadir::DataDir;
 
+/// The controller manager's name, as upstream's (`kube-controller-manager/<version> …`).
+pub const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+/// The fake kubelets' name, as the kubelet's.
+pub const KUBELET: &str = "kubelet";
+
+/// The User-Agent of `component`: `<component>/<version> (minik8s)`; the apiserver takes the part
+/// before the first `/` as the default field manager, as upstream's does.
+pub fn user_agent(component: &str) -> String {
+    format!("{component}/v{} (minik8s)", env!("CARGO_PKG_VERSION"))
+}
+
 /// How long shutdown may take before the remaining tasks are abandoned (issue 7: exit within 10 s).
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(8);
 
@@ -170,8 +181,14 @@ impl ControlPlane {
 
         let client = client::Client::new(client::Config::new(url.clone()))
             .map_err(|e| Error::Client(Box::new(e)))?;
+        // Each component its own client, named as upstream's (its field manager in managedFields).
+        let component_client = |component: &str| {
+            let mut cfg = client::Config::new(url.clone());
+            cfg.user_agent = user_agent(component);
+            client::Client::new(cfg).map_err(|e| Error::Client(Box::new(e)))
+        };
         if config.controllers {
-            let client = client.clone();
+            let client = component_client(CONTROLLER_MANAGER)?;
             let cfg = config.controller_manager.clone();
             let token = components.clone();
             component_tasks.spawn(async move {
@@ -184,9 +201,13 @@ impl ControlPlane {
             let mut cfg = config.kubelet.clone();
             cfg.nodes = config.nodes;
             Some(
-                kubelet_fake::FakeKubelets::start(client.clone(), cfg, components.clone())
-                    .await
-                    .map_err(|e| Error::Kubelet(e.to_string()))?,
+                kubelet_fake::FakeKubelets::start(
+                    component_client(KUBELET)?,
+                    cfg,
+                    components.clone(),
+                )
+                .await
+                .map_err(|e| Error::Kubelet(e.to_string()))?,
             )
         } else {
             None

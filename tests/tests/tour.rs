@@ -63,19 +63,22 @@ fn readme_tour_with_kubectl() {
         },
     );
     // The controllers and kubelets cache pods without managedFields; what they write back keeps
-    // the stored entries: the creator's, and the kubelet's status entry.
+    // the stored entries: the creator's, and the kubelet's status entry, each named after its
+    // component as upstream's are.
     let pods = k.json(&["get", "pods", "-l", "app=web", "--show-managed-fields"]);
     for p in pods["items"].as_array().into_iter().flatten() {
         let entries = p["metadata"]["managedFields"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let main = entries
-            .iter()
-            .any(|e| e["operation"] == "Update" && e.get("subresource").is_none());
-        let status = entries
-            .iter()
-            .any(|e| e["operation"] == "Update" && e["subresource"] == "status");
+        let main = entries.iter().any(|e| {
+            e["manager"] == "kube-controller-manager"
+                && e["operation"] == "Update"
+                && e.get("subresource").is_none()
+        });
+        let status = entries.iter().any(|e| {
+            e["manager"] == "kubelet" && e["operation"] == "Update" && e["subresource"] == "status"
+        });
         assert!(main && status, "{}", p["metadata"]);
     }
     let rc = k.ok(&["get", "rc", "web"]);
