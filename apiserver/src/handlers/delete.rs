@@ -295,12 +295,11 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
         {
             let body = crate::watch_cache::to_json_with_resource_version(obj, &rev.to_string())
                 .map_err(|e| ApiError::internal("encoding an object", e))?;
-            let mut resp = (StatusCode::OK, body).into_response();
-            resp.headers_mut().insert(
-                axum::http::header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static(out.content_type()),
-            );
-            return Ok(resp);
+            return Ok(crate::handlers::render::with_content_type(
+                body,
+                out.content_type(),
+                StatusCode::OK,
+            ));
         }
     }
     let (body, is_object) = deleted_body(&ctx.target, d);

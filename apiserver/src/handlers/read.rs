@@ -16,9 +16,14 @@ use crate::watch_cache::{ListAt, SnapshotOutcome};
 
 /// Parses a stored value and stamps its resourceVersion.
 pub fn decode_kv(kv: &store::KeyValue) -> Result<Value> {
-    let mut v: Value = serde_json::from_slice(&kv.value)
+    decode_stored(&kv.value, kv.mod_revision)
+}
+
+/// Parses the bytes stored at `revision` and stamps that resourceVersion.
+pub fn decode_stored(bytes: &[u8], revision: u64) -> Result<Value> {
+    let mut v: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::internal("decoding a stored object", e))?;
-    api::meta::set_resource_version(&mut v, &kv.mod_revision.to_string());
+    api::meta::set_resource_version(&mut v, &revision.to_string());
     Ok(v)
 }
 
@@ -36,11 +41,11 @@ pub fn stored_object(state: &crate::state::AppState, kv: &store::KeyValue) -> Re
     decode_kv(kv).map(Arc::new)
 }
 
-/// Reads the current object at `key`, or 404.
-pub async fn load(ctx: &Ctx, name: &str) -> Result<(Value, store::KeyValue)> {
+/// Reads the current object named `name` (see [`stored_object`]), or 404.
+pub async fn load(ctx: &Ctx, name: &str) -> Result<(Arc<Value>, store::KeyValue)> {
     let key = ctx.target.key(name);
     match ctx.state.store.get(&key).await? {
-        Some(kv) => Ok((decode_kv(&kv)?, kv)),
+        Some(kv) => Ok((stored_object(&ctx.state, &kv)?, kv)),
         None => Err(ApiError::not_found(&ctx.target.group_resource(), name)),
     }
 }
@@ -48,11 +53,7 @@ pub async fn load(ctx: &Ctx, name: &str) -> Result<(Value, store::KeyValue)> {
 /// GET of one object.
 pub async fn get(ctx: Ctx) -> Result<Response> {
     let name = ctx.target.require_name()?.to_string();
-    let key = ctx.target.key(&name);
-    let Some(kv) = ctx.state.store.get(&key).await? else {
-        return Err(ApiError::not_found(&ctx.target.group_resource(), &name));
-    };
-    let obj = stored_object(&ctx.state, &kv)?;
+    let (obj, _) = load(&ctx, &name).await?;
     let include = ListOptions::from_query(&ctx.query)
         .map(|o| o.include_object)
         .unwrap_or_default();

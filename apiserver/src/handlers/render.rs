@@ -69,9 +69,14 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
             out.content_type(),
         ),
     };
+    with_content_type(bytes, ct, code)
+}
+
+/// A response of `bytes` already encoded as `content_type`.
+pub fn with_content_type(bytes: Vec<u8>, content_type: &'static str, code: StatusCode) -> Response {
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 

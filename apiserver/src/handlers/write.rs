@@ -16,7 +16,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::handlers::read::{load, stored_object};
+use crate::handlers::read::{decode_stored, load, stored_object};
 use crate::handlers::render::respond_object;
 use crate::handlers::{Ctx, ObjectResponse, Target};
 use crate::http::body::{content_type, decode_object};
@@ -472,16 +472,24 @@ where
     let cache = &state.cache;
     // Refused while another write of the key is in flight: then this one keeps its object.
     let kept = cache.offer_pending(key, bytes.clone(), obj).err();
-    let outcome = write(bytes.clone()).await;
-    let offered = kept.is_none();
+    // Until the outcome is known, a failed write, or the request being dropped mid-write (the
+    // client went away), withdraws the offer: it never outlives its writer.
+    let mut pending = PendingOffer {
+        cache,
+        key,
+        bytes: bytes.clone(),
+        armed: kept.is_none(),
+    };
+    let outcome = write(bytes.clone()).await?;
+    pending.armed = false;
     match (outcome, kept) {
-        (Ok(StoreWrite::Stored(rev)), Some(mut obj)) => {
+        (StoreWrite::Stored(rev), Some(mut obj)) => {
             api::meta::set_resource_version(&mut obj, &rev.to_string());
             let obj = Arc::new(obj);
             cache.offer(key, rev, obj.clone());
             Ok(Ok(obj))
         }
-        (Ok(StoreWrite::Stored(rev)), None) => match cache.settle(key, &bytes, rev) {
+        (StoreWrite::Stored(rev), None) => match cache.settle(key, &bytes, rev) {
             Some(obj) => Ok(Ok(obj)),
             // The feeder took it first: the cache holds it (unless the key moved on already).
             None => match cache
@@ -489,30 +497,32 @@ where
                 .filter(|o| api::meta::resource_version(o) == Some(rev.to_string().as_str()))
             {
                 Some(obj) => Ok(Ok(obj)),
-                None => {
-                    let kv = store::KeyValue {
-                        key: key.to_string(),
-                        value: bytes,
-                        create_revision: rev,
-                        mod_revision: rev,
-                    };
-                    Ok(Ok(Arc::new(crate::handlers::read::decode_kv(&kv)?)))
-                }
+                None => Ok(Ok(Arc::new(decode_stored(&bytes, rev)?))),
             },
         },
-        (Ok(StoreWrite::NotStored), Some(obj)) => Ok(Err(obj)),
-        (Ok(StoreWrite::NotStored), None) => match cache.withdraw(key, &bytes) {
+        (StoreWrite::NotStored, Some(obj)) => Ok(Err(obj)),
+        (StoreWrite::NotStored, None) => match cache.withdraw(key, &bytes) {
             Some(obj) => Ok(Err(obj)),
             // A relist dropped the offer: the bytes are the object.
             None => serde_json::from_slice(&bytes)
                 .map(Err)
                 .map_err(|e| ApiError::internal("decoding an object", e)),
         },
-        (Err(e), _) => {
-            if offered {
-                cache.withdraw(key, &bytes);
-            }
-            Err(e)
+    }
+}
+
+/// A pending offer of [`write_shared`], withdrawn when dropped armed.
+struct PendingOffer<'a> {
+    cache: &'a crate::watch_cache::WatchCache,
+    key: &'a str,
+    bytes: Bytes,
+    armed: bool,
+}
+
+impl Drop for PendingOffer<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cache.withdraw(self.key, &self.bytes);
         }
     }
 }
@@ -628,7 +638,7 @@ pub async fn patch(ctx: Ctx, body: Body) -> Result<Response> {
 }
 
 /// Reads the object or answers 404 (re-exported for the subresources).
-pub async fn load_object(ctx: &Ctx) -> Result<(Value, store::KeyValue)> {
+pub async fn load_object(ctx: &Ctx) -> Result<(Arc<Value>, store::KeyValue)> {
     let name = ctx.target.require_name()?.to_string();
     load(ctx, &name).await
 }

@@ -114,12 +114,7 @@ impl CacheEvent {
             return std::borrow::Cow::Borrowed(&self.object);
         }
         let mut obj = Value::clone(&self.object);
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert(
-                "resourceVersion".into(),
-                Value::String(self.revision.to_string()),
-            );
-        }
+        stamp(&mut obj, self.revision);
         std::borrow::Cow::Owned(obj)
     }
 }

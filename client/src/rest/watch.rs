@@ -118,12 +118,17 @@ fn decode_framed<K: DeserializeOwned>(line: &[u8], strip: bool) -> Option<WatchE
 }
 
 /// Decodes one watch line.
-pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>> {
+pub fn decode_event<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
+    line: &[u8],
+) -> Result<WatchEvent<K>> {
     decode_line(line, false)
 }
 
 /// Decodes one watch line; `strip`: without the object's `metadata.managedFields`.
-fn decode_line<K: DeserializeOwned>(line: &[u8], strip: bool) -> Result<WatchEvent<K>> {
+fn decode_line<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
+    line: &[u8],
+    strip: bool,
+) -> Result<WatchEvent<K>> {
     // Every informer decodes every event of its kind (about a tenth of `minik8s bench scale`'s
     // CPU under perf), so the common framing is parsed once, not once for the type and again for
     // the object.
@@ -138,8 +143,12 @@ fn decode_line<K: DeserializeOwned>(line: &[u8], strip: bool) -> Result<WatchEve
     match t.type_.as_ref() {
         "ADDED" | "MODIFIED" | "DELETED" => {
             let ty = t.type_.into_owned();
-            let obj: Typed<K> =
+            let mut obj: Typed<K> =
                 serde_json::from_slice(line).map_err(|e| dec("watch event object", e))?;
+            if strip {
+                // A line framed unlike our apiserver's: the entries were decoded; drop them.
+                obj.object.metadata_mut().managed_fields = None;
+            }
             Ok(match ty.as_str() {
                 "ADDED" => WatchEvent::Added(obj.object),
                 "MODIFIED" => WatchEvent::Modified(obj.object),
@@ -179,18 +188,7 @@ where
         buf: BytesMut::new(),
         done: false,
     };
-    let decode = move |line: &[u8]| {
-        let mut ev = decode_line::<K>(line, strip_managed_fields);
-        if strip_managed_fields {
-            // Only a line framed unlike our apiserver's reaches here with its entries.
-            if let Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) =
-                &mut ev
-            {
-                o.metadata_mut().managed_fields = None;
-            }
-        }
-        ev
-    };
+    let decode = move |line: &[u8]| decode_line::<K>(line, strip_managed_fields);
     let s = futures::stream::unfold(st, move |mut st| async move {
         loop {
             if st.done {
@@ -271,6 +269,25 @@ mod tests {
         assert_eq!(decode_event::<Pod>(trailing)?, want);
         assert!(decode_event::<Pod>(br#"{"type":"ADDED","object":{"metadata":"#).is_err());
         assert!(decode_event::<Pod>(b"not json").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn stripping_drops_managed_fields_in_every_framing() -> Result<()> {
+        let object = r#"{"metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}]}}"#;
+        let framed = format!(r#"{{"type":"MODIFIED","object":{object}}}"#);
+        let spaced = format!(r#"{{ "object": {object}, "type": "MODIFIED" }}"#);
+        for line in [&framed, &spaced] {
+            let kept: WatchEvent<Pod> = decode_line(line.as_bytes(), false)?;
+            assert!(
+                matches!(&kept, WatchEvent::Modified(p) if p.metadata.managed_fields.is_some())
+            );
+            let cut: WatchEvent<Pod> = decode_line(line.as_bytes(), true)?;
+            assert!(
+                matches!(&cut, WatchEvent::Modified(p) if p.metadata.managed_fields.is_none() && p.metadata.name.as_deref() == Some("a")),
+                "{line}"
+            );
+        }
         Ok(())
     }
 }

@@ -108,11 +108,6 @@ pub fn allocatable(node: &Node) -> (Resources, i64) {
     (from_list(alloc), pods)
 }
 
-/// The node's allocatable CPU/memory (scoring needs it too).
-pub fn node_allocatable(node: &Node) -> Resources {
-    allocatable(node).0
-}
-
 fn empty_map() -> &'static BTreeMap<String, String> {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     &EMPTY
