@@ -658,8 +658,12 @@ pub fn patch_content_type(ctx: &Ctx) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::same_ignoring_rv;
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use serde_json::json;
+
+    use super::{same_ignoring_rv, write_shared, StoreWrite};
 
     #[test]
     fn same_ignoring_rv_ignores_only_the_resource_version() {
@@ -684,5 +688,32 @@ mod tests {
         // Same length, one with resourceVersion and one with another key instead.
         let other = json!({"metadata": {"name": "p", "uid": "u"}, "spec": {"x": 1}});
         assert!(!same_ignoring_rv(&a, &other));
+    }
+
+    #[tokio::test]
+    async fn a_writer_dropped_mid_write_withdraws_its_hand_over() {
+        let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
+        let state = crate::AppState::start(
+            crate::Config::default(),
+            Arc::new(store),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        let key = "/registry/configmaps/default/c";
+        // The request goes away while its store write is still pending.
+        let write = write_shared(&state, key, json!({"metadata": {"name": "c"}}), |_| {
+            std::future::pending::<crate::error::Result<StoreWrite>>()
+        });
+        assert!(tokio::time::timeout(Duration::from_millis(20), write)
+            .await
+            .is_err());
+        // Nothing of it is left: the next write of the key can hand its object over.
+        let bytes = bytes::Bytes::from_static(b"{}");
+        assert!(state
+            .cache
+            .offer_pending(key, bytes.clone(), json!({}))
+            .is_ok());
+        assert!(state.cache.withdraw(key, &bytes).is_some());
     }
 }
