@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::error::{ApiError, Result};
 use crate::handlers::read::{decode_kv, stored_object, wait_consistent, Filter};
 use crate::handlers::render::{encode, output, present};
-use crate::handlers::write::respond_committed;
+use crate::handlers::write::{respond_committed, Written};
 use crate::handlers::{object_key, Ctx, Target};
 use crate::http::query::{DeleteOptions, ListOptions, Propagation};
 use crate::registry::strategy_for;
@@ -38,7 +38,7 @@ pub enum Deleted {
     /// revision, its resourceVersion from now on (none for a dry run: the state's own).
     Removed(Arc<Value>, Option<u64>),
     /// Kept, marked for deletion (graceful or finalizers): its new state.
-    Marked(Value),
+    Marked(Written),
 }
 
 fn bump_generation(obj: &mut Value) {
@@ -120,7 +120,7 @@ pub async fn delete_object(
                         None => continue,
                     }
                 }
-                _ => return Ok(Deleted::Marked(Arc::unwrap_or_clone(obj))),
+                _ => return Ok(Deleted::Marked(Written::shared(obj))),
             }
         } else {
             let grace = strategy
@@ -197,9 +197,9 @@ async fn mark(
     rev: u64,
     new: Value,
     dry_run: bool,
-) -> Result<Option<Value>> {
+) -> Result<Option<Written>> {
     if dry_run {
-        return Ok(Some(new));
+        return Ok(Some(Written::object(new)));
     }
     use crate::handlers::write::{write_shared, StoreWrite};
     let written = write_shared(state, key, new, |bytes| async move {
@@ -211,8 +211,7 @@ async fn mark(
         })
     })
     .await?;
-    // The response copies: the stored object is shared with the watch cache.
-    Ok(written.ok().map(Arc::unwrap_or_clone))
+    Ok(written.ok())
 }
 
 /// Completes a graceful deletion when its grace period has passed and nobody (the kubelet) did:
@@ -243,7 +242,7 @@ impl Deleted {
     /// The object as the response shows it.
     fn into_object(self) -> Value {
         match self {
-            Deleted::Marked(obj) => obj,
+            Deleted::Marked(w) => Arc::unwrap_or_clone(w.object),
             Deleted::Removed(obj, revision) => {
                 let mut obj = Arc::unwrap_or_clone(obj);
                 if let Some(rev) = revision {
@@ -286,6 +285,9 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let opts = DeleteOptions::parse(&bytes, &ctx.query)?;
     let d = delete_object(&ctx.state, &ctx.target, &name, &opts).await?;
+    if let Deleted::Marked(w) = d {
+        return respond_committed(&ctx, crate::handlers::write::Committed::Stored(w));
+    }
     if let Deleted::Removed(obj, Some(rev)) = &d {
         // The usual answer (a kubelet's final delete of a pod): written from the shared object.
         let out = crate::handlers::render::output(ctx.accept())?;
@@ -293,8 +295,9 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
             && out == crate::http::negotiate::Output::Json
             && crate::handlers::render::is_presentable(ctx.target.info, obj)
         {
-            let body = crate::watch_cache::to_json_with_resource_version(obj, &rev.to_string())
-                .map_err(|e| ApiError::internal("encoding an object", e))?;
+            let body = crate::watch_cache::ObjectJson::encode(obj)
+                .map_err(|e| ApiError::internal("encoding an object", e))?
+                .with_resource_version(&rev.to_string());
             return Ok(crate::handlers::render::with_content_type(
                 body,
                 out.content_type(),
@@ -306,7 +309,7 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     if is_object {
         return respond_committed(
             &ctx,
-            crate::handlers::write::Committed::Stored(Arc::new(body)),
+            crate::handlers::write::Committed::Stored(Written::object(body)),
         );
     }
     Ok(axum::Json(body).into_response())

@@ -97,7 +97,8 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
                     ctx.accept(),
                     IncludeObject::Metadata,
                     ObjectResponse {
-                        object: stored,
+                        object: stored.object,
+                        json: stored.json,
                         code: StatusCode::CREATED,
                     },
                 );

@@ -63,6 +63,7 @@ pub async fn get(ctx: Ctx) -> Result<Response> {
         include,
         ObjectResponse {
             object: obj,
+            json: None,
             code: StatusCode::OK,
         },
     )

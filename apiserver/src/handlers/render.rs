@@ -73,7 +73,12 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
 }
 
 /// A response of `bytes` already encoded as `content_type`.
-pub fn with_content_type(bytes: Vec<u8>, content_type: &'static str, code: StatusCode) -> Response {
+pub fn with_content_type(
+    bytes: impl Into<bytes::Bytes>,
+    content_type: &'static str,
+    code: StatusCode,
+) -> Response {
+    let bytes: bytes::Bytes = bytes.into();
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -84,6 +89,8 @@ pub fn with_content_type(bytes: Vec<u8>, content_type: &'static str, code: Statu
 pub struct ObjectResponse {
     /// The object (shared with the watch cache after a write).
     pub object: Arc<Value>,
+    /// Its JSON text, if a write already made it.
+    pub json: Option<bytes::Bytes>,
     /// 200 or 201.
     pub code: StatusCode,
 }
@@ -97,7 +104,10 @@ pub fn respond_object(
 ) -> Result<Response> {
     let out = output(accept)?;
     if out == Output::Json && is_presentable(target.info, &resp.object) {
-        return Ok(encode(&resp.object, out, resp.code));
+        return Ok(match resp.json {
+            Some(json) => with_content_type(json, out.content_type(), resp.code),
+            None => encode(&resp.object, out, resp.code),
+        });
     }
     let obj = present(target.info, Arc::unwrap_or_clone(resp.object));
     let body = match out {

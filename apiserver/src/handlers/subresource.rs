@@ -13,7 +13,7 @@ use crate::handlers::read::stored_object;
 use crate::handlers::render::{encode, output};
 use crate::handlers::write::{
     commit, field_manager, patch_content_type, precondition, prepare_update, respond_committed,
-    update_with, Committed, WriteScope,
+    update_with, Committed, WriteScope, Written,
 };
 use crate::handlers::{read, Ctx};
 use crate::http::body::decode_object;
@@ -97,7 +97,7 @@ async fn write_scale(
             &field_manager(ctx),
         )?;
         match commit(ctx, &name, new, &old, kv.mod_revision, dry_run).await? {
-            Committed::Stored(o) | Committed::Removed(o) => {
+            Committed::Stored(Written { object: o, .. }) | Committed::Removed(o) => {
                 return respond_scale(ctx, &access.to_scale(&o))
             }
             Committed::Raced if !conditional => continue,

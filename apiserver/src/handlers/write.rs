@@ -22,6 +22,7 @@ use crate::handlers::{Ctx, ObjectResponse, Target};
 use crate::http::body::{content_type, decode_object};
 use crate::http::query::{IncludeObject, WriteOptions};
 use crate::registry::strategy_for;
+use crate::watch_cache::ObjectJson;
 
 /// Attempts of an unconditional write that keeps losing compare-and-swap races.
 const MAX_RETRIES: usize = 16;
@@ -196,7 +197,7 @@ pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
 }
 
 /// Stores a prepared new object; retries generated names on collision.
-pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Arc<Value>> {
+pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Written> {
     if dry_run {
         return store_new_allocated(ctx, obj, true).await;
     }
@@ -208,14 +209,14 @@ pub async fn store_new(ctx: &Ctx, obj: Value, dry_run: bool) -> Result<Arc<Value
     result
 }
 
-async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Arc<Value>> {
+async fn store_new_allocated(ctx: &Ctx, mut obj: Value, dry_run: bool) -> Result<Written> {
     let info = ctx.target.info;
     let generated = api::meta::generate_name(&obj).is_some_and(|g| !g.is_empty());
     for _ in 0..MAX_RETRIES {
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         check_namespace(ctx, &name).await?;
         if dry_run {
-            return Ok(Arc::new(obj));
+            return Ok(Written::object(obj));
         }
         let key = ctx.target.key(&name);
         let written = write_shared(&ctx.state, &key, obj, |bytes| async {
@@ -253,7 +254,8 @@ pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
         ctx.accept(),
         IncludeObject::Metadata,
         ObjectResponse {
-            object: stored,
+            object: stored.object,
+            json: stored.json,
             code: StatusCode::CREATED,
         },
     )
@@ -377,7 +379,7 @@ fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
 /// Outcome of [`commit`].
 pub enum Committed {
     /// Stored (or unchanged, or dry run): the object as it now is.
-    Stored(Arc<Value>),
+    Stored(Written),
     /// The object was removed because its last finalizer went away.
     Removed(Arc<Value>),
     /// The stored revision moved since `old` was read (compare-and-swap lost).
@@ -421,7 +423,7 @@ pub async fn commit(
     if same_ignoring_rv(&new, old) || dry_run {
         let mut out = new;
         api::meta::set_resource_version(&mut out, &old_rev.to_string());
-        return Ok(Committed::Stored(Arc::new(out)));
+        return Ok(Committed::Stored(Written::object(out)));
     }
     let mut gone = false;
     let written = write_shared(&ctx.state, &key, new, |bytes| async {
@@ -438,7 +440,7 @@ pub async fn commit(
     })
     .await?;
     match written {
-        Ok(obj) => Ok(Committed::Stored(obj)),
+        Ok(written) => Ok(Committed::Stored(written)),
         Err(_) if gone => Err(ApiError::not_found(&ctx.target.group_resource(), name)),
         Err(_) => Ok(Committed::Raced),
     }
@@ -450,8 +452,29 @@ pub(crate) enum StoreWrite {
     NotStored,
 }
 
-/// Stores `obj` at `key` through `write` (given the encoded bytes), sharing the object with the
-/// watch cache so the write's event is never decoded again: it is handed over before the write
+/// An object as it now is, shared with the watch cache, and its JSON text when a write already
+/// made it (exactly `serde_json::to_vec` of `object`).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub object: Arc<Value>,
+    pub json: Option<Bytes>,
+}
+
+impl Written {
+    /// An object not (yet) serialised.
+    pub fn object(object: Value) -> Self {
+        Self::shared(Arc::new(object))
+    }
+
+    /// A shared object not (yet) serialised.
+    pub fn shared(object: Arc<Value>) -> Self {
+        Written { object, json: None }
+    }
+}
+
+/// Stores `obj` at `key` through `write` (given the encoded bytes), sharing the object and its
+/// JSON text with the watch cache so the write's event is neither decoded nor serialised again:
+/// they are handed over before the write
 /// ([`WatchCache::offer_pending`](crate::watch_cache::WatchCache::offer_pending)) and settled
 /// after it. Returns the stored object with its resourceVersion, or the object back (without a
 /// resourceVersion) when it was not stored.
@@ -460,18 +483,17 @@ pub(crate) async fn write_shared<F, Fut>(
     key: &str,
     mut obj: Value,
     write: F,
-) -> Result<std::result::Result<Arc<Value>, Value>>
+) -> Result<std::result::Result<Written, Value>>
 where
     F: FnOnce(Bytes) -> Fut,
     Fut: std::future::Future<Output = Result<StoreWrite>>,
 {
     api::meta::remove(&mut obj, "resourceVersion");
-    let bytes = Bytes::from(
-        serde_json::to_vec(&obj).map_err(|e| ApiError::internal("encoding an object", e))?,
-    );
+    let json = ObjectJson::encode(&obj).map_err(|e| ApiError::internal("encoding an object", e))?;
+    let bytes = json.text().clone();
     let cache = &state.cache;
     // Refused while another write of the key is in flight: then this one keeps its object.
-    let kept = cache.offer_pending(key, bytes.clone(), obj).err();
+    let kept = cache.offer_pending(key, json.clone(), obj).err();
     // Until the outcome is known, a failed write, or the request being dropped mid-write (the
     // client went away), withdraws the offer: it never outlives its writer.
     let mut pending = PendingOffer {
@@ -483,23 +505,33 @@ where
     let outcome = write(bytes.clone()).await?;
     pending.armed = false;
     match (outcome, kept) {
-        (StoreWrite::Stored(rev), Some(mut obj)) => {
-            api::meta::set_resource_version(&mut obj, &rev.to_string());
-            let obj = Arc::new(obj);
-            cache.offer(key, rev, obj.clone());
-            Ok(Ok(obj))
+        (StoreWrite::Stored(rev), kept) => {
+            let rv = rev.to_string();
+            let text = json.with_resource_version(&rv);
+            let object = match kept {
+                Some(mut obj) => {
+                    api::meta::set_resource_version(&mut obj, &rv);
+                    let obj = Arc::new(obj);
+                    cache.offer(key, rev, obj.clone(), Some(text.clone()));
+                    obj
+                }
+                None => match cache.settle(key, &bytes, rev, text.clone()) {
+                    Some(obj) => obj,
+                    // The feeder took it first: the cache holds it (unless the key moved on).
+                    None => match cache
+                        .get(key)
+                        .filter(|o| api::meta::resource_version(o) == Some(rv.as_str()))
+                    {
+                        Some(obj) => obj,
+                        None => Arc::new(decode_stored(&bytes, rev)?),
+                    },
+                },
+            };
+            Ok(Ok(Written {
+                object,
+                json: Some(text),
+            }))
         }
-        (StoreWrite::Stored(rev), None) => match cache.settle(key, &bytes, rev) {
-            Some(obj) => Ok(Ok(obj)),
-            // The feeder took it first: the cache holds it (unless the key moved on already).
-            None => match cache
-                .get(key)
-                .filter(|o| api::meta::resource_version(o) == Some(rev.to_string().as_str()))
-            {
-                Some(obj) => Ok(Ok(obj)),
-                None => Ok(Ok(Arc::new(decode_stored(&bytes, rev)?))),
-            },
-        },
         (StoreWrite::NotStored, Some(obj)) => Ok(Err(obj)),
         (StoreWrite::NotStored, None) => match cache.withdraw(key, &bytes) {
             Some(obj) => Ok(Err(obj)),
@@ -550,8 +582,9 @@ pub fn precondition(target: &Target, obj: &Value, name: &str) -> Result<Option<u
 
 /// Responds with the result of a commit (200; the removed object for a finished deletion).
 pub fn respond_committed(ctx: &Ctx, c: Committed) -> Result<Response> {
-    let object = match c {
-        Committed::Stored(o) | Committed::Removed(o) => o,
+    let Written { object, json } = match c {
+        Committed::Stored(w) => w,
+        Committed::Removed(o) => Written::shared(o),
         Committed::Raced => return Err(ApiError::conflict(&ctx.target.group_resource(), "")),
     };
     respond_object(
@@ -560,6 +593,7 @@ pub fn respond_committed(ctx: &Ctx, c: Committed) -> Result<Response> {
         IncludeObject::Metadata,
         ObjectResponse {
             object,
+            json,
             code: StatusCode::OK,
         },
     )
@@ -603,7 +637,8 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
                     ctx.accept(),
                     IncludeObject::Metadata,
                     ObjectResponse {
-                        object: stored,
+                        object: stored.object,
+                        json: stored.json,
                         code: StatusCode::CREATED,
                     },
                 );
@@ -709,11 +744,11 @@ mod tests {
             .await
             .is_err());
         // Nothing of it is left: the next write of the key can hand its object over.
-        let bytes = bytes::Bytes::from_static(b"{}");
+        let json = crate::watch_cache::ObjectJson::encode(&json!({})).unwrap();
         assert!(state
             .cache
-            .offer_pending(key, bytes.clone(), json!({}))
+            .offer_pending(key, json.clone(), json!({}))
             .is_ok());
-        assert!(state.cache.withdraw(key, &bytes).is_some());
+        assert!(state.cache.withdraw(key, json.text()).is_some());
     }
 }

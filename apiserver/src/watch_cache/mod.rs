@@ -15,7 +15,10 @@
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 
+mod json;
 mod snapshot;
+
+pub use json::ObjectJson;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -99,12 +102,15 @@ impl CacheEvent {
     /// The JSON text of the event's object, serialised on first use.
     pub fn encoded_object(&self) -> &bytes::Bytes {
         self.encoded.get_or_init(|| {
-            let json = if self.stamp_revision {
-                to_json_with_resource_version(&self.object, &self.revision.to_string())
+            if self.stamp_revision {
+                ObjectJson::encode(&self.object)
+                    .map(|json| json.with_resource_version(&self.revision.to_string()))
+                    .unwrap_or_default()
             } else {
                 serde_json::to_vec(self.object.as_ref())
-            };
-            bytes::Bytes::from(json.unwrap_or_default())
+                    .map(bytes::Bytes::from)
+                    .unwrap_or_default()
+            }
         })
     }
 
@@ -116,55 +122,6 @@ impl CacheEvent {
         let mut obj = Value::clone(&self.object);
         stamp(&mut obj, self.revision);
         std::borrow::Cow::Owned(obj)
-    }
-}
-
-/// The JSON of `obj` with `metadata.resourceVersion` set to `rv`, byte for byte what setting it
-/// on a copy and serialising that would give, without the copy.
-pub fn to_json_with_resource_version(obj: &Value, rv: &str) -> serde_json::Result<Vec<u8>> {
-    use serde::ser::{Serialize, SerializeMap, Serializer};
-    struct Meta<'a>(&'a serde_json::Map<String, Value>, &'a str);
-    impl Serialize for Meta<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            const RV: &str = "resourceVersion";
-            let len = self.0.len() + usize::from(!self.0.contains_key(RV));
-            let mut m = s.serialize_map(Some(len))?;
-            let mut written = false;
-            for (k, v) in self.0 {
-                // Keys are ordered: the stamped key goes where an insert would put it.
-                if !written && k.as_str() >= RV {
-                    m.serialize_entry(RV, self.1)?;
-                    written = true;
-                    if k == RV {
-                        continue;
-                    }
-                }
-                m.serialize_entry(k, v)?;
-            }
-            if !written {
-                m.serialize_entry(RV, self.1)?;
-            }
-            m.end()
-        }
-    }
-    struct Top<'a>(&'a serde_json::Map<String, Value>, &'a str);
-    impl Serialize for Top<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut m = s.serialize_map(Some(self.0.len()))?;
-            for (k, v) in self.0 {
-                match v {
-                    Value::Object(meta) if k == "metadata" => {
-                        m.serialize_entry(k, &Meta(meta, self.1))?
-                    }
-                    _ => m.serialize_entry(k, v)?,
-                }
-            }
-            m.end()
-        }
-    }
-    match obj {
-        Value::Object(top) => serde_json::to_vec(&Top(top, rv)),
-        other => serde_json::to_vec(other),
     }
 }
 
@@ -228,13 +185,15 @@ pub enum WatchStart {
 
 /// An object a writer handed over for the event its write produces.
 enum Offer {
-    /// Before its store write ([`WatchCache::offer_pending`]): the object as stored and the bytes
-    /// written. The event whose value is exactly these bytes takes it.
-    Pending { bytes: bytes::Bytes, object: Value },
-    /// After its store write: the object with its resourceVersion, for the event at `revision`.
+    /// Before its store write ([`WatchCache::offer_pending`]): the object as stored and its JSON
+    /// (the bytes written). The event whose value is exactly these bytes takes it.
+    Pending { json: ObjectJson, object: Value },
+    /// After its store write: the object with its resourceVersion and, if known, its JSON text,
+    /// for the event at `revision`.
     Stored {
         revision: Revision,
         object: Arc<Value>,
+        json: Option<bytes::Bytes>,
     },
 }
 
@@ -466,9 +425,14 @@ impl WatchCache {
     fn apply(&self, ev: Event) {
         let revision = ev.revision;
         let mut expired = None;
+        let prefix = resource_prefix(&ev.key);
+        // Taken before the lock: splicing the offered JSON text keeps readers waiting otherwise.
+        let offered = prefix.and_then(|_| {
+            self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value))
+        });
         let mut inner = self.inner.write();
         let base = inner.base;
-        if let Some(prefix) = resource_prefix(&ev.key) {
+        if let Some(prefix) = prefix {
             let res = inner
                 .resources
                 .entry(prefix.to_string())
@@ -477,17 +441,18 @@ impl WatchCache {
                     ..Default::default()
                 });
             let prev = res.objects.get(&ev.key).cloned();
-            let offered = self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value));
             let cached = match ev.kind {
                 EventKind::Put => ev
                     .value
                     .as_ref()
                     .and_then(|kv| {
-                        offered.or_else(|| decode(&kv.value, kv.mod_revision).map(Arc::new))
+                        offered.or_else(|| {
+                            decode(&kv.value, kv.mod_revision).map(|v| (Arc::new(v), None))
+                        })
                     })
-                    .map(|v| {
+                    .map(|(v, json)| {
                         res.objects.insert(ev.key.clone(), v.clone());
-                        CacheEvent::new(
+                        let event = CacheEvent::new(
                             if prev.is_some() {
                                 EventType::Modified
                             } else {
@@ -497,7 +462,14 @@ impl WatchCache {
                             revision,
                             v,
                             prev.clone(),
-                        )
+                        );
+                        match json {
+                            Some(json) => CacheEvent {
+                                encoded: json.into(),
+                                ..event
+                            },
+                            None => event,
+                        }
                     }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
@@ -545,36 +517,34 @@ impl WatchCache {
     /// Hands over, before its store write, the object a writer is about to store at `key`:
     /// `bytes` are exactly what it writes and `object` exactly what they decode to (no
     /// resourceVersion). The write's event then takes the object instead of decoding the bytes,
-    /// whichever of the writer and the feeder comes first. The writer afterwards calls
+    /// and its JSON text instead of serialising the object, whichever of the writer and the feeder
+    /// comes first. The writer afterwards calls
     /// [`settle`](Self::settle) (written) or [`withdraw`](Self::withdraw) (not written).
     /// Refused (the object comes back) while another offer for `key` is outstanding.
-    pub fn offer_pending(
-        &self,
-        key: &str,
-        bytes: bytes::Bytes,
-        object: Value,
-    ) -> Result<(), Value> {
+    pub fn offer_pending(&self, key: &str, json: ObjectJson, object: Value) -> Result<(), Value> {
         let mut offers = self.offers.lock();
         match offers.by_key.entry(key.to_string()) {
             std::collections::hash_map::Entry::Occupied(_) => Err(object),
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(Offer::Pending { bytes, object });
+                v.insert(Offer::Pending { json, object });
                 Ok(())
             }
         }
     }
 
-    /// After the write of a pending offer stored `bytes` at `revision`: the object with its
-    /// resourceVersion, shared with the event still to be applied. `None` when the feeder already
-    /// took it (the cache then holds it) or a relist dropped it.
+    /// After the write of a pending offer stored `bytes` at `revision` (`json`: its JSON text at
+    /// that revision): the object with its resourceVersion, shared with the event still to be
+    /// applied. `None` when the feeder already took it (the cache then holds it) or a relist
+    /// dropped it.
     pub fn settle(
         &self,
         key: &str,
         bytes: &bytes::Bytes,
         revision: Revision,
+        json: bytes::Bytes,
     ) -> Option<Arc<Value>> {
         let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { bytes: b, .. }) if same_bytes(b, bytes));
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
         if !ours {
             return None;
         }
@@ -589,6 +559,7 @@ impl WatchCache {
                 Offer::Stored {
                     revision,
                     object: object.clone(),
+                    json: Some(json),
                 },
             );
         }
@@ -598,7 +569,7 @@ impl WatchCache {
     /// Takes back a pending offer whose write did not happen; `None` if a relist dropped it.
     pub fn withdraw(&self, key: &str, bytes: &bytes::Bytes) -> Option<Value> {
         let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { bytes: b, .. }) if same_bytes(b, bytes));
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
         match ours.then(|| offers.by_key.remove(key)).flatten() {
             Some(Offer::Pending { object, .. }) => Some(object),
             _ => None,
@@ -606,30 +577,41 @@ impl WatchCache {
     }
 
     /// Hands over the object a write just stored at `revision` (exactly what the stored bytes
-    /// decode to, resourceVersion included). Dropped if the event was already applied or another
-    /// offer for `key` is outstanding.
-    pub fn offer(&self, key: &str, revision: Revision, object: Arc<Value>) {
+    /// decode to, resourceVersion included) and, if known, its JSON text. Dropped if the event was
+    /// already applied or another offer for `key` is outstanding.
+    pub fn offer(
+        &self,
+        key: &str,
+        revision: Revision,
+        object: Arc<Value>,
+        json: Option<bytes::Bytes>,
+    ) {
         let mut offers = self.offers.lock();
         if offers.applied < revision && !offers.by_key.contains_key(key) {
-            offers
-                .by_key
-                .insert(key.to_string(), Offer::Stored { revision, object });
+            offers.by_key.insert(
+                key.to_string(),
+                Offer::Stored {
+                    revision,
+                    object,
+                    json,
+                },
+            );
         }
     }
 
     /// The offered object for the event of `key` at `revision` (whose stored value is `value`),
-    /// if any; marks `revision` as applied for offers (under the same lock as `settle` and
+    /// with its JSON text if known, if any; marks `revision` as applied for offers (under the same lock as `settle` and
     /// `offer`, so no offer can arrive after its event and stay).
     fn take_offer(
         &self,
         key: &str,
         revision: Revision,
         value: Option<&bytes::Bytes>,
-    ) -> Option<Arc<Value>> {
+    ) -> Option<(Arc<Value>, Option<bytes::Bytes>)> {
         let mut offers = self.offers.lock();
         offers.applied = offers.applied.max(revision);
         let take = match offers.by_key.get(key)? {
-            Offer::Pending { bytes, .. } => value.is_some_and(|v| same_bytes(bytes, v)),
+            Offer::Pending { json, .. } => value.is_some_and(|v| same_bytes(json.text(), v)),
             Offer::Stored { revision: r, .. } if *r == revision => true,
             Offer::Stored { revision: r, .. } => {
                 // Older than this event: its own event went by without it (a relist). Stale.
@@ -644,11 +626,12 @@ impl WatchCache {
             return None;
         }
         match offers.by_key.remove(key)? {
-            Offer::Pending { mut object, .. } => {
+            Offer::Pending { mut object, json } => {
                 stamp(&mut object, revision);
-                Some(Arc::new(object))
+                let json = json.with_resource_version(&revision.to_string());
+                Some((Arc::new(object), Some(json)))
             }
-            Offer::Stored { object, .. } => Some(object),
+            Offer::Stored { object, json, .. } => Some((object, json)),
         }
     }
 

@@ -312,20 +312,21 @@ mod tests {
         let obj =
             |n: u64| Arc::new(json!({"metadata": {"name": "p", "resourceVersion": n.to_string()}}));
         let a = obj(20);
-        c.offer("/registry/pods/ns/p", 20, a.clone());
+        let text = bytes::Bytes::from_static(b"{}");
+        c.offer("/registry/pods/ns/p", 20, a.clone(), Some(text.clone()));
         // An earlier event of the key leaves the offer for its own.
         assert!(c.take_offer("/registry/pods/ns/p", 19, None).is_none());
         let got = c.take_offer("/registry/pods/ns/p", 20, None);
-        assert!(got.is_some_and(|g| Arc::ptr_eq(&g, &a)));
+        assert!(got.is_some_and(|(g, json)| Arc::ptr_eq(&g, &a) && json == Some(text)));
         assert!(
             c.take_offer("/registry/pods/ns/p", 20, None).is_none(),
             "used once"
         );
         // An offer arriving after its event was applied is dropped, not kept.
-        c.offer("/registry/pods/ns/q", 18, obj(18));
+        c.offer("/registry/pods/ns/q", 18, obj(18), None);
         assert!(c.offers.lock().by_key.is_empty());
         // An offer whose event went by without it (a relist) is dropped by the key's next event.
-        c.offer("/registry/pods/ns/r", 21, obj(21));
+        c.offer("/registry/pods/ns/r", 21, obj(21), None);
         assert!(c.take_offer("/registry/pods/ns/r", 22, None).is_none());
         assert!(c.offers.lock().by_key.is_empty());
     }
@@ -335,57 +336,42 @@ mod tests {
         let c = cache(4);
         let key = "/registry/pods/ns/p";
         let stored = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
-        let bytes = bytes::Bytes::from(serde_json::to_vec(&stored).unwrap());
-        // The event first: it takes the object (by its bytes), stamped; the writer finds none.
-        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        let json = crate::watch_cache::ObjectJson::encode(&stored).unwrap();
+        let bytes = json.text().clone();
+        assert_eq!(bytes, serde_json::to_vec(&stored).unwrap());
+        let text_at = |rev: u64| {
+            let mut o = stored.clone();
+            o["metadata"]["resourceVersion"] = json!(rev.to_string());
+            bytes::Bytes::from(serde_json::to_vec(&o).unwrap())
+        };
+        // The event first: it takes the object (by its bytes), stamped, and its text at the
+        // event's revision; the writer finds none.
+        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
         let other = bytes::Bytes::from_static(br#"{"metadata":{"name":"p"}}"#);
         assert!(
             c.take_offer(key, 30, Some(&other)).is_none(),
             "another write's event"
         );
-        let got = c.take_offer(key, 31, Some(&bytes)).unwrap();
+        let (got, text) = c.take_offer(key, 31, Some(&bytes)).unwrap();
         assert_eq!(got["metadata"]["resourceVersion"], "31");
-        assert!(c.settle(key, &bytes, 31).is_none());
+        assert_eq!(text, Some(text_at(31)));
+        assert!(c.settle(key, &bytes, 31, text_at(31)).is_none());
         assert!(c.offers.lock().by_key.is_empty());
-        // The writer first: it settles the object, the event then takes that same object.
-        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        // The writer first: it settles the object and its text, the event then takes both.
+        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
         assert!(
-            c.offer_pending(key, bytes.clone(), stored.clone()).is_err(),
+            c.offer_pending(key, json.clone(), stored.clone()).is_err(),
             "one at a time"
         );
-        let mine = c.settle(key, &bytes, 40).unwrap();
+        let mine = c.settle(key, &bytes, 40, text_at(40)).unwrap();
         assert_eq!(mine["metadata"]["resourceVersion"], "40");
-        let got = c.take_offer(key, 40, Some(&bytes)).unwrap();
+        let (got, text) = c.take_offer(key, 40, Some(&bytes)).unwrap();
         assert!(Arc::ptr_eq(&got, &mine));
+        assert_eq!(text, Some(text_at(40)));
         // A write that did not happen takes its object back.
-        c.offer_pending(key, bytes.clone(), stored.clone()).unwrap();
+        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
         assert_eq!(c.withdraw(key, &bytes), Some(stored));
         assert!(c.offers.lock().by_key.is_empty());
-    }
-
-    #[test]
-    fn json_with_a_resource_version_equals_stamping_a_copy() {
-        use crate::watch_cache::to_json_with_resource_version;
-        for obj in [
-            json!({"metadata": {"name": "a", "resourceVersion": "3", "uid": "u"}, "spec": {}}),
-            json!({"metadata": {"name": "a", "uid": "u"}}),
-            json!({"metadata": {"resourceVersionZ": 1, "a": 2}}),
-            json!({"metadata": {"z": 1}}),
-            json!({"metadata": {}}),
-            json!({"kind": "X", "spec": {"metadata": {"resourceVersion": "1"}}}),
-            json!({"metadata": "odd"}),
-            json!([1, 2]),
-        ] {
-            let mut stamped = obj.clone();
-            if let Some(m) = stamped.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.insert("resourceVersion".into(), json!("42"));
-            }
-            assert_eq!(
-                to_json_with_resource_version(&obj, "42").unwrap(),
-                serde_json::to_vec(&stamped).unwrap(),
-                "{obj}"
-            );
-        }
     }
 
     #[test]

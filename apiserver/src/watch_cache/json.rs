@@ -1,0 +1,218 @@
+//! An object's JSON text without `metadata.resourceVersion`, with the field's place kept.
+//!
+//! A stored value carries no resourceVersion (the store's revision is the resourceVersion), while
+//! every watch event and every response carries it. Keeping the place where the field goes makes
+//! the text at any revision one splice of the stored text, byte for byte what serialising the
+//! stamped object gives (`serde_json` writes object keys in order, so the place is fixed).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Map, Value};
+
+const RESOURCE_VERSION: &str = "resourceVersion";
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct ObjectJson {
+    text: Bytes,
+    /// Where `metadata.resourceVersion` goes; `None` without a `metadata` object (stamping then
+    /// sets nothing either).
+    slot: Option<Slot>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// Byte offset in `text`.
+    at: usize,
+    /// The field goes before every other metadata field (no comma before it).
+    first: bool,
+    /// ...and metadata has no other field (no comma after it either).
+    alone: bool,
+}
+
+impl ObjectJson {
+    /// `obj` serialised as `serde_json::to_vec` would serialise it without
+    /// `metadata.resourceVersion`.
+    pub fn encode(obj: &Value) -> serde_json::Result<ObjectJson> {
+        let Value::Object(top) = obj else {
+            return Ok(ObjectJson {
+                text: Bytes::from(serde_json::to_vec(obj)?),
+                slot: None,
+            });
+        };
+        let mut out = Vec::with_capacity(2048);
+        let mut slot = None;
+        out.push(b'{');
+        for (i, (k, v)) in top.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, k)?;
+            out.push(b':');
+            match v {
+                Value::Object(meta) if k == "metadata" => {
+                    slot = Some(write_metadata(&mut out, meta)?)
+                }
+                _ => serde_json::to_writer(&mut out, v)?,
+            }
+        }
+        out.push(b'}');
+        Ok(ObjectJson {
+            text: Bytes::from(out),
+            slot,
+        })
+    }
+
+    /// The text without resourceVersion (what the store keeps).
+    pub fn text(&self) -> &Bytes {
+        &self.text
+    }
+
+    /// The text with `metadata.resourceVersion` set to `rv`.
+    pub fn with_resource_version(&self, rv: &str) -> Bytes {
+        let Some(slot) = self.slot else {
+            return self.text.clone();
+        };
+        let mut out = BytesMut::with_capacity(self.text.len() + rv.len() + 24);
+        out.put_slice(&self.text[..slot.at]);
+        if !slot.first {
+            out.put_u8(b',');
+        }
+        out.put_slice(b"\"resourceVersion\":");
+        // A JSON string (escaped if it ever needs to be): writing into memory cannot fail.
+        let mut value = Vec::with_capacity(rv.len() + 2);
+        if serde_json::to_writer(&mut value, rv).is_ok() {
+            out.put_slice(&value);
+        }
+        if slot.first && !slot.alone {
+            out.put_u8(b',');
+        }
+        out.put_slice(&self.text[slot.at..]);
+        out.freeze()
+    }
+}
+
+/// Writes `meta` without its resourceVersion; returns where it goes.
+fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>) -> serde_json::Result<Slot> {
+    out.push(b'{');
+    let mut slot = None;
+    let mut written = 0;
+    for (k, v) in meta {
+        if k == RESOURCE_VERSION {
+            continue;
+        }
+        if slot.is_none() && k.as_str() > RESOURCE_VERSION {
+            slot = Some(Slot {
+                at: out.len(),
+                first: written == 0,
+                alone: false,
+            });
+        }
+        if written > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, k)?;
+        out.push(b':');
+        serde_json::to_writer(&mut *out, v)?;
+        written += 1;
+    }
+    let slot = slot.unwrap_or(Slot {
+        at: out.len(),
+        first: written == 0,
+        alone: written == 0,
+    });
+    out.push(b'}');
+    Ok(slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn stamped(obj: &Value, rv: &str) -> Vec<u8> {
+        let mut obj = obj.clone();
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(RESOURCE_VERSION.to_string(), json!(rv));
+        }
+        serde_json::to_vec(&obj).unwrap_or_default()
+    }
+
+    fn without_rv(obj: &Value) -> Vec<u8> {
+        let mut obj = obj.clone();
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove(RESOURCE_VERSION);
+        }
+        serde_json::to_vec(&obj).unwrap_or_default()
+    }
+
+    fn check(obj: &Value) {
+        let json = ObjectJson::encode(obj).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(json.text().as_ref(), without_rv(obj).as_slice(), "{obj}");
+        for rv in ["1", "18446744073709551615", "q\"\\"] {
+            assert_eq!(
+                json.with_resource_version(rv).as_ref(),
+                stamped(obj, rv).as_slice(),
+                "{obj} at {rv}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_place_of_the_field() {
+        for obj in [
+            json!({"metadata": {}}),
+            json!({"metadata": {"resourceVersion": "3"}}),
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": {"uid": "u"}}),
+            json!({"metadata": {"name": "a", "uid": "u"}, "spec": {"x": [1, "é\n"]}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "7", "uid": "u"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"a": 1, "resourceVersion": "9"}}),
+            json!({"metadata": "not an object", "z": null}),
+            json!({"spec": {"metadata": {"name": "nested, left alone"}}}),
+            json!([1, 2]),
+            json!("text"),
+        ] {
+            check(&obj);
+        }
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-z\"\\\\ é]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map(key(), inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Keys on both sides of `resourceVersion`, and the key itself.
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(RESOURCE_VERSION.to_string()),
+            Just("resourceVersiom".to_string()),
+            Just("resourceVersionz".to_string()),
+            Just("metadata".to_string()),
+            "[a-z]{1,3}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn splicing_is_serialising_the_stamped_object(
+            meta in prop::collection::btree_map(key(), value(), 0..6),
+            rest in prop::collection::btree_map(key(), value(), 0..4),
+        ) {
+            let mut top: Map<String, Value> = rest.into_iter().collect();
+            top.insert("metadata".to_string(), Value::Object(meta.into_iter().collect()));
+            check(&Value::Object(top));
+        }
+    }
+}
