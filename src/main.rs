@@ -33,8 +33,14 @@ fn main() -> std::process::ExitCode {
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
-        match minik8s::cli::run(cli, shutdown).await {
-            Ok(()) => std::process::ExitCode::SUCCESS,
+        // On a worker like every other task: polled on this (main) thread, each wake-up of the
+        // command's own future would be a switch to a third busy thread on the runtime's cores.
+        match tokio::spawn(minik8s::cli::run(cli, shutdown)).await {
+            Ok(Ok(())) => std::process::ExitCode::SUCCESS,
+            Ok(Err(e)) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 std::process::ExitCode::FAILURE

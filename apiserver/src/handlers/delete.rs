@@ -24,7 +24,7 @@ use crate::handlers::{object_key, Ctx, Target};
 use crate::http::query::{DeleteOptions, ListOptions, Propagation};
 use crate::registry::strategy_for;
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, SnapshotOutcome};
+use crate::watch_cache::{ListAt, ObjectJson, SnapshotOutcome};
 
 /// Namespaces that may not be deleted.
 const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
@@ -34,9 +34,10 @@ const MAX_RETRIES: usize = 16;
 
 /// What a delete did.
 pub enum Deleted {
-    /// Removed from storage: the last state, shared with the watch cache, and the deletion's
-    /// revision, its resourceVersion from now on (none for a dry run: the state's own).
-    Removed(Arc<Value>, Option<u64>),
+    /// Removed from storage: the last state, shared with the watch cache, the deletion's
+    /// revision, its resourceVersion from now on (none for a dry run: the state's own), and the
+    /// state's JSON if the cache had it.
+    Removed(Arc<Value>, Option<u64>, Option<ObjectJson>),
     /// Kept, marked for deletion (graceful or finalizers): its new state.
     Marked(Written),
 }
@@ -176,12 +177,14 @@ pub async fn delete_object(
             }
         }
         if opts.dry_run {
-            return Ok(Deleted::Removed(obj, None));
+            return Ok(Deleted::Removed(obj, None, None));
         }
+        // Taken before the delete: the cache lets go of it once the delete's event is applied.
+        let json = state.cache.json_at(&key, kv.mod_revision);
         match state.store.delete(&key, Some(kv.mod_revision)).await? {
             store::DeleteOutcome::Deleted { revision, .. } => {
                 crate::handlers::subresource::release_on_delete(state, target, &obj);
-                return Ok(Deleted::Removed(obj, Some(revision)));
+                return Ok(Deleted::Removed(obj, Some(revision), json));
             }
             store::DeleteOutcome::NotFound => return Err(ApiError::not_found(&gr, name)),
             store::DeleteOutcome::Conflict(_) => continue,
@@ -243,7 +246,7 @@ impl Deleted {
     fn into_object(self) -> Value {
         match self {
             Deleted::Marked(w) => Arc::unwrap_or_clone(w.object),
-            Deleted::Removed(obj, revision) => {
+            Deleted::Removed(obj, revision, _) => {
                 let mut obj = Arc::unwrap_or_clone(obj);
                 if let Some(rev) = revision {
                     api::meta::set_resource_version(&mut obj, &rev.to_string());
@@ -263,7 +266,7 @@ fn removal_returns_object(target: &Target) -> bool {
 /// everything marked), else a Success Status.
 fn deleted_body(target: &Target, d: Deleted) -> (Value, bool) {
     match d {
-        Deleted::Removed(obj, _) if !removal_returns_object(target) => {
+        Deleted::Removed(obj, ..) if !removal_returns_object(target) => {
             let name = api::meta::name(&obj).unwrap_or("");
             let uid = api::meta::uid(&obj).unwrap_or("");
             (
@@ -288,16 +291,19 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     if let Deleted::Marked(w) = d {
         return respond_committed(&ctx, crate::handlers::write::Committed::Stored(w));
     }
-    if let Deleted::Removed(obj, Some(rev)) = &d {
+    if let Deleted::Removed(obj, Some(rev), json) = &d {
         // The usual answer (a kubelet's final delete of a pod): written from the shared object.
         let out = crate::handlers::render::output(ctx.accept())?;
         if removal_returns_object(&ctx.target)
             && out == crate::http::negotiate::Output::Json
             && crate::handlers::render::is_presentable(ctx.target.info, obj)
         {
-            let body = crate::watch_cache::ObjectJson::encode(obj)
-                .map_err(|e| ApiError::internal("encoding an object", e))?
-                .with_resource_version(&rev.to_string());
+            let json = match json {
+                Some(json) => json.clone(),
+                None => ObjectJson::encode(obj)
+                    .map_err(|e| ApiError::internal("encoding an object", e))?,
+            };
+            let body = json.with_resource_version(&rev.to_string());
             return Ok(crate::handlers::render::with_content_type(
                 body,
                 out.content_type(),

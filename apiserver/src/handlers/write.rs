@@ -512,10 +512,10 @@ where
                 Some(mut obj) => {
                     api::meta::set_resource_version(&mut obj, &rv);
                     let obj = Arc::new(obj);
-                    cache.offer(key, rev, obj.clone(), Some(text.clone()));
+                    cache.offer(key, rev, obj.clone(), Some(json.clone()));
                     obj
                 }
-                None => match cache.settle(key, &bytes, rev, text.clone()) {
+                None => match cache.settle(key, &bytes, rev) {
                     Some(obj) => obj,
                     // The feeder took it first: the cache holds it (unless the key moved on).
                     None => match cache
@@ -618,11 +618,14 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
     // The body as sent, kept only where a PUT may create (the create path prepares it anew).
     let may_create = scope == WriteScope::Main && strategy.allow_create_on_update();
     let original = may_create.then(|| body_obj.clone());
-    let mut checked = body_obj;
-    reconcile_namespace(&ctx.target, &mut checked)?;
-    let mut checked = crate::handlers::render::with_type_meta(ctx.target.info, checked);
-    validate_fields(ctx, &mut checked)?;
-    let checked = strategy.to_storage(checked);
+    let check = |mut obj: Value| -> Result<Value> {
+        reconcile_namespace(&ctx.target, &mut obj)?;
+        let mut obj = crate::handlers::render::with_type_meta(ctx.target.info, obj);
+        validate_fields(ctx, &mut obj)?;
+        Ok(strategy.to_storage(obj))
+    };
+    // Used up by the first attempt; a retry (a lost compare-and-swap) decodes the body again.
+    let mut checked = Some(check(body_obj)?);
     for _ in 0..MAX_RETRIES {
         let key = ctx.target.key(&name);
         let Some(kv) = ctx.state.store.get(&key).await? else {
@@ -649,7 +652,10 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
             return Err(ApiError::conflict(&ctx.target.group_resource(), &name));
         }
         let old = stored_object(&ctx.state, &kv)?;
-        let mut new = checked.clone();
+        let mut new = match checked.take() {
+            Some(obj) => obj,
+            None => check(decode_object(&ctx.headers, &bytes)?)?,
+        };
         prepare_update(&ctx.target, &mut new, &old, scope, &field_manager(ctx))?;
         match commit(ctx, &name, new, &old, kv.mod_revision, opts.dry_run).await? {
             Committed::Raced if wanted.is_none() => continue,

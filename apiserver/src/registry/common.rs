@@ -128,12 +128,17 @@ pub fn prepare_update_common(
 pub fn prepare_status_common(new: &mut Value, old: &Value) {
     let status = new.as_object_mut().and_then(|o| o.remove("status"));
     let rv = api::meta::resource_version(new).map(str::to_string);
-    // `old` without its status (never copied: it is replaced).
+    let mut body = match std::mem::take(new) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    // `old` without its status (never copied: it is replaced), taking the body's equal parts
+    // (a writer usually sends back the spec it read) instead of copying them.
     let mut merged = match old.as_object() {
         Some(o) => Value::Object(
             o.iter()
                 .filter(|(k, _)| *k != "status")
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), equal_or_copy(body.remove(k), v, 1)))
                 .collect(),
         ),
         None => old.clone(),
@@ -146,6 +151,20 @@ pub fn prepare_status_common(new: &mut Value, old: &Value) {
         None => api::meta::remove(&mut merged, "resourceVersion"),
     }
     *new = merged;
+}
+
+/// `old`: `mine` itself if equal to it, else a copy of `old` made of `mine`'s equal parts (down to
+/// `depth` levels of objects) and copies of the rest.
+fn equal_or_copy(mine: Option<Value>, old: &Value, depth: usize) -> Value {
+    match (mine, old) {
+        (Some(m), _) if m == *old => m,
+        (Some(Value::Object(mut m)), Value::Object(o)) if depth > 0 => Value::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), equal_or_copy(m.remove(k), v, depth - 1)))
+                .collect(),
+        ),
+        _ => old.clone(),
+    }
 }
 
 /// Metadata validation for a create.
@@ -256,5 +275,42 @@ impl Strategy for GenericStrategy {
     }
     fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         DefaultTable::cells(obj, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_status_write_keeps_everything_but_status_from_the_stored_object() {
+        let old = json!({
+            "metadata": {"name": "p", "resourceVersion": "5", "labels": {"a": "1"}, "managedFields": [{"manager": "m"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"},
+        });
+        for body in [
+            // What a kubelet sends: the object it read (no managedFields), a new status.
+            json!({"metadata": {"name": "p", "resourceVersion": "5", "labels": {"a": "1"}},
+                   "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                   "status": {"phase": "Running"}}),
+            // Other metadata and spec are ignored.
+            json!({"metadata": {"name": "p", "resourceVersion": "5", "labels": {"b": "2"}},
+                   "spec": {"nodeName": "elsewhere"}, "extra": 1,
+                   "status": {"phase": "Running"}}),
+            json!({"metadata": {"name": "p", "resourceVersion": "5"}, "spec": 7, "status": {"phase": "Running"}}),
+        ] {
+            let mut new = body;
+            prepare_status_common(&mut new, &old);
+            let mut want = old.clone();
+            want["status"] = json!({"phase": "Running"});
+            assert_eq!(new, want);
+        }
+        // No resourceVersion in the body: none in the result (no precondition).
+        let mut new = json!({"status": {}});
+        prepare_status_common(&mut new, &old);
+        assert_eq!(new["metadata"].get("resourceVersion"), None);
+        assert_eq!(new["spec"], old["spec"]);
     }
 }

@@ -130,6 +130,9 @@ impl CacheEvent {
 struct ResourceCache {
     /// Current objects by key; values carry their resourceVersion.
     objects: BTreeMap<String, Arc<Value>>,
+    /// The JSON text of those of `objects` a writer handed over: a DELETED event, and the response
+    /// of the delete, are made from it instead of serialising the object again.
+    texts: HashMap<String, ObjectJson>,
     /// Recent events, ascending revision.
     ring: VecDeque<Arc<CacheEvent>>,
     /// Every event of this resource with revision > `oldest` is in `ring`.
@@ -188,12 +191,12 @@ enum Offer {
     /// Before its store write ([`WatchCache::offer_pending`]): the object as stored and its JSON
     /// (the bytes written). The event whose value is exactly these bytes takes it.
     Pending { json: ObjectJson, object: Value },
-    /// After its store write: the object with its resourceVersion and, if known, its JSON text,
-    /// for the event at `revision`.
+    /// After its store write: the object with its resourceVersion and, if known, its JSON, for
+    /// the event at `revision`.
     Stored {
         revision: Revision,
         object: Arc<Value>,
-        json: Option<bytes::Bytes>,
+        json: Option<ObjectJson>,
     },
 }
 
@@ -426,10 +429,15 @@ impl WatchCache {
         let revision = ev.revision;
         let mut expired = None;
         let prefix = resource_prefix(&ev.key);
-        // Taken before the lock: splicing the offered JSON text keeps readers waiting otherwise.
-        let offered = prefix.and_then(|_| {
-            self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value))
-        });
+        // Taken, and its text made, before the lock: readers do not wait for the copy.
+        let offered = prefix
+            .and_then(|_| self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value)))
+            .map(|(object, json)| {
+                let text = json
+                    .as_ref()
+                    .map(|j| j.with_resource_version(&revision.to_string()));
+                (object, json, text)
+            });
         let mut inner = self.inner.write();
         let base = inner.base;
         if let Some(prefix) = prefix {
@@ -447,11 +455,15 @@ impl WatchCache {
                     .as_ref()
                     .and_then(|kv| {
                         offered.or_else(|| {
-                            decode(&kv.value, kv.mod_revision).map(|v| (Arc::new(v), None))
+                            decode(&kv.value, kv.mod_revision).map(|v| (Arc::new(v), None, None))
                         })
                     })
-                    .map(|(v, json)| {
+                    .map(|(v, json, text)| {
                         res.objects.insert(ev.key.clone(), v.clone());
+                        match json {
+                            Some(json) => res.texts.insert(ev.key.clone(), json),
+                            None => res.texts.remove(&ev.key),
+                        };
                         let event = CacheEvent::new(
                             if prev.is_some() {
                                 EventType::Modified
@@ -463,9 +475,9 @@ impl WatchCache {
                             v,
                             prev.clone(),
                         );
-                        match json {
-                            Some(json) => CacheEvent {
-                                encoded: json.into(),
+                        match text {
+                            Some(text) => CacheEvent {
+                                encoded: text.into(),
                                 ..event
                             },
                             None => event,
@@ -473,6 +485,11 @@ impl WatchCache {
                     }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
+                    let text = res
+                        .texts
+                        .remove(&ev.key)
+                        .filter(|_| prev.is_some())
+                        .map(|json| json.with_resource_version(&revision.to_string()));
                     let last = prev.clone().or_else(|| {
                         ev.prev
                             .as_ref()
@@ -481,6 +498,7 @@ impl WatchCache {
                     });
                     last.map(|last| CacheEvent {
                         stamp_revision: true,
+                        encoded: text.map(Into::into).unwrap_or_default(),
                         ..CacheEvent::new(
                             EventType::Deleted,
                             ev.key.clone(),
@@ -532,23 +550,21 @@ impl WatchCache {
         }
     }
 
-    /// After the write of a pending offer stored `bytes` at `revision` (`json`: its JSON text at
-    /// that revision): the object with its resourceVersion, shared with the event still to be
-    /// applied. `None` when the feeder already took it (the cache then holds it) or a relist
-    /// dropped it.
+    /// After the write of a pending offer stored `bytes` at `revision`: the object with its
+    /// resourceVersion, shared with the event still to be applied. `None` when the feeder already
+    /// took it (the cache then holds it) or a relist dropped it.
     pub fn settle(
         &self,
         key: &str,
         bytes: &bytes::Bytes,
         revision: Revision,
-        json: bytes::Bytes,
     ) -> Option<Arc<Value>> {
         let mut offers = self.offers.lock();
         let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
         if !ours {
             return None;
         }
-        let Some(Offer::Pending { mut object, .. }) = offers.by_key.remove(key) else {
+        let Some(Offer::Pending { mut object, json }) = offers.by_key.remove(key) else {
             return None;
         };
         stamp(&mut object, revision);
@@ -584,7 +600,7 @@ impl WatchCache {
         key: &str,
         revision: Revision,
         object: Arc<Value>,
-        json: Option<bytes::Bytes>,
+        json: Option<ObjectJson>,
     ) {
         let mut offers = self.offers.lock();
         if offers.applied < revision && !offers.by_key.contains_key(key) {
@@ -607,7 +623,7 @@ impl WatchCache {
         key: &str,
         revision: Revision,
         value: Option<&bytes::Bytes>,
-    ) -> Option<(Arc<Value>, Option<bytes::Bytes>)> {
+    ) -> Option<(Arc<Value>, Option<ObjectJson>)> {
         let mut offers = self.offers.lock();
         offers.applied = offers.applied.max(revision);
         let take = match offers.by_key.get(key)? {
@@ -628,7 +644,6 @@ impl WatchCache {
         match offers.by_key.remove(key)? {
             Offer::Pending { mut object, json } => {
                 stamp(&mut object, revision);
-                let json = json.with_resource_version(&revision.to_string());
                 Some((Arc::new(object), Some(json)))
             }
             Offer::Stored { object, json, .. } => Some((object, json)),
@@ -681,6 +696,18 @@ impl WatchCache {
             revision: current,
             skip_through,
         })
+    }
+
+    /// The JSON of the cached object at `key` if it is at `revision` and a writer handed it over.
+    pub fn json_at(&self, key: &str, revision: Revision) -> Option<ObjectJson> {
+        let prefix = resource_prefix(key)?;
+        let inner = self.inner.read();
+        let res = inner.resources.get(prefix)?;
+        let rv = revision.to_string();
+        let object = res.objects.get(key)?;
+        (api::meta::resource_version(object) == Some(rv.as_str()))
+            .then(|| res.texts.get(key).cloned())
+            .flatten()
     }
 
     /// The cached object at `key`, if any (as of the cache's revision: possibly behind the store).

@@ -312,12 +312,14 @@ mod tests {
         let obj =
             |n: u64| Arc::new(json!({"metadata": {"name": "p", "resourceVersion": n.to_string()}}));
         let a = obj(20);
-        let text = bytes::Bytes::from_static(b"{}");
-        c.offer("/registry/pods/ns/p", 20, a.clone(), Some(text.clone()));
+        let json = crate::watch_cache::ObjectJson::encode(&json!({})).unwrap();
+        c.offer("/registry/pods/ns/p", 20, a.clone(), Some(json.clone()));
         // An earlier event of the key leaves the offer for its own.
         assert!(c.take_offer("/registry/pods/ns/p", 19, None).is_none());
         let got = c.take_offer("/registry/pods/ns/p", 20, None);
-        assert!(got.is_some_and(|(g, json)| Arc::ptr_eq(&g, &a) && json == Some(text)));
+        assert!(got.is_some_and(
+            |(g, j)| Arc::ptr_eq(&g, &a) && j.is_some_and(|j| j.text() == json.text())
+        ));
         assert!(
             c.take_offer("/registry/pods/ns/p", 20, None).is_none(),
             "used once"
@@ -352,10 +354,13 @@ mod tests {
             c.take_offer(key, 30, Some(&other)).is_none(),
             "another write's event"
         );
-        let (got, text) = c.take_offer(key, 31, Some(&bytes)).unwrap();
+        let (got, json_31) = c.take_offer(key, 31, Some(&bytes)).unwrap();
         assert_eq!(got["metadata"]["resourceVersion"], "31");
-        assert_eq!(text, Some(text_at(31)));
-        assert!(c.settle(key, &bytes, 31, text_at(31)).is_none());
+        assert_eq!(
+            json_31.map(|j| j.with_resource_version("31")),
+            Some(text_at(31))
+        );
+        assert!(c.settle(key, &bytes, 31).is_none());
         assert!(c.offers.lock().by_key.is_empty());
         // The writer first: it settles the object and its text, the event then takes both.
         c.offer_pending(key, json.clone(), stored.clone()).unwrap();
@@ -363,15 +368,87 @@ mod tests {
             c.offer_pending(key, json.clone(), stored.clone()).is_err(),
             "one at a time"
         );
-        let mine = c.settle(key, &bytes, 40, text_at(40)).unwrap();
+        let mine = c.settle(key, &bytes, 40).unwrap();
         assert_eq!(mine["metadata"]["resourceVersion"], "40");
-        let (got, text) = c.take_offer(key, 40, Some(&bytes)).unwrap();
+        let (got, json_40) = c.take_offer(key, 40, Some(&bytes)).unwrap();
         assert!(Arc::ptr_eq(&got, &mine));
-        assert_eq!(text, Some(text_at(40)));
+        assert_eq!(
+            json_40.map(|j| j.with_resource_version("40")),
+            Some(text_at(40))
+        );
         // A write that did not happen takes its object back.
         c.offer_pending(key, json.clone(), stored.clone()).unwrap();
         assert_eq!(c.withdraw(key, &bytes), Some(stored));
         assert!(c.offers.lock().by_key.is_empty());
+    }
+
+    #[test]
+    fn a_handed_over_text_serves_the_event_the_delete_response_and_the_deleted_event() {
+        use crate::watch_cache::ObjectJson;
+        use store::{Event, EventKind, KeyValue};
+        let c = cache(4);
+        let key = "/registry/pods/ns/t";
+        let stored = json!({"metadata": {"name": "t", "uid": "u"}, "spec": {"x": 1}});
+        let at = |rv: &str| {
+            let mut o = stored.clone();
+            o["metadata"]["resourceVersion"] = json!(rv);
+            bytes::Bytes::from(serde_json::to_vec(&o).unwrap())
+        };
+        let last_text = |c: &WatchCache| {
+            let inner = c.inner.read();
+            let ev = inner.resources["/registry/pods/"]
+                .ring
+                .back()
+                .cloned()
+                .unwrap();
+            (ev.encoded.get().cloned(), ev.encoded_object().clone())
+        };
+        let json = ObjectJson::encode(&stored).unwrap();
+        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
+        let kv = KeyValue {
+            key: key.into(),
+            value: json.text().clone(),
+            create_revision: 50,
+            mod_revision: 50,
+        };
+        c.apply(Event {
+            kind: EventKind::Put,
+            key: key.into(),
+            revision: 50,
+            value: Some(kv.clone()),
+            prev: None,
+        });
+        // Made when the event was applied, not serialised on first use.
+        assert_eq!(last_text(&c), (Some(at("50")), at("50")));
+        let text = |j: Option<ObjectJson>| j.map(|j| j.with_resource_version("51"));
+        assert_eq!(text(c.json_at(key, 50)), Some(at("51")));
+        assert!(
+            c.json_at(key, 49).is_none(),
+            "only at the object's revision"
+        );
+        c.apply(Event {
+            kind: EventKind::Delete,
+            key: key.into(),
+            revision: 51,
+            value: None,
+            prev: Some(kv.clone()),
+        });
+        assert_eq!(last_text(&c), (Some(at("51")), at("51")));
+        assert!(c.json_at(key, 50).is_none());
+        // An object that came from the store's bytes has no text: its events serialise it.
+        c.apply(Event {
+            kind: EventKind::Put,
+            key: key.into(),
+            revision: 52,
+            value: Some(KeyValue {
+                mod_revision: 52,
+                ..kv
+            }),
+            prev: None,
+        });
+        assert_eq!(last_text(&c), (None, at("52")));
+        assert!(c.json_at(key, 52).is_none());
+        assert!(c.inner.read().resources["/registry/pods/"].texts.is_empty());
     }
 
     #[test]
