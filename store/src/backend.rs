@@ -42,6 +42,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Make everything applied so far durable.
     fn flush(&self) -> Result<()>;
+
+    /// Nothing to flush: callers apply their writes inline instead of through the writer and
+    /// flusher threads, whose pipeline exists to overlap applying with flushing.
+    fn writes_inline(&self) -> bool {
+        false
+    }
 }
 
 /// The in-memory back end: only the event log, bounded by the engine's compaction.
@@ -102,6 +108,10 @@ impl Backend for MemoryBackend {
 
     fn flush(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn writes_inline(&self) -> bool {
+        true
     }
 }
 

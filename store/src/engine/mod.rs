@@ -2,7 +2,9 @@
 //!
 //! **Writes.** Callers send a write to a bounded queue (`StoreConfig::write_queue`; a full queue is
 //! backpressure on the caller, never unbounded memory) and wait for its outcome. Two threads form a
-//! pipeline, so that applying one batch overlaps flushing the previous one:
+//! pipeline, so that applying one batch overlaps flushing the previous one (a back end with nothing
+//! to flush, the in-memory one, skips the pipeline: each caller evaluates, applies, indexes and
+//! publishes its own write under one lock, the same four steps without two thread hand-offs):
 //! - the **writer** takes everything queued (at most `max_batch`), evaluates preconditions in order
 //!   against the index plus the writes applied but not yet indexed (its overlay), assigns dense
 //!   revisions, and applies the batch's events atomically to the back end (objects, log, revision);
@@ -88,8 +90,20 @@ struct Index {
     items: BTreeMap<String, KeyValue>,
 }
 
+/// The write lock of a back end that writes inline ([`Backend::writes_inline`]).
+struct Inline {
+    /// The revision the next write gets.
+    next: Revision,
+    /// Written by the write being evaluated (always empty in between: every earlier write is indexed).
+    overlay: HashMap<String, (Option<KeyValue>, Revision)>,
+    /// Set by close: later writes fail with `Closed`.
+    closed: bool,
+}
+
 pub(crate) struct Shared<B: Backend> {
     backend: B,
+    /// `Some` when writes run inline; then it also orders compaction against them.
+    inline: Option<parking_lot::Mutex<Inline>>,
     /// Written only by the writer thread, after the back end made the batch durable.
     index: RwLock<Index>,
     hub: Hub,
@@ -142,8 +156,16 @@ impl<B: Backend> Engine<B> {
             items,
         } = backend.load()?;
         let items = items.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+        let inline = backend.writes_inline().then(|| {
+            parking_lot::Mutex::new(Inline {
+                next: revision + 1,
+                overlay: HashMap::new(),
+                closed: false,
+            })
+        });
         let shared = Arc::new(Shared {
             backend,
+            inline,
             index: RwLock::new(Index { revision, items }),
             hub: Hub::new(revision),
             compacted: AtomicU64::new(compacted),
@@ -207,12 +229,68 @@ impl<B: Backend> Engine<B> {
     }
 
     async fn submit(&self, op: WriteOp) -> Result<WriteOutcome> {
+        if let Some(inline) = &self.shared.inline {
+            return self.write_inline(inline, op);
+        }
         let (reply, outcome) = oneshot::channel();
         self.commands
             .send(Command::Write(op, reply))
             .await
             .map_err(|_| Error::Closed)?;
         outcome.await.map_err(|_| Error::Closed)?
+    }
+
+    /// The writer's and the flusher's steps for one write, on the caller's thread: evaluate and
+    /// assign a revision, apply, index, publish. Under the inline lock, so writes stay in revision
+    /// order and each sees every earlier one in the index.
+    fn write_inline(
+        &self,
+        inline: &parking_lot::Mutex<Inline>,
+        op: WriteOp,
+    ) -> Result<WriteOutcome> {
+        let shared = &*self.shared;
+        let mut guard = inline.lock();
+        let Inline {
+            next,
+            overlay,
+            closed,
+        } = &mut *guard;
+        if *closed {
+            return Err(Error::Closed);
+        }
+        if shared.failed.load(Ordering::Acquire) {
+            return Err(Error::Failed);
+        }
+        let (events, mut outcomes) = {
+            let index = shared.index.read();
+            let evaluated = writer::evaluate(&index, overlay, next, vec![(op, ())]);
+            overlay.clear();
+            evaluated
+        };
+        let ((), outcome) = outcomes.pop().ok_or(Error::Failed)?;
+        let Some(last) = events.last() else {
+            return Ok(outcome);
+        };
+        let started = std::time::Instant::now();
+        if let Err(error) = shared.backend.apply(&events, now_ms()) {
+            tracing::error!(%error, "store commit failed; refusing further writes");
+            shared.failed.store(true, Ordering::Release);
+            return Err(Error::Failed);
+        }
+        shared
+            .apply_nanos
+            .fetch_add(elapsed_nanos(started), Ordering::Relaxed);
+        shared.commits.fetch_add(1, Ordering::Relaxed);
+        shared
+            .committed_writes
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        {
+            let mut index = shared.index.write();
+            writer::index_events(&mut index, &events);
+            index.revision = last.revision;
+        }
+        shared.hub.publish(&events);
+        Ok(outcome)
     }
 
     fn check_size(value: &Bytes) -> Result<()> {

@@ -42,7 +42,8 @@ pub(super) struct Writer<B: Backend> {
     pub(super) flusher: std::thread::JoinHandle<Result<()>>,
 }
 
-type Pending = (oneshot::Sender<Result<WriteOutcome>>, WriteOutcome);
+type Reply = oneshot::Sender<Result<WriteOutcome>>;
+type Pending = (Reply, WriteOutcome);
 
 impl<B: Backend> Writer<B> {
     pub(super) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
@@ -72,6 +73,10 @@ impl<B: Backend> Writer<B> {
             self.apply(writes);
             if compact {
                 self.compact();
+            }
+            if let (Some(inline), Some(_)) = (&self.shared.inline, &close) {
+                // Waits for a write in progress; none starts after.
+                inline.lock().closed = true;
             }
             if let Some(reply) = close {
                 rx.close();
@@ -112,7 +117,7 @@ impl<B: Backend> Writer<B> {
         flushed
     }
 
-    fn apply(&mut self, writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>) {
+    fn apply(&mut self, writes: Vec<(WriteOp, Reply)>) {
         if writes.is_empty() {
             return;
         }
@@ -155,6 +160,8 @@ impl<B: Backend> Writer<B> {
     }
 
     fn compact(&self) {
+        // Inline writes never race a compaction either.
+        let _inline = self.shared.inline.as_ref().map(|inline| inline.lock());
         let config = &self.shared.config;
         let revision = self.shared.index.read().revision;
         let compacted = self.shared.compacted_revision();
@@ -243,16 +250,7 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
     for Applied { events, pending } in group {
         if let Some(last) = events.last() {
             let mut index = shared.index.write();
-            for event in &events {
-                match &event.value {
-                    Some(kv) => {
-                        index.items.insert(event.key.clone(), kv.clone());
-                    }
-                    None => {
-                        index.items.remove(&event.key);
-                    }
-                }
-            }
+            index_events(&mut index, &events);
             index.revision = last.revision;
         }
         for (reply, outcome) in pending {
@@ -262,14 +260,29 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
     }
 }
 
+/// Applies committed `events` to the index's items (the caller sets its revision).
+pub(super) fn index_events(index: &mut Index, events: &[Arc<Event>]) {
+    for event in events {
+        match &event.value {
+            Some(kv) => {
+                index.items.insert(event.key.clone(), kv.clone());
+            }
+            None => {
+                index.items.remove(&event.key);
+            }
+        }
+    }
+}
+
 /// Evaluate a batch in order against the index plus the writes not yet in it (`overlay`, including
-/// this batch's own earlier ones); assign revisions from `next`.
-fn evaluate(
+/// this batch's own earlier ones); assign revisions from `next`. Each outcome goes with its write's
+/// `R` (its reply channel; nothing inline).
+pub(super) fn evaluate<R>(
     index: &Index,
     overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
     next: &mut Revision,
-    writes: Vec<(WriteOp, oneshot::Sender<Result<WriteOutcome>>)>,
-) -> (Vec<Arc<Event>>, Vec<Pending>) {
+    writes: Vec<(WriteOp, R)>,
+) -> (Vec<Arc<Event>>, Vec<(R, WriteOutcome)>) {
     let mut events = Vec::new();
     let mut pending = Vec::with_capacity(writes.len());
     let current = |overlay: &HashMap<String, (Option<KeyValue>, Revision)>, key: &str| match overlay
