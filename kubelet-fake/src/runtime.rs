@@ -512,7 +512,8 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
     };
 
     let changed = pod.status.as_ref() != Some(&eval.status);
-    let d = digest(&eval.status);
+    // Only a changed status is written, so only then is its digest needed.
+    let d = if changed { digest(&eval.status) } else { 0 };
     let already_written = written.as_ref().is_some_and(|(rv, dg)| {
         *dg == d && pod.metadata.resource_version.as_deref() == Some(rv.as_str())
     });

@@ -124,7 +124,8 @@ pub fn prepare_update_common(
 }
 
 /// `/status` handling: everything but `status` from `old` (metadata too, except resourceVersion,
-/// which the generic flow checks for optimistic concurrency).
+/// which the generic flow checks for optimistic concurrency, and managedFields, which the
+/// managed-fields step carries over from `old`: a subresource write never sets them).
 pub fn prepare_status_common(new: &mut Value, old: &Value) {
     let status = new.as_object_mut().and_then(|o| o.remove("status"));
     let rv = api::meta::resource_version(new).map(str::to_string);
@@ -138,7 +139,14 @@ pub fn prepare_status_common(new: &mut Value, old: &Value) {
         Some(o) => Value::Object(
             o.iter()
                 .filter(|(k, _)| *k != "status")
-                .map(|(k, v)| (k.clone(), equal_or_copy(body.remove(k), v, 1)))
+                .map(|(k, v)| {
+                    let mine = body.remove(k);
+                    let v = match v {
+                        Value::Object(meta) if k == "metadata" => metadata_of(mine, meta),
+                        _ => equal_or_copy(mine, v, 1),
+                    };
+                    (k.clone(), v)
+                })
                 .collect(),
         ),
         None => old.clone(),
@@ -151,6 +159,20 @@ pub fn prepare_status_common(new: &mut Value, old: &Value) {
         None => api::meta::remove(&mut merged, "resourceVersion"),
     }
     *new = merged;
+}
+
+/// `old` metadata without managedFields, made of `mine`'s equal fields and copies of the rest.
+fn metadata_of(mine: Option<Value>, old: &Map<String, Value>) -> Value {
+    let mut mine = match mine {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    Value::Object(
+        old.iter()
+            .filter(|(k, _)| *k != "managedFields")
+            .map(|(k, v)| (k.clone(), equal_or_copy(mine.remove(k), v, 0)))
+            .collect(),
+    )
 }
 
 /// `old`: `mine` itself if equal to it, else a copy of `old` made of `mine`'s equal parts (down to
@@ -305,6 +327,9 @@ mod tests {
             prepare_status_common(&mut new, &old);
             let mut want = old.clone();
             want["status"] = json!({"phase": "Running"});
+            want["metadata"]
+                .as_object_mut()
+                .map(|m| m.remove("managedFields"));
             assert_eq!(new, want);
         }
         // No resourceVersion in the body: none in the result (no precondition).
