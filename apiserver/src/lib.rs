@@ -70,7 +70,10 @@ async fn not_found() -> Response {
 async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let (verb, resource) = handlers::classify(&req);
-    let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), verb, resource = %resource);
+    // Debug level: an enabled span formats its fields on every request (about 1 % of the CPU of
+    // `minik8s bench scale` at info), while at info a request only logs on failure, with its verb
+    // and resource.
+    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path(), verb, resource = %resource);
     let resp = tracing::Instrument::instrument(next.run(req), span).await;
     state
         .metrics
