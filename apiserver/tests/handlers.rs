@@ -857,6 +857,24 @@ async fn subresources_binding_status_scale_and_event_conversion() {
     .await;
     assert_eq!(r.body["status"]["phase"], "Running");
 
+    // Unknown fields of a status write: dropped from the status it stores (the rest of the body is
+    // not used), refused anywhere with fieldValidation=Strict.
+    let mut obj = r.body.clone();
+    obj["status"]["bogus"] = json!(1);
+    obj["spec"]["bogus"] = json!(2);
+    let status_uri = "/api/v1/namespaces/default/pods/b/status";
+    let r = call(&app, "PUT", status_uri, &[], &obj.to_string()).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert!(r.body["status"].get("bogus").is_none(), "{}", r.text);
+    assert!(r.body["spec"].get("bogus").is_none(), "{}", r.text);
+    assert_eq!(r.body["status"]["phase"], "Running");
+    obj["metadata"]["resourceVersion"] = r.body["metadata"]["resourceVersion"].clone();
+    obj["status"].as_object_mut().map(|s| s.remove("bogus"));
+    let strict = format!("{status_uri}?fieldValidation=Strict");
+    let r = call(&app, "PUT", &strict, &[], &obj.to_string()).await;
+    assert_eq!(r.code, 400, "{}", r.text);
+    assert!(r.text.contains("spec.bogus"), "{}", r.text);
+
     // Deployment scale through apps/v1.
     let d = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
         "spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},

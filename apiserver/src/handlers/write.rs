@@ -148,6 +148,22 @@ pub fn validate_fields(ctx: &Ctx, obj: &mut Value) -> Result<()> {
     Ok(())
 }
 
+/// [`validate_fields`] for a status write that need not refuse unknown fields: only `status` is
+/// kept from its body (everything else comes from the stored object), so only `status` is walked.
+fn validate_status_fields(ctx: &Ctx, obj: &mut Value) -> Result<()> {
+    let Some(status) = obj.as_object_mut().and_then(|o| o.remove("status")) else {
+        return Ok(());
+    };
+    let mut only = Value::Object(serde_json::Map::from_iter([("status".to_string(), status)]));
+    let checked = validate_fields(ctx, &mut only);
+    if let (Some(o), Value::Object(mut only)) = (obj.as_object_mut(), only) {
+        if let Some(status) = only.remove("status") {
+            o.insert("status".to_string(), status);
+        }
+    }
+    checked
+}
+
 /// Prepares a new object for storage: type meta, namespace, name, system metadata, strategy
 /// defaults and validation. Returns the object ready to store.
 pub async fn prepare_new(ctx: &Ctx, mut obj: Value) -> Result<Value> {
@@ -621,7 +637,11 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
     let check = |mut obj: Value| -> Result<Value> {
         reconcile_namespace(&ctx.target, &mut obj)?;
         let mut obj = crate::handlers::render::with_type_meta(ctx.target.info, obj);
-        validate_fields(ctx, &mut obj)?;
+        if scope == WriteScope::Status && ctx.query.get("fieldValidation") != Some("Strict") {
+            validate_status_fields(ctx, &mut obj)?;
+        } else {
+            validate_fields(ctx, &mut obj)?;
+        }
         Ok(strategy.to_storage(obj))
     };
     // Used up by the first attempt; a retry (a lost compare-and-swap) decodes the body again.
