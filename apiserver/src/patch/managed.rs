@@ -879,13 +879,20 @@ pub fn update_managed_fields(
     let is_mine =
         |e: &Entry| e.manager() == manager && e.operation() == "Update" && e.subresource() == sub;
     let mut list = if from_old {
-        // Only the entries this write can change are parsed: the writer's own, and those owning
-        // a path that changed or went away.
+        // Only the entries whose sets this write changes are parsed: those owning a path that
+        // changed or went away, and the writer's own unless it already owns every changed path
+        // (then only its time changes).
         let touched: Vec<&FieldPath> = changed.iter().chain(&gone).collect();
         let mut list = entries_unparsed(old);
         for e in list.iter_mut() {
             let fields = e.raw.get("fieldsV1").unwrap_or(&Value::Null);
-            if is_mine(e) || touched.iter().any(|p| fields_v1_contains(fields, p)) {
+            let holds = |p: &&FieldPath| fields_v1_contains(fields, p);
+            let parse = if is_mine(e) {
+                !changed.iter().all(|p| holds(&p)) || gone.iter().any(|p| holds(&p))
+            } else {
+                touched.iter().any(holds)
+            };
+            if parse {
                 e.parse(true);
             }
         }
@@ -909,6 +916,12 @@ pub fn update_managed_fields(
             raw.insert("subresource".into(), json!(sub));
         }
         match list.iter().position(is_mine) {
+            // Its set stays as stored: the write changed fields, so its time moves (as upstream).
+            Some(i) if list[i].opaque => {
+                if !changed.is_empty() {
+                    list[i].raw.insert("time".into(), json!(now));
+                }
+            }
             Some(i) => {
                 let mut set = list[i].set.clone();
                 set.extend(changed);

@@ -668,6 +668,56 @@ fn update_entries_track_changed_fields() {
 }
 
 #[test]
+fn a_manager_rewriting_its_own_fields_keeps_its_set_and_moves_its_time() {
+    let i = info("", "replicationcontrollers");
+    let base =
+        json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 0}});
+    let mut first = base.clone();
+    first["status"]["replicas"] = json!(1);
+    update_managed_fields(i, Some(&base), &mut first, "ctl", "t1", Some("status"));
+    let owned = json!({"f:status": {"f:replicas": {}}});
+    assert_eq!(
+        entry(&first, "ctl").and_then(|e| e.get("fieldsV1")),
+        Some(&owned)
+    );
+    // The same field again: same set, new time.
+    let mut second = first.clone();
+    second["status"]["replicas"] = json!(2);
+    update_managed_fields(i, Some(&first), &mut second, "ctl", "t2", Some("status"));
+    let e = entry(&second, "ctl").cloned().unwrap_or_default();
+    assert_eq!(
+        (e.get("fieldsV1"), e.get("time")),
+        (Some(&owned), Some(&json!("t2")))
+    );
+    // A field new to it: the set grows.
+    let mut third = second.clone();
+    third["status"]["readyReplicas"] = json!(2);
+    update_managed_fields(i, Some(&second), &mut third, "ctl", "t3", Some("status"));
+    let e = entry(&third, "ctl").cloned().unwrap_or_default();
+    assert_eq!(
+        (e.get("fieldsV1"), e.get("time")),
+        (
+            Some(&json!({"f:status": {"f:readyReplicas": {}, "f:replicas": {}}})),
+            Some(&json!("t3"))
+        )
+    );
+    // A field of its going away: the set shrinks.
+    let mut fourth = third.clone();
+    fourth["status"]
+        .as_object_mut()
+        .map(|s| s.remove("readyReplicas"));
+    update_managed_fields(i, Some(&third), &mut fourth, "ctl", "t4", Some("status"));
+    assert_eq!(
+        entry(&fourth, "ctl").and_then(|e| e.get("fieldsV1")),
+        Some(&owned)
+    );
+    // Nothing changed: nothing moves.
+    let mut same = fourth.clone();
+    update_managed_fields(i, Some(&fourth), &mut same, "ctl", "t5", Some("status"));
+    assert_eq!(same, fourth);
+}
+
+#[test]
 fn membership_without_building_the_set() {
     let i = info("", "pods");
     let set = managed::field_set(i, &pod_obj(), managed::Scope::All);
