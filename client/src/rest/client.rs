@@ -96,7 +96,10 @@ impl Client {
         let mut b = reqwest::Client::builder()
             .user_agent(cfg.user_agent.clone())
             .pool_max_idle_per_host(64)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            // As kube-rs: an apiserver never redirects, and following cost a URL formatted per
+            // request.
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(pem) = &cfg.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| Error::Config(format!("certificate authority: {e}")))?;

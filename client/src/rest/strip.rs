@@ -74,14 +74,20 @@ impl Member {
     }
 }
 
-/// The member starting at `at` (its key's opening quote).
-fn member(b: &[u8], at: usize) -> Option<Member> {
+/// For the member starting at `at` (its key's opening quote): the end of its key and the start of
+/// its value.
+fn key_and_value(b: &[u8], at: usize) -> Option<(usize, usize)> {
     let key_end = skip_string(b, at)?;
     let colon = skip_ws(b, key_end)?;
     if b.get(colon) != Some(&b':') {
         return None;
     }
-    let value = skip_ws(b, colon + 1)?;
+    Some((key_end, skip_ws(b, colon + 1)?))
+}
+
+/// The member starting at `at` (its key's opening quote).
+fn member(b: &[u8], at: usize) -> Option<Member> {
+    let (key_end, value) = key_and_value(b, at)?;
     let end = skip_value(b, value)?;
     Some(Member {
         start: at,
@@ -103,9 +109,10 @@ fn object_cuts(b: &[u8], at: usize, cuts: &mut Vec<Range<usize>>, to_end: bool) 
         return Some(at + 1);
     }
     loop {
-        let m = member(b, at)?;
-        if m.key(b) == b"metadata" && b.get(m.value) == Some(&b'{') {
-            let (fields, _) = members(b, m.value)?;
+        let (key_end, value) = key_and_value(b, at)?;
+        // `metadata` is walked member by member once; every other value is skipped whole.
+        let end = if &b[at + 1..key_end - 1] == b"metadata" && b.get(value) == Some(&b'{') {
+            let (fields, end) = members(b, value)?;
             if let Some(i) = fields.iter().position(|f| f.key(b) == b"managedFields") {
                 cuts.push(if i > 0 {
                     // `,"managedFields":[…]`
@@ -118,10 +125,13 @@ fn object_cuts(b: &[u8], at: usize, cuts: &mut Vec<Range<usize>>, to_end: bool) 
                 });
             }
             if !to_end {
-                return Some(m.end);
+                return Some(end);
             }
-        }
-        at = skip_ws(b, m.end)?;
+            end
+        } else {
+            skip_value(b, value)?
+        };
+        at = skip_ws(b, end)?;
         match b.get(at)? {
             b',' => at = skip_ws(b, at + 1)?,
             b'}' => return Some(at + 1),
