@@ -35,12 +35,12 @@ fn main() -> std::process::ExitCode {
         tokio::spawn(wait_for_signal(shutdown.clone()));
         // On a worker like every other task: polled on this (main) thread, each wake-up of the
         // command's own future would be a switch to a third busy thread on the runtime's cores.
-        match tokio::spawn(minik8s::cli::run(cli, shutdown)).await {
-            Ok(Ok(())) => std::process::ExitCode::SUCCESS,
-            Ok(Err(e)) => {
-                eprintln!("error: {e}");
-                std::process::ExitCode::FAILURE
-            }
+        let outcome = match tokio::spawn(minik8s::cli::run(cli, shutdown)).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
+            Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
                 std::process::ExitCode::FAILURE

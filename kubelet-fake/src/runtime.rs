@@ -511,12 +511,13 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
         None => None,
     };
 
-    let changed = pod.status.as_ref() != Some(&eval.status);
-    // Only a changed status is written, so only then is its digest needed.
-    let d = if changed { digest(&eval.status) } else { 0 };
-    let already_written = written.as_ref().is_some_and(|(rv, dg)| {
-        *dg == d && pod.metadata.resource_version.as_deref() == Some(rv.as_str())
-    });
+    // The digest of a changed status (only a changed one is written).
+    let changed = (pod.status.as_ref() != Some(&eval.status)).then(|| digest(&eval.status));
+    let already_written = |d: u64| {
+        written.as_ref().is_some_and(|(rv, dg)| {
+            *dg == d && pod.metadata.resource_version.as_deref() == Some(rv.as_str())
+        })
+    };
     let (name, ns) = (
         pod.metadata.name.clone().unwrap_or_default(),
         pod.metadata.namespace.clone().unwrap_or_default(),
@@ -524,7 +525,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
     let api = shared.client.api::<Pod>(Some(&ns));
     // Coalescing: a status about to be superseded is skipped (never the terminal one).
     let fleeting = !eval.delete_now && next.is_some_and(|d| d < shared.cfg.status_coalesce_window);
-    if changed && !already_written && !fleeting {
+    if let Some(d) = changed.filter(|d| !already_written(*d) && !fleeting) {
         let mut updated = (*pod).clone();
         updated.status = Some(eval.status.clone());
         match api.replace_status_metadata(&name, &updated).await {

@@ -13,13 +13,12 @@ use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::handlers::read::stored_object;
-use crate::handlers::render::respond_object;
 use crate::handlers::write::{
     commit, field_manager, patch_content_type, prepare_new, prepare_update, respond_committed,
-    store_new, Committed, WriteScope,
+    respond_written, store_new, Committed, WriteScope,
 };
-use crate::handlers::{Ctx, ObjectResponse};
-use crate::http::query::{IncludeObject, WriteOptions};
+use crate::handlers::Ctx;
+use crate::http::query::WriteOptions;
 use crate::patch::PatchType;
 
 /// Attempts of a patch that keeps losing compare-and-swap races.
@@ -92,16 +91,7 @@ pub async fn patch_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Resp
                 api::meta::set_name(&mut obj, &name);
                 let obj = prepare_new(ctx, obj).await?;
                 let stored = store_new(ctx, obj, opts.dry_run).await?;
-                return respond_object(
-                    &ctx.target,
-                    ctx.accept(),
-                    IncludeObject::Metadata,
-                    ObjectResponse {
-                        object: stored.object,
-                        json: stored.json,
-                        code: StatusCode::CREATED,
-                    },
-                );
+                return respond_written(ctx, stored, StatusCode::CREATED);
             }
             return Err(ApiError::not_found(&gr, &name));
         };

@@ -112,6 +112,26 @@ fn frame(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
+/// Appends the line of a live event to `chunk` if this watcher sends it (not at or before
+/// `skip_through`, and passing [`translate`]); `last_rv` follows every event, sent or not.
+fn append_live(
+    enc: &mut Encoder,
+    chunk: &mut Vec<u8>,
+    ev: &CacheEvent,
+    prefix: &str,
+    filter: &Filter,
+    skip_through: u64,
+    last_rv: &mut u64,
+) {
+    *last_rv = (*last_rv).max(ev.revision);
+    if ev.revision <= skip_through {
+        return;
+    }
+    if let Some(kind) = translate(ev, prefix, filter) {
+        enc.write_event(chunk, kind, ev);
+    }
+}
+
 /// What one cache event means to one watcher, after namespace and selector filtering.
 fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<EventType> {
     if !ev.key.starts_with(prefix) {
@@ -253,24 +273,27 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     // If the cache dropped this watcher, events after the queue's end were never
                     // queued: end the stream instead of sending a bookmark that would skip them.
                     let seen = state.cache.revision();
+                    let mut chunk = Vec::new();
                     loop {
                         match watch.rx.try_recv() {
                             Ok(ev) => {
-                                last_rv = last_rv.max(ev.revision);
-                                if ev.revision <= watch.skip_through {
-                                    continue;
-                                }
-                                if let Some(kind) = translate(&ev, &prefix, &filter) {
-                                    let mut line = Vec::new();
-                                    enc.write_event(&mut line, kind, &ev);
-                                    if tx.send(Ok(line.into())).await.is_err() {
-                                        return;
-                                    }
+                                let skip = watch.skip_through;
+                                append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
+                                if chunk.len() >= MAX_CHUNK
+                                    && tx
+                                        .send(Ok(std::mem::take(&mut chunk).into()))
+                                        .await
+                                        .is_err()
+                                {
+                                    return;
                                 }
                             }
                             Err(mpsc::error::TryRecvError::Empty) => break,
                             Err(mpsc::error::TryRecvError::Disconnected) => return,
                         }
+                    }
+                    if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+                        return;
                     }
                     let rv = seen.max(last_rv).max(watch.skip_through);
                     if tx.send(Ok(enc.bookmark(rv, false))).await.is_err() {
@@ -284,12 +307,8 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     let mut chunk = Vec::new();
                     let mut next = Some(ev);
                     while let Some(ev) = next.take() {
-                        last_rv = last_rv.max(ev.revision);
-                        if ev.revision > watch.skip_through {
-                            if let Some(kind) = translate(&ev, &prefix, &filter) {
-                                enc.write_event(&mut chunk, kind, &ev);
-                            }
-                        }
+                        let skip = watch.skip_through;
+                        append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
                         if chunk.len() < MAX_CHUNK {
                             next = watch.rx.try_recv().ok();
                         }

@@ -265,16 +265,7 @@ pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
     let obj = decode_object(&ctx.headers, &bytes)?;
     let obj = prepare_new(&ctx, obj).await?;
     let stored = store_new(&ctx, obj, opts.dry_run).await?;
-    respond_object(
-        &ctx.target,
-        ctx.accept(),
-        IncludeObject::Metadata,
-        ObjectResponse {
-            object: stored.object,
-            json: stored.json,
-            code: StatusCode::CREATED,
-        },
-    )
+    respond_written(&ctx, stored, StatusCode::CREATED)
 }
 
 /// Which part of an object a write may change.
@@ -598,19 +589,24 @@ pub fn precondition(target: &Target, obj: &Value, name: &str) -> Result<Option<u
 
 /// Responds with the result of a commit (200; the removed object for a finished deletion).
 pub fn respond_committed(ctx: &Ctx, c: Committed) -> Result<Response> {
-    let Written { object, json } = match c {
+    let written = match c {
         Committed::Stored(w) => w,
         Committed::Removed(o) => Written::shared(o),
         Committed::Raced => return Err(ApiError::conflict(&ctx.target.group_resource(), "")),
     };
+    respond_written(ctx, written, StatusCode::OK)
+}
+
+/// Responds with a written object: its JSON text as the write made it, when it has one.
+pub fn respond_written(ctx: &Ctx, written: Written, code: StatusCode) -> Result<Response> {
     respond_object(
         &ctx.target,
         ctx.accept(),
         IncludeObject::Metadata,
         ObjectResponse {
-            object,
-            json,
-            code: StatusCode::OK,
+            object: written.object,
+            json: written.json,
+            code,
         },
     )
 }
@@ -655,16 +651,7 @@ pub async fn update_with(ctx: &Ctx, body: Body, scope: WriteScope) -> Result<Res
                 api::meta::remove(&mut obj, "resourceVersion");
                 let obj = prepare_new(ctx, obj).await?;
                 let stored = store_new(ctx, obj, opts.dry_run).await?;
-                return respond_object(
-                    &ctx.target,
-                    ctx.accept(),
-                    IncludeObject::Metadata,
-                    ObjectResponse {
-                        object: stored.object,
-                        json: stored.json,
-                        code: StatusCode::CREATED,
-                    },
-                );
+                return respond_written(ctx, stored, StatusCode::CREATED);
             }
             return Err(ApiError::not_found(&ctx.target.group_resource(), &name));
         };

@@ -531,6 +531,31 @@ struct Entry {
 }
 
 impl Entry {
+    /// A new entry of `manager` for `operation` (on `subresource`, if any) at `time`, owning `set`.
+    fn new(
+        manager: &str,
+        operation: &str,
+        api_version: &str,
+        time: &str,
+        subresource: &str,
+        set: FieldSet,
+    ) -> Self {
+        let mut raw = Map::new();
+        raw.insert("manager".into(), json!(manager));
+        raw.insert("operation".into(), json!(operation));
+        raw.insert("apiVersion".into(), json!(api_version));
+        raw.insert("time".into(), json!(time));
+        if !subresource.is_empty() {
+            raw.insert("subresource".into(), json!(subresource));
+        }
+        Entry {
+            raw,
+            set,
+            stored_len: None,
+            opaque: false,
+        }
+    }
+
     fn manager(&self) -> &str {
         self.raw
             .get("manager")
@@ -789,17 +814,7 @@ pub fn server_side_apply(
     }
 
     // Record the entry.
-    let mut raw = Map::new();
-    raw.insert("manager".into(), json!(field_manager));
-    raw.insert("operation".into(), json!("Apply"));
-    raw.insert("apiVersion".into(), json!(api_version));
-    raw.insert("time".into(), json!(now));
-    let mine = Entry {
-        raw,
-        set: new_set,
-        stored_len: None,
-        opaque: false,
-    };
+    let mine = Entry::new(field_manager, "Apply", api_version, now, "", new_set);
     match list.iter().position(is_mine) {
         Some(i) => list[i] = mine,
         None => list.push(mine),
@@ -907,14 +922,8 @@ pub fn update_managed_fields(
         e.set.retain(|p| !gone.contains(p));
     }
     if !changed.is_empty() || list.iter().any(is_mine) {
-        let mut raw = Map::new();
-        raw.insert("manager".into(), json!(manager));
-        raw.insert("operation".into(), json!("Update"));
-        raw.insert("apiVersion".into(), json!(kind.api_version()));
-        raw.insert("time".into(), json!(now));
-        if !sub.is_empty() {
-            raw.insert("subresource".into(), json!(sub));
-        }
+        let api_version = kind.api_version();
+        let fresh = |set| Entry::new(manager, "Update", &api_version, now, sub, set);
         match list.iter().position(is_mine) {
             // Its set stays as stored: the write changed fields, so its time moves (as upstream).
             Some(i) if list[i].opaque => {
@@ -922,24 +931,14 @@ pub fn update_managed_fields(
                     list[i].raw.insert("time".into(), json!(now));
                 }
             }
+            // Something changed or went away (else the entries were kept above): a new time, and
+            // the set grows by what changed.
             Some(i) => {
-                let mut set = list[i].set.clone();
+                let mut set = std::mem::take(&mut list[i].set);
                 set.extend(changed);
-                if !gone.is_empty() || set != list[i].set {
-                    list[i] = Entry {
-                        raw,
-                        set,
-                        stored_len: None,
-                        opaque: false,
-                    };
-                }
+                list[i] = fresh(set);
             }
-            None => list.push(Entry {
-                raw,
-                set: changed,
-                stored_len: None,
-                opaque: false,
-            }),
+            None => list.push(fresh(changed)),
         }
     }
     write_entries(new, list);

@@ -715,6 +715,21 @@ fn a_manager_rewriting_its_own_fields_keeps_its_set_and_moves_its_time() {
     let mut same = fourth.clone();
     update_managed_fields(i, Some(&fourth), &mut same, "ctl", "t5", Some("status"));
     assert_eq!(same, fourth);
+    // The same when the write carries the entries it read (a client sending the object back).
+    let mut scaled = base.clone();
+    scaled["spec"]["replicas"] = json!(2);
+    update_managed_fields(i, Some(&base), &mut scaled, "ed", "t6", None);
+    let mut rescaled = scaled.clone();
+    rescaled["spec"]["replicas"] = json!(3);
+    update_managed_fields(i, Some(&scaled), &mut rescaled, "ed", "t7", None);
+    let e = entry(&rescaled, "ed").cloned().unwrap_or_default();
+    assert_eq!(
+        (e.get("fieldsV1"), e.get("time")),
+        (
+            Some(&json!({"f:spec": {"f:replicas": {}}})),
+            Some(&json!("t7"))
+        )
+    );
 }
 
 #[test]

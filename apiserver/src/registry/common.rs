@@ -129,26 +129,24 @@ pub fn prepare_update_common(
 pub fn prepare_status_common(new: &mut Value, old: &Value) {
     let status = new.as_object_mut().and_then(|o| o.remove("status"));
     let rv = api::meta::resource_version(new).map(str::to_string);
-    let mut body = match std::mem::take(new) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
+    let mut body = into_map(Some(std::mem::take(new)));
     // `old` without its status (never copied: it is replaced), taking the body's equal parts
     // (a writer usually sends back the spec it read) instead of copying them.
     let mut merged = match old.as_object() {
-        Some(o) => Value::Object(
-            o.iter()
-                .filter(|(k, _)| *k != "status")
-                .map(|(k, v)| {
-                    let mine = body.remove(k);
-                    let v = match v {
-                        Value::Object(meta) if k == "metadata" => metadata_of(mine, meta),
-                        _ => equal_or_copy(mine, v, 1),
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
+        Some(o) => {
+            let mut merged = fields_of(&mut body, o, &["status", "metadata"], 1);
+            if let Some(meta) = o.get("metadata") {
+                let mine = body.remove("metadata");
+                let meta = match meta {
+                    Value::Object(meta) => {
+                        Value::Object(fields_of(&mut into_map(mine), meta, &["managedFields"], 0))
+                    }
+                    other => equal_or_copy(mine, other, 1),
+                };
+                merged.insert("metadata".to_string(), meta);
+            }
+            Value::Object(merged)
+        }
         None => old.clone(),
     };
     if let Some(st) = status {
@@ -161,18 +159,24 @@ pub fn prepare_status_common(new: &mut Value, old: &Value) {
     *new = merged;
 }
 
-/// `old` metadata without managedFields, made of `mine`'s equal fields and copies of the rest.
-fn metadata_of(mine: Option<Value>, old: &Map<String, Value>) -> Value {
-    let mut mine = match mine {
+fn into_map(v: Option<Value>) -> Map<String, Value> {
+    match v {
         Some(Value::Object(m)) => m,
         _ => Map::new(),
-    };
-    Value::Object(
-        old.iter()
-            .filter(|(k, _)| *k != "managedFields")
-            .map(|(k, v)| (k.clone(), equal_or_copy(mine.remove(k), v, 0)))
-            .collect(),
-    )
+    }
+}
+
+/// `old`'s fields but `except`, each taken out of `mine` when equal (see [`equal_or_copy`]).
+fn fields_of(
+    mine: &mut Map<String, Value>,
+    old: &Map<String, Value>,
+    except: &[&str],
+    depth: usize,
+) -> Map<String, Value> {
+    old.iter()
+        .filter(|(k, _)| !except.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), equal_or_copy(mine.remove(k), v, depth)))
+        .collect()
 }
 
 /// `old`: `mine` itself if equal to it, else a copy of `old` made of `mine`'s equal parts (down to
@@ -180,11 +184,9 @@ fn metadata_of(mine: Option<Value>, old: &Map<String, Value>) -> Value {
 fn equal_or_copy(mine: Option<Value>, old: &Value, depth: usize) -> Value {
     match (mine, old) {
         (Some(m), _) if m == *old => m,
-        (Some(Value::Object(mut m)), Value::Object(o)) if depth > 0 => Value::Object(
-            o.iter()
-                .map(|(k, v)| (k.clone(), equal_or_copy(m.remove(k), v, depth - 1)))
-                .collect(),
-        ),
+        (Some(Value::Object(mut m)), Value::Object(o)) if depth > 0 => {
+            Value::Object(fields_of(&mut m, o, &[], depth - 1))
+        }
         _ => old.clone(),
     }
 }

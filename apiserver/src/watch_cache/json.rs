@@ -79,10 +79,7 @@ impl ObjectJson {
         }
         out.put_slice(b"\"resourceVersion\":");
         // A JSON string (escaped if it ever needs to be): writing into memory cannot fail.
-        let mut value = Vec::with_capacity(rv.len() + 2);
-        if serde_json::to_writer(&mut value, rv).is_ok() {
-            out.put_slice(&value);
-        }
+        let _ = serde_json::to_writer((&mut out).writer(), rv);
         if slot.first && !slot.alone {
             out.put_u8(b',');
         }

@@ -485,10 +485,10 @@ impl WatchCache {
                     }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
+                    // Kept together with `objects`: a text is always of the object removed here.
                     let text = res
                         .texts
                         .remove(&ev.key)
-                        .filter(|_| prev.is_some())
                         .map(|json| json.with_resource_version(&revision.to_string()));
                     let last = prev.clone().or_else(|| {
                         ev.prev
