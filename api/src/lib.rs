@@ -1,17 +1,16 @@
 //! The Kubernetes API vocabulary shared by the apiserver and its clients.
 //!
 //! This crate knows neither HTTP nor the store. It provides:
-//! * the resource table ([`resources`], [`find_resource`], [`find_by_kind`]): every served kind with its
-//!   group, version, plural, scope, short names, verbs and subresources — the single source of truth for
-//!   discovery, routing and storage key prefixes;
+//! * descriptions of served resources ([`ResourceInfo`]: group, version, kind, plural, scope, short
+//!   names, verbs, subresources, storage segment) and the built-in ones ([`resources::builtin`]), which
+//!   the apiserver's runtime resource registry serves;
 //! * label and field selectors ([`labels`], [`fields`]) with apimachinery's grammar;
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
 //!   ([`status`]);
 //! * helpers over JSON objects' `metadata` ([`meta`]) and kubectl's human durations ([`duration_short`]).
 //!
-//! Guarantees: nothing here panics on any input (parsers return errors as values); the resource table is
-//! static and immutable.
+//! Guarantees: nothing here panics on any input (parsers return errors as values).
 
 pub use k8s_openapi;
 
@@ -24,4 +23,4 @@ pub mod status;
 pub mod validation;
 
 pub use duration::{duration_short, human_duration_since};
-pub use resources::{find_by_kind, find_resource, resources, ResourceInfo, Subresource};
+pub use resources::{ResourceInfo, Subresource};

@@ -1,51 +1,141 @@
-//! The static table of served resources.
+//! Descriptions of served resources: what discovery lists and routing needs for one
+//! (group, version, resource).
 //!
-//! One [`ResourceInfo`] per (group, version, resource). The table drives discovery (verbs, short names,
-//! categories, subresources), URL routing (plural, scope) and storage (the `storage` key segment; core
-//! `v1` events and `events.k8s.io/v1` events share the segment `"events"` and therefore the same objects).
-//! The order of [`resources`] is the order discovery lists them.
+//! A [`ResourceInfo`] is plain data (owned strings), so the apiserver can serve resources that are only
+//! known at run time (CustomResourceDefinitions) the same way as built-in kinds. [`builtin`] lists the
+//! built-in kinds in discovery order; the apiserver's resource registry registers them at start-up. Core
+//! `v1` events and `events.k8s.io/v1` events share the storage segment `"events"` and therefore the same
+//! objects.
 
 /// A subresource such as `pods/status` or `replicationcontrollers/scale`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subresource {
     /// Subresource name: `status`, `scale`, `binding`.
-    pub name: &'static str,
+    pub name: String,
     /// Group of the kind the subresource speaks (`autoscaling` for `scale`).
-    pub group: &'static str,
+    pub group: String,
     /// Version of that kind.
-    pub version: &'static str,
+    pub version: String,
     /// Kind the subresource accepts and returns (`Scale`, `Binding`, or the parent kind for `status`).
-    pub kind: &'static str,
+    pub kind: String,
     /// Verbs as discovery lists them.
-    pub verbs: &'static [&'static str],
+    pub verbs: Vec<String>,
+}
+
+impl Subresource {
+    /// A subresource speaking `group/version` `kind` with `verbs`.
+    pub fn new(name: &str, (group, version, kind): (&str, &str, &str), verbs: &[&str]) -> Self {
+        Subresource {
+            name: name.to_string(),
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+            verbs: strings(verbs),
+        }
+    }
+
+    /// `status` of a kind: the kind itself, `get`/`patch`/`update`.
+    pub fn status_of(group: &str, version: &str, kind: &str) -> Self {
+        Self::new("status", (group, version, kind), SUBRESOURCE_VERBS)
+    }
+
+    /// `scale`: `autoscaling/v1` `Scale`, `get`/`patch`/`update`.
+    pub fn scale() -> Self {
+        Self::new("scale", ("autoscaling", "v1", "Scale"), SUBRESOURCE_VERBS)
+    }
 }
 
 /// One served resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceInfo {
     /// API group; `""` for the core group.
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
+    pub group: String,
+    pub version: String,
+    pub kind: String,
     /// URL segment, lower-case plural (`replicationcontrollers`).
-    pub plural: &'static str,
-    pub singular: &'static str,
+    pub plural: String,
+    pub singular: String,
     pub namespaced: bool,
-    pub short_names: &'static [&'static str],
-    pub categories: &'static [&'static str],
-    pub verbs: &'static [&'static str],
-    pub subresources: &'static [Subresource],
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub verbs: Vec<String>,
+    pub subresources: Vec<Subresource>,
     /// Kind of the collection (`PodList`).
-    pub list_kind: &'static str,
+    pub list_kind: String,
     /// Storage key prefix segment. Equal for kinds that share storage (both `Event` kinds: `"events"`).
-    pub storage: &'static str,
+    pub storage: String,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
 }
 
 impl ResourceInfo {
+    /// A namespaced resource with the standard verbs, singular `kind` in lower case, list kind
+    /// `<Kind>List` and storage segment `plural`; the builder methods change the rest.
+    pub fn new(group: &str, version: &str, kind: &str, plural: &str) -> Self {
+        ResourceInfo {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+            singular: kind.to_ascii_lowercase(),
+            namespaced: true,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            verbs: strings(STANDARD_VERBS),
+            subresources: Vec::new(),
+            list_kind: format!("{kind}List"),
+            storage: plural.to_string(),
+        }
+    }
+
+    /// Cluster-scoped.
+    pub fn cluster_scoped(mut self) -> Self {
+        self.namespaced = false;
+        self
+    }
+
+    /// Short names (`po`).
+    pub fn short_names(mut self, names: &[&str]) -> Self {
+        self.short_names = strings(names);
+        self
+    }
+
+    /// Categories (`all`).
+    pub fn categories(mut self, categories: &[&str]) -> Self {
+        self.categories = strings(categories);
+        self
+    }
+
+    /// Verbs other than the standard ones.
+    pub fn verbs(mut self, verbs: &[&str]) -> Self {
+        self.verbs = strings(verbs);
+        self
+    }
+
+    /// Adds a subresource.
+    pub fn subresource(mut self, sub: Subresource) -> Self {
+        self.subresources.push(sub);
+        self
+    }
+
+    /// Adds the `status` subresource (the kind itself).
+    pub fn with_status(self) -> Self {
+        let status = Subresource::status_of(&self.group, &self.version, &self.kind);
+        self.subresource(status)
+    }
+
+    /// Stores objects under another segment than the plural (resources sharing storage).
+    pub fn storage(mut self, segment: &str) -> Self {
+        self.storage = segment.to_string();
+        self
+    }
+
     /// `apiVersion` of objects of this kind: `"v1"` for core, `"apps/v1"` otherwise.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
-            self.version.to_string()
+            self.version.clone()
         } else {
             format!("{}/{}", self.group, self.version)
         }
@@ -59,7 +149,7 @@ impl ResourceInfo {
     /// `pods` or `replicasets.apps`: the group-resource used in error messages.
     pub fn group_resource(&self) -> String {
         if self.group.is_empty() {
-            self.plural.to_string()
+            self.plural.clone()
         } else {
             format!("{}.{}", self.plural, self.group)
         }
@@ -68,20 +158,25 @@ impl ResourceInfo {
     /// `Pod` or `Deployment.apps`: the group-kind used in 422 Invalid messages.
     pub fn group_kind(&self) -> String {
         if self.group.is_empty() {
-            self.kind.to_string()
+            self.kind.clone()
         } else {
             format!("{}.{}", self.kind, self.group)
         }
     }
 
     /// The subresource called `name`, if served.
-    pub fn subresource(&self, name: &str) -> Option<&'static Subresource> {
+    pub fn subresource_named(&self, name: &str) -> Option<&Subresource> {
         self.subresources.iter().find(|s| s.name == name)
     }
 
     /// Whether the kind has a `status` subresource (spec/status split).
     pub fn has_status_subresource(&self) -> bool {
-        self.subresource("status").is_some()
+        self.subresource_named("status").is_some()
+    }
+
+    /// Whether this is `plural` of `group` (the same resource in any version).
+    pub fn is(&self, group: &str, plural: &str) -> bool {
+        self.group == group && self.plural == plural
     }
 }
 
@@ -100,245 +195,63 @@ pub const STANDARD_VERBS: &[&str] = &[
 /// Verbs of `status` and `scale` subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
-const fn status_of(group: &'static str, version: &'static str, kind: &'static str) -> Subresource {
-    Subresource {
-        name: "status",
-        group,
-        version,
-        kind,
-        verbs: SUBRESOURCE_VERBS,
-    }
-}
-
-const SCALE: Subresource = Subresource {
-    name: "scale",
-    group: "autoscaling",
-    version: "v1",
-    kind: "Scale",
-    verbs: SUBRESOURCE_VERBS,
-};
-
-const BINDING: Subresource = Subresource {
-    name: "binding",
-    group: "",
-    version: "v1",
-    kind: "Binding",
-    verbs: &["create"],
-};
-
-static POD_SUB: [Subresource; 2] = [status_of("", "v1", "Pod"), BINDING];
-static RC_SUB: [Subresource; 2] = [status_of("", "v1", "ReplicationController"), SCALE];
-static NODE_SUB: [Subresource; 1] = [status_of("", "v1", "Node")];
-static NS_SUB: [Subresource; 1] = [status_of("", "v1", "Namespace")];
-static SVC_SUB: [Subresource; 1] = [status_of("", "v1", "Service")];
-static RS_SUB: [Subresource; 2] = [status_of("apps", "v1", "ReplicaSet"), SCALE];
-static DEPLOY_SUB: [Subresource; 2] = [status_of("apps", "v1", "Deployment"), SCALE];
-
-static RESOURCES: [ResourceInfo; 13] = [
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        singular: "namespace",
-        namespaced: false,
-        short_names: &["ns"],
-        categories: &[],
-        verbs: &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ],
-        subresources: &NS_SUB,
-        list_kind: "NamespaceList",
-        storage: "namespaces",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        singular: "pod",
-        namespaced: true,
-        short_names: &["po"],
-        categories: &["all"],
-        verbs: STANDARD_VERBS,
-        subresources: &POD_SUB,
-        list_kind: "PodList",
-        storage: "pods",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "ReplicationController",
-        plural: "replicationcontrollers",
-        singular: "replicationcontroller",
-        namespaced: true,
-        short_names: &["rc"],
-        categories: &["all"],
-        verbs: STANDARD_VERBS,
-        subresources: &RC_SUB,
-        list_kind: "ReplicationControllerList",
-        storage: "replicationcontrollers",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        singular: "node",
-        namespaced: false,
-        short_names: &["no"],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &NODE_SUB,
-        list_kind: "NodeList",
-        storage: "nodes",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        singular: "event",
-        namespaced: true,
-        short_names: &["ev"],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "EventList",
-        storage: "events",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        singular: "service",
-        namespaced: true,
-        short_names: &["svc"],
-        categories: &["all"],
-        verbs: STANDARD_VERBS,
-        subresources: &SVC_SUB,
-        list_kind: "ServiceList",
-        storage: "services",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        singular: "configmap",
-        namespaced: true,
-        short_names: &["cm"],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "ConfigMapList",
-        storage: "configmaps",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        singular: "secret",
-        namespaced: true,
-        short_names: &[],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "SecretList",
-        storage: "secrets",
-    },
-    ResourceInfo {
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        singular: "serviceaccount",
-        namespaced: true,
-        short_names: &["sa"],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "ServiceAccountList",
-        storage: "serviceaccounts",
-    },
-    ResourceInfo {
-        group: "apps",
-        version: "v1",
-        kind: "ReplicaSet",
-        plural: "replicasets",
-        singular: "replicaset",
-        namespaced: true,
-        short_names: &["rs"],
-        categories: &["all"],
-        verbs: STANDARD_VERBS,
-        subresources: &RS_SUB,
-        list_kind: "ReplicaSetList",
-        storage: "replicasets",
-    },
-    ResourceInfo {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        singular: "deployment",
-        namespaced: true,
-        short_names: &["deploy"],
-        categories: &["all"],
-        verbs: STANDARD_VERBS,
-        subresources: &DEPLOY_SUB,
-        list_kind: "DeploymentList",
-        storage: "deployments",
-    },
-    ResourceInfo {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        singular: "lease",
-        namespaced: true,
-        short_names: &[],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "LeaseList",
-        storage: "leases",
-    },
-    ResourceInfo {
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        singular: "event",
-        namespaced: true,
-        short_names: &["ev"],
-        categories: &[],
-        verbs: STANDARD_VERBS,
-        subresources: &[],
-        list_kind: "EventList",
-        storage: "events",
-    },
-];
-
-/// Every served resource, in discovery order (core first, then `apps`, `coordination.k8s.io`,
+/// Every built-in resource, in discovery order (core first, then `apps`, `coordination.k8s.io`,
 /// `events.k8s.io`).
-pub fn resources() -> &'static [ResourceInfo] {
-    &RESOURCES
-}
-
-/// The resource served at `/{group}/{version}/{plural}`.
-pub fn find_resource(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
-}
-
-/// The resource whose objects have this group, version and kind.
-pub fn find_by_kind(group: &str, version: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.kind == kind)
+pub fn builtin() -> Vec<ResourceInfo> {
+    vec![
+        ResourceInfo::new("", "v1", "Namespace", "namespaces")
+            .cluster_scoped()
+            .short_names(&["ns"])
+            .verbs(&[
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ])
+            .subresource(Subresource::new(
+                "finalize",
+                ("", "v1", "Namespace"),
+                &["update"],
+            ))
+            .with_status(),
+        ResourceInfo::new("", "v1", "Pod", "pods")
+            .short_names(&["po"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::new(
+                "binding",
+                ("", "v1", "Binding"),
+                &["create"],
+            )),
+        ResourceInfo::new("", "v1", "ReplicationController", "replicationcontrollers")
+            .short_names(&["rc"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::scale()),
+        ResourceInfo::new("", "v1", "Node", "nodes")
+            .cluster_scoped()
+            .short_names(&["no"])
+            .with_status(),
+        ResourceInfo::new("", "v1", "Event", "events").short_names(&["ev"]),
+        ResourceInfo::new("", "v1", "Service", "services")
+            .short_names(&["svc"])
+            .categories(&["all"])
+            .with_status(),
+        ResourceInfo::new("", "v1", "ConfigMap", "configmaps").short_names(&["cm"]),
+        ResourceInfo::new("", "v1", "Secret", "secrets"),
+        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts").short_names(&["sa"]),
+        ResourceInfo::new("apps", "v1", "ReplicaSet", "replicasets")
+            .short_names(&["rs"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::scale()),
+        ResourceInfo::new("apps", "v1", "Deployment", "deployments")
+            .short_names(&["deploy"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::scale()),
+        ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases"),
+        ResourceInfo::new("events.k8s.io", "v1", "Event", "events")
+            .short_names(&["ev"])
+            .storage("events"),
+    ]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).
@@ -353,21 +266,31 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 mod tests {
     use super::*;
 
+    fn find<'a>(all: &'a [ResourceInfo], g: &str, v: &str, p: &str) -> Option<&'a ResourceInfo> {
+        all.iter()
+            .find(|r| r.group == g && r.version == v && r.plural == p)
+    }
+
     #[test]
-    fn lookups_find_every_entry() {
-        for r in resources() {
-            assert_eq!(find_resource(r.group, r.version, r.plural), Some(r));
-            assert_eq!(find_by_kind(r.group, r.version, r.kind), Some(r));
+    fn builtin_entries_are_distinct() {
+        let all = builtin();
+        for r in &all {
+            assert_eq!(find(&all, &r.group, &r.version, &r.plural), Some(r));
+            let by_kind = all
+                .iter()
+                .find(|x| x.group == r.group && x.version == r.version && x.kind == r.kind);
+            assert_eq!(by_kind, Some(r));
         }
-        assert!(find_resource("", "v1", "foos").is_none());
+        assert!(find(&all, "", "v1", "foos").is_none());
     }
 
     #[test]
     fn events_share_storage_and_api_versions_render() {
-        let core = find_resource("", "v1", "events").map(|r| r.storage);
-        let new = find_resource("events.k8s.io", "v1", "events").map(|r| r.storage);
+        let all = builtin();
+        let core = find(&all, "", "v1", "events").map(|r| r.storage.clone());
+        let new = find(&all, "events.k8s.io", "v1", "events").map(|r| r.storage.clone());
         assert_eq!(core, new);
-        let d = find_resource("apps", "v1", "deployments");
+        let d = find(&all, "apps", "v1", "deployments");
         assert_eq!(d.map(|d| d.api_version()), Some("apps/v1".to_string()));
         assert_eq!(
             d.map(|d| d.group_resource()),
@@ -379,14 +302,18 @@ mod tests {
 
     #[test]
     fn scale_subresources_speak_autoscaling() {
+        let all = builtin();
         for (g, p) in [
             ("", "replicationcontrollers"),
             ("apps", "deployments"),
             ("apps", "replicasets"),
         ] {
-            let r = find_resource(g, "v1", p);
-            let s = r.and_then(|r| r.subresource("scale"));
-            assert_eq!(s.map(|s| (s.group, s.kind)), Some(("autoscaling", "Scale")));
+            let r = find(&all, g, "v1", p);
+            let s = r.and_then(|r| r.subresource_named("scale"));
+            assert_eq!(
+                s.map(|s| (s.group.as_str(), s.kind.as_str())),
+                Some(("autoscaling", "Scale"))
+            );
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Discovery (spec §3): `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`, and
 //! aggregated discovery (`apidiscovery.k8s.io/v2` and `v2beta1`) negotiated exactly by `Accept`
-//! with the chosen media type echoed in `Content-Type`. Everything is derived from the static
-//! resource table `api::resources()`.
+//! with the chosen media type echoed in `Content-Type`. Everything is derived from the runtime
+//! resource registry at the moment of the request; aggregated documents carry an `ETag` (their
+//! content hash) and answer `If-None-Match` with 304, so a change of the served set is seen by the
+//! next discovery request and an unchanged one costs clients nothing.
 
-use api::ResourceInfo;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
@@ -13,6 +14,7 @@ use crate::http::negotiate::{
     negotiate_discovery, DiscoveryOutput, Negotiated, DISCOVERY_V2BETA1_CONTENT_TYPE,
     DISCOVERY_V2_CONTENT_TYPE,
 };
+use crate::registry::resources::Served;
 
 /// The `/version` document. `minor` selects the kubectl behind the dispatcher (§0.1).
 pub fn version() -> Value {
@@ -29,28 +31,6 @@ pub fn version() -> Value {
     })
 }
 
-/// The distinct named groups in table order, each with its versions in table order.
-fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in api::resources().iter().filter(|r| !r.group.is_empty()) {
-        match out.iter_mut().find(|(g, _)| *g == r.group) {
-            Some((_, vs)) if !vs.contains(&r.version) => vs.push(r.version),
-            Some(_) => {}
-            None => out.push((r.group, vec![r.version])),
-        }
-    }
-    out
-}
-
-fn resources_of<'a>(
-    group: &'a str,
-    version: &'a str,
-) -> impl Iterator<Item = &'static ResourceInfo> + 'a {
-    api::resources()
-        .iter()
-        .filter(move |r| r.group == group && r.version == version)
-}
-
 fn gv(group: &str, version: &str) -> String {
     if group.is_empty() {
         version.to_string()
@@ -59,18 +39,11 @@ fn gv(group: &str, version: &str) -> String {
     }
 }
 
-/// Whether `(group, version)` is served.
-pub fn serves(group: &str, version: &str) -> bool {
-    resources_of(group, version).next().is_some()
-}
-
 /// Legacy `APIResourceList` of one group-version, or `None` if not served.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
-    if !serves(group, version) {
-        return None;
-    }
+pub fn resource_list(served: &Served, group: &str, version: &str) -> Option<Value> {
+    served.of(group, version).next()?;
     let mut entries = Vec::new();
-    for r in resources_of(group, version) {
+    for r in served.of(group, version).map(|r| &r.info) {
         let mut e = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -85,7 +58,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             e["categories"] = json!(r.categories);
         }
         entries.push(e);
-        for s in r.subresources {
+        for s in &r.subresources {
             let mut e = json!({
                 "name": format!("{}/{}", r.plural, s.name),
                 "singularName": "",
@@ -108,9 +81,11 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
-fn aggregated_version(group: &str, version: &str) -> Value {
-    let resources: Vec<Value> = resources_of(group, version)
+fn aggregated_version(served: &Served, group: &str, version: &str) -> Value {
+    let resources: Vec<Value> = served
+        .of(group, version)
         .map(|r| {
+            let r = &r.info;
             let mut e = json!({
                 "resource": r.plural,
                 "responseKind": { "group": r.group, "version": r.version, "kind": r.kind },
@@ -143,19 +118,20 @@ fn aggregated_version(group: &str, version: &str) -> Value {
     json!({ "version": version, "resources": resources, "freshness": "Current" })
 }
 
-fn aggregated(core: bool, v2beta1: bool) -> Value {
+fn aggregated(served: &Served, core: bool, v2beta1: bool) -> Value {
     let items: Vec<Value> = if core {
         vec![json!({
             "metadata": { "creationTimestamp": null },
-            "versions": [aggregated_version("", "v1")],
+            "versions": [aggregated_version(served, "", "v1")],
         })]
     } else {
-        groups()
+        served
+            .groups()
             .into_iter()
             .map(|(g, versions)| {
                 json!({
                     "metadata": { "name": g, "creationTimestamp": null },
-                    "versions": versions.iter().map(|v| aggregated_version(g, v)).collect::<Vec<_>>(),
+                    "versions": versions.iter().map(|v| aggregated_version(served, g, v)).collect::<Vec<_>>(),
                 })
             })
             .collect()
@@ -176,17 +152,46 @@ fn json_response(body: &Value, content_type: &'static str) -> Response {
     resp
 }
 
+/// An aggregated document with its `ETag` (a hash of its content), or 304 Not Modified when the
+/// client's `If-None-Match` names it.
+fn tagged_response(headers: &HeaderMap, body: &Value, content_type: &'static str) -> Response {
+    use std::hash::{Hash, Hasher};
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut h = std::hash::DefaultHasher::new();
+    bytes.hash(&mut h);
+    let etag = format!("\"{:016X}\"", h.finish());
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let mut resp = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        bytes.into_response()
+    };
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(header::ETAG, v);
+    }
+    resp
+}
+
 /// `/api` (`core = true`) or `/apis`, negotiated by `Accept`.
-pub fn root(headers: &HeaderMap, core: bool, advertise: &str) -> Response {
+pub fn root(served: &Served, headers: &HeaderMap, core: bool, advertise: &str) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     match negotiate_discovery(accept) {
         Negotiated::NotAcceptable => ApiError::not_acceptable().into_response(),
-        Negotiated::Chosen(DiscoveryOutput::AggregatedV2) => {
-            json_response(&aggregated(core, false), DISCOVERY_V2_CONTENT_TYPE)
-        }
-        Negotiated::Chosen(DiscoveryOutput::AggregatedV2Beta1) => {
-            json_response(&aggregated(core, true), DISCOVERY_V2BETA1_CONTENT_TYPE)
-        }
+        Negotiated::Chosen(DiscoveryOutput::AggregatedV2) => tagged_response(
+            headers,
+            &aggregated(served, core, false),
+            DISCOVERY_V2_CONTENT_TYPE,
+        ),
+        Negotiated::Chosen(DiscoveryOutput::AggregatedV2Beta1) => tagged_response(
+            headers,
+            &aggregated(served, core, true),
+            DISCOVERY_V2BETA1_CONTENT_TYPE,
+        ),
         Negotiated::Chosen(DiscoveryOutput::Legacy) if core => json_response(
             &json!({
                 "kind": "APIVersions",
@@ -196,7 +201,8 @@ pub fn root(headers: &HeaderMap, core: bool, advertise: &str) -> Response {
             "application/json",
         ),
         Negotiated::Chosen(DiscoveryOutput::Legacy) => {
-            let groups: Vec<Value> = groups()
+            let groups: Vec<Value> = served
+                .groups()
                 .into_iter()
                 .map(|(g, versions)| {
                     let vs: Vec<Value> = versions
@@ -216,8 +222,8 @@ pub fn root(headers: &HeaderMap, core: bool, advertise: &str) -> Response {
 }
 
 /// `/apis/<group>` (`APIGroup`), or `None` if the group is not served.
-pub fn group(name: &str) -> Option<Value> {
-    let (g, versions) = groups().into_iter().find(|(g, _)| *g == name)?;
+pub fn group(served: &Served, name: &str) -> Option<Value> {
+    let (g, versions) = served.groups().into_iter().find(|(g, _)| *g == name)?;
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| json!({ "groupVersion": gv(g, v), "version": v }))
@@ -232,24 +238,21 @@ pub fn group(name: &str) -> Option<Value> {
     }))
 }
 
-/// Every served (group, version), core first.
-pub fn group_versions() -> Vec<(&'static str, &'static str)> {
-    let mut out = vec![("", "v1")];
-    for (g, vs) in groups() {
-        for v in vs {
-            out.push((g, v));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn served() -> std::sync::Arc<Served> {
+        let reg = crate::registry::ResourceRegistry::new();
+        let ips = std::sync::Arc::new(crate::registry::ClusterIpAllocator::new());
+        assert!(crate::registry::builtin::register(&reg, &ips).is_ok());
+        reg.snapshot()
+    }
+
     #[test]
     fn core_list_has_subresources_with_overrides() {
-        let l = resource_list("", "v1").unwrap_or_default();
+        let served = served();
+        let l = resource_list(&served, "", "v1").unwrap_or_default();
         let entries = l["resources"].as_array().cloned().unwrap_or_default();
         let scale = entries
             .iter()
@@ -261,7 +264,7 @@ mod tests {
         assert!(entries
             .iter()
             .any(|e| e["name"] == "pods" && e["shortNames"] == json!(["po"])));
-        assert!(resource_list("", "v2").is_none());
+        assert!(resource_list(&served, "", "v2").is_none());
     }
 
     #[test]
@@ -271,7 +274,7 @@ mod tests {
             header::ACCEPT,
             HeaderValue::from_static("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"),
         );
-        let r = root(&h, false, "x");
+        let r = root(&served(), &h, false, "x");
         assert_eq!(
             r.headers()
                 .get(header::CONTENT_TYPE)

@@ -2,9 +2,11 @@
 //!
 //! Layout: [`server`] accepts connections (header-read timeout, connection cap, graceful
 //! shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
-//! handlers of [`handlers`], behind the in-flight/timeout limits of [`http::limits`]. Lists and
-//! watches are served from the [`watch_cache`]; writes go to the store with compare-and-swap on
-//! the revision. Per-kind behaviour comes from [`registry`] strategies; patches from [`patch`].
+//! handlers of [`handlers`] (HTTP only), behind the in-flight/timeout limits of [`http::limits`].
+//! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
+//! says what is served, its generic [`Store`](registry::Store) implements every verb (one
+//! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
+//! strategies. Lists and watches are served from the [`watch_cache`]; patches from [`patch`].
 //! Every failure is rendered once, as a Kubernetes `Status`, by [`error::ApiError`].
 
 pub mod patch;
@@ -55,11 +57,13 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 }
 
 async fn api_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    discovery::root(&headers, true, &state.config.advertise_address)
+    let served = state.resources.snapshot();
+    discovery::root(&served, &headers, true, &state.config.advertise_address)
 }
 
 async fn apis_root(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    discovery::root(&headers, false, &state.config.advertise_address)
+    let served = state.resources.snapshot();
+    discovery::root(&served, &headers, false, &state.config.advertise_address)
 }
 
 async fn not_found() -> Response {
@@ -69,7 +73,7 @@ async fn not_found() -> Response {
 /// Records count and latency of every request by verb, resource and code.
 async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let (verb, resource) = handlers::classify(&req);
+    let (verb, resource) = handlers::classify(&state, &req);
     // Debug level: an enabled span formats its fields on every request (about 1 % of the CPU of
     // `minik8s bench scale` at info), while at info a request only logs on failure, with its verb
     // and resource.

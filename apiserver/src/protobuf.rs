@@ -584,7 +584,7 @@ mod tests {
         // The decoded object is a valid create for its strategy.
         let mut obj = decode_object(deploy).unwrap_or_default();
         api::meta::set_namespace(&mut obj, "default");
-        let st = crate::registry::get("apps", "v1", "deployments");
+        let st = crate::registry::builtin::find("apps", "deployments");
         st.iter().for_each(|st| st.prepare_for_create(&mut obj));
         assert_eq!(st.map(|st| st.validate_create(&obj)), Some(vec![]));
         let secret: &[u8] = b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\x1e\x0a\x12\x0a\x02s1\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x06\x0a\x01a\x12\x01b\x1a\x00\x1a\x00\x22\x00";

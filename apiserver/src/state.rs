@@ -7,7 +7,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::metrics::Metrics;
-use crate::watch_cache::WatchCache;
+use crate::registry::{ClusterIpAllocator, ResourceRegistry};
+use crate::watch_cache::{ListAt, SnapshotOutcome, WatchCache};
 
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
@@ -22,8 +23,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Process shutdown: watches end on it.
     pub shutdown: CancellationToken,
-    /// Service cluster IPs in use; rebuilt from the stored services at start.
-    pub ips: Arc<crate::registry::ClusterIpAllocator>,
+    /// The served resources: built-in kinds at start, custom resources as they come and go.
+    pub resources: Arc<ResourceRegistry>,
+    /// OpenAPI documents of the served set, rebuilt when it changes.
+    pub openapi: Arc<crate::openapi::OpenApiCache>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -33,7 +36,8 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// Starts the watch cache over `store` and assembles the state.
+    /// Starts the watch cache over `store`, registers the built-in resources and assembles the
+    /// state.
     pub async fn start(
         config: Config,
         store: Arc<dyn store::Store>,
@@ -47,20 +51,21 @@ impl AppState {
         )
         .await
         .map_err(|e| ApiError::internal("starting the watch cache", e))?;
-        let ips = crate::registry::ClusterIpAllocator::new();
-        let services = cache.list(
-            "/registry/services/",
-            "/registry/services/",
-            crate::watch_cache::ListAt::Current,
-            None,
-            None,
-            &|_| true,
-        );
-        if let crate::watch_cache::SnapshotOutcome::Listed(s) = services {
-            ips.rebuild(s.items.iter().map(|v| v.as_ref()));
+        let resources = Arc::new(ResourceRegistry::new());
+        let ips = Arc::new(ClusterIpAllocator::new());
+        crate::registry::builtin::register(&resources, &ips)
+            .map_err(|e| ApiError::internal("registering the built-in resources", e))?;
+        // State derived from storage (the cluster-IP bitmap) is rebuilt from the cached objects.
+        for r in &resources.snapshot().resources {
+            let prefix = format!("/registry/{}/", r.info.storage);
+            let listed = cache.list(&prefix, &prefix, ListAt::Current, None, None, &|_| true);
+            if let SnapshotOutcome::Listed(s) = listed {
+                r.strategy.restore(&mut s.items.iter().map(|v| v.as_ref()));
+            }
         }
         Ok(AppState {
-            ips: Arc::new(ips),
+            resources,
+            openapi: Default::default(),
             config: Arc::new(config),
             store,
             cache,

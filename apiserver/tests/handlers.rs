@@ -622,7 +622,9 @@ async fn namespace_lifecycle_and_graceful_pods() {
     let r = call(&app, "GET", "/api/v1/namespaces/gone", &[], "").await;
     assert_eq!(r.code, 404, "a finalized terminating namespace is removed");
 
-    // A scheduled pod is deleted gracefully; the server completes it after the grace period.
+    // A scheduled pod is deleted gracefully. As upstream, the apiserver does not finish it: the
+    // pod stays, terminating, until its kubelet (or the pod garbage collector, for a node that is
+    // gone) deletes it with no grace period left.
     let mut p = pod("g", json!({}));
     p["spec"]["nodeName"] = json!("n1");
     p["spec"]["terminationGracePeriodSeconds"] = json!(1);
@@ -645,18 +647,19 @@ async fn namespace_lifecycle_and_graceful_pods() {
         r.text
     );
     assert_eq!(r.body["metadata"]["deletionGracePeriodSeconds"], 1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = call(&app, "GET", "/api/v1/namespaces/default/pods/g", &[], "").await;
-        if r.code == 404 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "graceful deletion never completed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let r = call(&app, "GET", "/api/v1/namespaces/default/pods/g", &[], "").await;
+    assert_eq!(r.code, 200, "kept until its kubelet finishes it");
+    let r = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/g",
+        &[],
+        r#"{"gracePeriodSeconds": 0}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    let r = call(&app, "GET", "/api/v1/namespaces/default/pods/g", &[], "").await;
+    assert_eq!(r.code, 404, "the kubelet's final delete removes it");
 }
 
 #[tokio::test]
@@ -991,7 +994,7 @@ async fn subresources_binding_status_scale_and_event_conversion() {
 
 #[tokio::test]
 async fn writers_share_the_watch_cache_copy_only_at_the_same_revision() {
-    use apiserver::handlers::read::stored_object;
+    use apiserver::registry::store::stored_object;
     let (app, state) = app_with(apiserver::Config::default()).await;
     let r = post(
         &app,
@@ -1075,4 +1078,132 @@ async fn a_removed_pod_is_answered_with_the_deletion_resource_version() {
     // The cache's copy of the last state keeps its own resourceVersion.
     assert!(state.cache.wait_for(deleted, Duration::from_secs(5)).await);
     assert!(state.cache.get("/registry/pods/default/p").is_none());
+}
+
+#[tokio::test]
+async fn a_resource_registered_at_run_time_is_served_until_it_is_removed() {
+    use apiserver::registry::{GenericStrategy, Resource};
+    const AGGREGATED: &str =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let (app, state) = app_with(apiserver::Config::default()).await;
+    let groups = |r: &Resp| -> Vec<String> {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let before = call(&app, "GET", "/apis", &[("accept", AGGREGATED)], "").await;
+    assert!(!groups(&before).contains(&"example.com".to_string()));
+    let etag_before = before.headers["etag"].to_str().unwrap().to_string();
+    let unchanged = call(
+        &app,
+        "GET",
+        "/apis",
+        &[("accept", AGGREGATED), ("if-none-match", &etag_before)],
+        "",
+    )
+    .await;
+    assert_eq!(unchanged.code, 304, "an unchanged set is not sent again");
+
+    let widgets = api::ResourceInfo::new("example.com", "v1", "Widget", "widgets")
+        .short_names(&["wd"])
+        .categories(&["all"]);
+    state
+        .resources
+        .register(Resource::new(widgets, Arc::new(GenericStrategy)))
+        .unwrap();
+
+    // Discovery, aggregated and legacy, and OpenAPI show it.
+    let after = call(
+        &app,
+        "GET",
+        "/apis",
+        &[("accept", AGGREGATED), ("if-none-match", &etag_before)],
+        "",
+    )
+    .await;
+    assert_eq!(after.code, 200, "the ETag changed with the served set");
+    assert_ne!(after.headers["etag"], etag_before.as_str());
+    let group = after.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "example.com")
+        .cloned()
+        .unwrap();
+    let entry = &group["versions"][0]["resources"][0];
+    assert_eq!(entry["resource"], "widgets");
+    assert_eq!(entry["responseKind"]["kind"], "Widget");
+    assert_eq!(entry["shortNames"], json!(["wd"]));
+    let legacy = call(&app, "GET", "/apis/example.com/v1", &[], "").await;
+    assert_eq!(legacy.body["resources"][0]["name"], "widgets");
+    let r = call(&app, "GET", "/apis/example.com", &[], "").await;
+    assert_eq!(r.body["preferredVersion"]["groupVersion"], "example.com/v1");
+    let r = call(&app, "GET", "/openapi/v3", &[], "").await;
+    assert!(r.body["paths"]["apis/example.com/v1"].is_object());
+
+    // Create, list, watch, Table.
+    let base = "/apis/example.com/v1/namespaces/default/widgets";
+    let r = post(
+        &app,
+        base,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w1", "labels": {"a": "b"}}, "spec": {"size": 3}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.text);
+    assert_eq!(r.body["spec"]["size"], 3, "no schema: every field is kept");
+    let r = call(&app, "GET", &format!("{base}?labelSelector=a%3Db"), &[], "").await;
+    assert_eq!(r.body["kind"], "WidgetList");
+    assert_eq!(r.body["items"][0]["metadata"]["name"], "w1");
+    let r = call(
+        &app,
+        "GET",
+        base,
+        &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(r.body["columnDefinitions"][0]["name"], "Name");
+    assert_eq!(r.body["rows"][0]["cells"][0], "w1");
+    let resp = app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .uri(format!("{base}?watch=true&resourceVersion=0"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .expect("an event in time")
+        .unwrap()
+        .unwrap();
+    let line: Value = serde_json::from_slice(frame.data_ref().unwrap()).unwrap();
+    assert_eq!(line["type"], "ADDED");
+    assert_eq!(line["object"]["metadata"]["name"], "w1");
+
+    // Removed: gone from discovery, OpenAPI and routing.
+    assert!(state
+        .resources
+        .remove("example.com", "v1", "widgets")
+        .is_some());
+    let gone = call(&app, "GET", "/apis", &[("accept", AGGREGATED)], "").await;
+    assert!(!groups(&gone).contains(&"example.com".to_string()));
+    assert_ne!(gone.headers["etag"], after.headers["etag"]);
+    assert_eq!(call(&app, "GET", base, &[], "").await.code, 404);
+    assert_eq!(
+        call(&app, "GET", "/apis/example.com/v1", &[], "")
+            .await
+            .code,
+        404
+    );
+    let r = call(&app, "GET", "/openapi/v3", &[], "").await;
+    assert!(r.body["paths"]["apis/example.com/v1"].is_null());
 }

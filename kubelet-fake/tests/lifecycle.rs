@@ -270,10 +270,10 @@ async fn bound_pod_runs_ready_with_every_field_and_deletes_gracefully() {
     })
     .await;
     assert!(started.elapsed() < Duration::from_secs(30));
-    // Only the kubelet acts before the grace period ends (the apiserver's own reaper waits the
-    // full 30 s). Which request removes the object depends on the apiserver: ours (DELETE, grace
-    // 0, UID precondition) or, as this apiserver currently does, already the terminal status
-    // write of a terminating pod.
+    // Only the kubelet finishes a graceful deletion (the apiserver never does, as upstream).
+    // Which request removes the object depends on the apiserver: ours (DELETE, grace 0, UID
+    // precondition) or, as this apiserver currently does, already the terminal status write of a
+    // terminating pod.
     let m = env.kubelets.metrics();
     assert!(m.status_writes >= 3, "{m:?}");
     env.stop().await;

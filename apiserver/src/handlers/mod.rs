@@ -1,137 +1,30 @@
-//! Resource handlers: routing of `/api/v1/...` and `/apis/<g>/<v>/...` to the verbs.
+//! Resource handlers: routing of `/api/v1/...` and `/apis/<g>/<v>/...` to the verbs. HTTP only.
 //!
 //! A request is resolved to a [`Target`] (resource, namespace, name, subresource) against the
-//! resource table, then dispatched by method: GET → get/list/watch, POST → create (or binding),
-//! PUT → update, PATCH → patch, DELETE → delete/deletecollection. Each verb lives in its own
-//! module; objects in and out are `serde_json::Value`.
+//! runtime resource registry, then dispatched by method: GET → get/list/watch, POST → create,
+//! PUT → update, PATCH → patch, DELETE → delete/deletecollection, subresources by name. Each
+//! handler parses the request, calls the registry [`Store`](crate::registry::Store) and renders
+//! the result; handler modules share only the HTTP helpers of [`crate::http`], never each other.
 
 mod delete;
-mod patch;
-pub mod read;
-pub mod render;
-pub mod subresource;
+mod read;
+mod subresource;
 mod watch;
-pub mod write;
+mod write;
 
-pub use render::{respond_object, ObjectResponse};
+pub use crate::http::request::{Ctx, Target};
 
-use api::ResourceInfo;
-use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderMap, Method};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::http::path::{parse_rest, ResourcePath};
 use crate::http::query::Query;
+use crate::http::request::resolve;
+use crate::registry::store::WriteScope;
 use crate::state::AppState;
-
-/// A resolved resource request.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// The resource.
-    pub info: &'static ResourceInfo,
-    /// Namespace from the path (`None`: cluster-scoped, or all namespaces).
-    pub namespace: Option<String>,
-    /// Object name.
-    pub name: Option<String>,
-    /// Subresource.
-    pub subresource: Option<String>,
-}
-
-impl Target {
-    /// `/registry/<storage>/`.
-    pub fn resource_prefix(&self) -> String {
-        format!("/registry/{}/", self.info.storage)
-    }
-
-    /// Prefix of the keys this collection request covers.
-    pub fn collection_prefix(&self) -> String {
-        match (&self.namespace, self.info.namespaced) {
-            (Some(ns), true) => format!("/registry/{}/{}/", self.info.storage, ns),
-            _ => self.resource_prefix(),
-        }
-    }
-
-    /// Storage key of the named object.
-    pub fn key(&self, name: &str) -> String {
-        object_key(self.info, self.namespace.as_deref(), name)
-    }
-
-    /// The object name, or 405 for a collection URL.
-    pub fn require_name(&self) -> Result<&str> {
-        self.name
-            .as_deref()
-            .ok_or_else(ApiError::method_not_allowed)
-    }
-
-    /// `pods` / `deployments.apps`.
-    pub fn group_resource(&self) -> String {
-        self.info.group_resource()
-    }
-}
-
-/// Storage key of an object.
-pub fn object_key(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
-    match (info.namespaced, namespace) {
-        (true, Some(ns)) => format!("/registry/{}/{}/{}", info.storage, ns, name),
-        _ => format!("/registry/{}/{}", info.storage, name),
-    }
-}
-
-fn resolve(path: &ResourcePath) -> Result<Target> {
-    let plural = path
-        .resource
-        .as_deref()
-        .ok_or_else(ApiError::unknown_path)?;
-    let info = api::find_resource(&path.group, &path.version, plural)
-        .ok_or_else(ApiError::unknown_path)?;
-    if path.namespace.is_some() && !info.namespaced {
-        return Err(ApiError::unknown_path());
-    }
-    if info.namespaced && path.namespace.is_none() && path.name.is_some() {
-        return Err(ApiError::unknown_path());
-    }
-    if let Some(sub) = &path.subresource {
-        let finalize = info.plural == "namespaces" && info.group.is_empty() && sub == "finalize";
-        if info.subresource(sub).is_none() && !finalize {
-            return Err(ApiError::unknown_path());
-        }
-    }
-    Ok(Target {
-        info,
-        namespace: path.namespace.clone(),
-        name: path.name.clone(),
-        subresource: path.subresource.clone(),
-    })
-}
-
-/// Everything a verb handler gets.
-pub struct Ctx {
-    /// Shared state.
-    pub state: AppState,
-    /// The resolved target.
-    pub target: Target,
-    /// Parsed query.
-    pub query: Query,
-    /// Request headers.
-    pub headers: HeaderMap,
-}
-
-impl Ctx {
-    /// The `Accept` header.
-    pub fn accept(&self) -> Option<&str> {
-        self.headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-    }
-
-    /// Reads the body with the configured size cap.
-    pub async fn read_body(&self, body: Body) -> Result<bytes::Bytes> {
-        crate::http::body::read_limited(body, self.state.config.max_body_bytes).await
-    }
-}
 
 async fn dispatch(state: AppState, path: ResourcePath, req: Request) -> Response {
     match dispatch_inner(state, path, req).await {
@@ -145,11 +38,11 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         if req.method() != Method::GET {
             return Err(ApiError::method_not_allowed());
         }
-        return discovery::resource_list(&path.group, &path.version)
+        return discovery::resource_list(&state.resources.snapshot(), &path.group, &path.version)
             .map(|v| axum::Json(v).into_response())
             .ok_or_else(ApiError::unknown_path);
     }
-    let target = resolve(&path)?;
+    let target = resolve(&state, &path)?;
     let (parts, body) = req.into_parts();
     let ctx = Ctx {
         state,
@@ -170,10 +63,13 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         }
         (Method::GET, true, None) => read::get(ctx).await,
         (Method::POST, false, None) => write::create(ctx, body).await,
-        (Method::PUT, true, None) => write::update(ctx, body).await,
-        (Method::PATCH, true, None) => write::patch(ctx, body).await,
+        (Method::PUT, true, None) => write::update(ctx, body, WriteScope::Main).await,
+        (Method::PATCH, true, None) => write::patch(ctx, body, WriteScope::Main).await,
         (Method::DELETE, true, None) => delete::delete(ctx, body).await,
         (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,
+        (Method::GET, true, Some("status")) => read::get(ctx).await,
+        (Method::PUT, true, Some("status")) => write::update(ctx, body, WriteScope::Status).await,
+        (Method::PATCH, true, Some("status")) => write::patch(ctx, body, WriteScope::Status).await,
         (method, true, Some(sub)) => subresource::handle(ctx, method, sub, body).await,
         _ => Err(ApiError::method_not_allowed()),
     }
@@ -209,8 +105,8 @@ pub async fn core(
 }
 
 /// `/apis/{group}`.
-pub async fn group_root(Path(group): Path<String>) -> Response {
-    match discovery::group(&group) {
+pub async fn group_root(State(state): State<AppState>, Path(group): Path<String>) -> Response {
+    match discovery::group(&state.resources.snapshot(), &group) {
         Some(v) => axum::Json(v).into_response(),
         None => ApiError::unknown_path().into_response(),
     }
@@ -245,8 +141,9 @@ pub async fn named(
     }
 }
 
-/// The (verb, resource) labels of a request for metrics, with bounded cardinality.
-pub fn classify(req: &Request) -> (&'static str, String) {
+/// The (verb, resource) labels of a request for metrics, with bounded cardinality (only served
+/// resources are named).
+pub fn classify(state: &AppState, req: &Request) -> (&'static str, String) {
     let path = req.uri().path();
     let parsed = if let Some(rest) = path.strip_prefix("/api/v1/") {
         parse_rest("", "v1", rest)
@@ -259,12 +156,12 @@ pub fn classify(req: &Request) -> (&'static str, String) {
     } else {
         None
     };
-    let resolved = parsed.as_ref().and_then(|p| resolve(p).ok());
+    let resolved = parsed.as_ref().and_then(|p| resolve(state, p).ok());
     let resource = resolved
         .as_ref()
         .map(|t| match &t.subresource {
-            Some(s) => format!("{}/{}", t.info.plural, s),
-            None => t.info.plural.to_string(),
+            Some(s) => format!("{}/{}", t.info().plural, s),
+            None => t.info().plural.clone(),
         })
         .unwrap_or_default();
     let named = resolved.as_ref().is_some_and(|t| t.name.is_some());

@@ -18,12 +18,15 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use std::sync::Arc;
+
 use crate::error::Result;
-use crate::handlers::read::{wait_consistent, wait_for_revision, Filter};
-use crate::handlers::render::{output, present};
-use crate::handlers::Ctx;
 use crate::http::negotiate::Output;
 use crate::http::query::{IncludeObject, ListOptions};
+use crate::http::render::{output, write_presented};
+use crate::http::request::Ctx;
+use crate::registry::store::{Filter, WatchOpened};
+use crate::registry::Resource;
 use crate::table;
 use crate::watch_cache::{CacheEvent, EventType, WatchFrom, WatchStart};
 
@@ -34,7 +37,7 @@ const RESPONSE_CHANNEL: usize = 16;
 const MAX_CHUNK: usize = 64 * 1024;
 
 struct Encoder {
-    info: &'static api::ResourceInfo,
+    resource: Arc<Resource>,
     out: Output,
     include: IncludeObject,
     first_table: bool,
@@ -42,12 +45,12 @@ struct Encoder {
 
 impl Encoder {
     fn object(&mut self, obj: &Value) -> Value {
-        let obj = present(self.info, obj.clone());
+        let obj = self.resource.present(obj.clone());
         match self.out {
             Output::Table => {
                 let first = std::mem::replace(&mut self.first_table, false);
                 table::table(
-                    self.info,
+                    &self.resource,
                     std::iter::once(&obj),
                     self.include,
                     json!({ "resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null) }),
@@ -72,12 +75,12 @@ impl Encoder {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_str().as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        if crate::handlers::render::is_presentable(self.info, &ev.object) {
+        if self.resource.is_presentable(&ev.object) {
             let object = ev.encoded_object();
             out.reserve(object.len() + 2);
             out.extend_from_slice(object);
         } else {
-            crate::handlers::render::write_presented(out, self.info, &ev.output_object());
+            write_presented(out, &self.resource, &ev.output_object());
         }
         out.extend_from_slice(b"}\n");
     }
@@ -88,8 +91,8 @@ impl Encoder {
             meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
         }
         let obj = json!({
-            "kind": self.info.kind,
-            "apiVersion": self.info.api_version(),
+            "kind": self.resource.info.kind,
+            "apiVersion": self.resource.info.api_version(),
             "metadata": meta,
         });
         frame("BOOKMARK", &obj)
@@ -164,37 +167,22 @@ fn stream_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>, out: Output) -
 
 /// WATCH.
 pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
-    let filter = Filter::new(&ctx.target, &opts)?;
+    let store = ctx.store();
+    let filter = store.filter(&opts)?;
     let out = match output(ctx.accept())? {
         Output::Yaml => Output::Json,
         o => o,
     };
     let send_initial = opts.send_initial_events == Some(true);
-    let from = match opts.resource_version {
-        None => {
-            wait_consistent(&ctx).await?;
-            WatchFrom::Snapshot
-        }
-        Some(0) => WatchFrom::Snapshot,
-        Some(rv) if send_initial => {
-            wait_for_revision(&ctx, rv).await?;
-            WatchFrom::Snapshot
-        }
-        Some(rv) => {
-            // Decide 410 against a cache that has every acknowledged write.
-            wait_consistent(&ctx).await?;
-            WatchFrom::After(rv)
-        }
-    };
+    let WatchOpened { from, start } = store.watch(&opts).await?;
     let mut enc = Encoder {
-        info: ctx.target.info,
+        resource: ctx.target.resource.clone(),
         out,
         include: opts.include_object,
         first_table: true,
     };
     let (tx, rx) = mpsc::channel(RESPONSE_CHANNEL);
-    let resource_prefix = ctx.target.resource_prefix();
-    let mut watch = match ctx.state.cache.watch(&resource_prefix, from) {
+    let mut watch = match start {
         WatchStart::Watching(w) => w,
         WatchStart::Expired { oldest } => {
             let requested = opts.resource_version.unwrap_or(0);
@@ -206,7 +194,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
             return Ok(stream_response(rx, out));
         }
     };
-    let prefix = ctx.target.collection_prefix();
+    let prefix = store.collection_prefix();
     let state = ctx.state.clone();
     let lifetime = opts
         .timeout_seconds

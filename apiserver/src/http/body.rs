@@ -95,6 +95,21 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value> {
     Ok(value)
 }
 
+/// The Content-Type of a PATCH, required, as a patch type (415 for others).
+pub fn patch_type(headers: &HeaderMap) -> Result<crate::patch::PatchType> {
+    let ct = content_type(headers)
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .ok_or_else(|| ApiError::unsupported_patch_type(""))?;
+    crate::patch::PatchType::from_content_type(&ct)
+        .ok_or_else(|| ApiError::unsupported_patch_type(&ct))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

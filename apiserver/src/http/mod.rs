@@ -1,8 +1,10 @@
-//! HTTP plumbing shared by the handlers: path parsing, query parsing, content negotiation,
-//! limits, and body decoding.
+//! HTTP plumbing shared by the handlers: path parsing, query parsing, the resolved request
+//! ([`request`]), content negotiation, rendering ([`render`]), limits, and body decoding.
 
 pub mod body;
 pub mod limits;
 pub mod negotiate;
 pub mod path;
 pub mod query;
+pub mod render;
+pub mod request;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use api::validation::FieldError;
 
 use crate::error::{ApiError, Result};
+pub use crate::registry::options::{DeleteOptions, FieldValidation, Preconditions, Propagation};
 
 /// Decoded query string, in order, with repeated keys kept.
 #[derive(Debug, Default, Clone)]
@@ -277,18 +278,6 @@ impl ContinueToken {
     }
 }
 
-/// `fieldValidation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FieldValidation {
-    /// Drop unknown fields silently.
-    #[default]
-    Ignore,
-    /// Accept with a warning.
-    Warn,
-    /// Reject unknown fields.
-    Strict,
-}
-
 /// Options of create, update and patch (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
@@ -357,39 +346,6 @@ impl WriteOptions {
             force: q.bool("force")?,
         })
     }
-}
-
-/// `propagationPolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Propagation {
-    /// Delete dependents in the background (GC).
-    Background,
-    /// Delete dependents first (`foregroundDeletion` finalizer).
-    Foreground,
-    /// Keep dependents (`orphan` finalizer).
-    Orphan,
-}
-
-/// Delete preconditions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Preconditions {
-    /// Required uid.
-    pub uid: Option<String>,
-    /// Required resourceVersion.
-    pub resource_version: Option<String>,
-}
-
-/// Options of DELETE (`DeleteOptions`), from the body if it is non-empty, else from the query.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// Effective propagation policy (after `orphanDependents`).
-    pub propagation: Option<Propagation>,
-    /// `preconditions`.
-    pub preconditions: Preconditions,
-    /// `dryRun=All`.
-    pub dry_run: bool,
 }
 
 fn parse_propagation(raw: &str) -> Result<Propagation> {

@@ -5,22 +5,24 @@
 //! query-param verifier looks for before it trusts the server to validate (`--validate=strict`).
 //! The strategic-merge-patch content type is deliberately not listed, so kubectl computes
 //! client-side-apply patches from its compiled-in types. `components.schemas` carries the kinds'
-//! schemas for `kubectl explain` (see [`schemas`]). Documents are built once and cached.
+//! schemas for `kubectl explain` (see [`schemas`]). Documents are read from the runtime resource
+//! registry, built on first request and cached until the served set changes; each index entry's
+//! `hash` is its document's content hash, so clients refetch exactly the documents that changed.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::discovery::group_versions;
 use crate::error::ApiError;
-
-/// Content hash of the documents: they are static per build.
-const HASH: &str = concat!("minik8s-", env!("CARGO_PKG_VERSION"));
+use crate::registry::resources::Served;
+use crate::registry::Resource;
+use crate::state::AppState;
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -28,19 +30,6 @@ fn gv_path(group: &str, version: &str) -> String {
     } else {
         format!("apis/{group}/{version}")
     }
-}
-
-/// `/openapi/v3`.
-pub async fn index() -> Response {
-    let mut paths = Map::new();
-    for (g, v) in group_versions() {
-        let p = gv_path(g, v);
-        paths.insert(
-            p.clone(),
-            json!({ "serverRelativeURL": format!("/openapi/v3/{p}?hash={HASH}") }),
-        );
-    }
-    axum::Json(json!({ "paths": paths })).into_response()
 }
 
 fn query_param(name: &str, ty: &str) -> Value {
@@ -76,7 +65,7 @@ fn operation_id(verb: &str, info: &api::ResourceInfo) -> String {
 
 /// The schema name of a kind as upstream names it (`io.k8s.api.core.v1.Pod`).
 pub fn schema_name(info: &api::ResourceInfo) -> String {
-    let pkg = match info.group {
+    let pkg = match info.group.as_str() {
         "" => "core",
         "apps" => "apps",
         "coordination.k8s.io" => "coordination",
@@ -87,17 +76,15 @@ pub fn schema_name(info: &api::ResourceInfo) -> String {
 }
 
 /// The OpenAPI v3 document of one group-version, or `None` if not served.
-pub fn document_for(group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<&api::ResourceInfo> = api::resources()
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
+pub fn document_for(served: &Served, group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<&Resource> = served.of(group, version).map(|r| r.as_ref()).collect();
     if resources.is_empty() {
         return None;
     }
     let mut paths = Map::new();
-    let mut schemas = schemas::definitions(&resources);
-    for info in resources {
+    let (mut schemas, roots) = schemas::definitions(&resources);
+    for (resource, root) in resources.into_iter().zip(roots) {
+        let info = &resource.info;
         let base = if group.is_empty() {
             format!("/api/{version}")
         } else {
@@ -112,7 +99,14 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
         if info.namespaced {
             params.push(path_param("namespace"));
         }
-        let schema_ref = json!({ "$ref": format!("#/components/schemas/{}", schema_name(info)) });
+        let name = root
+            .as_ref()
+            .and_then(|r| r.get("$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .map(String::from)
+            .unwrap_or_else(|| schema_name(info));
+        let schema_ref = json!({ "$ref": format!("#/components/schemas/{name}") });
         let gvk = json!({ "group": info.group, "version": info.version, "kind": info.kind });
         paths.insert(
             path,
@@ -144,7 +138,7 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
             }),
         );
         let schema = schemas
-            .entry(schema_name(info))
+            .entry(name)
             .or_insert_with(|| schemas::open_schema(info));
         if let Some(o) = schema.as_object_mut() {
             o.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
@@ -158,32 +152,96 @@ pub fn document_for(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
-/// The documents of every served group-version, serialised once (they are static).
-fn documents() -> &'static HashMap<String, Bytes> {
-    static DOCS: OnceLock<HashMap<String, Bytes>> = OnceLock::new();
-    DOCS.get_or_init(|| {
-        group_versions()
-            .into_iter()
-            .filter_map(|(g, v)| {
-                let doc = document_for(g, v)?;
-                let bytes = serde_json::to_vec(&doc).ok()?;
-                Some((gv_path(g, v), Bytes::from(bytes)))
-            })
-            .collect()
-    })
+/// The serialised documents of one served set, by path (`api/v1`), with their content hashes.
+#[derive(Default)]
+struct Documents {
+    generation: u64,
+    /// Paths in discovery order.
+    order: Vec<String>,
+    docs: HashMap<String, (Bytes, String)>,
+}
+
+/// The documents of the current served set, rebuilt when the set changes.
+#[derive(Default)]
+pub struct OpenApiCache {
+    current: parking_lot::Mutex<Option<Arc<Documents>>>,
+}
+
+impl std::fmt::Debug for OpenApiCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenApiCache").finish_non_exhaustive()
+    }
+}
+
+fn content_hash(bytes: &[u8]) -> String {
+    let mut h = std::hash::DefaultHasher::new();
+    bytes.hash(&mut h);
+    format!("{:016X}", h.finish())
+}
+
+impl OpenApiCache {
+    fn documents(&self, state: &AppState) -> Arc<Documents> {
+        let served = state.resources.snapshot();
+        if let Some(d) = self.current.lock().as_ref() {
+            if d.generation == served.generation {
+                return d.clone();
+            }
+        }
+        let mut built = Documents {
+            generation: served.generation,
+            ..Default::default()
+        };
+        for (g, v) in served.group_versions() {
+            let Some(doc) = document_for(&served, g, v) else {
+                continue;
+            };
+            let Ok(bytes) = serde_json::to_vec(&doc) else {
+                continue;
+            };
+            let hash = content_hash(&bytes);
+            built.order.push(gv_path(g, v));
+            built.docs.insert(gv_path(g, v), (Bytes::from(bytes), hash));
+        }
+        let built = Arc::new(built);
+        *self.current.lock() = Some(built.clone());
+        built
+    }
+}
+
+/// `/openapi/v3`.
+pub async fn index(State(state): State<AppState>) -> Response {
+    let docs = documents(state).await;
+    let mut paths = Map::new();
+    for p in &docs.order {
+        if let Some((_, hash)) = docs.docs.get(p) {
+            paths.insert(
+                p.clone(),
+                json!({ "serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}") }),
+            );
+        }
+    }
+    axum::Json(json!({ "paths": paths })).into_response()
+}
+
+/// The documents, built off the async workers when the set changed.
+async fn documents(state: AppState) -> Arc<Documents> {
+    let cache = state.openapi.clone();
+    tokio::task::spawn_blocking(move || cache.documents(&state))
+        .await
+        .unwrap_or_default()
 }
 
 /// `/openapi/v3/{path}`.
-pub async fn document(Path(path): Path<String>, RawQuery(_q): RawQuery) -> Response {
+pub async fn document(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+    RawQuery(_q): RawQuery,
+) -> Response {
     let key = path.trim_matches('/').to_string();
-    // The first request builds every document; keep that off the async workers.
-    let doc = tokio::task::spawn_blocking(move || documents().get(&key).cloned())
-        .await
-        .ok()
-        .flatten();
-    match doc {
-        Some(d) => {
-            let mut r = d.into_response();
+    let docs = documents(state).await;
+    match docs.docs.get(&key) {
+        Some((d, _)) => {
+            let mut r = d.clone().into_response();
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),

@@ -3,44 +3,48 @@
 //! `io.k8s.api.core.v1.PodSpec`), in OpenAPI 3 form (`#/components/schemas/` references). This
 //! is what `kubectl explain` walks.
 
-use k8s_openapi::api::{apps, coordination, core, events};
-use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::generate::SchemaSettings;
+
+use crate::registry::resources::SchemaFn;
+use crate::registry::Resource;
 use serde_json::{Map, Value};
 
-fn register(gen: &mut SchemaGenerator, info: &api::ResourceInfo) -> bool {
-    match (info.group, info.kind) {
-        ("", "Pod") => gen.subschema_for::<core::v1::Pod>(),
-        ("", "ReplicationController") => gen.subschema_for::<core::v1::ReplicationController>(),
-        ("", "Namespace") => gen.subschema_for::<core::v1::Namespace>(),
-        ("", "Node") => gen.subschema_for::<core::v1::Node>(),
-        ("", "Event") => gen.subschema_for::<core::v1::Event>(),
-        ("", "Service") => gen.subschema_for::<core::v1::Service>(),
-        ("", "ConfigMap") => gen.subschema_for::<core::v1::ConfigMap>(),
-        ("", "Secret") => gen.subschema_for::<core::v1::Secret>(),
-        ("", "ServiceAccount") => gen.subschema_for::<core::v1::ServiceAccount>(),
-        ("apps", "ReplicaSet") => gen.subschema_for::<apps::v1::ReplicaSet>(),
-        ("apps", "Deployment") => gen.subschema_for::<apps::v1::Deployment>(),
-        ("coordination.k8s.io", "Lease") => gen.subschema_for::<coordination::v1::Lease>(),
-        ("events.k8s.io", "Event") => gen.subschema_for::<events::v1::Event>(),
-        _ => return false,
-    };
-    true
-}
-
-/// The definitions of `kinds` and everything they reference, keyed by schema name. Kinds without
-/// a typed schema are absent (the caller adds an open object schema).
-pub fn definitions(kinds: &[&api::ResourceInfo]) -> Map<String, Value> {
+/// The definitions of `kinds`' typed schemas and everything they reference, keyed by schema name,
+/// with the root schema of each kind (a `$ref`; `None` for a kind without a typed schema, to which
+/// the caller gives an open object schema).
+pub fn definitions(kinds: &[&Resource]) -> (Map<String, Value>, Vec<Option<Value>>) {
     let mut gen = SchemaSettings::openapi3().into_generator();
-    for info in kinds {
-        register(&mut gen, info);
-    }
+    let roots = kinds
+        .iter()
+        .map(|r| r.schema.map(|f| f(&mut gen).to_value()))
+        .collect();
     let mut defs = gen.take_definitions(true);
     // OpenAPI 3.0 ignores siblings of `$ref`; upstream wraps references that carry a description
     // in `allOf`, which is what kubectl explain expects.
     for v in defs.values_mut() {
         wrap_refs(v);
     }
-    defs
+    (defs, roots)
+}
+
+/// One kind's typed schema: its root and every definition it references.
+#[derive(Debug)]
+pub struct KindSchema {
+    /// The kind's schema (a `$ref` into `definitions`).
+    pub root: Value,
+    /// Referenced definitions by name.
+    pub definitions: Map<String, Value>,
+}
+
+/// The typed schema of one kind.
+pub fn kind_schema(schema: SchemaFn) -> KindSchema {
+    let mut gen = SchemaSettings::openapi3().into_generator();
+    let root = schema(&mut gen).to_value();
+    let mut definitions = gen.take_definitions(true);
+    for v in definitions.values_mut() {
+        wrap_refs(v);
+    }
+    KindSchema { root, definitions }
 }
 
 fn wrap_refs(v: &mut Value) {
@@ -69,15 +73,6 @@ pub fn open_schema(info: &api::ResourceInfo) -> Value {
         "type": "object",
         "description": format!("{} ({}).", info.kind, info.api_version()),
         "x-kubernetes-preserve-unknown-fields": true,
-    })
-}
-
-/// Every served kind's definitions, built once.
-fn all_definitions() -> &'static Map<String, Value> {
-    static DEFS: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-    DEFS.get_or_init(|| {
-        let kinds: Vec<&api::ResourceInfo> = api::resources().iter().collect();
-        definitions(&kinds)
     })
 }
 
@@ -155,13 +150,18 @@ fn walk(
 /// Fields of `obj` that the kind's schema does not define (`spec.foo`,
 /// `spec.containers[0].bar`), as upstream's strict decoding reports them. Kinds without a typed
 /// schema have none.
-pub fn unknown_fields(info: &api::ResourceInfo, obj: &Value) -> Vec<String> {
-    let defs = all_definitions();
-    let Some(schema) = defs.get(&super::schema_name(info)) else {
+pub fn unknown_fields(resource: &Resource, obj: &Value) -> Vec<String> {
+    let Some(schema) = resource.kind_schema() else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    walk(defs, schema, obj, &mut String::new(), &mut out);
+    walk(
+        &schema.definitions,
+        &schema.root,
+        obj,
+        &mut String::new(),
+        &mut out,
+    );
     out
 }
 
@@ -211,8 +211,8 @@ mod tests {
 
     #[test]
     fn finds_and_prunes_unknown_fields() {
-        let pods = api::find_resource("", "v1", "pods");
-        let Some(info) = pods else {
+        let pods = crate::registry::builtin::find("", "pods");
+        let Some(info) = pods.as_deref() else {
             panic!("pods are served")
         };
         let mut pod = json!({

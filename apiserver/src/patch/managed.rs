@@ -710,7 +710,7 @@ fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
 /// fields, which the HTTP side creates (201). `now` is the `metav1.Time` text for the entry. The
 /// caller still checks the URL name and runs the kind's strategy on the result.
 pub fn server_side_apply(
-    kind: &'static ResourceInfo,
+    kind: &ResourceInfo,
     live: Option<&Value>,
     patch: &[u8],
     field_manager: &str,
@@ -830,7 +830,7 @@ pub fn server_side_apply(
 /// `Some("status")` for `/status` writes, whose request entries are ignored. An empty `manager` only carries the entries over. A create (`old: None`) whose
 /// object already has entries (a server-side apply create) keeps exactly those.
 pub fn update_managed_fields(
-    kind: &'static ResourceInfo,
+    kind: &ResourceInfo,
     old: Option<&Value>,
     new: &mut Value,
     manager: &str,

@@ -138,7 +138,7 @@ pub(crate) fn parse_json(patch: &[u8]) -> Result<Value, PatchError> {
 /// `kind` selects the strategic-merge schema; the caller checks resourceVersion/uid preconditions
 /// and runs the strategy on the result.
 pub fn apply_patch(
-    kind: &'static ResourceInfo,
+    kind: &ResourceInfo,
     patch_type: PatchType,
     original: &Value,
     patch: &[u8],

@@ -54,7 +54,7 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
             _ => ListKind::Atomic,
         };
     }
-    match (kind.group, kind.kind, path) {
+    match (kind.group.as_str(), kind.kind.as_str(), path) {
         ("", "Pod", ["spec", rest @ ..]) => pod_spec_list(rest),
         ("", "ReplicationController", ["spec", "template", "spec", rest @ ..])
         | ("apps", "ReplicaSet" | "Deployment", ["spec", "template", "spec", rest @ ..]) => {
@@ -78,7 +78,7 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
 
 /// Whether the map at `path` is atomic for server-side apply (`mapType=atomic`/`structType=atomic`).
 pub fn map_is_atomic(kind: &ResourceInfo, path: &[&str]) -> bool {
-    match (kind.group, kind.kind, path) {
+    match (kind.group.as_str(), kind.kind.as_str(), path) {
         ("", "ReplicationController" | "Service", ["spec", "selector"]) => true,
         ("apps", "ReplicaSet" | "Deployment", ["spec", "selector"]) => true,
         (_, _, [.., "resources", "limits" | "requests"]) => false,
@@ -89,7 +89,7 @@ pub fn map_is_atomic(kind: &ResourceInfo, path: &[&str]) -> bool {
 /// Whether the field at `path` has the `retainKeys` strategy (`spec.volumes` entries).
 pub fn retain_keys(kind: &ResourceInfo, path: &[&str]) -> bool {
     matches!(
-        (kind.kind, path),
+        (kind.kind.as_str(), path),
         ("Pod", ["spec", "volumes"]) | (_, ["spec", "template", "spec", "volumes"])
     )
 }

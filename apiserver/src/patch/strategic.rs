@@ -18,7 +18,7 @@ const SET_ORDER: &str = "$setElementOrder/";
 
 /// Applies `patch` to `original` with the schema of `kind`.
 pub fn strategic_merge(
-    kind: &'static ResourceInfo,
+    kind: &ResourceInfo,
     original: &Value,
     patch: &Value,
 ) -> Result<Value, PatchError> {

@@ -1,27 +1,11 @@
 //! Rules shared by every kind: the spec/status split, generation tracking, metadata field selectors,
-//! and the generic strategy for kinds without their own printer.
+//! and the generic strategy for kinds without rules of their own.
 
 use super::table::{age_cell, column, name_column};
 use super::Strategy;
 use api::validation::{self, FieldError, NameValidator};
 use api::ResourceInfo;
 use serde_json::{Map, Value};
-
-/// Stand-in `ResourceInfo` for a strategy asked about a kind outside the resource table.
-pub static UNKNOWN_RESOURCE: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Unknown",
-    plural: "unknown",
-    singular: "unknown",
-    namespaced: true,
-    short_names: &[],
-    categories: &[],
-    verbs: &[],
-    subresources: &[],
-    list_kind: "UnknownList",
-    storage: "unknown",
-};
 
 /// Whether `spec` differs between the two objects (deep compare; absent = null).
 pub fn spec_changed(new: &Value, old: &Value) -> bool {
@@ -74,20 +58,6 @@ pub fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
             map.insert(key.to_string(), value);
         }
         Some(_) => {}
-    }
-}
-
-/// Create-time status and generation handling shared by kinds.
-pub fn prepare_create_common(
-    obj: &mut Value,
-    initial_status: Option<Value>,
-    track_generation: bool,
-) {
-    if let Some(st) = initial_status {
-        set_field(obj, "status", st);
-    }
-    if track_generation {
-        api::meta::set_generation(obj, 1);
     }
 }
 
@@ -266,41 +236,11 @@ impl DefaultTable {
     }
 }
 
-/// Metadata-only strategy for infos outside the resource table.
+/// The strategy of a kind with no rules of its own: object-meta validation, the NAME/AGE table
+/// (custom resources without a schema, resources registered at run time).
 pub struct GenericStrategy;
 
-impl Strategy for GenericStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        &UNKNOWN_RESOURCE
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        prepare_status_common(new, old);
-    }
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain)
-    }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        )
-    }
-    fn has_status(&self) -> bool {
-        false
-    }
-    fn table_columns(&self) -> Vec<Value> {
-        DefaultTable::columns()
-    }
-    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-        DefaultTable::cells(obj, now)
-    }
-}
+impl Strategy for GenericStrategy {}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,6 @@ use super::common::{self, field_text};
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
 use api::validation::{self, FieldError};
-use api::ResourceInfo;
 use base64::Engine;
 use serde_json::{json, Value};
 
@@ -129,35 +128,13 @@ impl ConfigMapStrategy {
 }
 
 impl Strategy for ConfigMapStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "configmaps")
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(Self::validate(obj));
-        errs
+        Self::validate(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(Self::validate(new));
+        let mut errs = Self::validate(new);
         validate_immutable(new, old, &["data", "binaryData"], &mut errs);
         errs
-    }
-    fn has_status(&self) -> bool {
-        false
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![
@@ -243,42 +220,23 @@ impl SecretStrategy {
 }
 
 impl Strategy for SecretStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "secrets")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         prepare_secret(obj);
     }
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+    fn prepare_for_update(&self, new: &mut Value, __old: &Value) {
         prepare_secret(new);
-        common::prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(Self::validate(obj));
-        errs
+        Self::validate(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(Self::validate(new));
+        let mut errs = Self::validate(new);
         let (a, b) = (field_text(new, "type"), field_text(old, "type"));
         if a != b {
             errs.push(FieldError::invalid("type", &a, "field is immutable"));
         }
         validate_immutable(new, old, &["data"], &mut errs);
         errs
-    }
-    fn has_status(&self) -> bool {
-        false
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![
@@ -299,7 +257,7 @@ impl Strategy for SecretStrategy {
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
             "type" => Some(field_text(obj, "type")),
-            _ => common::meta_field_value(self.resource(), obj, field),
+            _ => None,
         }
     }
 }
@@ -307,30 +265,6 @@ impl Strategy for SecretStrategy {
 pub struct ServiceAccountStrategy;
 
 impl Strategy for ServiceAccountStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "serviceaccounts")
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain)
-    }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        )
-    }
-    fn has_status(&self) -> bool {
-        false
-    }
     fn table_columns(&self) -> Vec<Value> {
         vec![
             name_column(),

@@ -6,11 +6,10 @@
 //! reportingComponent`, `deprecatedSource ↔ source`, `deprecated{First,Last}Timestamp ↔
 //! {first,last}Timestamp`, `deprecatedCount ↔ count`). Events may be created by PUT.
 
-use super::common::{self, field_text};
+use super::common::field_text;
 use super::table::{column, name_column, since_cell};
 use super::Strategy;
-use api::validation::{self, FieldError};
-use api::ResourceInfo;
+use api::validation::FieldError;
 use serde_json::{json, Map, Value};
 
 pub struct EventStrategy {
@@ -78,23 +77,8 @@ fn either(obj: &Value, core: &str, new: &str) -> String {
 }
 
 impl Strategy for EventStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        if self.new_api {
-            crate::registry::info("events.k8s.io", "events")
-        } else {
-            crate::registry::info("", "events")
-        }
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
+        let mut errs = Vec::new();
         if let Some(t) = obj.get("type") {
             let ok = ["Normal", "Warning"];
             if !t.as_str().is_some_and(|s| s.is_empty() || ok.contains(&s)) {
@@ -117,17 +101,6 @@ impl Strategy for EventStrategy {
             }
         }
         errs
-    }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        )
-    }
-    fn has_status(&self) -> bool {
-        false
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![
@@ -230,7 +203,7 @@ impl Strategy for EventStrategy {
                     .map(|s| field_text(s, "component"))
                     .unwrap_or_default(),
             ),
-            _ => common::meta_field_value(self.resource(), obj, field),
+            _ => None,
         }
     }
     fn allow_create_on_update(&self) -> bool {

@@ -1,10 +1,9 @@
 //! coordination.k8s.io/v1 Leases (node heartbeats, leader election): no status, HOLDER printer column.
 
-use super::common::{self, field_text};
+use super::common::field_text;
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
-use api::validation::{self, FieldError};
-use api::ResourceInfo;
+use api::validation::FieldError;
 use serde_json::Value;
 
 pub struct LeaseStrategy;
@@ -27,34 +26,11 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for LeaseStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("coordination.k8s.io", "leases")
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_update_common(new, old, false, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(validate_spec(obj));
-        errs
+        validate_spec(obj)
     }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(validate_spec(new));
-        errs
-    }
-    fn has_status(&self) -> bool {
-        false
+    fn validate_update(&self, new: &Value, __old: &Value) -> Vec<FieldError> {
+        validate_spec(new)
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![

@@ -1,15 +1,25 @@
-//! Per-kind strategies: the typed hooks the generic REST flow calls for each built-in kind.
+//! The registry: how objects are stored, and everything kind-specific about it.
 //!
-//! Objects are `serde_json::Value` as stored. For each kind a [`Strategy`] provides defaulting,
-//! validation (with field paths and apimachinery's messages), the spec/status split, `metadata.generation`
-//! tracking, kubectl's printer columns, field-selector values and the graceful-deletion rule. The
-//! strategies are stateless `'static` values; the only state here is the [`ClusterIpAllocator`].
+//! Upstream's shape (`k8s.io/apiserver/pkg/registry/generic/registry`):
+//! - [`store::Store`] is the one generic store: create, get, list, watch, update, patch, delete and
+//!   delete-collection, every read-modify-write through one
+//!   [`guaranteed_update`](store::Store::guaranteed_update). It takes request-independent
+//!   [`options`], never HTTP.
+//! - A [`Strategy`] carries every per-kind rule as hooks (defaults, validation, status reset,
+//!   allocation before create and release after delete, graceful deletion, printer columns,
+//!   field-selector values, storage conversion). The strategies are values registered with their
+//!   resource; only the service strategy holds state (its [`ClusterIpAllocator`]).
+//! - [`resources::ResourceRegistry`] is the runtime set of served resources: routing, discovery,
+//!   OpenAPI and Table read it, built-in kinds register at start-up ([`builtin`]), and entries can be
+//!   added and removed while the server runs.
+//! - [`subresources`]: the REST storage of `pods/binding`, `namespaces/finalize` and `*/scale`.
 //!
-//! Guarantees: no hook panics on any JSON input (mistyped fields are validation errors, or ignored by the
-//! printers); `prepare_*` never touch system metadata other than `generation` (uid, resourceVersion,
-//! timestamps are the generic flow's business).
+//! Objects are `serde_json::Value` as stored. Guarantees: no hook panics on any JSON input (mistyped
+//! fields are validation errors, or ignored by the printers); hooks never touch system metadata other
+//! than `generation` (uid, resourceVersion, timestamps are the generic store's business).
 
 mod binding;
+pub mod builtin;
 mod common;
 mod config;
 mod event;
@@ -17,65 +27,86 @@ mod ipalloc;
 mod lease;
 mod namespace;
 mod node;
+pub mod options;
 mod pod;
 mod pod_printer;
+pub mod resources;
 mod service;
+pub mod store;
+pub mod subresources;
 mod table;
 mod workloads;
 
 pub use binding::{apply_binding, BindingError};
-pub use common::{spec_changed, DefaultTable};
+pub use common::{spec_changed, DefaultTable, GenericStrategy};
 pub use ipalloc::service_cluster_ips;
 pub use ipalloc::{ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR};
+pub use options::{DeleteOptions, FieldValidation, Preconditions, Propagation, WriteOptions};
 pub use pod_printer::pod_status_reason;
+pub use resources::{Resource, ResourceRegistry};
+pub use store::{Deleted, Store, Written};
 pub use table::{column, to_partial_object_metadata};
 
-use api::validation::FieldError;
-use api::ResourceInfo;
+use api::validation::{FieldError, NameValidator};
 use serde_json::Value;
 
-/// The typed hooks of one kind. See the module docs for the guarantees.
+/// The typed hooks of one kind. Every hook has the generic behaviour as its default, so a kind
+/// (or a custom resource) only overrides what it changes. See the module docs for the guarantees.
 pub trait Strategy: Send + Sync + 'static {
-    fn resource(&self) -> &'static ResourceInfo;
+    // ---- create ----
 
-    /// Kind defaults, clear status (when the kind has a status subresource) to its initial value,
-    /// generation = 1 where tracked.
-    fn prepare_for_create(&self, obj: &mut Value);
-
-    /// Keep status from `old` (main resource writes don't change status), bump `metadata.generation` iff
-    /// spec changed (generation otherwise kept from `old`).
-    fn prepare_for_update(&self, new: &mut Value, old: &Value);
-
-    /// `/status` writes: keep everything but status from `old` (labels/annotations too, as upstream).
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value);
-
-    /// Object meta validation included.
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError>;
-
-    /// Immutable fields (pod spec mostly, selectors, …) plus everything `validate_create` checks.
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError>;
-
-    /// Whether the kind has a `status` subresource.
-    fn has_status(&self) -> bool {
-        self.resource().has_status_subresource()
+    /// How `metadata.name` is validated (`ValidateObjectMeta`'s name function).
+    fn name_validation(&self) -> NameValidator {
+        api::validation::name_is_dns1123_subdomain
     }
 
-    /// `/scale` access for kinds that have it.
-    fn scale(&self) -> Option<&dyn ScaleAccess> {
+    /// Kind defaults of a new object.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// Status reset on create: `Some(status)` replaces whatever the client sent; `None` keeps it.
+    /// Called after [`prepare_for_create`](Self::prepare_for_create).
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
         None
     }
 
-    /// `meta.k8s.io/v1` TableColumnDefinition JSON: kubectl's own columns (priority 1 = `-o wide`).
-    fn table_columns(&self) -> Vec<Value>;
-
-    /// One row's cells, aligned with [`table_columns`](Self::table_columns).
-    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value>;
-
-    /// Field-selector value of `field`, or None if the kind does not support that field (the HTTP side
-    /// then answers 400 `field label not supported: <field>`). Missing values are `Some("")`.
-    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
-        common::meta_field_value(self.resource(), obj, field)
+    /// Whether `metadata.generation` tracks spec changes (1 at create, +1 per spec change).
+    fn tracks_generation(&self) -> bool {
+        false
     }
+
+    /// The kind's own validation of a new object (object meta is validated generically first).
+    fn validate_create(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Normalises a validated object before it is stored.
+    fn canonicalize(&self, _obj: &mut Value) {}
+
+    /// Allocations a create needs (Service cluster IPs), after validation and before the store
+    /// write; a refusal is a 422 on the kind. Returns what undoes them if the object is not stored
+    /// after all (upstream's `BeginCreate` and its finish function). Never called for a dry run.
+    fn before_create(&self, _obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
+        Ok(None)
+    }
+
+    // ---- update ----
+
+    /// Kind rules of an update of the main resource (the generic store then keeps `status` from
+    /// the stored object where the kind has a status subresource, and recomputes generation).
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// The kind's own validation of an update (immutable fields, …), after the generic object-meta
+    /// rules.
+    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Whether PUT may create a missing object (events).
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    // ---- delete ----
 
     /// Graceful deletion: `Some(seconds)` when the object should get `deletionTimestamp` +
     /// `deletionGracePeriodSeconds` instead of being removed; `None` = delete immediately.
@@ -83,9 +114,61 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
-    /// Whether PUT may create a missing object (events).
-    fn allow_create_on_update(&self) -> bool {
+    /// Default `propagationPolicy` when a DELETE names none (`Orphan` for v1 RCs).
+    fn default_propagation_policy(&self) -> Propagation {
+        Propagation::Background
+    }
+
+    /// Names that may not be deleted, with upstream's reason (`default`, `kube-system`, … for
+    /// namespaces).
+    fn protected_from_deletion(&self, _name: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// Kind changes of an object being marked for deletion (a namespace turns `Terminating`).
+    fn prepare_for_delete(&self, _obj: &mut Value) {}
+
+    /// Whether removal waits for the kind's own finalization besides `metadata.finalizers` (a
+    /// namespace's `spec.finalizers`): part of `ShouldDeleteDuringUpdate`.
+    fn pending_finalization(&self, _obj: &Value) -> bool {
         false
+    }
+
+    /// Whether a DELETE that removed the object answers with the object (pods) rather than a
+    /// Success Status.
+    fn delete_returns_object(&self) -> bool {
+        false
+    }
+
+    /// After the object was removed from storage: releases what it held (cluster IPs).
+    fn after_delete(&self, _obj: &Value) {}
+
+    /// At start-up, with every stored object of the resource: rebuilds in-memory state that is
+    /// derived from storage (the cluster-IP bitmap).
+    fn restore(&self, _stored: &mut dyn Iterator<Item = &Value>) {}
+
+    // ---- presentation ----
+
+    /// `/scale` access for kinds that have it.
+    fn scale(&self) -> Option<&dyn ScaleAccess> {
+        None
+    }
+
+    /// `meta.k8s.io/v1` TableColumnDefinition JSON: kubectl's own columns (priority 1 = `-o wide`).
+    fn table_columns(&self) -> Vec<Value> {
+        DefaultTable::columns()
+    }
+
+    /// One row's cells, aligned with [`table_columns`](Self::table_columns).
+    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        DefaultTable::cells(obj, now)
+    }
+
+    /// Field-selector value of a field of the kind (`metadata.name` and `metadata.namespace` are
+    /// generic), or None if the kind does not support it (the HTTP side then answers 400 `field
+    /// label not supported: <field>`). Missing values are `Some("")`.
+    fn field_value(&self, _obj: &Value, _field: &str) -> Option<String> {
+        None
     }
 
     /// Converts an object of this endpoint's version into the storage form (identity except for
@@ -99,12 +182,20 @@ pub trait Strategy: Send + Sync + 'static {
     fn from_storage(&self, obj: Value) -> Value {
         obj
     }
-
-    /// Default `propagationPolicy` when a DELETE names none (`Orphan` for v1 RCs, else `Background`).
-    fn default_propagation_policy(&self) -> &'static str {
-        "Background"
-    }
 }
+
+/// Sets `kind`/`apiVersion` of an object to the endpoint's (objects shared between API groups,
+/// such as events, are stored once).
+pub fn with_type_meta(info: &api::ResourceInfo, mut obj: Value) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("kind".into(), Value::String(info.kind.clone()));
+        o.insert("apiVersion".into(), Value::String(info.api_version()));
+    }
+    obj
+}
+
+/// Undoes a [`Strategy::before_create`] whose create did not happen.
+pub type Undo = Box<dyn FnOnce() + Send>;
 
 /// The `/scale` subresource of a kind: conversion to and from `autoscaling/v1 Scale`.
 pub trait ScaleAccess: Send + Sync {
@@ -114,58 +205,6 @@ pub trait ScaleAccess: Send + Sync {
 
     /// Writes `scale.spec.replicas` into `obj.spec.replicas` (validated: integer ≥ 0).
     fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
-}
-
-static NAMESPACE: namespace::NamespaceStrategy = namespace::NamespaceStrategy;
-static POD: pod::PodStrategy = pod::PodStrategy;
-static RC: workloads::ReplicationControllerStrategy = workloads::ReplicationControllerStrategy;
-static RS: workloads::ReplicaSetStrategy = workloads::ReplicaSetStrategy;
-static DEPLOYMENT: workloads::DeploymentStrategy = workloads::DeploymentStrategy;
-static NODE: node::NodeStrategy = node::NodeStrategy;
-static EVENT_CORE: event::EventStrategy = event::EventStrategy { new_api: false };
-static EVENT_NEW: event::EventStrategy = event::EventStrategy { new_api: true };
-static SERVICE: service::ServiceStrategy = service::ServiceStrategy;
-static CONFIGMAP: config::ConfigMapStrategy = config::ConfigMapStrategy;
-static SECRET: config::SecretStrategy = config::SecretStrategy;
-static SERVICE_ACCOUNT: config::ServiceAccountStrategy = config::ServiceAccountStrategy;
-static LEASE: lease::LeaseStrategy = lease::LeaseStrategy;
-
-/// The strategy of a served kind. Every entry of [`api::resources`] has one; a `ResourceInfo` not from
-/// that table gets a generic strategy (metadata validation, NAME/AGE table).
-pub fn strategy_for(info: &ResourceInfo) -> &'static dyn Strategy {
-    match (info.group, info.plural) {
-        ("", "namespaces") => &NAMESPACE,
-        ("", "pods") => &POD,
-        ("", "replicationcontrollers") => &RC,
-        ("", "nodes") => &NODE,
-        ("", "events") => &EVENT_CORE,
-        ("", "services") => &SERVICE,
-        ("", "configmaps") => &CONFIGMAP,
-        ("", "secrets") => &SECRET,
-        ("", "serviceaccounts") => &SERVICE_ACCOUNT,
-        ("apps", "replicasets") => &RS,
-        ("apps", "deployments") => &DEPLOYMENT,
-        ("coordination.k8s.io", "leases") => &LEASE,
-        ("events.k8s.io", "events") => &EVENT_NEW,
-        _ => &GENERIC,
-    }
-}
-
-/// Fallback for infos outside the table: metadata rules only, NAME/AGE table, `resource()` reports
-/// [`common::UNKNOWN_RESOURCE`].
-static GENERIC: common::GenericStrategy = common::GenericStrategy;
-
-/// The table entry for (group, plural); the stand-in for entries that do not exist.
-pub(crate) fn info(group: &str, plural: &str) -> &'static ResourceInfo {
-    api::resources()
-        .iter()
-        .find(|r| r.group == group && r.plural == plural)
-        .unwrap_or(&common::UNKNOWN_RESOURCE)
-}
-
-/// Looks up (group, plural) in the resource table and returns its strategy.
-pub fn get(group: &str, version: &str, plural: &str) -> Option<&'static dyn Strategy> {
-    api::find_resource(group, version, plural).map(strategy_for)
 }
 
 #[cfg(test)]

@@ -1,14 +1,19 @@
 //! Namespaces: `spec.finalizers: [kubernetes]`, `status.phase: Active`, the
-//! `kubernetes.io/metadata.name` label, DNS-1123 label names, `status.phase` field selector.
+//! `kubernetes.io/metadata.name` label, DNS-1123 label names, `status.phase` field selector; deletion
+//! turns a namespace `Terminating` and it is removed only once its `spec.finalizers` are empty too (the
+//! namespace controller empties it and finalizes it); `default`, `kube-system` and `kube-public` may
+//! not be deleted.
 
 use super::common::{self, object_at};
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
-use api::validation::{self, FieldError};
-use api::ResourceInfo;
+use api::validation::{self};
 use serde_json::{json, Value};
 
 pub struct NamespaceStrategy;
+
+/// Namespaces that may not be deleted (upstream's namespace lifecycle admission).
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 /// Label the apiserver keeps equal to the namespace name.
 pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -26,9 +31,6 @@ fn default_namespace(obj: &mut Value) {
 }
 
 impl Strategy for NamespaceStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "namespaces")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_namespace(obj);
         if let Some(spec) = object_at(obj, "spec") {
@@ -42,7 +44,27 @@ impl Strategy for NamespaceStrategy {
             }
             spec.insert("finalizers".to_string(), Value::Array(f));
         }
-        common::set_field(obj, "status", json!({"phase": "Active"}));
+    }
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        Some(json!({"phase": "Active"}))
+    }
+    fn name_validation(&self) -> validation::NameValidator {
+        validation::name_is_dns1123_label
+    }
+    fn protected_from_deletion(&self, name: &str) -> Option<&'static str> {
+        IMMORTAL_NAMESPACES
+            .contains(&name)
+            .then_some("this namespace may not be deleted")
+    }
+    fn prepare_for_delete(&self, obj: &mut Value) {
+        if let Some(status) = object_at(obj, "status") {
+            status.insert("phase".into(), json!("Terminating"));
+        }
+    }
+    fn pending_finalization(&self, obj: &Value) -> bool {
+        obj.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         default_namespace(new);
@@ -57,16 +79,6 @@ impl Strategy for NamespaceStrategy {
                 }
             }
         }
-        common::prepare_update_common(new, old, true, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        common::validate_meta(self.resource(), obj, validation::name_is_dns1123_label)
-    }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        common::validate_meta_update(self.resource(), new, old, validation::name_is_dns1123_label)
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![
@@ -87,7 +99,7 @@ impl Strategy for NamespaceStrategy {
             "status.phase" => Some(common::field_text(obj, "status.phase")),
             // Upstream keeps this for backward compatibility (NamespaceToSelectableFields).
             "name" => Some(api::meta::name(obj).unwrap_or("").to_string()),
-            _ => common::meta_field_value(self.resource(), obj, field),
+            _ => None,
         }
     }
 }

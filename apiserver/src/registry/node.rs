@@ -1,11 +1,9 @@
 //! Nodes: cluster-scoped, created with their status (the kubelet registers them that way), status kept
 //! on main-resource updates, `spec.unschedulable` field selector, kubectl's node printer.
 
-use super::common;
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
-use api::validation::{self, FieldError};
-use api::ResourceInfo;
+use api::validation::FieldError;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -68,26 +66,8 @@ fn or_unknown(s: String) -> String {
 }
 
 impl Strategy for NodeStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "nodes")
-    }
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_update_common(new, old, true, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
-    }
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain)
-    }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
+        let mut errs = Vec::new();
         let (a, b) = (new.pointer("/spec/podCIDR"), old.pointer("/spec/podCIDR"));
         if b.and_then(Value::as_str).is_some_and(|s| !s.is_empty()) && a != b {
             errs.push(FieldError::forbidden(
@@ -144,7 +124,7 @@ impl Strategy for NodeStrategy {
                     .unwrap_or(false)
                     .to_string(),
             ),
-            _ => common::meta_field_value(self.resource(), obj, field),
+            _ => None,
         }
     }
 }

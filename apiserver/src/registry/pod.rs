@@ -3,12 +3,11 @@
 //! immutable except images, activeDeadlineSeconds and added tolerations, graceful deletion, field
 //! selectors; the printer cells come from [`pod_printer`](super::pod_printer).
 
-use super::common::{self, default_field, field_text, object_at, set_field};
+use super::common::{default_field, field_text, object_at};
 use super::pod_printer::{print_pod, readiness_gates};
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
 use api::validation::{self, FieldError};
-use api::ResourceInfo;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -319,16 +318,10 @@ fn mask_mutable(new_spec: &Value, old_spec: &Value) -> Value {
 }
 
 impl Strategy for PodStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "pods")
-    }
-
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec") {
             default_pod_spec(spec);
         }
-        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
-        set_field(obj, "status", json!({"phase": "Pending", "qosClass": qos}));
         if let Some(spec) = object_at(obj, "spec") {
             default_field(spec, "enableServiceLinks", json!(true));
             default_field(spec, "serviceAccountName", json!("default"));
@@ -336,6 +329,15 @@ impl Strategy for PodStrategy {
             default_field(spec, "priority", json!(0));
             default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
+    }
+
+    fn initial_status(&self, obj: &Value) -> Option<Value> {
+        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
+        Some(json!({"phase": "Pending", "qosClass": qos}))
+    }
+
+    fn delete_returns_object(&self) -> bool {
+        true
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
@@ -354,28 +356,14 @@ impl Strategy for PodStrategy {
                 }
             }
         }
-        common::prepare_update_common(new, old, true, false);
-    }
-
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(validate_pod_spec(obj.get("spec"), "spec"));
-        errs
+        validate_pod_spec(obj.get("spec"), "spec")
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(validate_pod_spec(new.get("spec"), "spec"));
+        let mut errs = validate_pod_spec(new.get("spec"), "spec");
         let null = Value::Null;
         let new_spec = new.get("spec").unwrap_or(&null);
         let old_spec = old.get("spec").unwrap_or(&null);
@@ -493,7 +481,7 @@ impl Strategy for PodStrategy {
                         .join(",")
                 })
                 .unwrap_or_default(),
-            _ => return common::meta_field_value(self.resource(), obj, field),
+            _ => return None,
         };
         Some(v)
     }

@@ -1,17 +1,39 @@
 //! Services: defaulting (type, sessionAffinity, port protocol and targetPort, IP families), DNS-1035
-//! names, port validation, immutable cluster IPs, kubectl's service printer. Cluster IPs come from
-//! [`ClusterIpAllocator`](super::ClusterIpAllocator), which the HTTP side calls on create and delete.
+//! names, port validation, immutable cluster IPs, kubectl's service printer. Cluster IPs come from the
+//! strategy's [`ClusterIpAllocator`]: allocated in `before_create`, released when a create fails and
+//! after a delete, rebuilt from storage at start (`restore`).
 
-use super::common::{self, default_field, field_text, object_at};
+use super::common::{default_field, field_text, object_at};
 use super::table::{age_cell, age_column, column, name_column};
 use super::workloads::format_labels;
-use super::Strategy;
+use super::{ClusterIpAllocator, Strategy, Undo};
 use api::validation::{self, FieldError};
-use api::ResourceInfo;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-pub struct ServiceStrategy;
+pub struct ServiceStrategy {
+    /// Cluster IPs in use; shared by every service write.
+    ips: Arc<ClusterIpAllocator>,
+}
+
+impl ServiceStrategy {
+    /// A strategy allocating from `ips`.
+    pub fn new(ips: Arc<ClusterIpAllocator>) -> Self {
+        ServiceStrategy { ips }
+    }
+
+    /// Returns the addresses `svc` holds to the pool (an `ExternalName` service holds none,
+    /// whatever its `clusterIP` says).
+    fn release(&self, svc: &Value) {
+        if field_text(svc, "spec.type") == "ExternalName" {
+            return;
+        }
+        for ip in super::service_cluster_ips(svc) {
+            self.ips.release(&ip);
+        }
+    }
+}
 
 const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
@@ -190,12 +212,28 @@ fn external_ip(obj: &Value) -> String {
 }
 
 impl Strategy for ServiceStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "services")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_service(obj);
-        common::set_field(obj, "status", json!({"loadBalancer": {}}));
+    }
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        Some(json!({"loadBalancer": {}}))
+    }
+    fn name_validation(&self) -> validation::NameValidator {
+        validation::name_is_dns1035_label
+    }
+    fn before_create(&self, obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
+        let allocated = self.ips.assign(obj).map_err(|e| vec![e])?;
+        let ips = self.ips.clone();
+        Ok(allocated.map(|ip| {
+            let undo: Undo = Box::new(move || ips.release(&ip.to_string()));
+            undo
+        }))
+    }
+    fn after_delete(&self, obj: &Value) {
+        self.release(obj);
+    }
+    fn restore(&self, stored: &mut dyn Iterator<Item = &Value>) {
+        self.ips.rebuild(stored);
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         // Cluster IPs are kept when an update omits them (kubectl apply never sends them).
@@ -210,25 +248,12 @@ impl Strategy for ServiceStrategy {
             }
         }
         default_service(new);
-        common::prepare_update_common(new, old, true, false);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1035_label);
-        errs.extend(self.validate(obj));
-        errs
+        self.validate(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1035_label,
-        );
-        errs.extend(self.validate(new));
+        let mut errs = self.validate(new);
         let (a, b) = (
             field_text(new, "spec.clusterIP"),
             field_text(old, "spec.clusterIP"),

@@ -3,30 +3,38 @@
 use super::*;
 use serde_json::json;
 
-fn s(group: &str, plural: &str) -> &'static dyn Strategy {
-    match get(group, "v1", plural) {
+fn s(group: &str, plural: &str) -> std::sync::Arc<Resource> {
+    match builtin::find(group, plural) {
         Some(s) => s,
         None => panic!("no strategy for {group}/{plural}"),
     }
 }
 
+/// Every built-in resource, each with its own strategy.
+fn all() -> Vec<std::sync::Arc<Resource>> {
+    let ips = std::sync::Arc::new(ClusterIpAllocator::new());
+    builtin::resources(&ips)
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect()
+}
+
 #[test]
 fn every_resource_has_its_strategy_and_aligned_table() {
     let now = jiff::Timestamp::now();
-    for r in api::resources() {
-        let st = strategy_for(r);
-        assert_eq!(st.resource(), r, "{}", r.plural);
+    for st in all() {
+        let r = &st.info;
         let obj = json!({"metadata": {"name": "x", "namespace": "default", "creationTimestamp": api::meta::now_rfc3339()}});
         assert_eq!(
-            st.table_columns().len(),
-            st.table_cells(&obj, now).len(),
+            st.strategy.table_columns().len(),
+            st.strategy.table_cells(&obj, now).len(),
             "{}",
             r.plural
         );
         assert_eq!(st.has_status(), r.has_status_subresource(), "{}", r.plural);
         assert_eq!(
-            st.scale().is_some(),
-            r.subresource("scale").is_some(),
+            st.strategy.scale().is_some(),
+            r.subresource_named("scale").is_some(),
             "{}",
             r.plural
         );
@@ -62,7 +70,7 @@ fn cells(plural: &str, obj: &Value) -> Vec<Value> {
     } else {
         ""
     };
-    s(g, plural).table_cells(obj, now())
+    s(g, plural).strategy.table_cells(obj, now())
 }
 
 #[test]
@@ -296,15 +304,15 @@ fn event_rows_in_both_api_versions() {
     ];
     assert_eq!(cells("events", &ev), want);
     let new_api = s("events.k8s.io", "events");
-    let converted = new_api.from_storage(ev.clone());
+    let converted = new_api.strategy.from_storage(ev.clone());
     assert_eq!(converted.get("note"), Some(&json!("ok \n")));
     assert_eq!(converted.pointer("/regarding/name"), Some(&json!("nginx")));
     assert_eq!(
         converted.get("apiVersion"),
         Some(&json!("events.k8s.io/v1"))
     );
-    assert_eq!(new_api.table_cells(&converted, now()), want);
-    let back = new_api.to_storage(converted);
+    assert_eq!(new_api.strategy.table_cells(&converted, now()), want);
+    let back = new_api.strategy.to_storage(converted);
     assert_eq!(back.get("message"), Some(&json!("ok \n")));
     assert_eq!(back.get("apiVersion"), Some(&json!("v1")));
     assert_eq!(
@@ -317,9 +325,9 @@ fn event_rows_in_both_api_versions() {
         s("", "events").field_value(&ev, "source").as_deref(),
         Some("kubelet")
     );
-    assert!(s("", "events").allow_create_on_update());
+    assert!(s("", "events").strategy.allow_create_on_update());
     let series = json!({"metadata": {"name": "e"}, "eventTime": "2026-12-02T15:59:59.000000Z", "series": {"count": 7, "lastObservedTime": "2026-12-02T15:59:30.000000Z"}, "regarding": {"kind": "Node", "name": "n"}});
-    let c = new_api.table_cells(&series, now());
+    let c = new_api.strategy.table_cells(&series, now());
     assert_eq!(
         (c[0].clone(), c[3].clone(), c[7].clone(), c[8].clone()),
         (json!("30s"), json!("node/n"), json!("1s"), json!(7))
@@ -476,16 +484,22 @@ fn pod_field_selectors_and_grace() {
     let sel =
         api::fields::Selector::parse("status.phase=Running,spec.nodeName!=n2").unwrap_or_default();
     assert!(sel.matches(|k| st.field_value(&p, k)));
-    assert_eq!(st.graceful_deletion_seconds(&p, None), Some(30));
-    assert_eq!(st.graceful_deletion_seconds(&p, Some(5)), Some(5));
-    assert_eq!(st.graceful_deletion_seconds(&p, Some(0)), None);
-    assert_eq!(st.graceful_deletion_seconds(&p, Some(-3)), Some(1));
+    assert_eq!(st.strategy.graceful_deletion_seconds(&p, None), Some(30));
+    assert_eq!(st.strategy.graceful_deletion_seconds(&p, Some(5)), Some(5));
+    assert_eq!(st.strategy.graceful_deletion_seconds(&p, Some(0)), None);
+    assert_eq!(st.strategy.graceful_deletion_seconds(&p, Some(-3)), Some(1));
     let unscheduled = pod(json!({}), json!({"phase": "Pending"}));
-    assert_eq!(st.graceful_deletion_seconds(&unscheduled, Some(30)), None);
-    let done = pod(json!({"nodeName": "n1"}), json!({"phase": "Succeeded"}));
-    assert_eq!(st.graceful_deletion_seconds(&done, None), None);
     assert_eq!(
-        s("", "replicationcontrollers").graceful_deletion_seconds(&p, Some(30)),
+        st.strategy
+            .graceful_deletion_seconds(&unscheduled, Some(30)),
+        None
+    );
+    let done = pod(json!({"nodeName": "n1"}), json!({"phase": "Succeeded"}));
+    assert_eq!(st.strategy.graceful_deletion_seconds(&done, None), None);
+    assert_eq!(
+        s("", "replicationcontrollers")
+            .strategy
+            .graceful_deletion_seconds(&p, Some(30)),
         None
     );
 }
@@ -543,6 +557,7 @@ fn rc_defaulting_generation_and_scale() {
     );
 
     let sc = st
+        .strategy
         .scale()
         .map(|sc| sc.to_scale(&scaled))
         .unwrap_or_default();
@@ -553,16 +568,21 @@ fn rc_defaulting_generation_and_scale() {
     assert_eq!(sc.pointer("/metadata/name"), Some(&json!("web")));
     let mut target = scaled.clone();
     let ok = st
+        .strategy
         .scale()
         .map(|sc| sc.apply_scale(&mut target, &json!({"spec": {"replicas": 10}})));
     assert_eq!(ok, Some(Ok(())));
     assert_eq!(target.pointer("/spec/replicas"), Some(&json!(10)));
     let bad = st
+        .strategy
         .scale()
         .map(|sc| sc.apply_scale(&mut target, &json!({"spec": {"replicas": -1}})));
     assert!(matches!(bad, Some(Err(_))));
     assert_eq!(st.field_value(&rc, "status.replicas").as_deref(), Some("0"));
-    assert_eq!(st.default_propagation_policy(), "Orphan");
+    assert_eq!(
+        st.strategy.default_propagation_policy(),
+        Propagation::Orphan
+    );
 
     let mismatch = json!({"metadata": {"name": "web", "namespace": "default"},
         "spec": {"replicas": -1, "selector": {"app": "other"}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
@@ -608,7 +628,11 @@ fn apps_selectors_are_required_and_immutable() {
             .validate_create(&none)
             .iter()
             .any(|e| e.field == "spec.selector"));
-        let sc = st.scale().map(|s| s.to_scale(&d)).unwrap_or_default();
+        let sc = st
+            .strategy
+            .scale()
+            .map(|s| s.to_scale(&d))
+            .unwrap_or_default();
         assert_eq!(sc.pointer("/status/selector"), Some(&json!("app=d")));
     }
     let st = s("apps", "deployments");
@@ -625,7 +649,10 @@ fn apps_selectors_are_required_and_immutable() {
         d.pointer("/spec/progressDeadlineSeconds"),
         Some(&json!(600))
     );
-    assert_eq!(st.default_propagation_policy(), "Background");
+    assert_eq!(
+        st.strategy.default_propagation_policy(),
+        Propagation::Background
+    );
 }
 
 #[test]
@@ -837,8 +864,7 @@ mod prop {
         #[test]
         fn hooks_never_panic(spec in arb_json(), status in arb_json(), meta in arb_json()) {
             let now = jiff::Timestamp::now();
-            for r in api::resources() {
-                let st = strategy_for(r);
+            for st in all() {
                 let mut obj = json!({"metadata": meta.clone(), "spec": spec.clone(), "status": status.clone(), "data": spec.clone(), "involvedObject": spec.clone()});
                 let old = obj.clone();
                 st.prepare_for_create(&mut obj);
@@ -847,14 +873,14 @@ mod prop {
                 st.prepare_for_update(&mut upd, &obj);
                 let _ = st.validate_update(&upd, &obj);
                 st.prepare_for_status_update(&mut upd, &obj);
-                prop_assert_eq!(st.table_cells(&obj, now).len(), st.table_columns().len());
+                prop_assert_eq!(st.strategy.table_cells(&obj, now).len(), st.strategy.table_columns().len());
                 let _ = st.field_value(&obj, "status.phase");
-                let _ = st.graceful_deletion_seconds(&obj, Some(3));
-                if let Some(sc) = st.scale() {
+                let _ = st.strategy.graceful_deletion_seconds(&obj, Some(3));
+                if let Some(sc) = st.strategy.scale() {
                     let _ = sc.to_scale(&obj);
                     let _ = sc.apply_scale(&mut obj, &spec);
                 }
-                let _ = st.from_storage(st.to_storage(obj));
+                let _ = st.strategy.from_storage(st.strategy.to_storage(obj));
             }
         }
 

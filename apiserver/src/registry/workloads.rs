@@ -2,13 +2,12 @@
 //! from the template labels) and immutability (apps/v1), template validation, generation tracking,
 //! `/scale`, and kubectl's printers.
 
-use super::common::{self, default_field, object_at};
+use super::common::{default_field, object_at};
 use super::pod::{default_pod_spec, validate_pod_spec};
 use super::table::{age_cell, age_column, column, containers_and_images, int_cell, name_column};
-use super::{ScaleAccess, Strategy};
+use super::{Propagation, ScaleAccess, Strategy};
 use api::labels::{self, Selector};
 use api::validation::{self, FieldError};
-use api::ResourceInfo;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -135,7 +134,7 @@ fn validate_label_selector(obj: &Value, kind_word: &str, errs: &mut Vec<FieldErr
     }
 }
 
-fn replicas_status_field(obj: &Value, field: &str, info: &ResourceInfo) -> Option<String> {
+fn replicas_status_field(obj: &Value, field: &str) -> Option<String> {
     match field {
         "status.replicas" => Some(
             obj.pointer("/status/replicas")
@@ -143,7 +142,7 @@ fn replicas_status_field(obj: &Value, field: &str, info: &ResourceInfo) -> Optio
                 .unwrap_or(0)
                 .to_string(),
         ),
-        _ => common::meta_field_value(info, obj, field),
+        _ => None,
     }
 }
 
@@ -272,35 +271,23 @@ impl ReplicationControllerStrategy {
 }
 
 impl Strategy for ReplicationControllerStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("", "replicationcontrollers")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_rc(obj);
-        common::prepare_create_common(obj, Some(json!({"replicas": 0})), true);
     }
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        Some(json!({"replicas": 0}))
+    }
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_rc(new);
-        common::prepare_update_common(new, old, true, true);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(self.validate(obj));
-        errs
+        self.validate(obj)
     }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(self.validate(new));
-        errs
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
     }
     fn scale(&self) -> Option<&dyn ScaleAccess> {
         Some(self)
@@ -312,11 +299,11 @@ impl Strategy for ReplicationControllerStrategy {
         replica_cells(obj, now, format_labels(&rc_selector(obj)))
     }
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
-        replicas_status_field(obj, field, self.resource())
+        replicas_status_field(obj, field)
     }
-    fn default_propagation_policy(&self) -> &'static str {
+    fn default_propagation_policy(&self) -> Propagation {
         // rcStrategy.DefaultGarbageCollectionPolicy: core v1 orphans "for back compatibility".
-        "Orphan"
+        Propagation::Orphan
     }
 }
 
@@ -363,34 +350,23 @@ fn default_replicas_and_template(obj: &mut Value) {
 }
 
 impl Strategy for ReplicaSetStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("apps", "replicasets")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_replicas_and_template(obj);
-        common::prepare_create_common(obj, Some(json!({"replicas": 0})), true);
     }
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        Some(json!({"replicas": 0}))
+    }
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_replicas_and_template(new);
-        common::prepare_update_common(new, old, true, true);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(self.validate(obj));
-        errs
+        self.validate(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(self.validate(new));
+        let mut errs = self.validate(new);
         validate_selector_unchanged(new, old, &mut errs);
         errs
     }
@@ -408,7 +384,7 @@ impl Strategy for ReplicaSetStrategy {
         )
     }
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
-        replicas_status_field(obj, field, self.resource())
+        replicas_status_field(obj, field)
     }
 }
 
@@ -469,34 +445,23 @@ impl DeploymentStrategy {
 }
 
 impl Strategy for DeploymentStrategy {
-    fn resource(&self) -> &'static ResourceInfo {
-        crate::registry::info("apps", "deployments")
-    }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_deployment(obj);
-        common::prepare_create_common(obj, Some(json!({})), true);
     }
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        Some(json!({}))
+    }
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_deployment(new);
-        common::prepare_update_common(new, old, true, true);
-    }
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        common::prepare_status_common(new, old);
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs =
-            common::validate_meta(self.resource(), obj, validation::name_is_dns1123_subdomain);
-        errs.extend(self.validate(obj));
-        errs
+        self.validate(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = common::validate_meta_update(
-            self.resource(),
-            new,
-            old,
-            validation::name_is_dns1123_subdomain,
-        );
-        errs.extend(self.validate(new));
+        let mut errs = self.validate(new);
         validate_selector_unchanged(new, old, &mut errs);
         errs
     }

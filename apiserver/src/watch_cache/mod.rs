@@ -15,10 +15,14 @@
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 
+mod handover;
 mod json;
 mod snapshot;
 
+pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
+
+use handover::Offers;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -184,28 +188,6 @@ pub enum WatchStart {
         /// Oldest revision a watch can start after.
         oldest: Revision,
     },
-}
-
-/// An object a writer handed over for the event its write produces.
-enum Offer {
-    /// Before its store write ([`WatchCache::offer_pending`]): the object as stored and its JSON
-    /// (the bytes written). The event whose value is exactly these bytes takes it.
-    Pending { json: ObjectJson, object: Value },
-    /// After its store write: the object with its resourceVersion and, if known, its JSON, for
-    /// the event at `revision`.
-    Stored {
-        revision: Revision,
-        object: Arc<Value>,
-        json: Option<ObjectJson>,
-    },
-}
-
-/// Objects writers handed over, by key (see [`WatchCache::offer_pending`]).
-#[derive(Default)]
-struct Offers {
-    by_key: HashMap<String, Offer>,
-    /// Revision of the last store event the feeder took an offer for (or decoded).
-    applied: Revision,
 }
 
 /// The cache. Cheap to share behind an `Arc`.
@@ -530,124 +512,6 @@ impl WatchCache {
         drop(inner);
         drop(expired);
         self.progress.send_replace(revision);
-    }
-
-    /// Hands over, before its store write, the object a writer is about to store at `key`:
-    /// `bytes` are exactly what it writes and `object` exactly what they decode to (no
-    /// resourceVersion). The write's event then takes the object instead of decoding the bytes,
-    /// and its JSON text instead of serialising the object, whichever of the writer and the feeder
-    /// comes first. The writer afterwards calls
-    /// [`settle`](Self::settle) (written) or [`withdraw`](Self::withdraw) (not written).
-    /// Refused (the object comes back) while another offer for `key` is outstanding.
-    pub fn offer_pending(&self, key: &str, json: ObjectJson, object: Value) -> Result<(), Value> {
-        let mut offers = self.offers.lock();
-        match offers.by_key.entry(key.to_string()) {
-            std::collections::hash_map::Entry::Occupied(_) => Err(object),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(Offer::Pending { json, object });
-                Ok(())
-            }
-        }
-    }
-
-    /// After the write of a pending offer stored `bytes` at `revision`: the object with its
-    /// resourceVersion, shared with the event still to be applied. `None` when the feeder already
-    /// took it (the cache then holds it) or a relist dropped it.
-    pub fn settle(
-        &self,
-        key: &str,
-        bytes: &bytes::Bytes,
-        revision: Revision,
-    ) -> Option<Arc<Value>> {
-        let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
-        if !ours {
-            return None;
-        }
-        let Some(Offer::Pending { mut object, json }) = offers.by_key.remove(key) else {
-            return None;
-        };
-        stamp(&mut object, revision);
-        let object = Arc::new(object);
-        if offers.applied < revision {
-            offers.by_key.insert(
-                key.to_string(),
-                Offer::Stored {
-                    revision,
-                    object: object.clone(),
-                    json: Some(json),
-                },
-            );
-        }
-        Some(object)
-    }
-
-    /// Takes back a pending offer whose write did not happen; `None` if a relist dropped it.
-    pub fn withdraw(&self, key: &str, bytes: &bytes::Bytes) -> Option<Value> {
-        let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
-        match ours.then(|| offers.by_key.remove(key)).flatten() {
-            Some(Offer::Pending { object, .. }) => Some(object),
-            _ => None,
-        }
-    }
-
-    /// Hands over the object a write just stored at `revision` (exactly what the stored bytes
-    /// decode to, resourceVersion included) and, if known, its JSON text. Dropped if the event was
-    /// already applied or another offer for `key` is outstanding.
-    pub fn offer(
-        &self,
-        key: &str,
-        revision: Revision,
-        object: Arc<Value>,
-        json: Option<ObjectJson>,
-    ) {
-        let mut offers = self.offers.lock();
-        if offers.applied < revision && !offers.by_key.contains_key(key) {
-            offers.by_key.insert(
-                key.to_string(),
-                Offer::Stored {
-                    revision,
-                    object,
-                    json,
-                },
-            );
-        }
-    }
-
-    /// The offered object for the event of `key` at `revision` (whose stored value is `value`),
-    /// with its JSON text if known, if any; marks `revision` as applied for offers (under the same lock as `settle` and
-    /// `offer`, so no offer can arrive after its event and stay).
-    fn take_offer(
-        &self,
-        key: &str,
-        revision: Revision,
-        value: Option<&bytes::Bytes>,
-    ) -> Option<(Arc<Value>, Option<ObjectJson>)> {
-        let mut offers = self.offers.lock();
-        offers.applied = offers.applied.max(revision);
-        let take = match offers.by_key.get(key)? {
-            Offer::Pending { json, .. } => value.is_some_and(|v| same_bytes(json.text(), v)),
-            Offer::Stored { revision: r, .. } if *r == revision => true,
-            Offer::Stored { revision: r, .. } => {
-                // Older than this event: its own event went by without it (a relist). Stale.
-                if *r < revision {
-                    offers.by_key.remove(key);
-                }
-                return None;
-            }
-        };
-        if !take {
-            // Another writer's pending offer: its write comes (or fails) later.
-            return None;
-        }
-        match offers.by_key.remove(key)? {
-            Offer::Pending { mut object, json } => {
-                stamp(&mut object, revision);
-                Some((Arc::new(object), Some(json)))
-            }
-            Offer::Stored { object, json, .. } => Some((object, json)),
-        }
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).

@@ -155,7 +155,7 @@ impl WatchCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::watch_cache::{CacheEvent, EventType, Inner, ResourceCache, WatchFrom, WatchStart};
     use parking_lot::RwLock;
@@ -168,7 +168,8 @@ mod tests {
     }
 
     /// A cache whose pods went through: rv 10 a,b,c exist; 11 modify b; 12 delete c; 13 add d.
-    fn cache(history: usize) -> WatchCache {
+    /// A cache of pods `a`–`d` at revision 13, its ring from 10 holding at most `history` events.
+    pub(in crate::watch_cache) fn cache(history: usize) -> WatchCache {
         let p = "/registry/pods/";
         let k = |n: &str| format!("/registry/pods/ns/{n}");
         let mut res = ResourceCache {
@@ -304,151 +305,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(c.watcher_count(p), 2);
-    }
-
-    #[test]
-    fn an_offer_serves_only_its_own_event_and_never_outlives_it() {
-        let c = cache(4);
-        let obj =
-            |n: u64| Arc::new(json!({"metadata": {"name": "p", "resourceVersion": n.to_string()}}));
-        let a = obj(20);
-        let json = crate::watch_cache::ObjectJson::encode(&json!({})).unwrap();
-        c.offer("/registry/pods/ns/p", 20, a.clone(), Some(json.clone()));
-        // An earlier event of the key leaves the offer for its own.
-        assert!(c.take_offer("/registry/pods/ns/p", 19, None).is_none());
-        let got = c.take_offer("/registry/pods/ns/p", 20, None);
-        assert!(got.is_some_and(
-            |(g, j)| Arc::ptr_eq(&g, &a) && j.is_some_and(|j| j.text() == json.text())
-        ));
-        assert!(
-            c.take_offer("/registry/pods/ns/p", 20, None).is_none(),
-            "used once"
-        );
-        // An offer arriving after its event was applied is dropped, not kept.
-        c.offer("/registry/pods/ns/q", 18, obj(18), None);
-        assert!(c.offers.lock().by_key.is_empty());
-        // An offer whose event went by without it (a relist) is dropped by the key's next event.
-        c.offer("/registry/pods/ns/r", 21, obj(21), None);
-        assert!(c.take_offer("/registry/pods/ns/r", 22, None).is_none());
-        assert!(c.offers.lock().by_key.is_empty());
-    }
-
-    #[test]
-    fn a_pending_offer_goes_to_whichever_comes_first_writer_or_event() {
-        let c = cache(4);
-        let key = "/registry/pods/ns/p";
-        let stored = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
-        let json = crate::watch_cache::ObjectJson::encode(&stored).unwrap();
-        let bytes = json.text().clone();
-        assert_eq!(bytes, serde_json::to_vec(&stored).unwrap());
-        let text_at = |rev: u64| {
-            let mut o = stored.clone();
-            o["metadata"]["resourceVersion"] = json!(rev.to_string());
-            bytes::Bytes::from(serde_json::to_vec(&o).unwrap())
-        };
-        // The event first: it takes the object (by its bytes), stamped, and its text at the
-        // event's revision; the writer finds none.
-        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
-        let other = bytes::Bytes::from_static(br#"{"metadata":{"name":"p"}}"#);
-        assert!(
-            c.take_offer(key, 30, Some(&other)).is_none(),
-            "another write's event"
-        );
-        let (got, json_31) = c.take_offer(key, 31, Some(&bytes)).unwrap();
-        assert_eq!(got["metadata"]["resourceVersion"], "31");
-        assert_eq!(
-            json_31.map(|j| j.with_resource_version("31")),
-            Some(text_at(31))
-        );
-        assert!(c.settle(key, &bytes, 31).is_none());
-        assert!(c.offers.lock().by_key.is_empty());
-        // The writer first: it settles the object and its text, the event then takes both.
-        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
-        assert!(
-            c.offer_pending(key, json.clone(), stored.clone()).is_err(),
-            "one at a time"
-        );
-        let mine = c.settle(key, &bytes, 40).unwrap();
-        assert_eq!(mine["metadata"]["resourceVersion"], "40");
-        let (got, json_40) = c.take_offer(key, 40, Some(&bytes)).unwrap();
-        assert!(Arc::ptr_eq(&got, &mine));
-        assert_eq!(
-            json_40.map(|j| j.with_resource_version("40")),
-            Some(text_at(40))
-        );
-        // A write that did not happen takes its object back.
-        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
-        assert_eq!(c.withdraw(key, &bytes), Some(stored));
-        assert!(c.offers.lock().by_key.is_empty());
-    }
-
-    #[test]
-    fn a_handed_over_text_serves_the_event_the_delete_response_and_the_deleted_event() {
-        use crate::watch_cache::ObjectJson;
-        use store::{Event, EventKind, KeyValue};
-        let c = cache(4);
-        let key = "/registry/pods/ns/t";
-        let stored = json!({"metadata": {"name": "t", "uid": "u"}, "spec": {"x": 1}});
-        let at = |rv: &str| {
-            let mut o = stored.clone();
-            o["metadata"]["resourceVersion"] = json!(rv);
-            bytes::Bytes::from(serde_json::to_vec(&o).unwrap())
-        };
-        let last_text = |c: &WatchCache| {
-            let inner = c.inner.read();
-            let ev = inner.resources["/registry/pods/"]
-                .ring
-                .back()
-                .cloned()
-                .unwrap();
-            (ev.encoded.get().cloned(), ev.encoded_object().clone())
-        };
-        let json = ObjectJson::encode(&stored).unwrap();
-        c.offer_pending(key, json.clone(), stored.clone()).unwrap();
-        let kv = KeyValue {
-            key: key.into(),
-            value: json.text().clone(),
-            create_revision: 50,
-            mod_revision: 50,
-        };
-        c.apply(Event {
-            kind: EventKind::Put,
-            key: key.into(),
-            revision: 50,
-            value: Some(kv.clone()),
-            prev: None,
-        });
-        // Made when the event was applied, not serialised on first use.
-        assert_eq!(last_text(&c), (Some(at("50")), at("50")));
-        let text = |j: Option<ObjectJson>| j.map(|j| j.with_resource_version("51"));
-        assert_eq!(text(c.json_at(key, 50)), Some(at("51")));
-        assert!(
-            c.json_at(key, 49).is_none(),
-            "only at the object's revision"
-        );
-        c.apply(Event {
-            kind: EventKind::Delete,
-            key: key.into(),
-            revision: 51,
-            value: None,
-            prev: Some(kv.clone()),
-        });
-        assert_eq!(last_text(&c), (Some(at("51")), at("51")));
-        assert!(c.json_at(key, 50).is_none());
-        // An object that came from the store's bytes has no text: its events serialise it.
-        c.apply(Event {
-            kind: EventKind::Put,
-            key: key.into(),
-            revision: 52,
-            value: Some(KeyValue {
-                mod_revision: 52,
-                ..kv
-            }),
-            prev: None,
-        });
-        assert_eq!(last_text(&c), (None, at("52")));
-        assert!(c.json_at(key, 52).is_none());
-        assert!(c.inner.read().resources["/registry/pods/"].texts.is_empty());
     }
 
     #[test]

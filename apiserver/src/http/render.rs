@@ -8,40 +8,17 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, Result};
-use crate::handlers::Target;
 use crate::http::negotiate::{negotiate_output, Negotiated, Output};
 use crate::http::query::IncludeObject;
+use crate::registry::Resource;
 use crate::table;
 
-/// Sets `kind`/`apiVersion` of an object to the endpoint's (objects shared between API groups,
-/// such as events, are stored once).
-pub fn with_type_meta(info: &api::ResourceInfo, mut obj: Value) -> Value {
-    if let Some(o) = obj.as_object_mut() {
-        o.insert("kind".into(), Value::String(info.kind.to_string()));
-        o.insert("apiVersion".into(), Value::String(info.api_version()));
-    }
-    obj
-}
-
-/// An object as the endpoint serves it: converted from the storage form by the kind's strategy,
-/// with the endpoint's `kind`/`apiVersion`.
-pub fn present(info: &api::ResourceInfo, obj: Value) -> Value {
-    with_type_meta(info, crate::registry::strategy_for(info).from_storage(obj))
-}
-
-/// Whether a stored object is already in the endpoint's form (the strategies' storage conversion
-/// is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
-pub fn is_presentable(info: &api::ResourceInfo, obj: &Value) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some(info.kind)
-        && obj.get("apiVersion").and_then(Value::as_str) == Some(info.api_version().as_str())
-}
-
 /// Serialises one object in the endpoint's form without copying it when it already is.
-pub fn write_presented(out: &mut Vec<u8>, info: &api::ResourceInfo, obj: &Value) {
-    let res = if is_presentable(info, obj) {
+pub fn write_presented(out: &mut Vec<u8>, resource: &Resource, obj: &Value) {
+    let res = if resource.is_presentable(obj) {
         serde_json::to_writer(&mut *out, obj)
     } else {
-        serde_json::to_writer(&mut *out, &present(info, obj.clone()))
+        serde_json::to_writer(&mut *out, &resource.present(obj.clone()))
     };
     if let Err(e) = res {
         tracing::error!(error = %e, "serialising an object failed");
@@ -97,22 +74,22 @@ pub struct ObjectResponse {
 
 /// Renders one object in the negotiated representation.
 pub fn respond_object(
-    target: &Target,
+    resource: &Resource,
     accept: Option<&str>,
     include: IncludeObject,
     resp: ObjectResponse,
 ) -> Result<Response> {
     let out = output(accept)?;
-    if out == Output::Json && is_presentable(target.info, &resp.object) {
+    if out == Output::Json && resource.is_presentable(&resp.object) {
         return Ok(match resp.json {
             Some(json) => with_content_type(json, out.content_type(), resp.code),
             None => encode(&resp.object, out, resp.code),
         });
     }
-    let obj = present(target.info, Arc::unwrap_or_clone(resp.object));
+    let obj = resource.present(Arc::unwrap_or_clone(resp.object));
     let body = match out {
         Output::Table => table::table(
-            target.info,
+            resource,
             std::iter::once(&obj),
             include,
             json!({ "resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null) }),
@@ -133,30 +110,30 @@ pub fn respond_object(
 
 /// Renders a list page.
 pub fn respond_list(
-    target: &Target,
+    resource: &Resource,
     accept: Option<&str>,
     include: IncludeObject,
     items: &[Arc<Value>],
     list_meta: Value,
 ) -> Result<Response> {
     let out = output(accept)?;
-    let info = target.info;
+    let info = &resource.info;
     let body = match out {
         Output::Table => {
             let typed: Vec<std::borrow::Cow<'_, Value>> = items
                 .iter()
                 .map(|o| {
-                    if is_presentable(info, o) {
+                    if resource.is_presentable(o) {
                         std::borrow::Cow::Borrowed(o.as_ref())
                     } else {
-                        std::borrow::Cow::Owned(present(info, Value::clone(o)))
+                        std::borrow::Cow::Owned(resource.present(Value::clone(o)))
                     }
                 })
                 .collect();
             let mut out = Vec::with_capacity(256 + items.len() * 256);
             table::write_table(
                 &mut out,
-                info,
+                resource,
                 typed.iter().map(|c| c.as_ref()),
                 include,
                 &list_meta,
@@ -178,7 +155,7 @@ pub fn respond_list(
             // Streamed into one buffer: no per-item copies for 10,000-item lists.
             let mut out = Vec::with_capacity(256 + items.len() * 512);
             out.extend_from_slice(b"{\"kind\":");
-            let _ = serde_json::to_writer(&mut out, info.list_kind);
+            let _ = serde_json::to_writer(&mut out, &info.list_kind);
             out.extend_from_slice(b",\"apiVersion\":");
             let _ = serde_json::to_writer(&mut out, &info.api_version());
             out.extend_from_slice(b",\"metadata\":");
@@ -188,7 +165,7 @@ pub fn respond_list(
                 if i > 0 {
                     out.push(b',');
                 }
-                write_presented(&mut out, info, o);
+                write_presented(&mut out, resource, o);
             }
             out.extend_from_slice(b"]}");
             let mut resp = (StatusCode::OK, out).into_response();
@@ -202,7 +179,7 @@ pub fn respond_list(
             "kind": info.list_kind,
             "apiVersion": info.api_version(),
             "metadata": list_meta,
-            "items": items.iter().map(|o| present(info, Value::clone(o))).collect::<Vec<_>>(),
+            "items": items.iter().map(|o| resource.present(Value::clone(o))).collect::<Vec<_>>(),
         }),
     };
     let out = if out == Output::PartialObjectMetadata {
@@ -211,4 +188,44 @@ pub fn respond_list(
         out
     };
     Ok(encode(&body, out, StatusCode::OK))
+}
+
+/// Renders a written object: its JSON text as the write made it, when it has one (`Metadata` rows
+/// for a Table).
+pub fn respond_written(
+    resource: &Resource,
+    accept: Option<&str>,
+    written: crate::registry::Written,
+    code: StatusCode,
+) -> Result<Response> {
+    respond_object(
+        resource,
+        accept,
+        IncludeObject::Metadata,
+        ObjectResponse {
+            object: written.object,
+            json: written.json,
+            code,
+        },
+    )
+}
+
+/// Renders the outcome of an update or patch: 201 for a create, the removed object for an update
+/// that finished a deletion, else 200.
+pub fn respond_outcome(
+    resource: &Resource,
+    accept: Option<&str>,
+    outcome: crate::registry::store::Outcome,
+) -> Result<Response> {
+    use crate::registry::store::Outcome;
+    match outcome {
+        Outcome::Stored(w) => respond_written(resource, accept, w, StatusCode::OK),
+        Outcome::Created(w) => respond_written(resource, accept, w, StatusCode::CREATED),
+        Outcome::Removed(obj, ..) => respond_written(
+            resource,
+            accept,
+            crate::registry::Written::shared(obj),
+            StatusCode::OK,
+        ),
+    }
 }

@@ -1,0 +1,121 @@
+//! The built-in kinds: each [`api::resources::builtin`] entry with its strategy and its typed schema
+//! (from `k8s-openapi`), registered at start-up.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::{apps, coordination, core, events};
+use schemars::generate::SchemaGenerator;
+use schemars::Schema;
+
+use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
+use super::{
+    config, event, lease, namespace, node, pod, service, workloads, ClusterIpAllocator, Strategy,
+};
+
+fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
+    gen.subschema_for::<T>()
+}
+
+/// The strategy and schema of a built-in (group, plural), or `None` for an unknown one.
+fn parts(
+    group: &str,
+    plural: &str,
+    ips: &Arc<ClusterIpAllocator>,
+) -> Option<(Arc<dyn Strategy>, SchemaFn)> {
+    let parts: (Arc<dyn Strategy>, SchemaFn) = match (group, plural) {
+        ("", "namespaces") => (
+            Arc::new(namespace::NamespaceStrategy),
+            schema::<core::v1::Namespace>,
+        ),
+        ("", "pods") => (Arc::new(pod::PodStrategy), schema::<core::v1::Pod>),
+        ("", "replicationcontrollers") => (
+            Arc::new(workloads::ReplicationControllerStrategy),
+            schema::<core::v1::ReplicationController>,
+        ),
+        ("", "nodes") => (Arc::new(node::NodeStrategy), schema::<core::v1::Node>),
+        ("", "events") => (
+            Arc::new(event::EventStrategy { new_api: false }),
+            schema::<core::v1::Event>,
+        ),
+        ("", "services") => (
+            Arc::new(service::ServiceStrategy::new(ips.clone())),
+            schema::<core::v1::Service>,
+        ),
+        ("", "configmaps") => (
+            Arc::new(config::ConfigMapStrategy),
+            schema::<core::v1::ConfigMap>,
+        ),
+        ("", "secrets") => (Arc::new(config::SecretStrategy), schema::<core::v1::Secret>),
+        ("", "serviceaccounts") => (
+            Arc::new(config::ServiceAccountStrategy),
+            schema::<core::v1::ServiceAccount>,
+        ),
+        ("apps", "replicasets") => (
+            Arc::new(workloads::ReplicaSetStrategy),
+            schema::<apps::v1::ReplicaSet>,
+        ),
+        ("apps", "deployments") => (
+            Arc::new(workloads::DeploymentStrategy),
+            schema::<apps::v1::Deployment>,
+        ),
+        ("coordination.k8s.io", "leases") => (
+            Arc::new(lease::LeaseStrategy),
+            schema::<coordination::v1::Lease>,
+        ),
+        ("events.k8s.io", "events") => (
+            Arc::new(event::EventStrategy { new_api: true }),
+            schema::<events::v1::Event>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+/// Every built-in resource, in discovery order; services allocate from `ips`.
+pub fn resources(ips: &Arc<ClusterIpAllocator>) -> Vec<Resource> {
+    api::resources::builtin()
+        .into_iter()
+        .filter_map(|info| {
+            let (strategy, schema) = parts(&info.group, &info.plural, ips)?;
+            Some(Resource::new(info, strategy).with_schema(schema))
+        })
+        .collect()
+}
+
+/// The built-in resource (group, plural) of the preferred version, on its own (a fresh cluster-IP
+/// allocator): for tests and tools that need one kind's rules without a server.
+pub fn find(group: &str, plural: &str) -> Option<Arc<Resource>> {
+    let ips = Arc::new(ClusterIpAllocator::new());
+    resources(&ips)
+        .into_iter()
+        .find(|r| r.info.group == group && r.info.plural == plural)
+        .map(Arc::new)
+}
+
+/// Registers every built-in resource.
+pub fn register(
+    registry: &ResourceRegistry,
+    ips: &Arc<ClusterIpAllocator>,
+) -> Result<(), RegisterError> {
+    for r in resources(ips) {
+        registry.register(r)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_info_has_its_strategy() {
+        let ips = Arc::new(ClusterIpAllocator::new());
+        assert_eq!(
+            resources(&ips).len(),
+            api::resources::builtin().len(),
+            "a built-in without a strategy"
+        );
+        let reg = ResourceRegistry::new();
+        assert!(register(&reg, &ips).is_ok());
+    }
+}

@@ -1,0 +1,353 @@
+//! The runtime registry of served resources, and the per-kind steps of the generic store.
+//!
+//! A [`Resource`] is a served (group, version, resource): its [`ResourceInfo`] (what discovery lists
+//! and routing needs), its [`Strategy`] and, for built-in kinds, the typed schema OpenAPI publishes.
+//! Its methods are the steps every write takes (object-meta rules, then the kind's hooks), so the
+//! generic store and the strategy tests run exactly the same code.
+//!
+//! [`ResourceRegistry`] holds the served set. Readers take an `Arc` snapshot under a short read lock and
+//! never see a half-applied change; each change bumps the [generation](ResourceRegistry::generation),
+//! which discovery's ETag and the OpenAPI cache follow. Built-in kinds are registered at start-up
+//! ([`super::builtin`]); custom resources come and go while the server runs.
+
+use std::sync::{Arc, OnceLock};
+
+use api::validation::FieldError;
+use api::ResourceInfo;
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use super::common;
+use super::Strategy;
+use crate::openapi::schemas::KindSchema;
+
+/// Adds the kind's typed schema (and everything it references) to a generator; returns its root.
+pub type SchemaFn = fn(&mut schemars::generate::SchemaGenerator) -> schemars::Schema;
+
+/// One served resource.
+pub struct Resource {
+    /// Names, scope, verbs, subresources, storage segment.
+    pub info: ResourceInfo,
+    /// The kind's hooks.
+    pub strategy: Arc<dyn Strategy>,
+    /// The kind's typed schema, when it has one (`kubectl explain`, `fieldValidation`).
+    pub schema: Option<SchemaFn>,
+    /// That schema generated, on first use (the typed kinds' schemas take milliseconds).
+    generated: OnceLock<Option<KindSchema>>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resource {
+    /// A resource with `strategy` and no typed schema.
+    pub fn new(info: ResourceInfo, strategy: Arc<dyn Strategy>) -> Self {
+        Resource {
+            info,
+            strategy,
+            schema: None,
+            generated: OnceLock::new(),
+        }
+    }
+
+    /// With a typed schema.
+    pub fn with_schema(mut self, schema: SchemaFn) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// The kind's typed schema, generated on first use; `None` for kinds without one.
+    pub fn kind_schema(&self) -> Option<&KindSchema> {
+        self.generated
+            .get_or_init(|| self.schema.map(crate::openapi::schemas::kind_schema))
+            .as_ref()
+    }
+
+    /// Whether the kind splits status into a subresource.
+    pub fn has_status(&self) -> bool {
+        self.info.has_status_subresource()
+    }
+
+    /// Create-time rules: kind defaults, status reset, `generation = 1` where tracked.
+    pub fn prepare_for_create(&self, obj: &mut Value) {
+        self.strategy.prepare_for_create(obj);
+        if let Some(status) = self.strategy.initial_status(obj) {
+            common::set_field(obj, "status", status);
+        }
+        if self.strategy.tracks_generation() {
+            api::meta::set_generation(obj, 1);
+        }
+    }
+
+    /// Update rules of the main resource: the kind's, then status kept from `old` (where status is
+    /// a subresource) and generation bumped iff the spec changed.
+    pub fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        self.strategy.prepare_for_update(new, old);
+        common::prepare_update_common(
+            new,
+            old,
+            self.has_status(),
+            self.strategy.tracks_generation(),
+        );
+    }
+
+    /// `/status` rules: everything but status comes from `old`.
+    pub fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        common::prepare_status_common(new, old);
+    }
+
+    /// Object meta, then the kind's validation of a new object.
+    pub fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = common::validate_meta(&self.info, obj, self.strategy.name_validation());
+        errs.extend(self.strategy.validate_create(obj));
+        errs
+    }
+
+    /// Object meta (with its immutable fields), then the kind's validation of an update.
+    pub fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs =
+            common::validate_meta_update(&self.info, new, old, self.strategy.name_validation());
+        errs.extend(self.strategy.validate_update(new, old));
+        errs
+    }
+
+    /// Field-selector value: `metadata.name`, `metadata.namespace` (namespaced kinds), then the
+    /// kind's own fields.
+    pub fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        common::meta_field_value(&self.info, obj, field)
+            .or_else(|| self.strategy.field_value(obj, field))
+    }
+
+    /// An object as this endpoint serves it: converted from the storage form by the strategy, with
+    /// the endpoint's `kind`/`apiVersion`.
+    pub fn present(&self, obj: Value) -> Value {
+        super::with_type_meta(&self.info, self.strategy.from_storage(obj))
+    }
+
+    /// Whether a stored object is already in this endpoint's form (the strategies' storage
+    /// conversion is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
+    pub fn is_presentable(&self, obj: &Value) -> bool {
+        obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
+            && obj.get("apiVersion").and_then(Value::as_str)
+                == Some(self.info.api_version().as_str())
+    }
+
+    /// Whether an update of `obj` removes it (`ShouldDeleteDuringUpdate`): it is being deleted, no
+    /// grace period is left, and no finalizer (of the object or of the kind) is pending.
+    pub fn should_delete_during_update(&self, obj: &Value) -> bool {
+        api::meta::deletion_timestamp(obj).is_some()
+            && api::meta::deletion_grace_period_seconds(obj).unwrap_or(0) == 0
+            && api::meta::finalizers(obj).is_empty()
+            && !self.strategy.pending_finalization(obj)
+    }
+}
+
+/// Why a resource could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The (group, version, plural) is already served.
+    #[error("resource {0} is already served")]
+    AlreadyServed(String),
+    /// Another resource of the group-version already has this kind.
+    #[error("kind {0} is already served by another resource of its group-version")]
+    KindTaken(String),
+}
+
+/// A consistent view of the served set.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// Bumped by every change.
+    pub generation: u64,
+    /// In registration order (discovery order).
+    pub resources: Vec<Arc<Resource>>,
+}
+
+impl Served {
+    /// The resource served at `/{group}/{version}/{plural}`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.info.plural == plural && r.info.version == version && r.info.group == group)
+    }
+
+    /// The resources of one group-version, in registration order.
+    pub fn of<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
+        self.resources
+            .iter()
+            .filter(move |r| r.info.group == group && r.info.version == version)
+    }
+
+    /// The distinct named groups in registration order, each with its versions in that order.
+    pub fn groups(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for r in self.resources.iter().filter(|r| !r.info.group.is_empty()) {
+            let (g, v) = (r.info.group.as_str(), r.info.version.as_str());
+            match out.iter_mut().find(|(name, _)| *name == g) {
+                Some((_, vs)) if !vs.contains(&v) => vs.push(v),
+                Some(_) => {}
+                None => out.push((g, vec![v])),
+            }
+        }
+        out
+    }
+
+    /// Every served (group, version), core first.
+    pub fn group_versions(&self) -> Vec<(&str, &str)> {
+        let mut out = Vec::new();
+        if self.resources.iter().any(|r| r.info.group.is_empty()) {
+            out.push(("", "v1"));
+        }
+        for (g, vs) in self.groups() {
+            out.extend(vs.into_iter().map(|v| (g, v)));
+        }
+        out
+    }
+}
+
+/// The served resources; see the module docs.
+#[derive(Debug, Default)]
+pub struct ResourceRegistry {
+    served: RwLock<Arc<Served>>,
+}
+
+impl ResourceRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current served set.
+    pub fn snapshot(&self) -> Arc<Served> {
+        self.served.read().clone()
+    }
+
+    /// The generation of the served set.
+    pub fn generation(&self) -> u64 {
+        self.served.read().generation
+    }
+
+    /// The resource served at `/{group}/{version}/{plural}`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.served.read().find(group, version, plural).cloned()
+    }
+
+    /// Starts serving `resource`.
+    pub fn register(&self, resource: Resource) -> Result<Arc<Resource>, RegisterError> {
+        let mut served = self.served.write();
+        let info = &resource.info;
+        if served
+            .find(&info.group, &info.version, &info.plural)
+            .is_some()
+        {
+            return Err(RegisterError::AlreadyServed(format!(
+                "{}/{}",
+                info.api_version(),
+                info.plural
+            )));
+        }
+        if served
+            .of(&info.group, &info.version)
+            .any(|r| r.info.kind == info.kind)
+        {
+            return Err(RegisterError::KindTaken(info.kind.clone()));
+        }
+        let resource = Arc::new(resource);
+        let mut resources = served.resources.clone();
+        resources.push(resource.clone());
+        *served = Arc::new(Served {
+            generation: served.generation + 1,
+            resources,
+        });
+        Ok(resource)
+    }
+
+    /// Stops serving `/{group}/{version}/{plural}`; its stored objects stay in storage.
+    pub fn remove(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        let mut served = self.served.write();
+        let gone = served.find(group, version, plural).cloned()?;
+        let resources = served
+            .resources
+            .iter()
+            .filter(|r| !Arc::ptr_eq(r, &gone))
+            .cloned()
+            .collect();
+        *served = Arc::new(Served {
+            generation: served.generation + 1,
+            resources,
+        });
+        Some(gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widget() -> Resource {
+        Resource::new(
+            ResourceInfo::new("example.com", "v1", "Widget", "widgets"),
+            Arc::new(common::GenericStrategy),
+        )
+    }
+
+    #[test]
+    fn registers_finds_and_removes_with_a_new_generation_each_time() {
+        let reg = ResourceRegistry::new();
+        assert_eq!(reg.generation(), 0);
+        assert!(reg.register(widget()).is_ok());
+        assert_eq!(reg.generation(), 1);
+        assert!(reg.find("example.com", "v1", "widgets").is_some());
+        assert!(reg.find("example.com", "v2", "widgets").is_none());
+        assert!(matches!(
+            reg.register(widget()),
+            Err(RegisterError::AlreadyServed(_))
+        ));
+        let other_plural = Resource::new(
+            ResourceInfo::new("example.com", "v1", "Widget", "gadgets"),
+            Arc::new(common::GenericStrategy),
+        );
+        assert!(matches!(
+            reg.register(other_plural),
+            Err(RegisterError::KindTaken(_))
+        ));
+        assert_eq!(reg.generation(), 1);
+        let before = reg.snapshot();
+        assert!(reg.remove("example.com", "v1", "widgets").is_some());
+        assert_eq!(reg.generation(), 2);
+        assert!(reg.find("example.com", "v1", "widgets").is_none());
+        // A snapshot taken before the change is unaffected by it.
+        assert!(before.find("example.com", "v1", "widgets").is_some());
+        assert!(reg.remove("example.com", "v1", "widgets").is_none());
+    }
+
+    #[test]
+    fn groups_and_versions_follow_registration_order() {
+        let reg = ResourceRegistry::new();
+        for (g, v, k, p) in [
+            ("", "v1", "Pod", "pods"),
+            ("b.io", "v1", "B", "bs"),
+            ("a.io", "v1", "A", "as"),
+            ("b.io", "v2", "B", "bs"),
+        ] {
+            let r = Resource::new(
+                ResourceInfo::new(g, v, k, p),
+                Arc::new(common::GenericStrategy),
+            );
+            assert!(reg.register(r).is_ok());
+        }
+        let s = reg.snapshot();
+        assert_eq!(
+            s.group_versions(),
+            [("", "v1"), ("b.io", "v1"), ("b.io", "v2"), ("a.io", "v1")]
+        );
+    }
+}

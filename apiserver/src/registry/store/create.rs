@@ -1,0 +1,221 @@
+//! Create (`Store.Create` upstream): the steps a new object takes before it is stored.
+//!
+//! In order: type meta checked against the resource, namespace taken from the store (a body naming
+//! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
+//! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
+//! resourceVersion dropped), the kind's defaults and status reset, managed fields, object-meta and
+//! kind validation (422), the namespace's existence and lifecycle, the kind's allocations
+//! (`before_create`), then the store create. A generated name that collides is generated again
+//! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
+
+use rand::Rng;
+use serde_json::Value;
+
+use super::{Store, Written};
+use crate::error::{ApiError, Result};
+use crate::registry::{FieldValidation, WriteOptions};
+use crate::watch_cache::StoreWrite;
+
+/// Characters of generated name suffixes (apiserver `names.SimpleNameGenerator`).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// Attempts at a unique generated name (upstream retries `generateName` collisions 7 more times,
+/// `retryGenerateNameAttempts` in `registry/generic/registry/store.go`; we allow as many as a
+/// compare-and-swap loop).
+const GENERATE_NAME_ATTEMPTS: usize = super::MAX_ATTEMPTS;
+
+/// `metadata.name` from `generateName`: prefix (≤ 58 chars) + 5 random characters.
+pub fn generate_name(prefix: &str) -> String {
+    let mut p: String = prefix.chars().take(58).collect();
+    let mut rng = rand::thread_rng();
+    for _ in 0..5 {
+        let i = rng.gen_range(0..NAME_ALPHABET.len());
+        p.push(char::from(NAME_ALPHABET[i]));
+    }
+    p
+}
+
+impl Store<'_> {
+    /// Checks `kind`/`apiVersion` of a body against the resource (absent is fine).
+    pub fn check_type_meta(&self, obj: &Value) -> Result<()> {
+        let info = &self.resource.info;
+        if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
+            if !av.is_empty() && av != info.api_version() {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({})",
+                    info.api_version()
+                )));
+            }
+        }
+        if let Some(k) = obj.get("kind").and_then(Value::as_str) {
+            if !k.is_empty() && k != info.kind {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    info.kind
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills or checks the body's namespace against the store's; clears it for cluster-scoped
+    /// kinds.
+    pub fn reconcile_namespace(&self, obj: &mut Value) -> Result<()> {
+        if !self.resource.info.namespaced {
+            api::meta::remove(obj, "namespace");
+            return Ok(());
+        }
+        let ns = self.namespace.as_deref().unwrap_or("");
+        match api::meta::namespace(obj) {
+            None | Some("") => api::meta::set_namespace(obj, ns),
+            Some(body_ns) if body_ns == ns => {}
+            Some(_) => return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )),
+        }
+        Ok(())
+    }
+
+    /// Applies `fieldValidation` to an object in the endpoint's form: `Strict` answers 400 for
+    /// fields the kind's schema does not define; `Ignore` and `Warn` drop them, as typed decoding
+    /// does (the `Warn` header is not sent).
+    pub fn validate_fields(&self, obj: &mut Value, validation: FieldValidation) -> Result<()> {
+        let unknown = crate::openapi::schemas::unknown_fields(&self.resource, obj);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        if validation == FieldValidation::Strict {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )));
+        }
+        crate::openapi::schemas::prune(obj, &unknown);
+        Ok(())
+    }
+
+    /// A new object ready to store (the steps of the module docs before the namespace check).
+    pub fn prepare_create(&self, mut obj: Value, opts: &WriteOptions) -> Result<Value> {
+        let info = &self.resource.info;
+        self.check_type_meta(&obj)?;
+        self.reconcile_namespace(&mut obj)?;
+        if api::meta::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        if api::meta::name(&obj).unwrap_or("").is_empty() {
+            if let Some(prefix) = api::meta::generate_name(&obj).filter(|p| !p.is_empty()) {
+                let n = generate_name(prefix);
+                api::meta::set_name(&mut obj, &n);
+            }
+        }
+        let strategy = &self.resource.strategy;
+        let mut obj = crate::registry::with_type_meta(info, obj);
+        self.validate_fields(&mut obj, opts.field_validation)?;
+        let mut obj = strategy.to_storage(obj);
+        api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
+        api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
+            api::meta::remove(&mut obj, k);
+        }
+        self.resource.prepare_for_create(&mut obj);
+        crate::patch::update_managed_fields(
+            info,
+            None,
+            &mut obj,
+            &opts.field_manager,
+            &api::meta::now_rfc3339(),
+            None,
+        );
+        let name = api::meta::name(&obj).unwrap_or("").to_string();
+        let errs = self.resource.validate_create(&obj);
+        if !errs.is_empty() {
+            return Err(self.invalid(&name, &errs));
+        }
+        strategy.canonicalize(&mut obj);
+        Ok(obj)
+    }
+
+    /// Creates `obj` (a body as a client sent it): prepared, checked, allocated and stored.
+    pub async fn create(&self, obj: Value, opts: &WriteOptions) -> Result<Written> {
+        let obj = self.prepare_create(obj, opts)?;
+        self.check_namespace(api::meta::name(&obj).unwrap_or(""))
+            .await?;
+        if opts.dry_run {
+            return Ok(Written::object(obj));
+        }
+        let mut obj = obj;
+        let undo = match self.resource.strategy.before_create(&mut obj) {
+            Ok(undo) => undo,
+            Err(errs) => return Err(self.invalid(api::meta::name(&obj).unwrap_or(""), &errs)),
+        };
+        let result = self.store_new(obj).await;
+        if let (Err(_), Some(undo)) = (&result, undo) {
+            undo();
+        }
+        result
+    }
+
+    /// Namespace existence and lifecycle for creates of namespaced objects.
+    async fn check_namespace(&self, name: &str) -> Result<()> {
+        let Some(ns) = self.namespace.as_deref() else {
+            return Ok(());
+        };
+        // Read from the cache once it has every acknowledged write: as consistent as a store read,
+        // without one.
+        self.wait_consistent().await?;
+        let found = self.state.cache.get(&format!("/registry/namespaces/{ns}"));
+        match found {
+            None => Err(ApiError::not_found("namespaces", ns)),
+            Some(obj) => {
+                let terminating = api::meta::deletion_timestamp(&obj).is_some()
+                    || obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+                if terminating {
+                    Err(api::status::namespace_terminating(&self.group_resource(), name, ns).into())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Stores a prepared new object; generates the name again on a collision of a generated one.
+    async fn store_new(&self, mut obj: Value) -> Result<Written> {
+        let generated = api::meta::generate_name(&obj).is_some_and(|g| !g.is_empty());
+        for _ in 0..GENERATE_NAME_ATTEMPTS {
+            let name = api::meta::name(&obj).unwrap_or("").to_string();
+            let key = self.key(&name);
+            let store = &self.state.store;
+            let written = self
+                .state
+                .cache
+                .write_through(&key, obj, |bytes| async {
+                    Ok(match store.create(&key, bytes).await? {
+                        store::CreateOutcome::Created(kv) => StoreWrite::Stored(kv.mod_revision),
+                        store::CreateOutcome::AlreadyExists(_) => StoreWrite::NotStored,
+                    })
+                })
+                .await?;
+            obj = match written {
+                Ok(stored) => return Ok(stored),
+                Err(mut obj) if generated => {
+                    let prefix = api::meta::generate_name(&obj).unwrap_or("").to_string();
+                    api::meta::set_name(&mut obj, &generate_name(&prefix));
+                    obj
+                }
+                Err(_) => return Err(ApiError::already_exists(&self.group_resource(), &name)),
+            };
+        }
+        Err(api::status::server_timeout(&self.group_resource(), "POST", 1).into())
+    }
+}

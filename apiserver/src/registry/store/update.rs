@@ -1,0 +1,280 @@
+//! Update and patch (`Store.Update` upstream), both one [`Store::guaranteed_update`].
+//!
+//! An update carries server-owned metadata (uid, creationTimestamp, deletion fields, name,
+//! namespace, the stored type) over from the stored object whatever the client sent, applies the
+//! kind's update rules for the part it may change ([`WriteScope`]), records managed fields and
+//! validates. A body or patch naming a `resourceVersion` is conditional: it must be the stored one
+//! (409 otherwise, also after a lost race, since every attempt checks it against the state it
+//! read); without one the write is re-applied to the new state after a lost race. PUT of a missing object creates it where the kind allows it; server-side
+//! apply of a missing object creates it.
+
+use serde_json::Value;
+
+use super::{Attempt, Current, Outcome, Store};
+use crate::error::{ApiError, Result};
+use crate::patch::PatchType;
+use crate::registry::{FieldValidation, Preconditions, WriteOptions};
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteScope {
+    /// The main resource: status is kept from storage.
+    Main,
+    /// `/status`: only status changes.
+    Status,
+    /// Server-internal: the object is already fully formed (finalize).
+    Internal,
+}
+
+/// A PATCH: its type and body.
+pub struct PatchRequest<'b> {
+    /// JSON, merge, strategic merge or apply.
+    pub ty: PatchType,
+    /// The patch as sent.
+    pub body: &'b [u8],
+}
+
+impl Store<'_> {
+    /// Carries server-owned metadata from `old` to `new`, applies the kind's rules for `scope`,
+    /// records managed fields and validates.
+    pub fn prepare_update(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        scope: WriteScope,
+        manager: &str,
+    ) -> Result<()> {
+        let info = &self.resource.info;
+        let name = api::meta::name(old).unwrap_or("").to_string();
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            match old.get("metadata").and_then(|m| m.get(k)) {
+                Some(v) => {
+                    if let Some(m) = api::meta::metadata_mut(new) {
+                        m.insert(k.to_string(), v.clone());
+                    }
+                }
+                None => api::meta::remove(new, k),
+            }
+        }
+        api::meta::set_name(new, &name);
+        if let Some(ns) = api::meta::namespace(old).map(String::from) {
+            api::meta::set_namespace(new, &ns);
+        }
+        // Storage form: the type of the stored object, whichever endpoint wrote it.
+        if let Some(o) = new.as_object_mut() {
+            for k in ["kind", "apiVersion"] {
+                match old.get(k) {
+                    Some(v) => o.insert(k.to_string(), v.clone()),
+                    None => o.remove(k),
+                };
+            }
+        }
+        if api::meta::deletion_timestamp(old).is_some() {
+            let before = api::meta::finalizers(old);
+            if api::meta::finalizers(new)
+                .iter()
+                .any(|f| !before.contains(f))
+            {
+                return Err(self.invalid(
+                    &name,
+                    &[api::validation::FieldError::forbidden(
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )],
+                ));
+            }
+        }
+        match scope {
+            WriteScope::Main => self.resource.prepare_for_update(new, old),
+            WriteScope::Status => self.resource.prepare_for_status_update(new, old),
+            WriteScope::Internal => {}
+        }
+        let subresource = (scope == WriteScope::Status).then_some("status");
+        crate::patch::update_managed_fields(
+            info,
+            Some(old),
+            new,
+            manager,
+            &api::meta::now_rfc3339(),
+            subresource,
+        );
+        let errs = self.resource.validate_update(new, old);
+        if !errs.is_empty() {
+            return Err(self.invalid(&name, &errs));
+        }
+        self.resource.strategy.canonicalize(new);
+        Ok(())
+    }
+
+    /// [`validate_fields`](Self::validate_fields) for a status write that need not refuse unknown
+    /// fields: only `status` is kept from its body (everything else comes from the stored object),
+    /// so only `status` is walked.
+    fn validate_status_fields(&self, obj: &mut Value) -> Result<()> {
+        let Some(status) = obj.as_object_mut().and_then(|o| o.remove("status")) else {
+            return Ok(());
+        };
+        let mut only = Value::Object(serde_json::Map::from_iter([("status".to_string(), status)]));
+        let checked = self.validate_fields(&mut only, FieldValidation::Ignore);
+        if let (Some(o), Value::Object(mut only)) = (obj.as_object_mut(), only) {
+            if let Some(status) = only.remove("status") {
+                o.insert("status".to_string(), status);
+            }
+        }
+        checked
+    }
+
+    /// The body of a PUT in storage form: namespace, type meta, unknown fields.
+    fn update_body(&self, mut obj: Value, scope: WriteScope, opts: &WriteOptions) -> Result<Value> {
+        self.reconcile_namespace(&mut obj)?;
+        let mut obj = crate::registry::with_type_meta(&self.resource.info, obj);
+        if scope == WriteScope::Status && opts.field_validation != FieldValidation::Strict {
+            self.validate_status_fields(&mut obj)?;
+        } else {
+            self.validate_fields(&mut obj, opts.field_validation)?;
+        }
+        Ok(self.resource.strategy.to_storage(obj))
+    }
+
+    /// PUT of `name` (the main resource or its status). `body` is the decoded request body;
+    /// `decode` decodes it again for an attempt after a lost race (cheaper than keeping a copy).
+    pub async fn update(
+        &self,
+        name: &str,
+        body: Value,
+        decode: &(dyn Fn() -> Result<Value> + Sync),
+        scope: WriteScope,
+        opts: &WriteOptions,
+    ) -> Result<Outcome> {
+        self.check_type_meta(&body)?;
+        if let Some(n) = api::meta::name(&body).filter(|n| !n.is_empty()) {
+            if n != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+        }
+        let wanted = self.body_precondition(&body, name)?;
+        let may_create =
+            scope == WriteScope::Main && self.resource.strategy.allow_create_on_update();
+        // The body as sent, kept only where a PUT may create (the create path prepares it anew).
+        let original = may_create.then(|| body.clone());
+        // Used up by the first attempt; a retry decodes the body again.
+        let mut checked = Some(self.update_body(body, scope, opts)?);
+        self.guaranteed_update(name, "PUT", &Preconditions::default(), opts, |current| {
+            let Some(current) = current else {
+                return match &original {
+                    Some(original) => {
+                        let mut obj = original.clone();
+                        api::meta::set_name(&mut obj, name);
+                        api::meta::remove(&mut obj, "resourceVersion");
+                        Ok(Attempt::Create(obj))
+                    }
+                    None => Err(self.not_found(name)),
+                };
+            };
+            if wanted.is_some_and(|w| w != current.revision) {
+                return Err(self.conflict(name));
+            }
+            let mut new = match checked.take() {
+                Some(obj) => obj,
+                None => self.update_body(decode()?, scope, opts)?,
+            };
+            self.prepare_update(&mut new, &current.object, scope, &opts.field_manager)?;
+            Ok(Attempt::Write(new))
+        })
+        .await
+    }
+
+    /// PATCH of `name` (the main resource or its status). Server-side apply of a missing object
+    /// creates it; `opts.field_manager` is then the apply's manager.
+    pub async fn patch(
+        &self,
+        name: &str,
+        patch: PatchRequest<'_>,
+        scope: WriteScope,
+        opts: &WriteOptions,
+    ) -> Result<Outcome> {
+        let apply = patch.ty == PatchType::Apply;
+        let info = &self.resource.info;
+        let gr = self.group_resource();
+        let now = api::meta::now_rfc3339();
+        let patch_error = |e: crate::patch::PatchError| ApiError::from(e.to_status(&gr, name));
+        self.guaranteed_update(name, "PATCH", &Preconditions::default(), opts, |current| {
+            let Some(current) = current else {
+                if apply && scope == WriteScope::Main {
+                    let mut obj = crate::patch::server_side_apply(
+                        info,
+                        None,
+                        patch.body,
+                        &opts.field_manager,
+                        opts.force,
+                        &now,
+                    )
+                    .map_err(patch_error)?;
+                    api::meta::set_name(&mut obj, name);
+                    return Ok(Attempt::Create(obj));
+                }
+                return Err(self.not_found(name));
+            };
+            let old = &current.object;
+            let mut patched = if apply {
+                let mut r = crate::patch::server_side_apply(
+                    info,
+                    Some(old),
+                    patch.body,
+                    &opts.field_manager,
+                    opts.force,
+                    &now,
+                )
+                .map_err(patch_error)?;
+                self.validate_fields(&mut r, opts.field_validation)?;
+                r
+            } else {
+                let shown = self.resource.present(Value::clone(old));
+                let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)
+                    .map_err(patch_error)?;
+                self.validate_fields(&mut result, opts.field_validation)?;
+                self.resource.strategy.to_storage(result)
+            };
+            self.check_patched(name, &patched, current)?;
+            // Apply records its manager itself; other patches record the request's.
+            let manager = if apply { "" } else { &opts.field_manager };
+            self.prepare_update(&mut patched, old, scope, manager)?;
+            Ok(Attempt::Write(patched))
+        })
+        .await
+    }
+
+    /// A patched object naming another resourceVersion or uid than the stored object is a 409.
+    /// A patch result carries the resourceVersion it was applied to unless the patch itself names
+    /// one: so a patch is conditional exactly when it names one, and after a lost race it is
+    /// re-applied (unconditional) or refused (conditional) by this check on the new state.
+    fn check_patched(&self, name: &str, patched: &Value, current: &Current) -> Result<()> {
+        if api::meta::resource_version(patched).is_some_and(|rv| rv != current.revision.to_string())
+        {
+            return Err(self.conflict(name));
+        }
+        if api::meta::uid(patched).is_some_and(|u| Some(u) != api::meta::uid(&current.object)) {
+            return Err(api::status::conflict(
+                &self.group_resource(),
+                name,
+                "Precondition failed: UID in precondition does not match the UID in record. The object might have been deleted and then recreated",
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The body's `metadata.resourceVersion` as a precondition: `Some(rev)` when set.
+    pub fn body_precondition(&self, obj: &Value, name: &str) -> Result<Option<u64>> {
+        match api::meta::resource_version(obj) {
+            None | Some("") => Ok(None),
+            Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| self.conflict(name)),
+        }
+    }
+}
