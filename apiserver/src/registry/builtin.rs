@@ -8,9 +8,12 @@ use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
-use super::{
-    config, event, lease, namespace, node, pod, service, workloads, ClusterIpAllocator, Strategy,
+use super::strategy::{
+    ConfigMapStrategy, DeploymentStrategy, EventStrategy, LeaseStrategy, NamespaceStrategy,
+    NodeStrategy, PodStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, SecretStrategy,
+    ServiceAccountStrategy, ServiceStrategy,
 };
+use super::{ClusterIpAllocator, Strategy};
 
 fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
     gen.subschema_for::<T>()
@@ -23,47 +26,34 @@ fn parts(
     ips: &Arc<ClusterIpAllocator>,
 ) -> Option<(Arc<dyn Strategy>, SchemaFn)> {
     let parts: (Arc<dyn Strategy>, SchemaFn) = match (group, plural) {
-        ("", "namespaces") => (
-            Arc::new(namespace::NamespaceStrategy),
-            schema::<core::v1::Namespace>,
-        ),
-        ("", "pods") => (Arc::new(pod::PodStrategy), schema::<core::v1::Pod>),
+        ("", "namespaces") => (Arc::new(NamespaceStrategy), schema::<core::v1::Namespace>),
+        ("", "pods") => (Arc::new(PodStrategy), schema::<core::v1::Pod>),
         ("", "replicationcontrollers") => (
-            Arc::new(workloads::ReplicationControllerStrategy),
+            Arc::new(ReplicationControllerStrategy),
             schema::<core::v1::ReplicationController>,
         ),
-        ("", "nodes") => (Arc::new(node::NodeStrategy), schema::<core::v1::Node>),
+        ("", "nodes") => (Arc::new(NodeStrategy), schema::<core::v1::Node>),
         ("", "events") => (
-            Arc::new(event::EventStrategy { new_api: false }),
+            Arc::new(EventStrategy { new_api: false }),
             schema::<core::v1::Event>,
         ),
         ("", "services") => (
-            Arc::new(service::ServiceStrategy::new(ips.clone())),
+            Arc::new(ServiceStrategy::new(ips.clone())),
             schema::<core::v1::Service>,
         ),
-        ("", "configmaps") => (
-            Arc::new(config::ConfigMapStrategy),
-            schema::<core::v1::ConfigMap>,
-        ),
-        ("", "secrets") => (Arc::new(config::SecretStrategy), schema::<core::v1::Secret>),
+        ("", "configmaps") => (Arc::new(ConfigMapStrategy), schema::<core::v1::ConfigMap>),
+        ("", "secrets") => (Arc::new(SecretStrategy), schema::<core::v1::Secret>),
         ("", "serviceaccounts") => (
-            Arc::new(config::ServiceAccountStrategy),
+            Arc::new(ServiceAccountStrategy),
             schema::<core::v1::ServiceAccount>,
         ),
-        ("apps", "replicasets") => (
-            Arc::new(workloads::ReplicaSetStrategy),
-            schema::<apps::v1::ReplicaSet>,
-        ),
-        ("apps", "deployments") => (
-            Arc::new(workloads::DeploymentStrategy),
-            schema::<apps::v1::Deployment>,
-        ),
-        ("coordination.k8s.io", "leases") => (
-            Arc::new(lease::LeaseStrategy),
-            schema::<coordination::v1::Lease>,
-        ),
+        ("apps", "replicasets") => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
+        ("apps", "deployments") => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
+        ("coordination.k8s.io", "leases") => {
+            (Arc::new(LeaseStrategy), schema::<coordination::v1::Lease>)
+        }
         ("events.k8s.io", "events") => (
-            Arc::new(event::EventStrategy { new_api: true }),
+            Arc::new(EventStrategy { new_api: true }),
             schema::<events::v1::Event>,
         ),
         _ => return None,

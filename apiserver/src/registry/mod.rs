@@ -5,7 +5,7 @@
 //!   delete-collection, every read-modify-write through one
 //!   [`guaranteed_update`](store::Store::guaranteed_update). It takes request-independent
 //!   [`options`], never HTTP.
-//! - A [`Strategy`] carries every per-kind rule as hooks (defaults, validation, status reset,
+//! - A [`Strategy`] ([`strategy`], one file per kind) carries every per-kind rule as hooks (defaults, validation, status reset,
 //!   allocation before create and release after delete, graceful deletion, printer columns,
 //!   field-selector values, storage conversion). The strategies are values registered with their
 //!   resource; only the service strategy holds state (its [`ClusterIpAllocator`]).
@@ -18,171 +18,23 @@
 //! fields are validation errors, or ignored by the printers); hooks never touch system metadata other
 //! than `generation` (uid, resourceVersion, timestamps are the generic store's business).
 
-mod binding;
 pub mod builtin;
-mod common;
-mod config;
-mod event;
-mod ipalloc;
-mod lease;
-mod namespace;
-mod node;
 pub mod options;
-mod pod;
-mod pod_printer;
 pub mod resources;
-mod service;
 pub mod store;
+pub mod strategy;
 pub mod subresources;
-mod table;
-mod workloads;
 
-pub use binding::{apply_binding, BindingError};
-pub use common::{spec_changed, DefaultTable, GenericStrategy};
-pub use ipalloc::service_cluster_ips;
-pub use ipalloc::{ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR};
 pub use options::{DeleteOptions, FieldValidation, Preconditions, Propagation, WriteOptions};
-pub use pod_printer::pod_status_reason;
 pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};
-pub use table::{column, to_partial_object_metadata};
+pub use strategy::{apply_binding, BindingError};
+pub use strategy::{column, pod_status_reason, to_partial_object_metadata};
+pub use strategy::{service_cluster_ips, ClusterIpAllocator, IpAllocError};
+pub use strategy::{spec_changed, DefaultTable, GenericStrategy};
+pub use strategy::{ScaleAccess, Strategy, Undo, KUBERNETES_SERVICE_IP, SERVICE_CIDR};
 
-use api::validation::{FieldError, NameValidator};
 use serde_json::Value;
-
-/// The typed hooks of one kind. Every hook has the generic behaviour as its default, so a kind
-/// (or a custom resource) only overrides what it changes. See the module docs for the guarantees.
-pub trait Strategy: Send + Sync + 'static {
-    // ---- create ----
-
-    /// How `metadata.name` is validated (`ValidateObjectMeta`'s name function).
-    fn name_validation(&self) -> NameValidator {
-        api::validation::name_is_dns1123_subdomain
-    }
-
-    /// Kind defaults of a new object.
-    fn prepare_for_create(&self, _obj: &mut Value) {}
-
-    /// Status reset on create: `Some(status)` replaces whatever the client sent; `None` keeps it.
-    /// Called after [`prepare_for_create`](Self::prepare_for_create).
-    fn initial_status(&self, _obj: &Value) -> Option<Value> {
-        None
-    }
-
-    /// Whether `metadata.generation` tracks spec changes (1 at create, +1 per spec change).
-    fn tracks_generation(&self) -> bool {
-        false
-    }
-
-    /// The kind's own validation of a new object (object meta is validated generically first).
-    fn validate_create(&self, _obj: &Value) -> Vec<FieldError> {
-        Vec::new()
-    }
-
-    /// Normalises a validated object before it is stored.
-    fn canonicalize(&self, _obj: &mut Value) {}
-
-    /// Allocations a create needs (Service cluster IPs), after validation and before the store
-    /// write; a refusal is a 422 on the kind. Returns what undoes them if the object is not stored
-    /// after all (upstream's `BeginCreate` and its finish function). Never called for a dry run.
-    fn before_create(&self, _obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
-        Ok(None)
-    }
-
-    // ---- update ----
-
-    /// Kind rules of an update of the main resource (the generic store then keeps `status` from
-    /// the stored object where the kind has a status subresource, and recomputes generation).
-    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
-
-    /// The kind's own validation of an update (immutable fields, …), after the generic object-meta
-    /// rules.
-    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
-        Vec::new()
-    }
-
-    /// Whether PUT may create a missing object (events).
-    fn allow_create_on_update(&self) -> bool {
-        false
-    }
-
-    // ---- delete ----
-
-    /// Graceful deletion: `Some(seconds)` when the object should get `deletionTimestamp` +
-    /// `deletionGracePeriodSeconds` instead of being removed; `None` = delete immediately.
-    fn graceful_deletion_seconds(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
-        None
-    }
-
-    /// Default `propagationPolicy` when a DELETE names none (`Orphan` for v1 RCs).
-    fn default_propagation_policy(&self) -> Propagation {
-        Propagation::Background
-    }
-
-    /// Names that may not be deleted, with upstream's reason (`default`, `kube-system`, … for
-    /// namespaces).
-    fn protected_from_deletion(&self, _name: &str) -> Option<&'static str> {
-        None
-    }
-
-    /// Kind changes of an object being marked for deletion (a namespace turns `Terminating`).
-    fn prepare_for_delete(&self, _obj: &mut Value) {}
-
-    /// Whether removal waits for the kind's own finalization besides `metadata.finalizers` (a
-    /// namespace's `spec.finalizers`): part of `ShouldDeleteDuringUpdate`.
-    fn pending_finalization(&self, _obj: &Value) -> bool {
-        false
-    }
-
-    /// Whether a DELETE that removed the object answers with the object (pods) rather than a
-    /// Success Status.
-    fn delete_returns_object(&self) -> bool {
-        false
-    }
-
-    /// After the object was removed from storage: releases what it held (cluster IPs).
-    fn after_delete(&self, _obj: &Value) {}
-
-    /// At start-up, with every stored object of the resource: rebuilds in-memory state that is
-    /// derived from storage (the cluster-IP bitmap).
-    fn restore(&self, _stored: &mut dyn Iterator<Item = &Value>) {}
-
-    // ---- presentation ----
-
-    /// `/scale` access for kinds that have it.
-    fn scale(&self) -> Option<&dyn ScaleAccess> {
-        None
-    }
-
-    /// `meta.k8s.io/v1` TableColumnDefinition JSON: kubectl's own columns (priority 1 = `-o wide`).
-    fn table_columns(&self) -> Vec<Value> {
-        DefaultTable::columns()
-    }
-
-    /// One row's cells, aligned with [`table_columns`](Self::table_columns).
-    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-        DefaultTable::cells(obj, now)
-    }
-
-    /// Field-selector value of a field of the kind (`metadata.name` and `metadata.namespace` are
-    /// generic), or None if the kind does not support it (the HTTP side then answers 400 `field
-    /// label not supported: <field>`). Missing values are `Some("")`.
-    fn field_value(&self, _obj: &Value, _field: &str) -> Option<String> {
-        None
-    }
-
-    /// Converts an object of this endpoint's version into the storage form (identity except for
-    /// `events.k8s.io/v1`, stored as core `v1` Events). Called before validation and writes.
-    fn to_storage(&self, obj: Value) -> Value {
-        obj
-    }
-
-    /// Converts a stored object into this endpoint's version (for responses and watch events).
-    #[allow(clippy::wrong_self_convention)]
-    fn from_storage(&self, obj: Value) -> Value {
-        obj
-    }
-}
 
 /// Sets `kind`/`apiVersion` of an object to the endpoint's (objects shared between API groups,
 /// such as events, are stored once).
@@ -193,19 +45,3 @@ pub fn with_type_meta(info: &api::ResourceInfo, mut obj: Value) -> Value {
     }
     obj
 }
-
-/// Undoes a [`Strategy::before_create`] whose create did not happen.
-pub type Undo = Box<dyn FnOnce() + Send>;
-
-/// The `/scale` subresource of a kind: conversion to and from `autoscaling/v1 Scale`.
-pub trait ScaleAccess: Send + Sync {
-    /// The Scale view of `obj` (metadata name/namespace/uid/resourceVersion/creationTimestamp,
-    /// `spec.replicas`, `status.replicas`, `status.selector` as a selector string).
-    fn to_scale(&self, obj: &Value) -> Value;
-
-    /// Writes `scale.spec.replicas` into `obj.spec.replicas` (validated: integer ≥ 0).
-    fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
-}
-
-#[cfg(test)]
-mod tests;

@@ -17,7 +17,7 @@ use api::ResourceInfo;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use super::common;
+use super::strategy as common;
 use super::Strategy;
 use crate::openapi::schemas::KindSchema;
 

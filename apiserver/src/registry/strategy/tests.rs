@@ -1,6 +1,7 @@
 //! Table-driven tests of the strategies.
 
 use super::*;
+use crate::registry::{builtin, Resource};
 use serde_json::json;
 
 fn s(group: &str, plural: &str) -> std::sync::Arc<Resource> {
