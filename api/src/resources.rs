@@ -195,9 +195,13 @@ pub const STANDARD_VERBS: &[&str] = &[
 /// Verbs of `status` and `scale` subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
-/// Every built-in resource, in discovery order (core first, then `apps`, `coordination.k8s.io`,
-/// `events.k8s.io`).
+/// Every built-in resource, in discovery order: the core group, then the named groups.
 pub fn builtin() -> Vec<ResourceInfo> {
+    [core(), apps(), coordination(), events()].concat()
+}
+
+/// Core `v1`.
+fn core() -> Vec<ResourceInfo> {
     vec![
         ResourceInfo::new("", "v1", "Namespace", "namespaces")
             .cluster_scoped()
@@ -237,6 +241,12 @@ pub fn builtin() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "ConfigMap", "configmaps").short_names(&["cm"]),
         ResourceInfo::new("", "v1", "Secret", "secrets"),
         ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts").short_names(&["sa"]),
+    ]
+}
+
+/// `apps/v1`.
+fn apps() -> Vec<ResourceInfo> {
+    vec![
         ResourceInfo::new("apps", "v1", "ReplicaSet", "replicasets")
             .short_names(&["rs"])
             .categories(&["all"])
@@ -247,11 +257,24 @@ pub fn builtin() -> Vec<ResourceInfo> {
             .categories(&["all"])
             .with_status()
             .subresource(Subresource::scale()),
-        ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases"),
-        ResourceInfo::new("events.k8s.io", "v1", "Event", "events")
-            .short_names(&["ev"])
-            .storage("events"),
     ]
+}
+
+/// `coordination.k8s.io/v1`.
+fn coordination() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+    )]
+}
+
+/// `events.k8s.io/v1`: the core events, another version of the same storage.
+fn events() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new("events.k8s.io", "v1", "Event", "events")
+        .short_names(&["ev"])
+        .storage("events")]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

@@ -19,46 +19,72 @@ fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
     gen.subschema_for::<T>()
 }
 
+/// A built-in kind's strategy and typed schema.
+type Parts = (Arc<dyn Strategy>, SchemaFn);
+
 /// The strategy and schema of a built-in (group, plural), or `None` for an unknown one.
-fn parts(
-    group: &str,
-    plural: &str,
-    ips: &Arc<ClusterIpAllocator>,
-) -> Option<(Arc<dyn Strategy>, SchemaFn)> {
-    let parts: (Arc<dyn Strategy>, SchemaFn) = match (group, plural) {
-        ("", "namespaces") => (Arc::new(NamespaceStrategy), schema::<core::v1::Namespace>),
-        ("", "pods") => (Arc::new(PodStrategy), schema::<core::v1::Pod>),
-        ("", "replicationcontrollers") => (
+fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
+    match group {
+        "" => core(plural, ips),
+        "apps" => apps(plural),
+        "coordination.k8s.io" => coordination(plural),
+        "events.k8s.io" => events(plural),
+        _ => None,
+    }
+}
+
+fn core(plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "namespaces" => (Arc::new(NamespaceStrategy), schema::<core::v1::Namespace>),
+        "pods" => (Arc::new(PodStrategy), schema::<core::v1::Pod>),
+        "replicationcontrollers" => (
             Arc::new(ReplicationControllerStrategy),
             schema::<core::v1::ReplicationController>,
         ),
-        ("", "nodes") => (Arc::new(NodeStrategy), schema::<core::v1::Node>),
-        ("", "events") => (
+        "nodes" => (Arc::new(NodeStrategy), schema::<core::v1::Node>),
+        "events" => (
             Arc::new(EventStrategy { new_api: false }),
             schema::<core::v1::Event>,
         ),
-        ("", "services") => (
+        "services" => (
             Arc::new(ServiceStrategy::new(ips.clone())),
             schema::<core::v1::Service>,
         ),
-        ("", "configmaps") => (Arc::new(ConfigMapStrategy), schema::<core::v1::ConfigMap>),
-        ("", "secrets") => (Arc::new(SecretStrategy), schema::<core::v1::Secret>),
-        ("", "serviceaccounts") => (
+        "configmaps" => (Arc::new(ConfigMapStrategy), schema::<core::v1::ConfigMap>),
+        "secrets" => (Arc::new(SecretStrategy), schema::<core::v1::Secret>),
+        "serviceaccounts" => (
             Arc::new(ServiceAccountStrategy),
             schema::<core::v1::ServiceAccount>,
-        ),
-        ("apps", "replicasets") => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
-        ("apps", "deployments") => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
-        ("coordination.k8s.io", "leases") => {
-            (Arc::new(LeaseStrategy), schema::<coordination::v1::Lease>)
-        }
-        ("events.k8s.io", "events") => (
-            Arc::new(EventStrategy { new_api: true }),
-            schema::<events::v1::Event>,
         ),
         _ => return None,
     };
     Some(parts)
+}
+
+fn apps(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "replicasets" => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
+        "deployments" => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn coordination(plural: &str) -> Option<Parts> {
+    match plural {
+        "leases" => Some((Arc::new(LeaseStrategy), schema::<coordination::v1::Lease>)),
+        _ => None,
+    }
+}
+
+fn events(plural: &str) -> Option<Parts> {
+    match plural {
+        "events" => Some((
+            Arc::new(EventStrategy { new_api: true }),
+            schema::<events::v1::Event>,
+        )),
+        _ => None,
+    }
 }
 
 /// Every built-in resource, in discovery order; services allocate from `ips`.
