@@ -1,8 +1,8 @@
 //! The minik8s controller manager: the replication controller (ReplicaSet and ReplicationController),
-//! the deployment controller, the garbage collector, the namespace lifecycle controller, the
-//! scheduler and the node lifecycle controller, all consuming the API over HTTP through the
-//! `client` crate's informers, each run by the `client` crate's [`client::Runner`] (wait for the
-//! caches, N workers or a periodic pass, drain on shutdown).
+//! the deployment controller, the garbage collector, the pod garbage collector, the namespace
+//! lifecycle controller, the scheduler and the node lifecycle controller, all consuming the API over
+//! HTTP through the `client` crate's informers, each run by the `client` crate's [`client::Runner`]
+//! (wait for the caches, N workers or a periodic pass, drain on shutdown).
 //!
 //! Every decision a controller makes is a pure function in its own module (tested with a fake clock);
 //! the controller modules only read caches, call those functions and issue the resulting requests.
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod pod_util;
+pub mod podgc;
 pub mod replication;
 pub mod scheduler;
 pub mod selector;
