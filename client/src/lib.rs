@@ -9,6 +9,8 @@
 //! * [`reflector`] → [`delta_fifo`] → [`indexer`] + [`processor`] listeners = [`shared_informer`];
 //!   [`factory`] shares one informer per type; [`lister`] reads the cache.
 //! * [`workqueue`]: dirty/processing queue, delaying queue, rate limiters, rate-limiting queue.
+//! * [`runner`]: a controller's run loop, written once: wait for the caches, N workers off the
+//!   work queue (or one periodic pass), drain on shutdown.
 //! * [`record`]: event broadcaster/recorder with client-go's correlator.
 //! * [`leaderelection`]: Lease-based leader election.
 //! * [`testing`]: an in-process `ListerWatcher` with controllable resourceVersions, 410s and
@@ -19,7 +21,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use client::{Client, Config, FnHandler, RateLimitingQueue, SharedInformerFactory};
+//! use client::{Action, Client, Config, FnHandler, RateLimitingQueue, Runner, SharedInformerFactory};
 //! use k8s_openapi::api::core::v1::Pod;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -34,14 +36,16 @@
 //! }));
 //! let shutdown = CancellationToken::new();
 //! factory.start(shutdown.clone());
-//! if !client::wait_for_cache_sync(&[&pods], &shutdown).await {
-//!     return Ok(());
-//! }
-//! while let Some(key) = queue.get().await {
-//!     let _cached = pods.lister().get(&key); // reconcile from the cache
-//!     queue.forget(&key); // on success; on failure: queue.add_rate_limited(key.clone())
-//!     queue.done(&key);
-//! }
+//! let lister = pods.lister();
+//! // Waits for the cache, runs 2 workers until `shutdown`, then drains the queue.
+//! Runner::new("pods")
+//!     .workers(2)
+//!     .run_workers(queue, &[&pods], &shutdown, move |key: String| {
+//!         let _cached = lister.get(&key); // reconcile from the cache
+//!         // Ok: forget the key's failures; Err: requeue it with back-off.
+//!         async move { Ok::<_, client::Error>(Action::AwaitChange) }
+//!     })
+//!     .await;
 //! # Ok(())
 //! # }
 //! ```
@@ -60,6 +64,7 @@ pub mod processor;
 pub mod record;
 pub mod reflector;
 pub mod rest;
+pub mod runner;
 pub mod shared_informer;
 pub mod testing;
 pub mod workqueue;
@@ -85,5 +90,6 @@ pub use rest::{
     Api, Client, Config, DeleteParams, ListParams, ObjectList, Patch, Preconditions,
     PropagationPolicy, Resource, WatchEvent, WatchStream,
 };
+pub use runner::{Action, Runner, Stopped};
 pub use shared_informer::{wait_for_cache_sync, HasSynced, SharedIndexInformer};
 pub use workqueue::{QueueMetrics, RateLimiter, RateLimitingQueue, WorkQueue};

@@ -24,9 +24,6 @@ pub enum Error {
         #[source]
         source: Box<client::Error>,
     },
-    /// A sync panicked (a bug); the key is retried with backoff.
-    #[error("sync panicked")]
-    Panicked,
     /// Leader election ended while the manager was not shutting down.
     #[error("leader election lost")]
     LostLeadership,

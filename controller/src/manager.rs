@@ -3,9 +3,10 @@
 //! [`run`] creates the shared informers (pods, nodes, leases, namespaces, ReplicaSets,
 //! ReplicationControllers), builds each enabled controller on them (registering handlers before the
 //! informers start, so no event is missed), starts the factory and the event broadcaster, and runs
-//! the controllers; each waits for its own caches before doing any work. Cancelling `shutdown` stops
-//! the work queues, waits for the controllers (bounded by [`SHUTDOWN_DEADLINE`]) and the informers,
-//! and returns. With leader election configured, the controllers run only while this process holds
+//! the controllers; each runs on a [`client::Runner`], which waits for its own caches before doing any
+//! work. Cancelling `shutdown` stops the work queues (each runner drains its own, within its drain
+//! deadline), waits for the controllers (bounded by [`SHUTDOWN_DEADLINE`]) and the informers, and
+//! returns. With leader election configured, the controllers run only while this process holds
 //! the Lease, and losing it ends `run` with [`Error::LostLeadership`](crate::Error).
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::gc::collector::GarbageCollector;
 use crate::metrics::ManagerMetrics;
 use crate::namespace::NamespaceController;
 use crate::nodelifecycle::controller::{NodeLifecycleConfig, NodeLifecycleController};
+use crate::podgc::{PodGcConfig, PodGcController};
 use crate::replication::controller::ReplicationManager;
 use crate::scheduler::controller::Scheduler;
 use crate::{Error, Result};
@@ -49,6 +51,8 @@ pub struct EnabledControllers {
     pub nodelifecycle: bool,
     /// `deployment`.
     pub deployment: bool,
+    /// `podgc` (`pod-garbage-collector-controller`).
+    pub podgc: bool,
 }
 
 impl Default for EnabledControllers {
@@ -68,6 +72,7 @@ impl EnabledControllers {
             scheduler: true,
             nodelifecycle: true,
             deployment: true,
+            podgc: true,
         }
     }
 
@@ -81,10 +86,14 @@ impl EnabledControllers {
             scheduler: false,
             nodelifecycle: false,
             deployment: false,
+            podgc: false,
         }
     }
 
     /// Parse `--controllers`: comma-separated names, `*` = all, `-name` disables (`*,-scheduler`).
+    /// A controller goes by upstream's alias or its canonical name (`replicaset` or
+    /// `replicaset-controller`, `podgc` or `pod-garbage-collector-controller`, as
+    /// `cmd/kube-controller-manager/names`); the in-process scheduler is `scheduler`.
     pub fn parse(spec: &str) -> Result<Self> {
         let mut out = Self::none();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -97,13 +106,16 @@ impl EnabledControllers {
                 None => (true, item),
             };
             let slot = match name {
-                "replicaset" => &mut out.replicaset,
-                "replicationcontroller" => &mut out.replicationcontroller,
-                "garbagecollector" => &mut out.garbagecollector,
-                "namespace" => &mut out.namespace,
+                "replicaset" | "replicaset-controller" => &mut out.replicaset,
+                "replicationcontroller" | "replicationcontroller-controller" => {
+                    &mut out.replicationcontroller
+                }
+                "garbagecollector" | "garbage-collector-controller" => &mut out.garbagecollector,
+                "namespace" | "namespace-controller" => &mut out.namespace,
                 "scheduler" => &mut out.scheduler,
-                "deployment" => &mut out.deployment,
-                "nodelifecycle" => &mut out.nodelifecycle,
+                "deployment" | "deployment-controller" => &mut out.deployment,
+                "nodelifecycle" | "node-lifecycle-controller" => &mut out.nodelifecycle,
+                "podgc" | "pod-garbage-collector-controller" => &mut out.podgc,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -127,6 +139,8 @@ pub struct ControllerManagerConfig {
     pub node_monitor_grace_period: Duration,
     /// Default toleration of the unreachable taint (`--default-unreachable-toleration-seconds`, 300 s).
     pub pod_eviction_timeout: Duration,
+    /// The pod GC: `--terminated-pod-gc-threshold` (12500), its period (20 s) and quarantine (40 s).
+    pub pod_gc: PodGcConfig,
     /// Informer resync (0 = never; kube-controller-manager uses a random 12–24 h).
     pub resync_period: Duration,
     /// Which controllers run.
@@ -148,6 +162,7 @@ impl std::fmt::Debug for ControllerManagerConfig {
             .field("gc_workers", &self.gc_workers)
             .field("node_monitor_grace_period", &self.node_monitor_grace_period)
             .field("pod_eviction_timeout", &self.pod_eviction_timeout)
+            .field("pod_gc", &self.pod_gc)
             .field("controllers", &self.controllers)
             .field(
                 "leader_election",
@@ -166,6 +181,7 @@ impl Default for ControllerManagerConfig {
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
+            pod_gc: PodGcConfig::default(),
             resync_period: Duration::ZERO,
             controllers: EnabledControllers::all(),
             scheduled_events: true,
@@ -320,6 +336,17 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { nl.run(s).await });
     }
+    if en.podgc {
+        let gc = PodGcController::new(
+            client.clone(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            clock.clone(),
+            cfg.pod_gc,
+        );
+        let s = shutdown.clone();
+        tracker.spawn(async move { gc.run(s).await });
+    }
     tracker.close();
     let events = tokio::spawn(broadcaster.run(shutdown.clone()));
     factory.start(shutdown.clone());
@@ -353,6 +380,13 @@ mod tests {
         let only = EnabledControllers::parse("replicaset,namespace").unwrap_or_default();
         assert!(only.replicaset && only.namespace && !only.replicationcontroller);
         assert!(EnabledControllers::parse("bogus").is_err());
+        // Upstream's canonical names work as well as the aliases.
+        let canonical =
+            EnabledControllers::parse("pod-garbage-collector-controller,replicaset-controller")
+                .unwrap_or_default();
+        assert!(canonical.podgc && canonical.replicaset && !canonical.namespace);
+        let alias = EnabledControllers::parse("*,-podgc").unwrap_or_default();
+        assert!(!alias.podgc && alias.deployment);
     }
 
     #[test]
@@ -361,5 +395,9 @@ mod tests {
         assert_eq!(c.workers, 5);
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
+        assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);
+        assert_eq!(c.pod_gc.check_period, Duration::from_secs(20));
+        assert_eq!(c.pod_gc.quarantine, Duration::from_secs(40));
+        assert!(c.controllers.podgc);
     }
 }

@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use client::{
-    Api, Client, DeleteParams, DeletedObject, HandlerRegistration, ListParams, Lister,
-    PropagationPolicy, RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+    Action, Api, Client, DeleteParams, DeletedObject, HandlerRegistration, ListParams, Lister,
+    PropagationPolicy, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::{Error, Result};
 
@@ -141,36 +140,26 @@ impl NamespaceController {
         self.inner.queue.clone()
     }
 
-    /// Wait for the cache, then run `workers` workers until `shutdown`.
+    /// Wait for the cache, then run `workers` workers until `shutdown` (the [`client::Runner`]).
     pub async fn run(self, workers: usize, shutdown: CancellationToken) {
-        if !client::wait_for_cache_sync(&[&self.registration], &shutdown).await {
-            self.inner.queue.shut_down();
-            return;
-        }
-        let tracker = TaskTracker::new();
-        for _ in 0..workers.max(1) {
-            let inner = self.inner.clone();
-            tracker.spawn(async move {
-                while let Some(name) = inner.queue.get().await {
-                    match crate::guarded(inner.sync(&name)).await {
-                        Ok(true) => inner.queue.forget(&name),
-                        Ok(false) => {
-                            inner.queue.forget(&name);
-                            inner.queue.add_after(name.clone(), RECHECK_DELAY);
-                        }
-                        Err(e) => {
-                            tracing::warn!(namespace = %name, error = %e, "namespace cleanup failed; requeue");
-                            inner.queue.add_rate_limited(name.clone());
-                        }
+        let inner = self.inner.clone();
+        Runner::new("namespace")
+            .workers(workers)
+            .run_workers(
+                self.inner.queue.clone(),
+                &[&self.registration],
+                &shutdown,
+                move |name: String| {
+                    let inner = inner.clone();
+                    async move {
+                        Ok::<_, Error>(match inner.sync(&name).await? {
+                            true => Action::AwaitChange,
+                            false => Action::RequeueAfter(RECHECK_DELAY),
+                        })
                     }
-                    inner.queue.done(&name);
-                }
-            });
-        }
-        tracker.close();
-        shutdown.cancelled().await;
-        self.inner.queue.shut_down();
-        tracker.wait().await;
+                },
+            )
+            .await;
     }
 }
 

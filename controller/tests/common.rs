@@ -47,7 +47,7 @@ pub async fn server() -> (apiserver::Server, Client) {
     (server, client)
 }
 
-/// Server + controller manager with `controllers` enabled and short node timings.
+/// Server + controller manager with `controllers` enabled and short node and pod-GC timings.
 pub async fn start(controllers: EnabledControllers) -> Env {
     let (server, client) = server().await;
     let cfg = ControllerManagerConfig {
@@ -56,6 +56,11 @@ pub async fn start(controllers: EnabledControllers) -> Env {
         node_monitor_period: Duration::from_millis(200),
         node_monitor_grace_period: Duration::from_secs(2),
         pod_eviction_timeout: Duration::from_secs(1),
+        pod_gc: controller::podgc::PodGcConfig {
+            check_period: Duration::from_millis(100),
+            quarantine: Duration::from_millis(300),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let shutdown = CancellationToken::new();

@@ -21,11 +21,12 @@
 //! someone force-deletes). Starting it again heartbeats at once and re-syncs all its pods.
 //!
 //! Shutdown: cancelling the token given to [`FakeKubelets::start`] stops the informers, shuts the
-//! queue down (writers finish their current pod and exit) and ends the wheel; [`FakeKubelets::join`]
-//! waits for all of it.
+//! queue down (the writers, a [`client::Runner`], sync the pods already queued, within its drain
+//! deadline, and exit) and ends the wheel; [`FakeKubelets::join`] waits for all of it.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,8 +35,8 @@ use std::time::Duration;
 
 use client::workqueue::{ItemExponentialFailureRateLimiter, MaxOfRateLimiter};
 use client::{
-    Client, DeleteParams, DeletedObject, Indexers, ListParams, Preconditions, RateLimitingQueue,
-    SharedIndexInformer, SharedInformerFactory,
+    Action, Client, DeleteParams, DeletedObject, Indexers, ListParams, Preconditions,
+    RateLimitingQueue, Runner, SharedIndexInformer, SharedInformerFactory,
 };
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -248,9 +249,23 @@ impl FakeKubelets {
         }
 
         let tasks = TaskTracker::new();
-        for _ in 0..shared.cfg.status_workers {
+        {
+            // The caches synced above: the runner has none left to wait for.
+            let (queue, workers, shutdown) = (
+                shared.queue.clone(),
+                shared.cfg.status_workers,
+                shutdown.clone(),
+            );
             let shared = shared.clone();
-            tasks.spawn(async move { pod_worker(shared).await });
+            tasks.spawn(async move {
+                Runner::new("kubelet")
+                    .workers(workers)
+                    .run_workers(queue, &[], &shutdown, move |key: String| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(sync_pod(&shared, &key).await) }
+                    })
+                    .await
+            });
         }
         let (urgent_tx, urgent_rx) = mpsc::channel(shared.nodes.len().max(1));
         tasks.spawn(heartbeat::wheel(
@@ -258,14 +273,6 @@ impl FakeKubelets {
             urgent_rx,
             shutdown.clone(),
         ));
-        {
-            let queue = shared.queue.clone();
-            let shutdown = shutdown.clone();
-            tasks.spawn(async move {
-                shutdown.cancelled().await;
-                queue.shut_down();
-            });
-        }
         tasks.close();
         Ok(FakeKubelets {
             shared,
@@ -379,47 +386,25 @@ impl client::ResourceEventHandler<Pod> for PodRouter {
     }
 }
 
-/// What one sync of a pod asks of the queue.
-enum SyncOutcome {
-    /// Done; come back after this long (the next scheduled change), or never.
-    Done(Option<Duration>),
-    /// Failed; retry with back-off.
-    Retry,
-}
-
-async fn pod_worker(shared: Arc<Shared>) {
-    while let Some(key) = shared.queue.get().await {
-        match sync_pod(&shared, &key).await {
-            SyncOutcome::Done(next) => {
-                shared.queue.forget(&key);
-                if let Some(d) = next {
-                    shared.queue.add_after(key.clone(), d);
-                }
-            }
-            SyncOutcome::Retry => shared.queue.add_rate_limited(key.clone()),
-        }
-        shared.queue.done(&key);
-    }
-}
-
 fn digest(status: &k8s_openapi::api::core::v1::PodStatus) -> u64 {
     let mut h = DefaultHasher::new();
     serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
     h.finish()
 }
 
-/// Brings one pod's status up to date. See the module docs.
-async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
+/// Brings one pod's status up to date and says when to look again (the next scheduled change, or
+/// a retry with back-off). See the module docs.
+async fn sync_pod(shared: &Shared, key: &str) -> Action {
     let Some(pod) = shared.pods.indexer().get_by_key(key) else {
-        return SyncOutcome::Done(None);
+        return Action::AwaitChange;
     };
     let Some(node_idx) = shared.node_of(&pod) else {
-        return SyncOutcome::Done(None);
+        return Action::AwaitChange;
     };
     let node = &shared.nodes[node_idx];
     if !node.running.load(Ordering::SeqCst) {
         // A crashed machine does nothing; start_node re-enqueues its pods.
-        return SyncOutcome::Done(None);
+        return Action::AwaitChange;
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let now = Timestamp::now();
@@ -444,7 +429,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
                 .get_by_key(key)
                 .is_some_and(|p| p.metadata.uid == pod.metadata.uid);
             if !still_cached {
-                return SyncOutcome::Done(None);
+                return Action::AwaitChange;
             }
             let capacity = shared.cfg.node.pods as usize;
             let rt = match admit(&pod, pods.values(), capacity) {
@@ -462,7 +447,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
             pods.insert(key.to_string(), rt);
         }
         let Some(rt) = pods.get_mut(key) else {
-            return SyncOutcome::Done(None);
+            return Action::AwaitChange;
         };
         if pod.metadata.deletion_timestamp.is_some() && rt.deletion_seen.is_none() {
             rt.deletion_seen = Some(now);
@@ -539,13 +524,13 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
             Err(e) if e.is_conflict() => {
                 // Our cache is behind; the informer brings the fresher pod and re-adds the key.
                 Counters::inc(&shared.counters.status_write_conflicts);
-                return SyncOutcome::Retry;
+                return Action::Retry;
             }
-            Err(e) if e.is_not_found() => return SyncOutcome::Done(None),
+            Err(e) if e.is_not_found() => return Action::AwaitChange,
             Err(e) => {
                 Counters::inc(&shared.counters.status_write_errors);
                 warn!(pod = key, error = %e, "pod status write failed");
-                return SyncOutcome::Retry;
+                return Action::Retry;
             }
         }
     }
@@ -566,12 +551,12 @@ async fn sync_pod(shared: &Shared, key: &str) -> SyncOutcome {
             Err(e) => {
                 Counters::inc(&shared.counters.pod_delete_errors);
                 warn!(pod = key, error = %e, "final pod delete failed");
-                return SyncOutcome::Retry;
+                return Action::Retry;
             }
         }
-        return SyncOutcome::Done(None);
+        return Action::AwaitChange;
     }
-    SyncOutcome::Done(next)
+    next.map_or(Action::AwaitChange, Action::RequeueAfter)
 }
 
 /// Node-side state for a pod seen for the first time: a pod that already carries a start time and

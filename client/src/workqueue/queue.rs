@@ -8,6 +8,8 @@
 //! * `add_after(x, d)`: an item already waiting keeps the *earlier* ready time. Waiting items are
 //!   promoted by `get` itself (no background task), so paused tokio time drives them exactly.
 //!   The waiting set holds each distinct item at most once (bounded by the key space).
+//! * `try_get` is `get` without the wait: the ready head (due delayed adds promoted first) or
+//!   nothing.
 //! * `shut_down`: adds are ignored, waiting items are dropped, already-queued items are still
 //!   handed out, then `get` returns `None`. `shut_down_with_drain` also waits for `processing` to
 //!   empty.
@@ -136,10 +138,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
                 if !s.shutting_down {
                     self.promote_ready(&mut s);
                 }
-                if let Some(item) = s.queue.pop_front() {
-                    s.dirty.remove(&item);
-                    s.processing.insert(item.clone());
-                    s.metrics.got(&item);
+                if let Some(item) = Self::pop_locked(&mut s) {
                     return Some(item);
                 }
                 if s.shutting_down {
@@ -157,6 +156,26 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
                 None => notified.await,
             }
         }
+    }
+
+    /// Takes the next item if one is ready now (a due `add_after` included), without waiting:
+    /// client-go's `for q.Len() > 0 { q.Get() }`, as the pod GC drains its quarantine queue.
+    /// The item must be `done` like one from [`get`](Self::get).
+    pub fn try_get(&self) -> Option<T> {
+        let mut s = self.state.lock();
+        if !s.shutting_down {
+            self.promote_ready(&mut s);
+        }
+        Self::pop_locked(&mut s)
+    }
+
+    /// Hands out the head of the queue: it leaves `dirty` and enters `processing`.
+    fn pop_locked(s: &mut State<T>) -> Option<T> {
+        let item = s.queue.pop_front()?;
+        s.dirty.remove(&item);
+        s.processing.insert(item.clone());
+        s.metrics.got(&item);
+        Some(item)
     }
 
     /// Marks `item` finished; re-queues it if it was added meanwhile.

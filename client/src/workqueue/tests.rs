@@ -120,6 +120,24 @@ async fn add_after_delays_and_earliest_ready_time_wins() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn try_get_takes_only_what_is_ready_now() {
+    let q = WorkQueue::new("t");
+    assert_eq!(q.try_get(), None, "empty queue: nothing, no wait");
+    q.add_after("n1", Duration::from_secs(40));
+    q.add("n2");
+    assert_eq!(q.try_get(), Some("n2"));
+    assert_eq!(q.try_get(), None, "n1 is still quarantined");
+    q.done(&"n2");
+    tokio::time::advance(Duration::from_secs(40)).await;
+    assert_eq!(q.try_get(), Some("n1"), "a due delayed add is promoted");
+    // Handed out like `get`: an add while processing waits for `done`.
+    q.add("n1");
+    assert_eq!(q.try_get(), None);
+    q.done(&"n1");
+    assert_eq!(q.try_get(), Some("n1"));
+}
+
+#[tokio::test(start_paused = true)]
 async fn waiting_getter_wakes_for_new_earlier_item() {
     let q = Arc::new(WorkQueue::new("t"));
     q.add_after("slow", Duration::from_secs(100));

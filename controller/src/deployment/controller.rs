@@ -12,16 +12,14 @@ use std::sync::Arc;
 
 use client::record::{EventRecorder, EventType};
 use client::{
-    Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
-    RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+    Action, Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
+    RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use super::progress::{self};
 use super::util::*;
@@ -85,32 +83,27 @@ impl DeploymentController {
         self.inner.queue.clone()
     }
 
-    /// Wait for the caches, then run `workers` workers until `shutdown`; returns when they exited.
+    /// Wait for the caches, then run `workers` workers until `shutdown`; returns when they have
+    /// drained the queue and exited (the [`client::Runner`]).
     pub async fn run(self, workers: usize, shutdown: CancellationToken) {
-        let refs: Vec<&dyn HasSynced> = self
+        let synced: Vec<&dyn HasSynced> = self
             .registrations
             .iter()
             .map(|r| r as &dyn HasSynced)
             .collect();
-        if !client::wait_for_cache_sync(&refs, &shutdown).await {
-            tracing::info!(controller = QUEUE_NAME, "stopped before caches synced");
-            self.inner.queue.shut_down();
-            return;
-        }
-        tracing::info!(
-            controller = QUEUE_NAME,
-            workers,
-            "caches synced; starting workers"
-        );
-        let tracker = TaskTracker::new();
-        for _ in 0..workers.max(1) {
-            let inner = self.inner.clone();
-            tracker.spawn(async move { inner.worker().await });
-        }
-        tracker.close();
-        shutdown.cancelled().await;
-        self.inner.queue.shut_down();
-        tracker.wait().await;
+        let inner = self.inner.clone();
+        Runner::new(QUEUE_NAME)
+            .workers(workers)
+            .run_workers(
+                self.inner.queue.clone(),
+                &synced,
+                &shutdown,
+                move |key: String| {
+                    let inner = inner.clone();
+                    async move { inner.sync_key(&key).await }
+                },
+            )
+            .await;
     }
 }
 
@@ -121,23 +114,16 @@ pub(super) struct Rollout {
 }
 
 impl Inner {
-    async fn worker(self: Arc<Self>) {
-        while let Some(key) = self.queue.get().await {
-            let span = tracing::debug_span!("sync", controller = QUEUE_NAME, key = %key);
-            match crate::guarded(self.sync(&key).instrument(span)).await {
-                Ok(()) => self.queue.forget(&key),
-                Err(e) => {
-                    if is_conflict(&e) {
-                        // A write based on a stale cache: expected while RSs and the Deployment
-                        // change fast (a rollout); the retry sees the newer objects.
-                        tracing::debug!(controller = QUEUE_NAME, key = %key, error = %e, "conflict; requeue");
-                    } else {
-                        tracing::warn!(controller = QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
-                    }
-                    self.queue.add_rate_limited(key.clone());
-                }
+    /// `sync`, with a write conflict retried quietly: a write based on a stale cache is expected
+    /// while RSs and the Deployment change fast (a rollout); the retry sees the newer objects.
+    async fn sync_key(&self, key: &str) -> Result<Action> {
+        match self.sync(key).await {
+            Ok(()) => Ok(Action::AwaitChange),
+            Err(e) if is_conflict(&e) => {
+                tracing::debug!(controller = QUEUE_NAME, key, error = %e, "conflict; requeue");
+                Ok(Action::Retry)
             }
-            self.queue.done(&key);
+            Err(e) => Err(e),
         }
     }
 

@@ -14,14 +14,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use client::{
-    Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, Patch, Preconditions,
-    PropagationPolicy, RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+    Action, Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, Patch,
+    Preconditions, PropagationPolicy, RateLimitingQueue, ResourceEventHandler, Runner,
+    SharedIndexInformer,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use super::graph::{
     decide_dependent, decide_owner, owner_state_in_graph, remove_owner_refs_patch,
@@ -154,35 +153,14 @@ impl GarbageCollector {
             .collect();
         let synced: Vec<&dyn HasSynced> =
             registrations.iter().map(|r| r as &dyn HasSynced).collect();
-        if !client::wait_for_cache_sync(&synced, &shutdown).await {
-            inner.queue.shut_down();
-            return;
-        }
-        tracing::info!(
-            objects = inner.graph.lock().len(),
-            "garbage collector graph synced"
-        );
-        let tracker = TaskTracker::new();
-        for _ in 0..workers.max(1) {
-            let inner = inner.clone();
-            tracker.spawn(async move {
-                while let Some(uid) = inner.queue.get().await {
-                    let span = tracing::debug_span!("gc", uid = %uid);
-                    match crate::guarded(inner.process(&uid).instrument(span)).await {
-                        Ok(()) => inner.queue.forget(&uid),
-                        Err(e) => {
-                            tracing::warn!(uid = %uid, error = %e, "garbage collection failed; requeue");
-                            inner.queue.add_rate_limited(uid.clone());
-                        }
-                    }
-                    inner.queue.done(&uid);
-                }
-            });
-        }
-        tracker.close();
-        shutdown.cancelled().await;
-        inner.queue.shut_down();
-        tracker.wait().await;
+        let queue = inner.queue.clone();
+        Runner::new("garbagecollector")
+            .workers(workers)
+            .run_workers(queue, &synced, &shutdown, move |uid: String| {
+                let inner = inner.clone();
+                async move { inner.process(&uid).await.map(|()| Action::AwaitChange) }
+            })
+            .await;
     }
 }
 

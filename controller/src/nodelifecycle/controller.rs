@@ -5,14 +5,17 @@
 //! [`decide_node`] (conditions via a status patch, taints via a spec patch guarded by the node's
 //! resourceVersion), and for nodes carrying the `NoExecute` unreachable taint deletes every active pod
 //! whose toleration has run out ([`eviction_for`]). The loop reads only informer caches besides its
-//! writes, and is stopped by the shutdown token between ticks.
+//! writes, and is stopped by the shutdown token between passes (a pass in flight finishes within the
+//! runner's drain deadline).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use client::record::{EventRecorder, EventType};
-use client::{Client, DeleteParams, LabelMatcher, Lister, Patch, SharedIndexInformer};
+use client::{
+    Client, DeleteParams, HasSynced, LabelMatcher, Lister, Patch, Runner, SharedIndexInformer,
+};
 use jiff::SignedDuration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
@@ -92,26 +95,16 @@ impl NodeLifecycleController {
         }
     }
 
-    /// Wait for caches, then monitor until `shutdown`.
+    /// Wait for caches, then monitor every `monitor_period` until `shutdown` (upstream:
+    /// `wait.UntilWithContext(monitorNodeHealth, nodeMonitorPeriod)`, on the [`client::Runner`]).
     pub async fn run(self, shutdown: CancellationToken) {
-        let synced =
-            client::wait_for_cache_sync(&[&self.nodes, &self.leases, &self.pods], &shutdown).await;
-        if !synced {
-            return;
-        }
-        tracing::info!(grace = ?self.cfg.grace_period, "node lifecycle controller started");
-        let mut tick = tokio::time::interval(self.cfg.monitor_period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {
-                    if let Err(e) = self.monitor().await {
-                        tracing::warn!(error = %e, "node monitoring pass failed");
-                    }
-                }
-            }
-        }
+        tracing::info!(grace = ?self.cfg.grace_period, "node lifecycle controller starting");
+        let synced: [&dyn HasSynced; 3] = [&self.nodes, &self.leases, &self.pods];
+        Runner::new("nodelifecycle")
+            .run_periodic(self.cfg.monitor_period, &synced, &shutdown, || {
+                self.monitor()
+            })
+            .await;
     }
 
     /// One monitoring pass over every node.

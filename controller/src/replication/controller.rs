@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use client::record::{EventRecorder, EventType};
 use client::{
-    Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister,
-    Patch, RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+    Action, Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher,
+    Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use futures::future::join_all;
 use jiff::Timestamp;
@@ -23,8 +23,6 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use super::adapter::ReplicaOwner;
 use super::claim::{adopt_patch, controller_ref, decide, release_patch, ClaimAction, ClaimOwner};
@@ -129,59 +127,65 @@ impl<K: ReplicaOwner + client::Resource> ReplicationManager<K> {
         &self.inner.expectations
     }
 
-    /// Wait for both caches, then run `workers` workers until `shutdown`; returns when they exited.
+    /// Wait for both caches, then run `workers` workers until `shutdown`; returns when they have
+    /// drained the queue and exited (the [`client::Runner`]).
     pub async fn run(self, workers: usize, shutdown: CancellationToken) {
-        let synced_refs: Vec<&dyn HasSynced> = self
+        let synced: Vec<&dyn HasSynced> = self
             .registrations
             .iter()
             .map(|r| r as &dyn HasSynced)
             .collect();
-        let synced = client::wait_for_cache_sync(&synced_refs, &shutdown).await;
-        if !synced {
-            tracing::info!(controller = K::QUEUE_NAME, "stopped before caches synced");
-            self.inner.queue.shut_down();
-            return;
+        let inner = self.inner.clone();
+        Runner::new(K::QUEUE_NAME)
+            .workers(workers)
+            .run_workers(
+                self.inner.queue.clone(),
+                &synced,
+                &shutdown,
+                move |key: String| {
+                    let inner = inner.clone();
+                    async move { inner.counted_sync(&key).await.map(|()| Action::AwaitChange) }
+                },
+            )
+            .await;
+    }
+}
+
+/// Counts one sync in [`SyncMetrics`] when dropped, so a panicking sync is counted (as an error)
+/// and leaves `in_flight` too.
+struct SyncCount<'a, K: ReplicaOwner + client::Resource> {
+    inner: &'a Inner<K>,
+    key: &'a str,
+    ok: bool,
+}
+
+impl<K: ReplicaOwner + client::Resource> Drop for SyncCount<'_, K> {
+    fn drop(&mut self) {
+        self.inner.in_flight.lock().remove(self.key);
+        self.inner.metrics.syncs.fetch_add(1, Ordering::Relaxed);
+        if !self.ok {
+            self.inner.metrics.errors.fetch_add(1, Ordering::Relaxed);
         }
-        tracing::info!(
-            controller = K::QUEUE_NAME,
-            workers,
-            "caches synced; starting workers"
-        );
-        let tracker = TaskTracker::new();
-        for _ in 0..workers.max(1) {
-            let inner = self.inner.clone();
-            tracker.spawn(async move { inner.worker().await });
-        }
-        tracker.close();
-        shutdown.cancelled().await;
-        self.inner.queue.shut_down();
-        tracker.wait().await;
     }
 }
 
 impl<K: ReplicaOwner + client::Resource> Inner<K> {
-    async fn worker(self: Arc<Self>) {
-        while let Some(key) = self.queue.get().await {
-            let span = tracing::debug_span!("sync", controller = K::QUEUE_NAME, key = %key);
-            let fresh = self.in_flight.lock().insert(key.clone());
-            if !fresh {
-                self.metrics
-                    .concurrent_syncs
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            let result = crate::guarded(self.sync(&key).instrument(span)).await;
-            self.in_flight.lock().remove(&key);
-            self.metrics.syncs.fetch_add(1, Ordering::Relaxed);
-            match result {
-                Ok(()) => self.queue.forget(&key),
-                Err(e) => {
-                    self.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(controller = K::QUEUE_NAME, key = %key, error = %e, "sync failed; requeue");
-                    self.queue.add_rate_limited(key.clone());
-                }
-            }
-            self.queue.done(&key);
+    /// `sync`, counted, and checked against the queue's one-worker-per-key guarantee.
+    async fn counted_sync(&self, key: &str) -> Result<()> {
+        let fresh = self.in_flight.lock().insert(key.to_string());
+        if !fresh {
+            self.metrics
+                .concurrent_syncs
+                .fetch_add(1, Ordering::Relaxed);
         }
+        let mut count = SyncCount {
+            inner: self,
+            key,
+            ok: false,
+        };
+        let result = self.sync(key).await;
+        count.ok = result.is_ok();
+        result
     }
 
     fn now(&self) -> Timestamp {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use client::record::{EventRecorder, EventType};
 use client::{
-    Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
-    RateLimitingQueue, ResourceEventHandler, SharedIndexInformer,
+    Action, Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
+    RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
@@ -188,39 +188,39 @@ impl Scheduler {
         self.inner.queue.clone()
     }
 
-    /// Wait for the caches, then schedule until `shutdown`.
+    /// Wait for the caches, then schedule until `shutdown`: one worker (the scheduling loop) on the
+    /// [`client::Runner`], then the binds still in flight, within the runner's drain deadline.
     pub async fn run(self, shutdown: CancellationToken) {
-        let synced_refs: Vec<&dyn HasSynced> = self
+        let synced: Vec<&dyn HasSynced> = self
             .registrations
             .iter()
             .map(|r| r as &dyn HasSynced)
             .collect();
-        let synced = client::wait_for_cache_sync(&synced_refs, &shutdown).await;
-        if !synced {
-            self.inner.queue.shut_down();
-            return;
+        let binds = TaskTracker::new();
+        let (inner, tracker) = (self.inner.clone(), binds.clone());
+        // kube-scheduler keeps its own per-pod back-off (not the queue's): `schedule_one` settles
+        // every key itself, hence `Unchanged`.
+        Runner::new("scheduler")
+            .run_workers(
+                self.inner.queue.clone(),
+                &synced,
+                &shutdown,
+                move |key: String| {
+                    let (inner, tracker) = (inner.clone(), tracker.clone());
+                    async move {
+                        inner.schedule_one(&key, &tracker).await;
+                        Ok::<_, std::convert::Infallible>(Action::Unchanged)
+                    }
+                },
+            )
+            .await;
+        binds.close();
+        if tokio::time::timeout(client::runner::DEFAULT_DRAIN_DEADLINE, binds.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("binds still in flight at the drain deadline");
         }
-        tracing::info!("scheduler caches synced");
-        let tracker = TaskTracker::new();
-        let inner = self.inner.clone();
-        let t2 = tracker.clone();
-        tracker.spawn(async move {
-            while let Some(key) = inner.queue.get().await {
-                let one = async {
-                    inner.schedule_one(&key, &t2).await;
-                    Ok(())
-                };
-                if crate::guarded(one).await.is_err() {
-                    tracing::error!(pod = %key, "scheduling panicked; retrying");
-                    inner.queue.add_rate_limited(key.clone());
-                }
-                inner.queue.done(&key);
-            }
-        });
-        shutdown.cancelled().await;
-        self.inner.queue.shut_down();
-        tracker.close();
-        tracker.wait().await;
     }
 }
 
