@@ -5,6 +5,7 @@
 //!   group, version, plural, scope, short names, verbs and subresources — the single source of truth for
 //!   discovery, routing and storage key prefixes;
 //! * label and field selectors ([`labels`], [`fields`]) with apimachinery's grammar;
+//! * resource quantities as exact numbers ([`quantity`]) and a pod's QoS class ([`qos`]);
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
 //!   ([`status`]);
@@ -19,6 +20,8 @@ pub mod duration;
 pub mod fields;
 pub mod labels;
 pub mod meta;
+pub mod qos;
+pub mod quantity;
 pub mod resources;
 pub mod status;
 pub mod validation;
