@@ -16,7 +16,6 @@ pub mod nodelifecycle;
 pub mod pod_util;
 pub mod replication;
 pub mod scheduler;
-pub mod selector;
 
 pub use error::{Error, Result};
 
