@@ -5,6 +5,7 @@
 //!   names, verbs, subresources, storage segment) and the built-in ones ([`resources::builtin`]), which
 //!   the apiserver's runtime resource registry serves;
 //! * label and field selectors ([`labels`], [`fields`]) with apimachinery's grammar;
+//! * resource quantities as exact numbers ([`quantity`]) and a pod's QoS class ([`qos`]);
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
 //!   ([`status`]);
@@ -18,6 +19,8 @@ pub mod duration;
 pub mod fields;
 pub mod labels;
 pub mod meta;
+pub mod qos;
+pub mod quantity;
 pub mod resources;
 pub mod status;
 pub mod validation;

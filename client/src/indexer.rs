@@ -347,6 +347,17 @@ mod tests {
     #[test]
     fn keys() -> Result<()> {
         assert_eq!(meta_namespace_key(&*pod("a", "b", "n")), "a/b");
+        // Cluster-scoped (moved from the controllers' copy of this function).
+        let node = ObjectMeta {
+            name: Some("node-1".into()),
+            ..Default::default()
+        };
+        assert_eq!(key_of_meta(&node), "node-1");
+        let empty_ns = ObjectMeta {
+            namespace: Some(String::new()),
+            ..node
+        };
+        assert_eq!(key_of_meta(&empty_ns), "node-1");
         assert_eq!(split_meta_namespace_key("a/b")?, ("a", "b"));
         assert_eq!(split_meta_namespace_key("b")?, ("", "b"));
         assert!(split_meta_namespace_key("a/b/c").is_err());

@@ -56,7 +56,6 @@ pub mod error;
 pub mod factory;
 pub mod flowcontrol;
 pub mod indexer;
-pub mod labels;
 pub mod leaderelection;
 pub mod list_watch;
 pub mod lister;
@@ -76,10 +75,9 @@ pub use delta_fifo::{
 pub use error::{Error, Result};
 pub use factory::SharedInformerFactory;
 pub use indexer::{
-    controller_uid_index_func, meta_namespace_key, namespace_index_func, split_meta_namespace_key,
-    IndexFunc, Indexer, Indexers, CONTROLLER_UID_INDEX, NAMESPACE_INDEX,
+    controller_uid_index_func, key_of_meta, meta_namespace_key, namespace_index_func,
+    split_meta_namespace_key, IndexFunc, Indexer, Indexers, CONTROLLER_UID_INDEX, NAMESPACE_INDEX,
 };
-pub use labels::LabelMatcher;
 pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 pub use list_watch::ListerWatcher;
 pub use lister::{Lister, NamespaceLister};

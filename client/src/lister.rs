@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::indexer::{Indexer, NAMESPACE_INDEX};
-use crate::labels::LabelMatcher;
+use api::labels::Selector;
 
 /// Lister across all namespaces.
 pub struct Lister<K> {
@@ -26,13 +26,13 @@ impl<K> Clone for Lister<K> {
 
 fn select<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(
     objs: Vec<Arc<K>>,
-    sel: &LabelMatcher,
+    sel: &Selector,
 ) -> Vec<Arc<K>> {
-    if sel.is_everything() {
+    if sel.is_empty() {
         return objs;
     }
     objs.into_iter()
-        .filter(|o| sel.matches_opt(o.metadata().labels.as_ref()))
+        .filter(|o| sel.matches(o.metadata().labels.as_ref()))
         .collect()
 }
 
@@ -42,7 +42,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Lister<K
     }
 
     /// Every cached object matching `selector`.
-    pub fn list(&self, selector: &LabelMatcher) -> Vec<Arc<K>> {
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
         select(self.indexer.list(), selector)
     }
 
@@ -67,7 +67,7 @@ pub struct NamespaceLister<K> {
 }
 
 impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> NamespaceLister<K> {
-    pub fn list(&self, selector: &LabelMatcher) -> Vec<Arc<K>> {
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
         if self.namespace.is_empty() {
             return select(self.indexer.list(), selector);
         }
@@ -117,12 +117,12 @@ mod tests {
         idx.add("a/2", pod("a", "2", "db"));
         idx.add("b/3", pod("b", "3", "web"));
         let l = Lister::new(idx);
-        let web = LabelMatcher::parse("app=web")?;
+        let web = Selector::parse("app=web").unwrap_or_else(|_| Selector::nothing());
         assert_eq!(l.list(&web).len(), 2);
-        assert_eq!(l.list(&LabelMatcher::everything()).len(), 3);
-        assert!(l.list(&LabelMatcher::nothing()).is_empty());
+        assert_eq!(l.list(&Selector::everything()).len(), 3);
+        assert!(l.list(&Selector::nothing()).is_empty());
         assert_eq!(l.namespace("a").list(&web).len(), 1);
-        assert_eq!(l.namespace("a").list(&LabelMatcher::everything()).len(), 2);
+        assert_eq!(l.namespace("a").list(&Selector::everything()).len(), 2);
         assert!(l.namespace("a").get("2").is_some());
         assert!(l.namespace("b").get("2").is_none());
         assert!(l.get("b/3").is_some());

@@ -20,9 +20,9 @@ use tokio::sync::mpsc;
 
 use crate::error::{synthetic_status, Error, Result};
 use crate::indexer::meta_namespace_key;
-use crate::labels::LabelMatcher;
 use crate::list_watch::ListerWatcher;
 use crate::rest::{ListParams, ObjectList, Resource, WatchEvent, WatchStream};
+use api::labels::Selector;
 
 /// Per-watcher buffer; a watcher this far behind is disconnected.
 pub const WATCH_BUFFER: usize = 1024;
@@ -46,7 +46,7 @@ pub enum Call {
 
 struct Watcher<K> {
     tx: mpsc::Sender<Result<WatchEvent<K>>>,
-    selector: LabelMatcher,
+    selector: Selector,
     bookmarks: bool,
 }
 
@@ -87,6 +87,17 @@ fn gone(msg: String) -> Error {
     Error::Gone(synthetic_status(410, "Expired", msg))
 }
 
+/// The request's `labelSelector`; an unparsable one is a 400 `BadRequest`, as the apiserver answers.
+fn label_selector(p: &ListParams) -> Result<Selector> {
+    Selector::parse(p.label_selector.as_deref().unwrap_or("")).map_err(|e| {
+        Error::from_status(
+            400,
+            synthetic_status(400, "BadRequest", e.to_string()),
+            None,
+        )
+    })
+}
+
 impl<K: Resource> Default for MemoryListerWatcher<K> {
     fn default() -> Self {
         Self::new()
@@ -116,7 +127,7 @@ impl<K: Resource> MemoryListerWatcher<K> {
         s.watchers.retain(|w| {
             let matches = match &ev {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                    w.selector.matches_opt(labels_of(o))
+                    w.selector.matches(labels_of(o))
                 }
                 _ => true,
             };
@@ -239,7 +250,7 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
         if let Some(e) = s.fail_lists.pop_front() {
             return Err(e);
         }
-        let sel = LabelMatcher::parse(p.label_selector.as_deref().unwrap_or(""))?;
+        let sel = label_selector(p)?;
         let (rv, items, offset) = if let Some(token) = &p.continue_token {
             match s.snapshots.remove(token) {
                 Some(snap) => snap,
@@ -266,7 +277,7 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
             let items: Vec<K> = s
                 .objects
                 .values()
-                .filter(|o| sel.matches_opt(labels_of(*o)))
+                .filter(|o| sel.matches(labels_of(*o)))
                 .cloned()
                 .collect();
             (s.rv, Arc::new(items), 0)
@@ -306,13 +317,13 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
         if let Some(e) = s.fail_watches.pop_front() {
             return Err(e);
         }
-        let selector = LabelMatcher::parse(p.label_selector.as_deref().unwrap_or(""))?;
+        let selector = label_selector(p)?;
         let mut initial: Vec<Result<WatchEvent<K>>> = Vec::new();
         if resource_version.is_empty() || resource_version == "0" {
             for o in s
                 .objects
                 .values()
-                .filter(|o| selector.matches_opt(labels_of(*o)))
+                .filter(|o| selector.matches(labels_of(*o)))
             {
                 initial.push(Ok(WatchEvent::Added(o.clone())));
             }
@@ -335,7 +346,7 @@ impl<K: Resource> ListerWatcher<K> for MemoryListerWatcher<K> {
                 }
                 let keep = match ev {
                     WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                        selector.matches_opt(labels_of(o))
+                        selector.matches(labels_of(o))
                     }
                     _ => true,
                 };

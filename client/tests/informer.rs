@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::labels::Selector;
 use client::testing::MemoryListerWatcher;
 use client::{
     wait_for_cache_sync, Client, Config, DeletedObject, FnHandler, HasSynced, IndexFunc,
-    LabelMatcher, ListParams, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    ListParams, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use parking_lot::Mutex;
@@ -332,7 +333,7 @@ async fn custom_indexer_and_label_lister() {
             .len(),
         2
     );
-    let web = LabelMatcher::parse("app=web").unwrap_or_else(|_| LabelMatcher::nothing());
+    let web = Selector::parse("app=web").unwrap_or_else(|_| Selector::nothing());
     assert_eq!(inf.lister().namespace("default").list(&web).len(), 1);
     assert!(inf.lister().namespace("default").get("b").is_some());
     token.cancel();

@@ -8,7 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{Client, Config, FnHandler, LabelMatcher, ListParams, SharedInformerFactory};
+use api::labels::Selector;
+use client::{Client, Config, FnHandler, ListParams, SharedInformerFactory};
 use common::TestServer;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
@@ -101,7 +102,7 @@ async fn factory_informer_lists_then_follows_the_watch_over_http() -> client::Re
     assert_eq!(
         inf.lister()
             .namespace("default")
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .len(),
         3
     );

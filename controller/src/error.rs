@@ -8,7 +8,7 @@
 pub enum Error {
     /// A label selector could not be compiled.
     #[error("invalid selector: {0}")]
-    InvalidSelector(String),
+    InvalidSelector(#[from] api::labels::SelectorError),
     /// A pod template without labels cannot be owned by a selector.
     #[error("unable to create pods, no labels")]
     NoTemplateLabels,

@@ -19,7 +19,6 @@ pub mod pod_util;
 pub mod podgc;
 pub mod replication;
 pub mod scheduler;
-pub mod selector;
 
 pub use error::{Error, Result};
 

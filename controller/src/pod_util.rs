@@ -2,8 +2,6 @@
 //!
 //! All functions are pure: they read an object and, where time matters, take `now` explicitly.
 
-use std::collections::BTreeMap;
-
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -14,23 +12,6 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .iter()
         .flatten()
         .find(|r| r.controller == Some(true))
-}
-
-/// `namespace/name`, or `name` for cluster-scoped objects (`MetaNamespaceKeyFunc`).
-pub fn key_of(meta: &ObjectMeta) -> String {
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_string(),
-    }
-}
-
-/// Split a `namespace/name` key; a key without `/` is cluster-scoped.
-pub fn split_key(key: &str) -> (Option<&str>, &str) {
-    match key.split_once('/') {
-        Some((ns, name)) => (Some(ns), name),
-        None => (None, key),
-    }
 }
 
 /// The pod's phase, empty if unset.
@@ -80,19 +61,6 @@ pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bo
             .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
             .is_ok_and(|avail| avail <= now),
     }
-}
-
-/// Whether `labels` contains every pair of `required` (fullyLabeledReplicas).
-pub fn labels_superset(
-    labels: Option<&BTreeMap<String, String>>,
-    required: Option<&BTreeMap<String, String>>,
-) -> bool {
-    let Some(required) = required else {
-        return true;
-    };
-    required
-        .iter()
-        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
 }
 
 #[cfg(test)]
@@ -189,13 +157,5 @@ mod tests {
         assert!(is_pod_available(&p, 10, ts(110)));
         assert!(!is_pod_available(&ready_at(pod("b"), None), 10, ts(1000)));
         assert!(!is_pod_available(&pod("c"), 0, ts(1000)));
-    }
-
-    #[test]
-    fn keys_round_trip() {
-        let p = pod("web-1");
-        assert_eq!(key_of(&p.metadata), "default/web-1");
-        assert_eq!(split_key("default/web-1"), (Some("default"), "web-1"));
-        assert_eq!(split_key("node-1"), (None, "node-1"));
     }
 }

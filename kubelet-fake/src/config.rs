@@ -234,9 +234,7 @@ impl Match {
                 return false;
             }
         }
-        self.labels
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        api::labels::matches_set(&self.labels, labels)
     }
 
     /// Whether the rule selects a container with this image; `init` says whether it is an init

@@ -24,6 +24,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use api::qos;
 use k8s_openapi::api::core::v1::{HostIP, Pod, PodCondition, PodIP, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -454,7 +455,12 @@ pub fn evaluate(pod: &Pod, plan: &PodPlan, facts: &PodFacts, now: Timestamp) -> 
         pod_ip: pod_ip.map(|ip| ip.to_string()),
         pod_ips: pod_ip.map(|ip| vec![PodIP { ip: ip.to_string() }]),
         start_time: Some(api_time(facts.accepted)),
-        qos_class: Some(qos_class(pod).to_string()),
+        qos_class: Some(
+            pod.spec
+                .as_ref()
+                .map_or(qos::BEST_EFFORT, qos::qos_class)
+                .to_string(),
+        ),
         init_container_statuses: has_init.then(|| init.into_iter().map(|e| e.status).collect()),
         container_statuses: Some(regular.into_iter().map(|e| e.status).collect()),
         nominated_node_name: current.and_then(|s| s.nominated_node_name.clone()),
@@ -476,41 +482,6 @@ pub fn rejected_status(reason: &str, message: &str) -> PodStatus {
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         ..Default::default()
-    }
-}
-
-/// The pod's QoS class, as `pkg/apis/core/helper/qos` computes it (requests default to limits).
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = pod.spec.as_ref() else {
-        return "BestEffort";
-    };
-    let all = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in all {
-        let res = c.resources.as_ref();
-        let requests = res.and_then(|r| r.requests.as_ref());
-        let limits = res.and_then(|r| r.limits.as_ref());
-        for name in ["cpu", "memory"] {
-            let req = requests
-                .and_then(|r| r.get(name))
-                .or(limits.and_then(|l| l.get(name)));
-            let lim = limits.and_then(|l| l.get(name));
-            if req.is_some() || lim.is_some() {
-                any = true;
-            }
-            if lim.is_none() || req != lim {
-                guaranteed = false;
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
     }
 }
 

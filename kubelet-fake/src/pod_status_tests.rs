@@ -706,21 +706,20 @@ fn merge_keeps_transition_times_of_unchanged_conditions() {
 }
 
 #[test]
-fn qos_classes() {
-    let with = |res: serde_json::Value| {
-        qos_class(&pod(json!({
-            "metadata": {"name": "q"},
-            "spec": {"containers": [{"name": "c", "image": "x", "resources": res}]}
-        })))
-    };
-    assert_eq!(with(json!({})), "BestEffort");
-    assert_eq!(with(json!({"requests": {"cpu": "100m"}})), "Burstable");
-    assert_eq!(
-        with(json!({"limits": {"cpu": "1", "memory": "1Gi"}})),
-        "Guaranteed"
-    );
-    assert_eq!(
-        with(json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}})),
-        "Burstable"
-    );
+fn status_carries_the_api_qos_class() {
+    // The classification itself is tested in `api::qos`; this checks the status reports it.
+    let mut p = web();
+    if let Some(spec) = p.spec.as_mut() {
+        spec.containers.truncate(1);
+        spec.containers[0].resources = serde_json::from_value(json!({
+            "requests": {"cpu": "1000m", "memory": "1024Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"}
+        }))
+        .ok();
+    }
+    let e = eval(&p, &cfg(""), &facts(), S(5));
+    assert_eq!(e.status.qos_class.as_deref(), Some("Guaranteed"));
+    p.spec = None;
+    let e = eval(&p, &cfg(""), &facts(), S(5));
+    assert_eq!(e.status.qos_class.as_deref(), Some("BestEffort"));
 }

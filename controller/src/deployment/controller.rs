@@ -10,10 +10,11 @@
 
 use std::sync::Arc;
 
+use api::labels::{self, Selector};
 use client::record::{EventRecorder, EventType};
 use client::{
-    Action, Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
-    RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
+    key_of_meta, split_meta_namespace_key, Action, Client, DeletedObject, HandlerRegistration,
+    HasSynced, Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -24,9 +25,8 @@ use tokio_util::sync::CancellationToken;
 use super::progress::{self};
 use super::util::*;
 use crate::clock::Clock;
-use crate::pod_util::{controller_of, key_of, phase, split_key};
+use crate::pod_util::{controller_of, phase};
 use crate::replication::claim::{adopt_patch, controller_ref, release_patch};
-use crate::selector::Selector;
 use crate::{Error, Result};
 
 const QUEUE_NAME: &str = "deployment";
@@ -132,7 +132,7 @@ impl Inner {
     }
 
     fn enqueue(&self, d: &Deployment) {
-        self.queue.add(key_of(&d.metadata));
+        self.queue.add(key_of_meta(&d.metadata));
     }
 
     /// The Deployment controlling `meta` (by controller reference, name and UID).
@@ -151,7 +151,7 @@ impl Inner {
         let ns = rs.metadata.namespace.as_deref().unwrap_or_default();
         self.deployments
             .namespace(ns)
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .into_iter()
             .filter(|d| selector_of(d).is_some_and(|s| s.matches(rs.metadata.labels.as_ref())))
             .collect()
@@ -172,8 +172,10 @@ impl Inner {
     // ---- sync (`syncDeployment`)
 
     pub(super) async fn sync(&self, key: &str) -> Result<()> {
-        let (ns, name) = split_key(key);
-        let ns = ns.unwrap_or_default();
+        let Ok((ns, name)) = split_meta_namespace_key(key) else {
+            tracing::warn!(key, "not a namespace/name key; dropped");
+            return Ok(());
+        };
         let Some(cached) = self.deployments.namespace(ns).get(name) else {
             tracing::debug!(key, "deployment gone");
             return Ok(());
@@ -220,7 +222,7 @@ impl Inner {
         let api = self.client.api::<ReplicaSet>(Some(&ns));
         let mut out = Vec::new();
         let mut rechecked = false;
-        for rs in self.rss.namespace(&ns).list(&LabelMatcher::everything()) {
+        for rs in self.rss.namespace(&ns).list(&Selector::everything()) {
             let matches = selector.matches(rs.metadata.labels.as_ref());
             let rs_name = rs.metadata.name.clone().unwrap_or_default();
             let rs_uid = rs.metadata.uid.clone().unwrap_or_default();
@@ -313,8 +315,8 @@ fn is_conflict(e: &Error) -> bool {
 /// The Deployment's compiled selector; `None` if invalid or empty (selects everything).
 fn selector_of(d: &Deployment) -> Option<Selector> {
     let sel = &d.spec.as_ref()?.selector;
-    match Selector::from_label_selector(sel) {
-        Ok(Selector::Requirements(r)) if r.is_empty() => None,
+    match labels::from_label_selector(sel) {
+        Ok(s) if s.is_empty() => None,
         Ok(s) => Some(s),
         Err(_) => None,
     }

@@ -1,7 +1,7 @@
 //! The `Recreate` strategy (upstream `recreate.go`): every old ReplicaSet to zero, wait until their
 //! pods are gone, then scale the new one up.
 
-use client::LabelMatcher;
+use api::labels::Selector;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::controller::{Inner, Rollout};
@@ -66,7 +66,7 @@ impl Inner {
         };
         self.pods
             .namespace(&ns)
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .iter()
             .filter(|p| controller_of(&p.metadata).is_some_and(|r| old_uids.contains(&r.uid)))
             .any(|p| !matches!(phase(p), "Failed" | "Succeeded"))

@@ -12,10 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::labels::Selector;
 use client::record::{EventRecorder, EventType};
-use client::{
-    Client, DeleteParams, HasSynced, LabelMatcher, Lister, Patch, Runner, SharedIndexInformer,
-};
+use client::{Client, DeleteParams, HasSynced, Lister, Patch, Runner, SharedIndexInformer};
 use jiff::SignedDuration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
@@ -112,7 +111,7 @@ impl NodeLifecycleController {
         let now = self.clock.now();
         let grace = SignedDuration::try_from(self.cfg.grace_period)
             .unwrap_or(SignedDuration::from_secs(40));
-        let nodes = self.node_lister.list(&LabelMatcher::everything());
+        let nodes = self.node_lister.list(&Selector::everything());
         let mut tainted: HashMap<String, k8s_openapi::api::core::v1::Taint> = HashMap::new();
         let mut first_err = None;
         for node in &nodes {
@@ -212,7 +211,7 @@ impl NodeLifecycleController {
         tainted: &HashMap<String, k8s_openapi::api::core::v1::Taint>,
         now: jiff::Timestamp,
     ) {
-        for pod in self.pod_lister.list(&LabelMatcher::everything()) {
+        for pod in self.pod_lister.list(&Selector::everything()) {
             let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
                 continue;
             };

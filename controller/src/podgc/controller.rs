@@ -24,9 +24,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{
-    Client, DeleteParams, HasSynced, LabelMatcher, Lister, Patch, Runner, SharedIndexInformer,
-};
+use api::labels::Selector;
+use client::{Client, DeleteParams, HasSynced, Lister, Patch, Runner, SharedIndexInformer};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 
@@ -37,7 +36,6 @@ use super::decide::{
 };
 use super::quarantine::Quarantine;
 use crate::clock::Clock;
-use crate::pod_util::key_of;
 
 /// Deletes in flight at once in one pass: the pod GC's share of the apiserver's mutating
 /// in-flight limit in an in-process control plane, as the other controllers' (8).
@@ -132,8 +130,8 @@ impl PodGcController {
 
     /// One pass (`gc`): the four collections over one listing of the caches.
     pub async fn gc(&self) {
-        let pods = self.pod_lister.list(&LabelMatcher::everything());
-        let nodes = self.node_lister.list(&LabelMatcher::everything());
+        let pods = self.pod_lister.list(&Selector::everything());
+        let nodes = self.node_lister.list(&Selector::everything());
         if self.cfg.terminated_pod_gc_threshold > 0 {
             let surplus = terminated_to_delete(&pods, self.cfg.terminated_pod_gc_threshold);
             if !surplus.is_empty() {
@@ -204,7 +202,7 @@ impl PodGcController {
         condition: Option<PodCondition>,
         reason: Reason,
     ) {
-        let key = key_of(&pod.metadata);
+        let key = client::key_of_meta(&pod.metadata);
         tracing::info!(pod = %key, reason = reason.label(), "PodGC is force deleting Pod");
         let api = self.client.api::<Pod>(pod.metadata.namespace.as_deref());
         let name = pod.metadata.name.as_deref().unwrap_or_default();

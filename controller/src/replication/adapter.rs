@@ -7,6 +7,7 @@
 //! Conversion maps replicas, minReadySeconds, template and every status field (conditions included)
 //! 1:1; the RC's equality map becomes `matchLabels`, but an empty RC selector selects nothing.
 
+use api::labels::{self, Selector};
 use k8s_openapi::api::apps::v1::{
     ReplicaSet, ReplicaSetCondition, ReplicaSetSpec, ReplicaSetStatus,
 };
@@ -15,7 +16,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::selector::Selector;
 use crate::Result;
 
 /// A kind the replication controller manages.
@@ -45,7 +45,9 @@ impl ReplicaOwner for ReplicaSet {
     }
 
     fn selector(&self) -> Result<Selector> {
-        Selector::from_optional(self.spec.as_ref().map(|s| &s.selector))
+        Ok(labels::label_selector_as_selector(
+            self.spec.as_ref().map(|s| &s.selector),
+        )?)
     }
 
     fn with_status(&self, status: &ReplicaSetStatus) -> Self {
@@ -94,10 +96,11 @@ impl ReplicaOwner for ReplicationController {
     }
 
     fn selector(&self) -> Result<Selector> {
-        Ok(Selector::from_map(
-            self.spec.as_ref().and_then(|s| s.selector.as_ref()),
-            false,
-        ))
+        // An empty or absent RC selector selects nothing (where `SelectorFromSet` would select all).
+        Ok(match self.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+            Some(m) if !m.is_empty() => Selector::from_map(m),
+            _ => Selector::nothing(),
+        })
     }
 
     fn with_status(&self, s: &ReplicaSetStatus) -> Self {

@@ -4,12 +4,12 @@
 //! controller performs the returned [`ClaimAction`]s with the strategic-merge patches built here, which
 //! carry `metadata.uid` as a precondition so a pod replaced under the same name is never touched.
 
+use api::labels::Selector;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{json, Value};
 
 use crate::pod_util::controller_of;
-use crate::selector::Selector;
 
 /// The owner as claiming sees it.
 #[derive(Debug, Clone, Copy)]
@@ -91,10 +91,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn sel() -> Selector {
-        Selector::from_map(
-            Some(&[("app".to_string(), "web".to_string())].into()),
-            false,
-        )
+        Selector::from_map(&[("app".to_string(), "web".to_string())].into())
     }
 
     #[test]

@@ -11,10 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::labels::Selector;
 use client::record::{EventRecorder, EventType};
 use client::{
-    Action, Api, Client, DeleteParams, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher,
-    Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
+    key_of_meta, split_meta_namespace_key, Action, Api, Client, DeleteParams, DeletedObject,
+    HandlerRegistration, HasSynced, Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner,
+    SharedIndexInformer,
 };
 use futures::future::join_all;
 use jiff::Timestamp;
@@ -33,8 +35,7 @@ use super::manage::{
 use super::ranking::pods_to_delete;
 use super::status::{calculate_status, needs_update, with_observed_generation};
 use crate::clock::Clock;
-use crate::pod_util::{controller_of, is_pod_active, is_pod_ready, key_of, split_key};
-use crate::selector::Selector;
+use crate::pod_util::{controller_of, is_pod_active, is_pod_ready};
 use crate::{Error, Result};
 
 /// Pod creates/deletes one manager has in flight at once. Batches (slow start: up to 256 at once) and
@@ -212,22 +213,22 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         let found: Vec<Arc<K>> = self
             .owners
             .namespace(ns)
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .into_iter()
             .filter(|o| match o.selector() {
-                Ok(Selector::Requirements(r)) if r.is_empty() => false,
+                Ok(s) if s.is_empty() => false,
                 Ok(s) => s.matches(pod.metadata.labels.as_ref()),
                 Err(_) => false,
             })
             .collect();
         if found.len() > 1 {
-            tracing::warn!(pod = %key_of(&pod.metadata), "user error! more than one {} is selecting pods with labels", K::KIND);
+            tracing::warn!(pod = %key_of_meta(&pod.metadata), "user error! more than one {} is selecting pods with labels", K::KIND);
         }
         found
     }
 
     fn enqueue(&self, owner: &K) {
-        self.queue.add(key_of(owner.metadata()));
+        self.queue.add(key_of_meta(owner.metadata()));
     }
 
     // ---- owner handlers (§6.4)
@@ -248,7 +249,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(r) = controller_of(&pod.metadata) {
             if let Some(owner) = self.resolve(ns, r) {
-                let key = key_of(owner.metadata());
+                let key = key_of_meta(owner.metadata());
                 self.expectations.creation_observed(&key);
                 self.queue.add(key);
             }
@@ -291,7 +292,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 .unwrap_or(0);
             if !is_pod_ready(old) && is_pod_ready(new) && min_ready > 0 {
                 let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
-                self.queue.add_after(key_of(owner.metadata()), delay);
+                self.queue.add_after(key_of_meta(owner.metadata()), delay);
             }
             return;
         }
@@ -310,17 +311,19 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         let Some(owner) = self.resolve(ns, r) else {
             return;
         };
-        let key = key_of(owner.metadata());
+        let key = key_of_meta(owner.metadata());
         self.expectations
-            .deletion_observed(&key, &key_of(&pod.metadata));
+            .deletion_observed(&key, &key_of_meta(&pod.metadata));
         self.queue.add(key);
     }
 
     // ---- sync (§6.5)
 
     async fn sync(&self, key: &str) -> Result<()> {
-        let (ns, name) = split_key(key);
-        let ns = ns.unwrap_or_default();
+        let Ok((ns, name)) = split_meta_namespace_key(key) else {
+            tracing::warn!(key, "not a namespace/name key; dropped");
+            return Ok(());
+        };
         let Some(owner) = self.owners.namespace(ns).get(name) else {
             tracing::debug!(key, "owner gone; dropping expectations");
             self.expectations.delete_expectations(key);
@@ -335,7 +338,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 return Ok(());
             }
         };
-        let all: Vec<Arc<Pod>> = self.pods.namespace(ns).list(&LabelMatcher::everything());
+        let all: Vec<Arc<Pod>> = self.pods.namespace(ns).list(&Selector::everything());
         let active: Vec<Arc<Pod>> = all.into_iter().filter(|p| is_pod_active(p)).collect();
         let claimed = self.claim_pods(&owner, &rs, &selector, active).await?;
 
@@ -553,7 +556,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
             let n = (claimed.len() - desired).min(BURST_REPLICAS);
             let related = self.related_pods(rs);
             let victims = pods_to_delete(claimed, &related, n, self.now());
-            let keys: Vec<String> = victims.iter().map(|p| key_of(&p.metadata)).collect();
+            let keys: Vec<String> = victims.iter().map(|p| key_of_meta(&p.metadata)).collect();
             self.expectations.expect_deletions(key, keys);
             tracing::debug!(key, n, "deleting pods");
             let api = self.pods_api(&ns);
@@ -577,7 +580,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                         Err(e) => {
                             // The informer will not see this deletion: lower the expectation now.
                             self.expectations
-                                .deletion_observed(key, &key_of(&p.metadata));
+                                .deletion_observed(key, &key_of_meta(&p.metadata));
                             if e.is_not_found() {
                                 Ok(())
                             } else {
@@ -610,14 +613,14 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         let sibling_uids: std::collections::HashSet<String> = self
             .owners
             .namespace(&ns)
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .into_iter()
             .filter(|o| controller_of(o.metadata()).is_some_and(|r| r.uid == parent))
             .filter_map(|o| o.metadata().uid.clone())
             .collect();
         self.pods
             .namespace(&ns)
-            .list(&LabelMatcher::everything())
+            .list(&Selector::everything())
             .into_iter()
             .filter(|p| controller_of(&p.metadata).is_some_and(|r| sibling_uids.contains(&r.uid)))
             .collect()
@@ -679,7 +682,7 @@ impl<K: ReplicaOwner + client::Resource> ResourceEventHandler<K> for OwnerHandle
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
         if old.metadata().uid != new.metadata().uid {
             // Delete + recreate observed as one update (kubernetes #69376).
-            self.0.owner_deleted(key_of(old.metadata()));
+            self.0.owner_deleted(key_of_meta(old.metadata()));
         }
         self.0.enqueue(new);
     }

@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
+use api::labels::matches_set;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::pod_util::{is_pod_available, is_pod_ready, labels_superset};
+use crate::pod_util::{is_pod_available, is_pod_ready};
 
 /// Condition type set when creating or deleting pods failed.
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -38,7 +39,8 @@ pub fn calculate_status(
     let mut ready = 0;
     let mut available = 0;
     for pod in claimed {
-        if labels_superset(pod.metadata.labels.as_ref(), template_labels) {
+        // fullyLabeledReplicas: `SelectorFromSet(template labels).Matches(pod labels)`.
+        if template_labels.is_none_or(|t| matches_set(t, pod.metadata.labels.as_ref())) {
             fully_labeled += 1;
         }
         if is_pod_ready(pod) {

@@ -12,10 +12,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::labels::Selector;
 use client::record::{EventRecorder, EventType};
 use client::{
-    Action, Client, DeletedObject, HandlerRegistration, HasSynced, LabelMatcher, Lister, Patch,
-    RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
+    key_of_meta, split_meta_namespace_key, Action, Client, DeletedObject, HandlerRegistration,
+    HasSynced, Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
@@ -29,7 +30,7 @@ use super::filter::{fit_error_message, NodeUsage};
 use super::resources::Resources;
 use super::score::{select_node, usage_of, Placement};
 use crate::clock::Clock;
-use crate::pod_util::{key_of, phase, split_key};
+use crate::pod_util::phase;
 
 /// Bind requests in flight at once: the scheduler's share of the apiserver's mutating in-flight
 /// limit in an in-process control plane (see `kubelet_fake::KubeletConfig::status_workers`).
@@ -245,16 +246,18 @@ impl Inner {
     }
 
     async fn schedule_one(self: &Arc<Self>, key: &str, tracker: &TaskTracker) {
-        let (ns, name) = split_key(key);
-        let ns = ns.unwrap_or_default();
-        let Some(pod) = self.pods.namespace(ns).get(name) else {
+        let pod = match split_meta_namespace_key(key) {
+            Ok((ns, name)) => self.pods.namespace(ns).get(name),
+            Err(_) => None,
+        };
+        let Some(pod) = pod else {
             self.unschedulable.lock().remove(key);
             return;
         };
         if !responsible(&pod) || self.assumed.lock().contains(key) {
             return;
         }
-        let nodes = self.nodes.list(&LabelMatcher::everything());
+        let nodes = self.nodes.list(&Selector::everything());
         let placement = {
             let cache = self.cache.lock();
             select_node(
@@ -382,7 +385,7 @@ impl Inner {
     }
 
     fn observe_pod(&self, pod: &Pod) {
-        let key = key_of(&pod.metadata);
+        let key = key_of_meta(&pod.metadata);
         if let Some(node) = bound_node(pod) {
             if matches!(phase(pod), "Succeeded" | "Failed") {
                 self.cache.lock().remove(&key);

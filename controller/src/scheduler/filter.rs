@@ -10,10 +10,11 @@
 
 use std::collections::BTreeMap;
 
+use api::labels::Selector;
+use api::quantity::Amount;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
-use super::resources::{from_list, parse_milli, pod_requests, Resources};
-use crate::selector::Selector;
+use super::resources::{from_list, pod_requests, Resources};
 
 /// Taint key for cordoned nodes (`TaintNodeUnschedulable`).
 pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
@@ -102,7 +103,8 @@ pub fn allocatable(node: &Node) -> (Resources, i64) {
     let alloc = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
     let pods = alloc
         .and_then(|m| m.get("pods"))
-        .and_then(|q| parse_milli(&q.0))
+        .and_then(|q| Amount::parse(&q.0).ok())
+        .map(Amount::milli_value)
         .map(|m| i64::try_from(m / 1000).unwrap_or(i64::MAX))
         .unwrap_or(0);
     (from_list(alloc), pods)
@@ -129,7 +131,11 @@ impl<'a> PodInfo<'a> {
         let spec = pod.spec.as_ref();
         PodInfo {
             tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]),
-            selector: Selector::from_map(spec.and_then(|s| s.node_selector.as_ref()), true),
+            // An empty or absent nodeSelector matches every node.
+            selector: Selector::from_map(
+                spec.and_then(|s| s.node_selector.as_ref())
+                    .unwrap_or(empty_map()),
+            ),
             requests: pod_requests(pod, false),
             non_zero_requests: pod_requests(pod, true),
         }
@@ -164,10 +170,7 @@ pub fn fits(
             failures.push(FitFailure::Unschedulable);
         }
     }
-    if !pod
-        .selector
-        .matches(Some(node.metadata.labels.as_ref().unwrap_or(empty_map())))
-    {
+    if !pod.selector.matches(node.metadata.labels.as_ref()) {
         failures.push(FitFailure::NodeSelectorMismatch);
     }
     for taint in node_spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]) {

@@ -1,12 +1,13 @@
 //! Resource quantities and pod requests as the scheduler counts them.
 //!
-//! Quantities are parsed into milli-units (CPU in millicores, memory in milli-bytes, rounded up as
-//! apimachinery's `MilliValue` does). A pod's request is the sum over its containers, raised to the
+//! Quantities are parsed by [`api::quantity::Amount`] and read as milli-units (CPU in millicores,
+//! memory in milli-bytes, rounded up as apimachinery's `MilliValue` does). A pod's request is the sum over its containers, raised to the
 //! largest init container request, plus `spec.overhead` (`computePodResourceRequest`). For scoring,
 //! containers without requests count as 100m CPU and 200 MiB (`GetNonzeroRequests`).
 
 use std::collections::BTreeMap;
 
+use api::quantity::Amount;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -14,59 +15,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// Default memory request for scoring when none is set: 200 MiB (`DefaultMemoryRequest`).
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
-
-/// Parse a Kubernetes quantity into milli-units, rounding up. `None` if malformed.
-pub fn parse_milli(q: &str) -> Option<i128> {
-    let q = q.trim();
-    let (neg, body) = match q.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, q.strip_prefix('+').unwrap_or(q)),
-    };
-    let num_end = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (number, suffix) = body.split_at(num_end);
-    if number.is_empty() || number.len() > 30 {
-        return None;
-    }
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
-        return None;
-    }
-    let digits: String = format!("{int_part}{frac_part}");
-    let mantissa: i128 = digits.parse().ok()?;
-    // value = mantissa × base^exp / 10^frac_len
-    let (binary_pow, dec_exp): (u32, i32) = match suffix {
-        "" => (0, 0),
-        "Ki" => (1, 0),
-        "Mi" => (2, 0),
-        "Gi" => (3, 0),
-        "Ti" => (4, 0),
-        "Pi" => (5, 0),
-        "Ei" => (6, 0),
-        "n" => (0, -9),
-        "u" => (0, -6),
-        "m" => (0, -3),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        s if s.starts_with(['e', 'E']) => (0, s[1..].parse().ok()?),
-        _ => return None,
-    };
-    let exp10 = dec_exp + 3 - i32::try_from(frac_part.len()).ok()?;
-    let mut num = mantissa.checked_mul(1024i128.checked_pow(binary_pow)?)?;
-    let mut den: i128 = 1;
-    if exp10 >= 0 {
-        num = num.checked_mul(10i128.checked_pow(exp10.unsigned_abs())?)?;
-    } else {
-        den = 10i128.checked_pow(exp10.unsigned_abs())?;
-    }
-    let milli = (num + den - 1) / den;
-    Some(if neg { -milli } else { milli })
-}
 
 /// CPU millicores, memory bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,7 +51,8 @@ impl Resources {
 
 fn milli_of(map: Option<&BTreeMap<String, Quantity>>, name: &str) -> Option<i128> {
     map.and_then(|m| m.get(name))
-        .and_then(|q| parse_milli(&q.0))
+        .and_then(|q| Amount::parse(&q.0).ok())
+        .map(Amount::milli_value)
 }
 
 /// Read `cpu` and `memory` from a resource list (absent or malformed = 0).
@@ -150,23 +99,6 @@ pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
-
-    #[test]
-    fn quantities_parse_to_milli_units() {
-        assert_eq!(parse_milli("100m"), Some(100));
-        assert_eq!(parse_milli("1"), Some(1000));
-        assert_eq!(parse_milli("0.5"), Some(500));
-        assert_eq!(parse_milli("1.5"), Some(1500));
-        assert_eq!(parse_milli("1Ki"), Some(1_024_000));
-        assert_eq!(parse_milli("128Mi"), Some(128 * 1024 * 1024 * 1000));
-        assert_eq!(parse_milli("1G"), Some(1_000_000_000_000));
-        assert_eq!(parse_milli("1e3"), Some(1_000_000));
-        assert_eq!(parse_milli("1n"), Some(1), "rounds up");
-        assert_eq!(parse_milli("-2"), Some(-2000));
-        assert_eq!(parse_milli("abc"), None);
-        assert_eq!(parse_milli("1Qi"), None);
-        assert_eq!(parse_milli(""), None);
-    }
 
     fn container(cpu: Option<&str>, mem: Option<&str>) -> Container {
         let mut req = BTreeMap::new();

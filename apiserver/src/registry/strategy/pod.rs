@@ -71,40 +71,6 @@ pub fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-/// QoS class from container resources (`GetPodQOS`, simplified to cpu/memory).
-fn qos_class(spec: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &containers {
-        let req = c.pointer("/resources/requests");
-        let lim = c.pointer("/resources/limits");
-        for r in ["cpu", "memory"] {
-            let rq = req.and_then(|v| v.get(r));
-            let lm = lim.and_then(|v| v.get(r));
-            if rq.is_some() || lm.is_some() {
-                any = true;
-            }
-            match (rq, lm) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed && !containers.is_empty() {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-}
-
 fn validate_container(
     c: &Value,
     path: &str,
@@ -332,7 +298,7 @@ impl Strategy for PodStrategy {
     }
 
     fn initial_status(&self, obj: &Value) -> Option<Value> {
-        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
+        let qos = api::qos::qos_class(obj.get("spec").unwrap_or(&Value::Null));
         Some(json!({"phase": "Pending", "qosClass": qos}))
     }
 
