@@ -197,7 +197,7 @@ pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Every built-in resource, in discovery order: the core group, then the named groups.
 pub fn builtin() -> Vec<ResourceInfo> {
-    [core(), apps(), coordination(), events()].concat()
+    [core(), apps(), batch(), coordination(), events()].concat()
 }
 
 /// Core `v1`.
@@ -257,6 +257,19 @@ fn apps() -> Vec<ResourceInfo> {
             .categories(&["all"])
             .with_status()
             .subresource(Subresource::scale()),
+    ]
+}
+
+/// `batch/v1`.
+fn batch() -> Vec<ResourceInfo> {
+    vec![
+        ResourceInfo::new("batch", "v1", "CronJob", "cronjobs")
+            .short_names(&["cj"])
+            .categories(&["all"])
+            .with_status(),
+        ResourceInfo::new("batch", "v1", "Job", "jobs")
+            .categories(&["all"])
+            .with_status(),
     ]
 }
 

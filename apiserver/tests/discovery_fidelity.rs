@@ -48,7 +48,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "authorization.k8s.io/v1/*",
     "autoscaling/v1/*",
     "autoscaling/v2/*",
-    "batch/v1/*",
     "certificates.k8s.io/v1/*",
     "discovery.k8s.io/v1/*",
     "flowcontrol.apiserver.k8s.io/v1/*",

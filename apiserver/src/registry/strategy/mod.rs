@@ -1,17 +1,25 @@
 //! Per-kind strategies: the [`Strategy`] hooks the generic store calls, and one module per kind
-//! (`pod.rs`, `service.rs`, …) implementing them, with the rules every kind shares
-//! ([`common`](self)'s spec/status split and object-meta validation) and the Table building blocks.
+//! (`pod.rs`, `service.rs`, `job.rs`, …) implementing them, with the rules every kind shares
+//! ([`common`](self)'s spec/status split and object-meta validation), the pod-template rules of
+//! workload controllers (`podtemplate.rs`), Go renderings of values in messages (`gofmt.rs`) and
+//! the Table building blocks.
 
 mod binding;
 mod common;
 mod config;
+mod cron;
+mod cronjob;
 mod event;
+mod gofmt;
 mod ipalloc;
+mod job;
+mod job_spec;
 mod lease;
 mod namespace;
 mod node;
 mod pod;
 mod pod_printer;
+mod podtemplate;
 mod service;
 mod table;
 mod workloads;
@@ -27,7 +35,9 @@ pub use table::{column, to_partial_object_metadata};
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
+pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use event::EventStrategy;
+pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
@@ -189,3 +199,5 @@ pub trait ScaleAccess: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_batch;
