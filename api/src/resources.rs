@@ -247,6 +247,11 @@ fn core() -> Vec<ResourceInfo> {
 /// `apps/v1`.
 fn apps() -> Vec<ResourceInfo> {
     vec![
+        ResourceInfo::new("apps", "v1", "ControllerRevision", "controllerrevisions"),
+        ResourceInfo::new("apps", "v1", "DaemonSet", "daemonsets")
+            .short_names(&["ds"])
+            .categories(&["all"])
+            .with_status(),
         ResourceInfo::new("apps", "v1", "ReplicaSet", "replicasets")
             .short_names(&["rs"])
             .categories(&["all"])
@@ -254,6 +259,11 @@ fn apps() -> Vec<ResourceInfo> {
             .subresource(Subresource::scale()),
         ResourceInfo::new("apps", "v1", "Deployment", "deployments")
             .short_names(&["deploy"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::scale()),
+        ResourceInfo::new("apps", "v1", "StatefulSet", "statefulsets")
+            .short_names(&["sts"])
             .categories(&["all"])
             .with_status()
             .subresource(Subresource::scale()),
@@ -343,6 +353,7 @@ mod tests {
             ("", "replicationcontrollers"),
             ("apps", "deployments"),
             ("apps", "replicasets"),
+            ("apps", "statefulsets"),
         ] {
             let r = find(&all, g, "v1", p);
             let s = r.and_then(|r| r.subresource_named("scale"));

@@ -9,9 +9,10 @@ use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
-    ConfigMapStrategy, CronJobStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
-    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, ReplicaSetStrategy,
-    ReplicationControllerStrategy, SecretStrategy, ServiceAccountStrategy, ServiceStrategy,
+    ConfigMapStrategy, ControllerRevisionStrategy, CronJobStrategy, DaemonSetStrategy,
+    DeploymentStrategy, EventStrategy, JobStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy,
+    PodStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, SecretStrategy,
+    ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -66,6 +67,15 @@ fn apps(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "replicasets" => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
         "deployments" => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
+        "statefulsets" => (
+            Arc::new(StatefulSetStrategy),
+            schema::<apps::v1::StatefulSet>,
+        ),
+        "daemonsets" => (Arc::new(DaemonSetStrategy), schema::<apps::v1::DaemonSet>),
+        "controllerrevisions" => (
+            Arc::new(ControllerRevisionStrategy),
+            schema::<apps::v1::ControllerRevision>,
+        ),
         _ => return None,
     };
     Some(parts)

@@ -1,5 +1,5 @@
 //! Go's `%#v` of the values upstream's validation messages print (`field.Invalid` with a map, a
-//! label selector or an `[]int32`), rendered from the JSON form so a 422 reads
+//! label selector, an int-or-string or an `[]int32`), rendered from the JSON form so a 422 reads
 //! exactly as kube-apiserver's. Structs whose rendering would need the full internal Go type
 //! (pod templates, policies) are not rendered here: callers print their JSON instead.
 
@@ -65,6 +65,20 @@ pub fn label_selector(sel: &Value) -> String {
     )
 }
 
+/// An `intstr.IntOrString` (JSON number or string) as `%#v` prints it.
+pub fn int_or_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!(
+            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
+            go_quote(s)
+        ),
+        other => format!(
+            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
+            other.as_i64().unwrap_or(0)
+        ),
+    }
+}
+
 /// An `[]int32` as `%#v` prints it; `[]int32(nil)` when absent.
 pub fn int32_slice(v: Option<&Value>) -> String {
     match v.and_then(Value::as_array) {
@@ -77,6 +91,24 @@ pub fn int32_slice(v: Option<&Value>) -> String {
         }
         None => "[]int32(nil)".to_string(),
     }
+}
+
+/// An update-strategy struct with a `Type` and a `RollingUpdate` pointer (`go_type` is the
+/// internal type name, e.g. `apps.DaemonSetUpdateStrategy`). A set pointer prints as an address
+/// upstream; a fixed one stands in for it.
+pub fn update_strategy(go_type: &str, rolling_type: &str, strategy: Option<&Value>) -> String {
+    let ty = strategy
+        .and_then(|s| s.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ru = match strategy.and_then(|s| s.get("rollingUpdate")) {
+        Some(v) if !v.is_null() => "0xc000000000",
+        _ => "nil",
+    };
+    format!(
+        "{go_type}{{Type:{}, RollingUpdate:(*{rolling_type})({ru})}}",
+        go_quote(ty)
+    )
 }
 
 #[cfg(test)]
@@ -94,7 +126,23 @@ mod tests {
             label_selector(&json!({"matchExpressions": [{"key": "k", "operator": "In", "values": ["x", "y"]}, {"key": "e", "operator": "Exists"}]})),
             "v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"k\", Operator:\"In\", Values:[]string{\"x\", \"y\"}}, v1.LabelSelectorRequirement{Key:\"e\", Operator:\"Exists\", Values:[]string(nil)}}}"
         );
+        assert_eq!(
+            int_or_string(&json!("120%")),
+            "intstr.IntOrString{Type:1, IntVal:0, StrVal:\"120%\"}"
+        );
+        assert_eq!(
+            int_or_string(&json!(2)),
+            "intstr.IntOrString{Type:0, IntVal:2, StrVal:\"\"}"
+        );
         assert_eq!(int32_slice(Some(&json!([3, 1]))), "[]int32{3, 1}");
         assert_eq!(int32_slice(None), "[]int32(nil)");
+        assert_eq!(
+            update_strategy(
+                "apps.DaemonSetUpdateStrategy",
+                "apps.RollingUpdateDaemonSet",
+                Some(&json!({"type": "Sometimes"}))
+            ),
+            "apps.DaemonSetUpdateStrategy{Type:\"Sometimes\", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}"
+        );
     }
 }

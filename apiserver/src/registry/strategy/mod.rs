@@ -7,8 +7,10 @@
 mod binding;
 mod common;
 mod config;
+mod controllerrevision;
 mod cron;
 mod cronjob;
+mod daemonset;
 mod event;
 mod gofmt;
 mod ipalloc;
@@ -21,6 +23,7 @@ mod pod;
 mod pod_printer;
 mod podtemplate;
 mod service;
+mod statefulset;
 mod table;
 mod workloads;
 
@@ -35,7 +38,9 @@ pub use table::{column, to_partial_object_metadata};
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
+pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
+pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use event::EventStrategy;
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
@@ -43,6 +48,7 @@ pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
 pub(crate) use pod::PodStrategy;
 pub(crate) use service::ServiceStrategy;
+pub(crate) use statefulset::StatefulSetStrategy;
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
 use api::validation::{FieldError, NameValidator};
@@ -199,5 +205,7 @@ pub trait ScaleAccess: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_apps;
 #[cfg(test)]
 mod tests_batch;
