@@ -111,6 +111,8 @@ async fn jobs_and_cronjobs_with_kubectl() {
 
         let out = k.ok(&["get", "all"]);
         assert!(out.contains("job.batch/pi") && out.contains("cronjob.batch/hello"), "{out}");
+        let out = k.ok(&["explain", "cronjob.spec.schedule"]);
+        assert!(out.contains("The schedule in Cron format"), "{out}");
         let out = k.ok(&["delete", "job", "pi"]);
         assert!(out.contains("job.batch \"pi\" deleted"), "{out}");
         let out = k.ok(&["delete", "cronjob", "hello"]);
