@@ -197,7 +197,7 @@ pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Every built-in resource, in discovery order: the core group, then the named groups.
 pub fn builtin() -> Vec<ResourceInfo> {
-    [core(), apps(), coordination(), events()].concat()
+    [core(), apps(), batch(), coordination(), events()].concat()
 }
 
 /// Core `v1`.
@@ -247,6 +247,11 @@ fn core() -> Vec<ResourceInfo> {
 /// `apps/v1`.
 fn apps() -> Vec<ResourceInfo> {
     vec![
+        ResourceInfo::new("apps", "v1", "ControllerRevision", "controllerrevisions"),
+        ResourceInfo::new("apps", "v1", "DaemonSet", "daemonsets")
+            .short_names(&["ds"])
+            .categories(&["all"])
+            .with_status(),
         ResourceInfo::new("apps", "v1", "ReplicaSet", "replicasets")
             .short_names(&["rs"])
             .categories(&["all"])
@@ -257,6 +262,24 @@ fn apps() -> Vec<ResourceInfo> {
             .categories(&["all"])
             .with_status()
             .subresource(Subresource::scale()),
+        ResourceInfo::new("apps", "v1", "StatefulSet", "statefulsets")
+            .short_names(&["sts"])
+            .categories(&["all"])
+            .with_status()
+            .subresource(Subresource::scale()),
+    ]
+}
+
+/// `batch/v1`.
+fn batch() -> Vec<ResourceInfo> {
+    vec![
+        ResourceInfo::new("batch", "v1", "CronJob", "cronjobs")
+            .short_names(&["cj"])
+            .categories(&["all"])
+            .with_status(),
+        ResourceInfo::new("batch", "v1", "Job", "jobs")
+            .categories(&["all"])
+            .with_status(),
     ]
 }
 
@@ -330,6 +353,7 @@ mod tests {
             ("", "replicationcontrollers"),
             ("apps", "deployments"),
             ("apps", "replicasets"),
+            ("apps", "statefulsets"),
         ] {
             let r = find(&all, g, "v1", p);
             let s = r.and_then(|r| r.subresource_named("scale"));

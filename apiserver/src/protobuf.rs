@@ -3,13 +3,15 @@
 //! Wire format: the 4-byte magic `k8s\0`, then a `runtime.Unknown` message carrying the `TypeMeta`
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
-//! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod —
-//! the objects `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
+//! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
+//! Job, CronJob (in [`batch`]) — the objects `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
 //! dnsPolicy, nodeSelector, serviceAccountName, nodeName, hostNetwork, schedulerName, tolerations,
 //! imagePullSecrets); other fields are dropped. Status is never decoded (the strategies reset it).
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
+
+mod batch;
 
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
@@ -75,6 +77,12 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("apps/v1", "ReplicaSet") => {
             replica_set(apps::ReplicaSet::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("batch/v1", "Job") => {
+            batch::job(k8s_pb::api::batch::v1::Job::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("batch/v1", "CronJob") => {
+            batch::cron_job(k8s_pb::api::batch::v1::CronJob::decode(raw.as_slice()).map_err(d)?)
         }
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };
@@ -755,10 +763,10 @@ mod tests {
             Err(ProtobufError::BadEnvelope)
         );
         assert_eq!(
-            decode_object(&envelope("batch/v1", "Job", vec![])),
+            decode_object(&envelope("policy/v1", "PodDisruptionBudget", vec![])),
             Err(ProtobufError::UnsupportedKind {
-                api_version: "batch/v1".into(),
-                kind: "Job".into()
+                api_version: "policy/v1".into(),
+                kind: "PodDisruptionBudget".into()
             })
         );
         assert!(matches!(

@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, coordination, core, events};
+use k8s_openapi::api::{apps, batch, coordination, core, events};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
-    ConfigMapStrategy, DeploymentStrategy, EventStrategy, LeaseStrategy, NamespaceStrategy,
-    NodeStrategy, PodStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, SecretStrategy,
-    ServiceAccountStrategy, ServiceStrategy,
+    ConfigMapStrategy, ControllerRevisionStrategy, CronJobStrategy, DaemonSetStrategy,
+    DeploymentStrategy, EventStrategy, JobStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy,
+    PodStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, SecretStrategy,
+    ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -27,6 +28,7 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
     match group {
         "" => core(plural, ips),
         "apps" => apps(plural),
+        "batch" => batch(plural),
         "coordination.k8s.io" => coordination(plural),
         "events.k8s.io" => events(plural),
         _ => None,
@@ -65,6 +67,24 @@ fn apps(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "replicasets" => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
         "deployments" => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
+        "statefulsets" => (
+            Arc::new(StatefulSetStrategy),
+            schema::<apps::v1::StatefulSet>,
+        ),
+        "daemonsets" => (Arc::new(DaemonSetStrategy), schema::<apps::v1::DaemonSet>),
+        "controllerrevisions" => (
+            Arc::new(ControllerRevisionStrategy),
+            schema::<apps::v1::ControllerRevision>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn batch(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "jobs" => (Arc::new(JobStrategy), schema::<batch::v1::Job>),
+        "cronjobs" => (Arc::new(CronJobStrategy), schema::<batch::v1::CronJob>),
         _ => return None,
     };
     Some(parts)

@@ -61,6 +61,52 @@ pub fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
+/// `ValidateNonnegativeField` of the integer at `key` of `map` (absent = nothing to check):
+/// `<path>: Invalid value: -1: must be greater than or equal to 0`.
+pub fn validate_nonnegative(
+    map: Option<&Value>,
+    key: &str,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    if let Some(v) = map.and_then(|m| m.get(key)).filter(|v| !v.is_null()) {
+        if v.as_i64().is_none_or(|n| n < 0) {
+            errs.push(FieldError::invalid_value(
+                path,
+                v,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+}
+
+/// `apiequality.Semantic.DeepEqual` on the JSON form: absent, null and empty lists compare equal
+/// (nil and empty slices are equal there); everything else must match exactly.
+pub fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
+    fn blank(v: Option<&Value>) -> bool {
+        match v {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        }
+    }
+    match (a, b) {
+        _ if blank(a) && blank(b) => true,
+        (Some(Value::Object(x)), Some(Value::Object(y))) => x
+            .keys()
+            .chain(y.keys())
+            .all(|k| semantically_equal(x.get(k), y.get(k))),
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(p, q)| semantically_equal(Some(p), Some(q)))
+        }
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
 /// Update-time handling: keep `old.status` (when the kind splits status), recompute generation.
 pub fn prepare_update_common(
     new: &mut Value,

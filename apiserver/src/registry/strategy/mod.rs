@@ -1,18 +1,29 @@
 //! Per-kind strategies: the [`Strategy`] hooks the generic store calls, and one module per kind
-//! (`pod.rs`, `service.rs`, …) implementing them, with the rules every kind shares
-//! ([`common`](self)'s spec/status split and object-meta validation) and the Table building blocks.
+//! (`pod.rs`, `service.rs`, `job.rs`, …) implementing them, with the rules every kind shares
+//! ([`common`](self)'s spec/status split and object-meta validation), the pod-template rules of
+//! workload controllers (`podtemplate.rs`), Go renderings of values in messages (`gofmt.rs`) and
+//! the Table building blocks.
 
 mod binding;
 mod common;
 mod config;
+mod controllerrevision;
+mod cron;
+mod cronjob;
+mod daemonset;
 mod event;
+mod gofmt;
 mod ipalloc;
+mod job;
+mod job_spec;
 mod lease;
 mod namespace;
 mod node;
 mod pod;
 mod pod_printer;
+mod podtemplate;
 mod service;
+mod statefulset;
 mod table;
 mod workloads;
 
@@ -27,12 +38,17 @@ pub use table::{column, to_partial_object_metadata};
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
+pub(crate) use controllerrevision::ControllerRevisionStrategy;
+pub(crate) use cronjob::CronJobStrategy;
+pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use event::EventStrategy;
+pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
 pub(crate) use pod::PodStrategy;
 pub(crate) use service::ServiceStrategy;
+pub(crate) use statefulset::StatefulSetStrategy;
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
 use api::validation::{FieldError, NameValidator};
@@ -189,3 +205,7 @@ pub trait ScaleAccess: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_apps;
+#[cfg(test)]
+mod tests_batch;

@@ -3,6 +3,7 @@
 //! `/scale`, and kubectl's printers.
 
 use super::common::{default_field, object_at};
+use super::gofmt::{self, go_map};
 use super::pod::{default_pod_spec, validate_pod_spec};
 use super::table::{age_cell, age_column, column, containers_and_images, int_cell, name_column};
 use super::{Propagation, ScaleAccess, Strategy};
@@ -10,15 +11,6 @@ use api::labels::{self, Selector};
 use api::validation::{self, FieldError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-/// Go's `%#v` of a `map[string]string`, as validation messages print it.
-pub fn go_map(m: &BTreeMap<String, String>) -> String {
-    let parts: Vec<String> = m
-        .iter()
-        .map(|(k, v)| format!("{}:{}", validation::go_quote(k), validation::go_quote(v)))
-        .collect();
-    format!("map[string]string{{{}}}", parts.join(", "))
-}
 
 /// `labels.FormatLabels`: `a=b,c=d`, `<none>` when empty.
 pub fn format_labels(m: &BTreeMap<String, String>) -> String {
@@ -110,7 +102,11 @@ fn validate_template(obj: &Value, selector: &Selector, errs: &mut Vec<FieldError
 }
 
 /// Validates an apps/v1 `spec.selector` (required, non-empty, well-formed) and returns it.
-fn validate_label_selector(obj: &Value, kind_word: &str, errs: &mut Vec<FieldError>) -> Selector {
+pub(super) fn validate_label_selector(
+    obj: &Value,
+    kind_word: &str,
+    errs: &mut Vec<FieldError>,
+) -> Selector {
     match obj.pointer("/spec/selector") {
         None | Some(Value::Null) => {
             errs.push(FieldError::required("spec.selector", ""));
@@ -118,11 +114,12 @@ fn validate_label_selector(obj: &Value, kind_word: &str, errs: &mut Vec<FieldErr
         }
         Some(v) => match labels::from_label_selector_json(v) {
             Ok(s) if s.is_empty() => {
-                errs.push(FieldError::invalid_value(
-                    "spec.selector",
-                    v,
-                    format!("empty selector is invalid for {kind_word}"),
-                ));
+                errs.push(FieldError {
+                    field: "spec.selector".to_string(),
+                    kind: validation::FieldErrorKind::Invalid,
+                    message: format!("empty selector is invalid for {kind_word}"),
+                    value: Some(gofmt::label_selector(v)),
+                });
                 s
             }
             Ok(s) => s,
@@ -164,7 +161,7 @@ fn scale_meta(obj: &Value) -> Value {
     Value::Object(m)
 }
 
-fn scale_of(obj: &Value, selector: String) -> Value {
+pub(super) fn scale_of(obj: &Value, selector: String) -> Value {
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -177,7 +174,7 @@ fn scale_of(obj: &Value, selector: String) -> Value {
     })
 }
 
-fn apply_scale_replicas(obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>> {
+pub(super) fn apply_scale_replicas(obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>> {
     let r = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
     match r.as_i64() {
         Some(n) if n >= 0 && n <= i64::from(i32::MAX) => {
@@ -321,14 +318,19 @@ impl ScaleAccess for ReplicationControllerStrategy {
 pub struct ReplicaSetStrategy;
 
 /// Selector immutability of apps/v1 kinds.
-fn validate_selector_unchanged(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_selector_unchanged(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
     let (a, b) = (new.pointer("/spec/selector"), old.pointer("/spec/selector"));
     if a != b {
-        errs.push(FieldError::invalid_value(
-            "spec.selector",
-            a.unwrap_or(&Value::Null),
-            "field is immutable",
-        ));
+        let value = match a {
+            Some(sel) if sel.is_object() => gofmt::label_selector(sel),
+            _ => "null".to_string(),
+        };
+        errs.push(FieldError {
+            field: "spec.selector".to_string(),
+            kind: validation::FieldErrorKind::Invalid,
+            message: "field is immutable".to_string(),
+            value: Some(value),
+        });
     }
 }
 
@@ -398,7 +400,7 @@ impl ScaleAccess for ReplicaSetStrategy {
 }
 
 /// The selector string of an apps/v1 object's `spec.selector` (`""` when absent or invalid).
-fn selector_string(obj: &Value) -> String {
+pub(super) fn selector_string(obj: &Value) -> String {
     obj.pointer("/spec/selector")
         .map(labels::from_label_selector_json)
         .and_then(Result::ok)
