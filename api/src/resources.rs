@@ -197,7 +197,16 @@ pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Every built-in resource, in discovery order: the core group, then the named groups.
 pub fn builtin() -> Vec<ResourceInfo> {
-    [core(), apps(), batch(), coordination(), events()].concat()
+    [
+        core(),
+        apps(),
+        batch(),
+        coordination(),
+        events(),
+        rbac(),
+        scheduling(),
+    ]
+    .concat()
 }
 
 /// Core `v1`.
@@ -298,6 +307,29 @@ fn events() -> Vec<ResourceInfo> {
     vec![ResourceInfo::new("events.k8s.io", "v1", "Event", "events")
         .short_names(&["ev"])
         .storage("events")]
+}
+
+/// `rbac.authorization.k8s.io/v1`: roles and their bindings, none with status or short names.
+fn rbac() -> Vec<ResourceInfo> {
+    const G: &str = "rbac.authorization.k8s.io";
+    vec![
+        ResourceInfo::new(G, "v1", "ClusterRoleBinding", "clusterrolebindings").cluster_scoped(),
+        ResourceInfo::new(G, "v1", "ClusterRole", "clusterroles").cluster_scoped(),
+        ResourceInfo::new(G, "v1", "RoleBinding", "rolebindings"),
+        ResourceInfo::new(G, "v1", "Role", "roles"),
+    ]
+}
+
+/// `scheduling.k8s.io/v1`.
+fn scheduling() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+    )
+    .cluster_scoped()
+    .short_names(&["pc"])]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

@@ -306,12 +306,18 @@ pub fn internal(msg: &str) -> Status {
     )
 }
 
-/// 403 `<gr> "<name>" is forbidden: <msg>`.
+/// 403 `<gr> "<name>" is forbidden: <msg>` (`<gr> is forbidden: <msg>` without a name, as
+/// apimachinery's `NewForbidden`).
 pub fn forbidden(group_resource: &str, name: &str, msg: &str) -> Status {
+    let message = if name.is_empty() {
+        format!("{group_resource} is forbidden: {msg}")
+    } else {
+        format!("{group_resource} \"{name}\" is forbidden: {msg}")
+    };
     failure(
         403,
         "Forbidden",
-        format!("{group_resource} \"{name}\" is forbidden: {msg}"),
+        message,
         Some(resource_details(group_resource, name)),
     )
 }

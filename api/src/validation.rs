@@ -360,7 +360,8 @@ pub fn name_is_dns1035_label(name: &str, prefix: bool) -> Vec<String> {
     is_dns1035_label(&mask_prefix(name, prefix))
 }
 
-/// Any name passing the path-segment rule (events, leases use subdomain in k8s, kept for lenient kinds).
+/// Any name passing the path-segment rule (RBAC's `ValidateRBACName`; also for generateName
+/// prefixes).
 pub fn name_is_path_segment(name: &str, _prefix: bool) -> Vec<String> {
     is_valid_path_segment_name(name)
 }
@@ -478,10 +479,14 @@ pub fn validate_object_meta(
             ));
         }
     } else {
-        for msg in name_validator(name, false) {
-            errs.push(FieldError::invalid("metadata.name", name, msg));
-        }
-        for msg in is_valid_path_segment_name(name) {
+        let kind_msgs = name_validator(name, false);
+        // Every name must be a path segment; a kind whose own rule is that one (RBAC) reports
+        // each problem once.
+        let segment_msgs: Vec<String> = is_valid_path_segment_name(name)
+            .into_iter()
+            .filter(|m| !kind_msgs.contains(m))
+            .collect();
+        for msg in kind_msgs.into_iter().chain(segment_msgs) {
             errs.push(FieldError::invalid("metadata.name", name, msg));
         }
     }
@@ -572,6 +577,59 @@ fn validate_owner_references(refs: &[Value]) -> Vec<FieldError> {
             &Value::Array(refs.to_vec()),
             "Only one reference can have Controller set to true",
         ));
+    }
+    errs
+}
+
+/// `ValidateLabelSelector` of a `metav1.LabelSelector` (JSON) at `path`: `matchLabels` as labels,
+/// each of `matchExpressions` with a known operator, values exactly when the operator needs
+/// them, a qualified key and (unless `allow_invalid_values`) valid label values.
+pub fn validate_label_selector(
+    selector: &Value,
+    path: &str,
+    allow_invalid_values: bool,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(labels) = selector.get("matchLabels") {
+        errs.extend(validate_labels(labels, &format!("{path}.matchLabels")));
+    }
+    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    for (i, e) in exprs.into_iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values: Vec<&Value> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
+        let operator = e.get("operator").and_then(Value::as_str).unwrap_or("");
+        match operator {
+            "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
+                format!("{p}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
+                format!("{p}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errs.push(FieldError::invalid(
+                format!("{p}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        for m in is_qualified_name(key) {
+            errs.push(FieldError::invalid(format!("{p}.key"), key, m));
+        }
+        if !allow_invalid_values {
+            for (j, v) in values.iter().enumerate() {
+                let v = v.as_str().unwrap_or("");
+                for m in is_valid_label_value(v) {
+                    errs.push(FieldError::invalid(format!("{p}.values[{j}]"), v, m));
+                }
+            }
+        }
     }
     errs
 }

@@ -4,7 +4,8 @@
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
-//! Job, CronJob (in [`batch`]) — the objects `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
+//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]) — the objects
+//! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
 //! dnsPolicy, nodeSelector, serviceAccountName, nodeName, hostNetwork, schedulerName, tolerations,
@@ -12,6 +13,7 @@
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
 mod batch;
+mod rbac;
 
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
@@ -19,6 +21,8 @@ use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use prost::Message;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// The protobuf media type.
 pub const PROTOBUF_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -83,6 +87,15 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("batch/v1", "CronJob") => {
             batch::cron_job(k8s_pb::api::batch::v1::CronJob::decode(raw.as_slice()).map_err(d)?)
+        }
+        (RBAC_V1, "Role") => rbac::role(Message::decode(raw.as_slice()).map_err(d)?),
+        (RBAC_V1, "ClusterRole") => rbac::cluster_role(Message::decode(raw.as_slice()).map_err(d)?),
+        (RBAC_V1, "RoleBinding") => rbac::role_binding(Message::decode(raw.as_slice()).map_err(d)?),
+        (RBAC_V1, "ClusterRoleBinding") => {
+            rbac::cluster_role_binding(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)
         }
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };

@@ -48,8 +48,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "networking.k8s.io/v1/*",
     "node.k8s.io/v1/*",
     "policy/v1/*",
-    "rbac.authorization.k8s.io/v1/*",
-    "scheduling.k8s.io/v1/*",
     "storage.k8s.io/v1/*",
 ];
 

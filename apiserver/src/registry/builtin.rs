@@ -3,16 +3,17 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events};
+use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
-    ConfigMapStrategy, ControllerRevisionStrategy, CronJobStrategy, DaemonSetStrategy,
-    DeploymentStrategy, EventStrategy, JobStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy,
-    PodStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, SecretStrategy,
-    ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+    ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
+    CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
+    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
+    ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
+    SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -31,6 +32,8 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "batch" => batch(plural),
         "coordination.k8s.io" => coordination(plural),
         "events.k8s.io" => events(plural),
+        "rbac.authorization.k8s.io" => rbac(plural),
+        "scheduling.k8s.io" => scheduling(plural),
         _ => None,
     }
 }
@@ -102,6 +105,36 @@ fn events(plural: &str) -> Option<Parts> {
         "events" => Some((
             Arc::new(EventStrategy { new_api: true }),
             schema::<events::v1::Event>,
+        )),
+        _ => None,
+    }
+}
+
+fn rbac(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "clusterrolebindings" => (
+            Arc::new(ClusterRoleBindingStrategy),
+            schema::<rbac::v1::ClusterRoleBinding>,
+        ),
+        "clusterroles" => (
+            Arc::new(ClusterRoleStrategy),
+            schema::<rbac::v1::ClusterRole>,
+        ),
+        "rolebindings" => (
+            Arc::new(RoleBindingStrategy),
+            schema::<rbac::v1::RoleBinding>,
+        ),
+        "roles" => (Arc::new(RoleStrategy), schema::<rbac::v1::Role>),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn scheduling(plural: &str) -> Option<Parts> {
+    match plural {
+        "priorityclasses" => Some((
+            Arc::new(PriorityClassStrategy),
+            schema::<scheduling::v1::PriorityClass>,
         )),
         _ => None,
     }

@@ -32,7 +32,9 @@ pub use strategy::{apply_binding, BindingError};
 pub use strategy::{column, pod_status_reason, to_partial_object_metadata};
 pub use strategy::{service_cluster_ips, ClusterIpAllocator, IpAllocError};
 pub use strategy::{spec_changed, DefaultTable, GenericStrategy};
-pub use strategy::{ScaleAccess, Strategy, Undo, KUBERNETES_SERVICE_IP, SERVICE_CIDR};
+pub use strategy::{Forbidden, Objects, ScaleAccess, Strategy, Undo};
+pub use strategy::{KUBERNETES_SERVICE_IP, SERVICE_CIDR};
+pub use strategy::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};
 
 use serde_json::Value;
 

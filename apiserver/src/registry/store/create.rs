@@ -3,8 +3,8 @@
 //! In order: type meta checked against the resource, namespace taken from the store (a body naming
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
-//! resourceVersion dropped), the kind's defaults and status reset, managed fields, object-meta and
-//! kind validation (422), the namespace's existence and lifecycle, the kind's allocations
+//! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
+//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, the kind's allocations
 //! (`before_create`), then the store create. A generated name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
@@ -108,7 +108,8 @@ impl Store<'_> {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
-        if api::meta::name(&obj).unwrap_or("").is_empty() {
+        let requested_name = api::meta::name(&obj).unwrap_or("").to_string();
+        if requested_name.is_empty() {
             if let Some(prefix) = api::meta::generate_name(&obj).filter(|p| !p.is_empty()) {
                 let n = generate_name(prefix);
                 api::meta::set_name(&mut obj, &n);
@@ -137,6 +138,7 @@ impl Store<'_> {
             &api::meta::now_rfc3339(),
             None,
         );
+        self.admit(&mut obj, None, &requested_name)?;
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         let errs = self.resource.validate_create(&obj);
         if !errs.is_empty() {
@@ -146,11 +148,13 @@ impl Store<'_> {
         Ok(obj)
     }
 
-    /// Creates `obj` (a body as a client sent it): prepared, checked, allocated and stored.
+    /// Creates `obj` (a body as a client sent it): prepared, admitted, checked, allocated and
+    /// stored. First waits until the watch cache has every write acknowledged so far: the
+    /// namespace check and admission read it as consistently as a store read, without one.
     pub async fn create(&self, obj: Value, opts: &WriteOptions) -> Result<Written> {
+        self.wait_consistent().await?;
         let obj = self.prepare_create(obj, opts)?;
-        self.check_namespace(api::meta::name(&obj).unwrap_or(""))
-            .await?;
+        self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
         if opts.dry_run {
             return Ok(Written::object(obj));
         }
@@ -166,14 +170,12 @@ impl Store<'_> {
         result
     }
 
-    /// Namespace existence and lifecycle for creates of namespaced objects.
-    async fn check_namespace(&self, name: &str) -> Result<()> {
+    /// Namespace existence and lifecycle for creates of namespaced objects (from the cache,
+    /// which [`create`](Self::create) let catch up).
+    fn check_namespace(&self, name: &str) -> Result<()> {
         let Some(ns) = self.namespace.as_deref() else {
             return Ok(());
         };
-        // Read from the cache once it has every acknowledged write: as consistent as a store read,
-        // without one.
-        self.wait_consistent().await?;
         let found = self.state.cache.get(&format!("/registry/namespaces/{ns}"));
         match found {
             None => Err(ApiError::not_found("namespaces", ns)),

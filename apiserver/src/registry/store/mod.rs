@@ -6,7 +6,8 @@
 //!   when it holds exactly that revision); [`list`](Store::list) and [`watch`](Store::watch) from the
 //!   watch cache at a consistent revision ([`list`]).
 //! - [`create`](Store::create) ([`create`]): type meta, namespace, generated names, system metadata,
-//!   the kind's defaults and validation, allocations, then a store create.
+//!   the kind's defaults, admission ([`admission`]) and validation, allocations, then a store
+//!   create.
 //! - Every read-modify-write — update, every patch type, status and scale writes, binding,
 //!   finalize, graceful deletion, finalizer removal — goes through ONE
 //!   [`guaranteed_update`](Store::guaranteed_update): read the current object, let the caller compute
@@ -22,11 +23,13 @@
 //! to the watch cache ([`WatchCache::write_through`](crate::watch_cache::WatchCache::write_through))
 //! so their events are neither decoded nor serialised again.
 
+mod admission;
 mod create;
 mod delete;
 mod list;
 mod update;
 
+pub use admission::CachedObjects;
 pub use create::generate_name;
 pub use delete::Deleted;
 pub use list::{Filter, ListPage, WatchOpened};

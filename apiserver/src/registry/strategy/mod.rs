@@ -3,6 +3,10 @@
 //! ([`common`](self)'s spec/status split and object-meta validation), the pod-template rules of
 //! workload controllers (`podtemplate.rs`), Go renderings of values in messages (`gofmt.rs`) and
 //! the Table building blocks.
+//!
+//! Admission ([`Strategy::admit`]) is the one hook that sees other objects: upstream's admission
+//! plugins of a kind (Priority for pods and priority classes) read informer listers; here they
+//! read the watch cache through [`Objects`], read-only.
 
 mod binding;
 mod common;
@@ -22,6 +26,8 @@ mod node;
 mod pod;
 mod pod_printer;
 mod podtemplate;
+mod rbac;
+mod scheduling;
 mod service;
 mod statefulset;
 mod table;
@@ -47,9 +53,17 @@ pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
 pub(crate) use pod::PodStrategy;
+pub use rbac::RBAC_GROUP;
+pub(crate) use rbac::{
+    ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy,
+};
+pub(crate) use scheduling::PriorityClassStrategy;
+pub use scheduling::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};
 pub(crate) use service::ServiceStrategy;
 pub(crate) use statefulset::StatefulSetStrategy;
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
+
+use std::sync::Arc;
 
 use api::validation::{FieldError, NameValidator};
 use serde_json::Value;
@@ -87,6 +101,20 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Normalises a validated object before it is stored.
     fn canonicalize(&self, _obj: &mut Value) {}
+
+    /// Admission (upstream's admission plugins of the kind: Priority resolves a pod's priority
+    /// from its class): on a create (`old` is `None`) and on an update of the main resource (not
+    /// of a subresource), after the kind's defaults and managed fields and before validation, also
+    /// for a dry run. It may fill fields from other objects, read through `objects`, or refuse the
+    /// write: [`Forbidden`] is a 403 `<resource> "<name>" is forbidden: <reason>`.
+    fn admit(
+        &self,
+        _obj: &mut Value,
+        _old: Option<&Value>,
+        _objects: &dyn Objects,
+    ) -> Result<(), Forbidden> {
+        Ok(())
+    }
 
     /// Allocations a create needs (Service cluster IPs), after validation and before the store
     /// write; a refusal is a 422 on the kind. Returns what undoes them if the object is not stored
@@ -190,6 +218,28 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
+/// Read-only access to other stored objects, for [`Strategy::admit`]. The generic store serves it
+/// from the watch cache; on a create the cache has every write acknowledged before the request
+/// (as a store read would), on an update it may trail writes still in flight, as upstream's
+/// informer listers do.
+pub trait Objects {
+    /// Every object of `group`/`plural` (all namespaces), in key order; none when not served.
+    fn list(&self, group: &str, plural: &str) -> Vec<Arc<Value>>;
+
+    /// The object `name` of `group`/`plural` (in `namespace` for a namespaced resource).
+    fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<Value>>;
+}
+
+/// An admission refusal: its reason (`no PriorityClass with name foo was found`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forbidden(pub String);
+
 /// Undoes a [`Strategy::before_create`] whose create did not happen.
 pub type Undo = Box<dyn FnOnce() + Send>;
 
@@ -203,6 +253,10 @@ pub trait ScaleAccess: Send + Sync {
     fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
 }
 
+#[cfg(test)]
+mod rbac_tests;
+#[cfg(test)]
+mod scheduling_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

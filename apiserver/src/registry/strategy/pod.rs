@@ -1,12 +1,13 @@
 //! Pods: defaulting (restartPolicy, dnsPolicy, schedulerName, grace period, container fields, QoS
-//! class), validation (containers, names, ports, policies), the update rule that pod specs are
-//! immutable except images, activeDeadlineSeconds and added tolerations, graceful deletion, field
-//! selectors; the printer cells come from [`pod_printer`](super::pod_printer).
+//! class), priority from the pod's class at admission ([`super::scheduling`]), validation
+//! (containers, names, ports, policies), the update rule that pod specs are immutable except
+//! images, activeDeadlineSeconds and added tolerations, graceful deletion, field selectors; the
+//! printer cells come from [`pod_printer`](super::pod_printer).
 
 use super::common::{default_field, field_text, object_at};
 use super::pod_printer::{print_pod, readiness_gates};
 use super::table::{age_cell, age_column, column, name_column};
-use super::Strategy;
+use super::{Forbidden, Objects, Strategy};
 use api::validation::{self, FieldError};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -292,8 +293,19 @@ impl Strategy for PodStrategy {
             default_field(spec, "enableServiceLinks", json!(true));
             default_field(spec, "serviceAccountName", json!("default"));
             default_field(spec, "serviceAccount", json!("default"));
-            default_field(spec, "priority", json!(0));
-            default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+    }
+
+    fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        objects: &dyn Objects,
+    ) -> Result<(), Forbidden> {
+        // Priority admission sets priority on create; updates keep it (`prepare_for_update`).
+        match old {
+            None => super::scheduling::admit_pod_priority(obj, objects),
+            Some(_) => Ok(()),
         }
     }
 

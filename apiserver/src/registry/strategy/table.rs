@@ -35,6 +35,24 @@ pub fn age_column() -> Value {
     )
 }
 
+/// The `Created At` column of upstream's default table convertor (`rest.NewDefaultTableConvertor`:
+/// kinds without a printer, such as Roles and ClusterRoles, show NAME and CREATED AT).
+pub fn created_at_column() -> Value {
+    let mut c = age_column();
+    c["name"] = Value::from("Created At");
+    c["type"] = Value::from("date");
+    c
+}
+
+/// The Created At cell: `creationTimestamp` in RFC 3339, UTC (Go's zero time when absent).
+pub fn created_at_cell(obj: &Value) -> Value {
+    let t = api::meta::creation_timestamp(obj).and_then(api::meta::parse_time);
+    Value::from(t.map_or_else(
+        || "0001-01-01T00:00:00Z".to_string(),
+        api::meta::format_time,
+    ))
+}
+
 /// `HumanDuration(now - t)` of a timestamp string, `<unknown>` when absent or unparsable.
 pub fn since_cell(ts: Option<&str>, now: jiff::Timestamp) -> Value {
     match ts.and_then(api::meta::parse_time) {
