@@ -152,7 +152,11 @@ impl Strategy for CsiDriverStrategy {
         true
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        validate_driver_spec(obj)
+        // Upstream's strategy runs `ValidateCSIDriver` twice on create: every cause is listed
+        // twice (the message lists it once).
+        let mut errs = validate_driver_spec(obj);
+        errs.extend(validate_driver_spec(obj));
+        errs
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         // Upstream's strategy validates the spec, then `ValidateCSIDriverUpdate` again with
