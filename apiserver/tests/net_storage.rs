@@ -605,3 +605,25 @@ async fn protobuf_bodies_create_objects() {
     assert_eq!(created["provisioner"], "example.com/pb");
     assert_eq!(created["reclaimPolicy"], "Delete");
 }
+
+#[tokio::test]
+async fn csinode_drivers_merge_by_name() {
+    let app = app().await;
+    let nodes = "/apis/storage.k8s.io/v1/csinodes";
+    post(&app, nodes, json!({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "a.example.com", "nodeID": "n1"}]}})).await;
+    let (code, merged) = patch(
+        &app,
+        &format!("{nodes}/n1"),
+        "application/strategic-merge-patch+json",
+        json!({"spec": {"drivers": [{"name": "b.example.com", "nodeID": "n1"}]}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{merged}");
+    let names: Vec<&str> = merged["spec"]["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.example.com", "b.example.com"]);
+}
