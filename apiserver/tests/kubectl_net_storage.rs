@@ -50,6 +50,8 @@ async fn create_and_get_ingresses() {
         assert!(!ok, "{err}");
         assert!(err.contains("error: failed to create ingress: Ingress.networking.k8s.io \"bad\" is invalid: spec.rules[0].http.paths[0].backend.service.name: Invalid value: \"Bad_Service\": a DNS-1035 label"), "{err}");
 
+        let out = k.ok(&["describe", "ingress", "web"]);
+        assert!(out.contains("Ingress Class:    nginx") && out.contains("foo.com") && out.contains("bar-tls terminates bar.com"), "{out}");
         let out = k.ok(&["annotate", "ingress", "web", "team=web"]);
         assert!(out.contains("annotated"), "{out}");
         let out = k.ok(&["delete", "ingress", "web", "catch-all"]);
@@ -196,6 +198,19 @@ async fn apply_network_policy_storage_class_and_runtime_class() {
         let out = k.ok(&["get", "servicecidrs"]);
         assert_eq!(header(&out), ["NAME", "CIDRS", "AGE"], "{out}");
         assert_eq!(row(&out, "kubernetes")[1], "10.96.0.0/12", "{out}");
+
+        let out = k.ok(&["describe", "sc", "standard"]);
+        assert!(
+            out.contains("IsDefaultClass:  Yes")
+                && out.contains("VolumeBindingMode:     WaitForFirstConsumer"),
+            "{out}"
+        );
+        let out = k.ok(&["describe", "netpol", "db"]);
+        assert!(
+            out.contains("PodSelector:     app=db") && out.contains("10.0.1.0/24"),
+            "{out}"
+        );
+        k.ok(&["describe", "runtimeclass", "gvisor"]);
 
         // Immutable fields, as kubectl reports upstream's refusal.
         let changed = MANIFESTS.replace(
