@@ -627,3 +627,43 @@ async fn csinode_drivers_merge_by_name() {
         .collect();
     assert_eq!(names, ["a.example.com", "b.example.com"]);
 }
+
+#[tokio::test]
+async fn new_ingresses_get_the_default_ingress_class() {
+    let app = app().await;
+    let classes = "/apis/networking.k8s.io/v1/ingressclasses";
+    let ings = "/apis/networking.k8s.io/v1/namespaces/default/ingresses";
+    let backend = json!({"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}});
+    let (_, none) = post(
+        &app,
+        ings,
+        json!({"metadata": {"name": "before"}, "spec": backend}),
+    )
+    .await;
+    assert!(none["spec"].get("ingressClassName").is_none(), "{none}");
+    for name in ["a-default", "b-default"] {
+        post(&app, classes, json!({"metadata": {"name": name, "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+            "spec": {"controller": "k8s.io/x"}})).await;
+    }
+    post(
+        &app,
+        classes,
+        json!({"metadata": {"name": "other"}, "spec": {"controller": "k8s.io/x"}}),
+    )
+    .await;
+    let (_, got) = post(
+        &app,
+        ings,
+        json!({"metadata": {"name": "after"}, "spec": backend}),
+    )
+    .await;
+    // The newer default wins, and within one second (creation times are whole seconds) the
+    // first name: either can be chosen here.
+    let class = got["spec"]["ingressClassName"].as_str().unwrap();
+    assert!(["a-default", "b-default"].contains(&class), "{got}");
+    let mut annotated = json!({"metadata": {"name": "annotated", "annotations": {"kubernetes.io/ingress.class": "legacy"}}, "spec": backend});
+    let (_, got) = post(&app, ings, annotated.take()).await;
+    assert!(got["spec"].get("ingressClassName").is_none(), "{got}");
+    let (_, got) = post(&app, ings, json!({"metadata": {"name": "explicit"}, "spec": {"ingressClassName": "other", "defaultBackend": backend["defaultBackend"]}})).await;
+    assert_eq!(got["spec"]["ingressClassName"], "other");
+}

@@ -11,6 +11,8 @@
 //!   rules) stay allowed on update, as upstream.
 //! - IngressClass: `spec.controller` is a required, immutable domain-prefixed path of at most 250
 //!   bytes; `spec.parameters` references a kind and name, with `scope` defaulted to `Cluster`.
+//! - Admission (DefaultIngressClass): a new Ingress naming no class gets the newest IngressClass
+//!   annotated `ingressclass.kubernetes.io/is-default-class: "true"`.
 //! - Tables as kubectl prints them: NAME CLASS HOSTS ADDRESS PORTS AGE, and NAME CONTROLLER
 //!   PARAMETERS AGE.
 
@@ -23,11 +25,13 @@ use super::netvalid::{
     wildcard_dns1123_messages,
 };
 use super::table::{age_cell, age_column, column, name_column};
-use super::Strategy;
+use super::{Forbidden, Objects, Strategy};
 use api::validation::{self, FieldError, FieldErrorKind};
 use serde_json::{json, Value};
 
 const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// `networkingv1.AnnotationIsDefaultIngressClass`.
+pub const DEFAULT_INGRESS_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 const MAX_CONTROLLER_LENGTH: usize = 250;
 /// `supportedPathTypes.List()`: sorted.
 const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
@@ -380,10 +384,60 @@ fn update_options(old: &Value) -> Options {
     }
 }
 
+/// The DefaultIngressClass admission plugin's choice (`getDefaultClass`): among the classes
+/// annotated as default, the newest (by creation time, then by name).
+fn default_class_name(objects: &dyn Objects) -> Option<String> {
+    let mut defaults: Vec<(Option<jiff::Timestamp>, String)> = objects
+        .list("networking.k8s.io", "ingressclasses")
+        .iter()
+        .filter(|c| {
+            c.pointer("/metadata/annotations")
+                .and_then(|a| a.get(DEFAULT_INGRESS_CLASS_ANNOTATION))
+                .and_then(Value::as_str)
+                == Some("true")
+        })
+        .map(|c| {
+            let created = api::meta::creation_timestamp(c).and_then(api::meta::parse_time);
+            (created, api::meta::name(c).unwrap_or("").to_string())
+        })
+        .collect();
+    defaults.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    defaults.into_iter().next().map(|(_, name)| name)
+}
+
 /// networking.k8s.io/v1 Ingress.
 pub struct IngressStrategy;
 
 impl Strategy for IngressStrategy {
+    /// The DefaultIngressClass admission plugin: a new Ingress that names no class (neither
+    /// `ingressClassName` nor the `kubernetes.io/ingress.class` annotation) gets the default one.
+    fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        objects: &dyn Objects,
+    ) -> Result<(), Forbidden> {
+        if old.is_some()
+            || obj
+                .pointer("/spec/ingressClassName")
+                .is_some_and(|c| !c.is_null())
+        {
+            return Ok(());
+        }
+        let annotated = obj
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
+            .is_some();
+        if annotated {
+            return Ok(());
+        }
+        if let Some(class) = default_class_name(objects) {
+            if let Some(spec) = object_at(obj, "spec") {
+                spec.insert("ingressClassName".into(), Value::from(class));
+            }
+        }
+        Ok(())
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"loadBalancer": {}}))
     }

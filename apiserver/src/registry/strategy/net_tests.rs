@@ -398,3 +398,45 @@ fn ip_addresses_are_named_by_their_ip() {
     let cells = r.strategy.table_cells(&old, jiff::Timestamp::now());
     assert_eq!(cells[1], "services/default/web");
 }
+
+/// A fixed set of IngressClasses for admission.
+struct Classes(Vec<Value>);
+
+impl crate::registry::strategy::Objects for Classes {
+    fn list(&self, _group: &str, _plural: &str) -> Vec<Arc<Value>> {
+        self.0.iter().cloned().map(Arc::new).collect()
+    }
+    fn get(&self, _: &str, _: &str, _: Option<&str>, _: &str) -> Option<Arc<Value>> {
+        None
+    }
+}
+
+#[test]
+fn default_ingress_class_admission_picks_the_newest_default() {
+    let r = s("ingresses");
+    let class = |name: &str, created: &str, default: bool| {
+        json!({"metadata": {"name": name, "creationTimestamp": created,
+            "annotations": {"ingressclass.kubernetes.io/is-default-class": if default { "true" } else { "false" }}}})
+    };
+    let classes = Classes(vec![
+        class("old", "2026-01-01T00:00:00Z", true),
+        class("newest", "2026-06-01T00:00:00Z", false),
+        class("z-new", "2026-03-01T00:00:00Z", true),
+        class("a-new", "2026-03-01T00:00:00Z", true),
+    ]);
+    let mut obj = ingress(json!({"defaultBackend": {}}));
+    assert!(r.strategy.admit(&mut obj, None, &classes).is_ok());
+    assert_eq!(obj["spec"]["ingressClassName"], "a-new");
+    let mut obj = ingress(json!({"defaultBackend": {}}));
+    let old = obj.clone();
+    assert!(r.strategy.admit(&mut obj, Some(&old), &classes).is_ok());
+    assert!(
+        obj["spec"].get("ingressClassName").is_none(),
+        "only on create"
+    );
+    assert!(r
+        .strategy
+        .admit(&mut obj, None, &Classes(Vec::new()))
+        .is_ok());
+    assert!(obj["spec"].get("ingressClassName").is_none());
+}
