@@ -114,6 +114,50 @@ spec:
   controller: k8s.io/ingress-nginx
 "#;
 
+const CSI_MANIFESTS: &str = r#"apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata:
+  name: csi.example.com
+spec: {}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata:
+  name: node-1
+spec:
+  drivers:
+  - name: csi.example.com
+    nodeID: node-1
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata:
+  name: va-1
+spec:
+  attacher: csi.example.com
+  nodeName: node-1
+  source:
+    persistentVolumeName: pv-1
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata:
+  name: cap-1
+  namespace: default
+storageClassName: standard
+capacity: 10Gi
+---
+apiVersion: networking.k8s.io/v1
+kind: IPAddress
+metadata:
+  name: 10.96.0.100
+spec:
+  parentRef:
+    resource: services
+    namespace: default
+    name: web
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_network_policy_storage_class_and_runtime_class() {
     let server = common::start().await;
@@ -232,6 +276,51 @@ async fn apply_network_policy_storage_class_and_runtime_class() {
             err.contains("handler: Invalid value: \"kata\": field is immutable"),
             "{err}"
         );
+
+        let more = k.write("csi.yaml", CSI_MANIFESTS);
+        k.ok(&["apply", "-f", more.to_str().unwrap()]);
+        for (resource, want) in [
+            (
+                "csidrivers",
+                vec![
+                    "NAME",
+                    "ATTACHREQUIRED",
+                    "PODINFOONMOUNT",
+                    "STORAGECAPACITY",
+                    "TOKENREQUESTS",
+                    "REQUIRESREPUBLISH",
+                    "MODES",
+                    "AGE",
+                ],
+            ),
+            ("csinodes", vec!["NAME", "DRIVERS", "AGE"]),
+            (
+                "volumeattachments",
+                vec!["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"],
+            ),
+            (
+                "csistoragecapacities",
+                vec!["NAME", "STORAGECLASSNAME", "CAPACITY"],
+            ),
+            ("ipaddresses", vec!["NAME", "PARENTREF"]),
+        ] {
+            let out = k.ok(&["get", resource]);
+            assert_eq!(header(&out), want, "{out}");
+        }
+        let out = k.ok(&["get", "csidrivers"]);
+        assert_eq!(
+            &row(&out, "csi.example.com")[1..7],
+            ["true", "false", "false", "<unset>", "false", "Persistent"],
+            "{out}"
+        );
+        let out = k.ok(&["get", "volumeattachments"]);
+        assert_eq!(
+            &row(&out, "va-1")[1..5],
+            ["csi.example.com", "pv-1", "node-1", "false"],
+            "{out}"
+        );
+        let out = k.ok(&["get", "ip"]);
+        assert_eq!(row(&out, "10.96.0.100")[1], "services/default/web", "{out}");
 
         // Server-side apply of the same objects takes them over.
         let out = k.ok(&[
