@@ -15,9 +15,10 @@
 
 use std::collections::BTreeSet;
 
+use super::common::object_at;
 use super::gofmt;
 use super::netvalid::{go_strings, go_typed_strings, items, set, text};
-use super::storageclass::{spec_map, validate_csi_driver_name};
+use super::storageclass::validate_csi_driver_name;
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
 use api::validation::{self, go_quote, FieldError, FieldErrorKind};
@@ -42,7 +43,9 @@ fn invalid_rendered(field: impl Into<String>, rendered: String, msg: &str) -> Fi
 
 /// `SetDefaults_CSIDriver`.
 fn default_csi_driver(obj: &mut Value) {
-    let Some(spec) = spec_map(obj) else { return };
+    let Some(spec) = object_at(obj, "spec") else {
+        return;
+    };
     for (key, value) in [
         ("attachRequired", json!(true)),
         ("podInfoOnMount", json!(false)),

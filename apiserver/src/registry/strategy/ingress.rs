@@ -1,6 +1,6 @@
-//! `networking.k8s.io/v1` Ingresses and IngressClasses, as upstream's
-//! `pkg/apis/networking/validation`, `pkg/apis/networking/v1/defaults.go` and
-//! `pkg/registry/networking/{ingress,ingressclass}` define them.
+//! `networking.k8s.io/v1` Ingresses, as upstream's `pkg/apis/networking/validation`,
+//! `pkg/registry/networking/ingress` and `plugin/pkg/admission/network/defaultingressclass`
+//! define them.
 //!
 //! - Ingress: `defaultBackend` or `rules`; hosts are DNS names (a leading `*.` wildcard allowed),
 //!   never IPs; every HTTP path has a `pathType` (v1 does not default it) and a path that suits
@@ -9,17 +9,13 @@
 //!   `ingressClassName` on create. Status (`status.loadBalancer`) is a subresource; generation
 //!   tracks the spec. Invalid values an old object already had (TLS secret names, wildcard-host
 //!   rules) stay allowed on update, as upstream.
-//! - IngressClass: `spec.controller` is a required, immutable domain-prefixed path of at most 250
-//!   bytes; `spec.parameters` references a kind and name, with `scope` defaulted to `Cluster`.
 //! - Admission (DefaultIngressClass): a new Ingress naming no class gets the newest IngressClass
 //!   annotated `ingressclass.kubernetes.io/is-default-class: "true"`.
-//! - Tables as kubectl prints them: NAME CLASS HOSTS ADDRESS PORTS AGE, and NAME CONTROLLER
-//!   PARAMETERS AGE.
+//! - Table as kubectl prints it: NAME CLASS HOSTS ADDRESS PORTS AGE.
 
 use std::collections::BTreeSet;
 
-use super::common::{object_at, semantically_equal};
-use super::job_spec::domain_prefixed_path;
+use super::common::object_at;
 use super::netvalid::{
     self, items, parse_ip_sloppy, port_name_messages, port_num_messages, set, text,
     wildcard_dns1123_messages,
@@ -32,12 +28,10 @@ use serde_json::{json, Value};
 const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// `networkingv1.AnnotationIsDefaultIngressClass`.
 pub const DEFAULT_INGRESS_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
-const MAX_CONTROLLER_LENGTH: usize = 250;
 /// `supportedPathTypes.List()`: sorted.
 const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
 const INVALID_PATH_SEQUENCES: &[&str] = &["//", "/./", "/../", "%2f", "%2F"];
 const INVALID_PATH_SUFFIXES: &[&str] = &["/..", "/."];
-const PARAMETER_SCOPES: &[&str] = &["Cluster", "Namespace"];
 
 /// Upstream's relaxations for values an existing object already had.
 #[derive(Default, Clone, Copy)]
@@ -135,7 +129,7 @@ fn validate_typed_ref(r: &Value, path: &str) -> Vec<FieldError> {
 }
 
 /// A required field that must be a valid path segment (`content.IsPathSegmentName`).
-fn required_path_segment(r: &Value, key: &str, path: &str) -> Vec<FieldError> {
+pub(super) fn required_path_segment(r: &Value, key: &str, path: &str) -> Vec<FieldError> {
     let v = text(r, key);
     let field = format!("{path}.{key}");
     if v.is_empty() {
@@ -542,164 +536,4 @@ fn load_balancer_addresses(obj: &Value) -> String {
         })
         .collect();
     set.into_iter().collect::<Vec<_>>().join(",")
-}
-
-/// `SetDefaults_IngressClass`: a parameters reference without a scope is cluster-scoped.
-fn default_ingress_class(obj: &mut Value) {
-    let has_params = obj
-        .pointer("/spec/parameters")
-        .is_some_and(Value::is_object);
-    if has_params {
-        if let Some(spec) = object_at(obj, "spec") {
-            if let Some(p) = spec.get_mut("parameters").and_then(Value::as_object_mut) {
-                if p.get("scope").is_none_or(Value::is_null) {
-                    p.insert("scope".into(), json!("Cluster"));
-                }
-            }
-        }
-    }
-}
-
-/// `validateIngressClassParametersReference`.
-fn validate_parameters(p: &Value) -> Vec<FieldError> {
-    let path = "spec.parameters";
-    let mut errs = Vec::new();
-    if let Some(g) = set(p, "apiGroup").and_then(Value::as_str) {
-        for m in validation::is_dns1123_subdomain(g) {
-            errs.push(FieldError::invalid(format!("{path}.apiGroup"), g, m));
-        }
-    }
-    errs.extend(required_path_segment(p, "kind", path));
-    errs.extend(required_path_segment(p, "name", path));
-    let Some(scope) = set(p, "scope") else {
-        errs.push(FieldError::required(format!("{path}.scope"), ""));
-        return errs;
-    };
-    let namespace = set(p, "namespace");
-    match scope.as_str() {
-        Some("Namespace") => match namespace {
-            None => errs.push(FieldError::required(
-                format!("{path}.namespace"),
-                "`parameters.scope` is set to 'Namespace'",
-            )),
-            Some(ns) => {
-                let ns = ns.as_str().unwrap_or("");
-                for m in validation::is_dns1123_label(ns) {
-                    errs.push(FieldError::invalid(format!("{path}.namespace"), ns, m));
-                }
-            }
-        },
-        Some("Cluster") => {
-            if namespace.is_some() {
-                errs.push(FieldError::forbidden(
-                    format!("{path}.namespace"),
-                    "`parameters.scope` is set to 'Cluster'",
-                ));
-            }
-        }
-        _ => errs.push(FieldError::not_supported(
-            format!("{path}.scope"),
-            scope,
-            PARAMETER_SCOPES,
-        )),
-    }
-    errs
-}
-
-/// `ValidateIngressClass` (its spec).
-fn validate_ingress_class(obj: &Value) -> Vec<FieldError> {
-    let null = Value::Null;
-    let spec = obj.get("spec").unwrap_or(&null);
-    let controller = text(spec, "controller");
-    let mut errs = Vec::new();
-    if controller.is_empty() {
-        errs.push(FieldError::required("spec.controller", ""));
-    } else {
-        if controller.len() > MAX_CONTROLLER_LENGTH {
-            errs.push(FieldError::too_long(
-                "spec.controller",
-                format!("may not be more than {MAX_CONTROLLER_LENGTH} bytes"),
-            ));
-        }
-        errs.extend(domain_prefixed_path("spec.controller", controller));
-    }
-    if let Some(p) = set(spec, "parameters") {
-        errs.extend(validate_parameters(p));
-    }
-    errs
-}
-
-/// networking.k8s.io/v1 IngressClass.
-pub struct IngressClassStrategy;
-
-impl Strategy for IngressClassStrategy {
-    fn prepare_for_create(&self, obj: &mut Value) {
-        default_ingress_class(obj);
-    }
-    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
-        default_ingress_class(new);
-    }
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        validate_ingress_class(obj)
-    }
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = Vec::new();
-        let (a, b) = (
-            new.pointer("/spec/controller"),
-            old.pointer("/spec/controller"),
-        );
-        if !semantically_equal(a, b) {
-            let shown = a.and_then(Value::as_str).unwrap_or("");
-            errs.push(FieldError::invalid(
-                "spec.controller",
-                shown,
-                "field is immutable",
-            ));
-        }
-        errs.extend(validate_ingress_class(new));
-        errs
-    }
-    fn table_columns(&self) -> Vec<Value> {
-        vec![
-            name_column(),
-            column(
-                "Controller",
-                "string",
-                "",
-                "Controller that is responsible for handling this class",
-                0,
-            ),
-            column(
-                "Parameters",
-                "string",
-                "",
-                "A reference to a resource with additional parameters",
-                0,
-            ),
-            age_column(),
-        ]
-    }
-    fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-        let null = Value::Null;
-        let spec = obj.get("spec").unwrap_or(&null);
-        let parameters = match set(spec, "parameters") {
-            None => "<none>".to_string(),
-            Some(p) => {
-                let mut s = text(p, "kind").to_string();
-                if let Some(g) = set(p, "apiGroup").and_then(Value::as_str) {
-                    s = format!("{s}.{g}");
-                }
-                format!("{s}/{}", text(p, "name"))
-            }
-        };
-        vec![
-            Value::from(api::meta::name(obj).unwrap_or("")),
-            Value::from(text(spec, "controller")),
-            Value::from(parameters),
-            age_cell(obj, now),
-        ]
-    }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::common::{default_field, object_at};
+use super::common::default_field;
 use super::netvalid::{items, set, text};
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
@@ -433,9 +433,4 @@ impl Strategy for VolumeAttachmentStrategy {
             age_cell(obj, now),
         ]
     }
-}
-
-/// Keeps the spec map helper in one place for the CSI kinds.
-pub(super) fn spec_map(obj: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
-    object_at(obj, "spec")
 }
