@@ -205,6 +205,9 @@ pub fn builtin() -> Vec<ResourceInfo> {
         events(),
         rbac(),
         scheduling(),
+        networking(),
+        node(),
+        storage(),
     ]
     .concat()
 }
@@ -330,6 +333,45 @@ fn scheduling() -> Vec<ResourceInfo> {
     )
     .cluster_scoped()
     .short_names(&["pc"])]
+}
+
+/// `networking.k8s.io/v1`.
+fn networking() -> Vec<ResourceInfo> {
+    const G: &str = "networking.k8s.io";
+    vec![
+        ResourceInfo::new(G, "v1", "IngressClass", "ingressclasses").cluster_scoped(),
+        ResourceInfo::new(G, "v1", "Ingress", "ingresses")
+            .short_names(&["ing"])
+            .with_status(),
+        ResourceInfo::new(G, "v1", "IPAddress", "ipaddresses")
+            .cluster_scoped()
+            .short_names(&["ip"]),
+        ResourceInfo::new(G, "v1", "NetworkPolicy", "networkpolicies").short_names(&["netpol"]),
+        ResourceInfo::new(G, "v1", "ServiceCIDR", "servicecidrs")
+            .cluster_scoped()
+            .with_status(),
+    ]
+}
+
+/// `node.k8s.io/v1`.
+fn node() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses").cluster_scoped()]
+}
+
+/// `storage.k8s.io/v1`.
+fn storage() -> Vec<ResourceInfo> {
+    const G: &str = "storage.k8s.io";
+    vec![
+        ResourceInfo::new(G, "v1", "CSIDriver", "csidrivers").cluster_scoped(),
+        ResourceInfo::new(G, "v1", "CSINode", "csinodes").cluster_scoped(),
+        ResourceInfo::new(G, "v1", "CSIStorageCapacity", "csistoragecapacities"),
+        ResourceInfo::new(G, "v1", "StorageClass", "storageclasses")
+            .cluster_scoped()
+            .short_names(&["sc"]),
+        ResourceInfo::new(G, "v1", "VolumeAttachment", "volumeattachments")
+            .cluster_scoped()
+            .with_status(),
+    ]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

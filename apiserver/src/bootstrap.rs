@@ -1,6 +1,7 @@
 //! Built-in objects created at first start: the namespaces `default`, `kube-system`,
 //! `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default`, the system
-//! PriorityClasses and the bootstrap RBAC policy ([`rbac`]). Idempotent: on a restart existing
+//! PriorityClasses, the `kubernetes` ServiceCIDR ([`servicecidr`]) and the bootstrap RBAC
+//! policy ([`rbac`]). Idempotent: on a restart existing
 //! objects are left alone, changed or not (upstream's reconciliation would update objects
 //! annotated `autoupdate`; here they stay as they are).
 //!
@@ -8,6 +9,7 @@
 //! validation, managed fields), so a durable store commits them in shared flushes.
 
 pub mod rbac;
+pub mod servicecidr;
 
 use futures::future::join_all;
 use serde_json::{json, Value};
@@ -120,6 +122,7 @@ pub async fn seed(state: &AppState) -> Result<()> {
         })
         .collect();
     ensure_all(state, "scheduling.k8s.io", "priorityclasses", &classes).await?;
+    servicecidr::seed(state).await?;
     let policy = rbac::policy();
     const RBAC: &str = "rbac.authorization.k8s.io";
     // Roles before the bindings that name them, as upstream's post-start hook does.

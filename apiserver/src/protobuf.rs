@@ -4,7 +4,8 @@
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
-//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]) — the objects
+//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), the networking.k8s.io
+//! kinds ([`networking`]), the storage.k8s.io kinds and RuntimeClass ([`storage`]) — the objects
 //! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
@@ -13,7 +14,9 @@
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
 mod batch;
+mod networking;
 mod rbac;
+mod storage;
 
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::core::v1 as core;
@@ -23,6 +26,8 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
+const NETWORKING_V1: &str = "networking.k8s.io/v1";
+const STORAGE_V1: &str = "storage.k8s.io/v1";
 
 /// The protobuf media type.
 pub const PROTOBUF_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -96,6 +101,37 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (NETWORKING_V1, "Ingress") => {
+            networking::ingress(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (NETWORKING_V1, "IngressClass") => {
+            networking::ingress_class(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (NETWORKING_V1, "NetworkPolicy") => {
+            networking::network_policy(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (NETWORKING_V1, "IPAddress") => {
+            networking::ip_address(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (NETWORKING_V1, "ServiceCIDR") => {
+            networking::service_cidr(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("node.k8s.io/v1", "RuntimeClass") => {
+            storage::runtime_class(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (STORAGE_V1, "StorageClass") => {
+            storage::storage_class(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (STORAGE_V1, "CSIDriver") => {
+            storage::csi_driver(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (STORAGE_V1, "CSINode") => storage::csi_node(Message::decode(raw.as_slice()).map_err(d)?),
+        (STORAGE_V1, "CSIStorageCapacity") => {
+            storage::csi_storage_capacity(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        (STORAGE_V1, "VolumeAttachment") => {
+            storage::volume_attachment(Message::decode(raw.as_slice()).map_err(d)?)
         }
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };

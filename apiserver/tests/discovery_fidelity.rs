@@ -45,10 +45,7 @@ const NOT_SERVED_YET: &[&str] = &[
     "certificates.k8s.io/v1/*",
     "discovery.k8s.io/v1/*",
     "flowcontrol.apiserver.k8s.io/v1/*",
-    "networking.k8s.io/v1/*",
-    "node.k8s.io/v1/*",
     "policy/v1/*",
-    "storage.k8s.io/v1/*",
 ];
 
 fn spec_dir() -> PathBuf {

@@ -72,6 +72,8 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
         ("", "Node", ["spec", "podCIDRs"]) => ListKind::Set,
         ("", "Service", ["spec", "ports"]) => ListKind::Keyed("port"),
         ("", "ServiceAccount", ["secrets"]) => ListKind::Keyed("name"),
+        ("networking.k8s.io", "ServiceCIDR", ["status", "conditions"]) => ListKind::Keyed("type"),
+        ("storage.k8s.io", "CSINode", ["spec", "drivers"]) => ListKind::Keyed("name"),
         _ => ListKind::Atomic,
     }
 }

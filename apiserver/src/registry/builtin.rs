@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{networking, node, storage};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
@@ -14,6 +15,11 @@ use super::strategy::{
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
     ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
     SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+};
+use super::strategy::{
+    CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy, IngressClassStrategy,
+    IngressStrategy, IpAddressStrategy, NetworkPolicyStrategy, RuntimeClassStrategy,
+    ServiceCidrStrategy, StorageClassStrategy, VolumeAttachmentStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -34,6 +40,9 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "events.k8s.io" => events(plural),
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
+        "networking.k8s.io" => networking(plural),
+        "node.k8s.io" => node(plural),
+        "storage.k8s.io" => storage(plural),
         _ => None,
     }
 }
@@ -138,6 +147,48 @@ fn scheduling(plural: &str) -> Option<Parts> {
         )),
         _ => None,
     }
+}
+
+fn networking(plural: &str) -> Option<Parts> {
+    use networking::v1 as n;
+    let parts: Parts = match plural {
+        "ingressclasses" => (Arc::new(IngressClassStrategy), schema::<n::IngressClass>),
+        "ingresses" => (Arc::new(IngressStrategy), schema::<n::Ingress>),
+        "ipaddresses" => (Arc::new(IpAddressStrategy), schema::<n::IPAddress>),
+        "networkpolicies" => (Arc::new(NetworkPolicyStrategy), schema::<n::NetworkPolicy>),
+        "servicecidrs" => (Arc::new(ServiceCidrStrategy), schema::<n::ServiceCIDR>),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn node(plural: &str) -> Option<Parts> {
+    match plural {
+        "runtimeclasses" => Some((
+            Arc::new(RuntimeClassStrategy),
+            schema::<node::v1::RuntimeClass>,
+        )),
+        _ => None,
+    }
+}
+
+fn storage(plural: &str) -> Option<Parts> {
+    use storage::v1 as s;
+    let parts: Parts = match plural {
+        "csidrivers" => (Arc::new(CsiDriverStrategy), schema::<s::CSIDriver>),
+        "csinodes" => (Arc::new(CsiNodeStrategy), schema::<s::CSINode>),
+        "csistoragecapacities" => (
+            Arc::new(CsiStorageCapacityStrategy),
+            schema::<s::CSIStorageCapacity>,
+        ),
+        "storageclasses" => (Arc::new(StorageClassStrategy), schema::<s::StorageClass>),
+        "volumeattachments" => (
+            Arc::new(VolumeAttachmentStrategy),
+            schema::<s::VolumeAttachment>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
 }
 
 /// Every built-in resource, in discovery order; services allocate from `ips`.

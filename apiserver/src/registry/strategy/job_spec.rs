@@ -222,7 +222,7 @@ pub fn validate(spec: Option<&Value>, path: &str) -> Vec<FieldError> {
 }
 
 /// `IsDomainPrefixedPath`: `acme.io/foo`.
-fn domain_prefixed_path(path: &str, v: &str) -> Vec<FieldError> {
+pub(super) fn domain_prefixed_path(path: &str, v: &str) -> Vec<FieldError> {
     let Some((host, rest)) = v
         .split_once('/')
         .filter(|(h, r)| !h.is_empty() && !r.is_empty())

@@ -14,22 +14,30 @@ mod config;
 mod controllerrevision;
 mod cron;
 mod cronjob;
+mod csi;
 mod daemonset;
 mod event;
 mod gofmt;
+mod ingress;
+mod ingressclass;
 mod ipalloc;
 mod job;
 mod job_spec;
 mod lease;
 mod namespace;
+mod netvalid;
+mod networkpolicy;
 mod node;
 mod pod;
 mod pod_printer;
 mod podtemplate;
 mod rbac;
+mod runtimeclass;
 mod scheduling;
 mod service;
+mod servicecidr;
 mod statefulset;
+mod storageclass;
 mod table;
 mod workloads;
 
@@ -46,21 +54,28 @@ pub(crate) use common::{prepare_status_common, prepare_update_common, set_field}
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
 pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
+pub(crate) use csi::{CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use event::EventStrategy;
+pub(crate) use ingress::IngressStrategy;
+pub(crate) use ingressclass::IngressClassStrategy;
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
+pub(crate) use networkpolicy::NetworkPolicyStrategy;
 pub(crate) use node::NodeStrategy;
 pub(crate) use pod::PodStrategy;
 pub use rbac::RBAC_GROUP;
 pub(crate) use rbac::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy,
 };
+pub(crate) use runtimeclass::RuntimeClassStrategy;
 pub(crate) use scheduling::PriorityClassStrategy;
 pub use scheduling::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};
 pub(crate) use service::ServiceStrategy;
+pub(crate) use servicecidr::{IpAddressStrategy, ServiceCidrStrategy};
 pub(crate) use statefulset::StatefulSetStrategy;
+pub(crate) use storageclass::{StorageClassStrategy, VolumeAttachmentStrategy};
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
 use std::sync::Arc;
@@ -254,9 +269,13 @@ pub trait ScaleAccess: Send + Sync {
 }
 
 #[cfg(test)]
+mod net_tests;
+#[cfg(test)]
 mod rbac_tests;
 #[cfg(test)]
 mod scheduling_tests;
+#[cfg(test)]
+mod storage_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
