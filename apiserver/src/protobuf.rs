@@ -4,7 +4,8 @@
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
-//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]) — the objects
+//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), PodDisruptionBudget,
+//! Eviction and DeleteOptions ([`policy`]) — the objects
 //! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
@@ -13,6 +14,7 @@
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
 mod batch;
+mod policy;
 mod rbac;
 
 use k8s_pb::api::apps::v1 as apps;
@@ -97,6 +99,12 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)
         }
+        ("policy/v1", "PodDisruptionBudget") => {
+            policy::pod_disruption_budget(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("policy/v1", "Eviction") => policy::eviction(Message::decode(raw.as_slice()).map_err(d)?),
+        // Registered in every group-version: client-go envelopes it under the client's.
+        (_, "DeleteOptions") => policy::delete_options(Message::decode(raw.as_slice()).map_err(d)?),
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };
     if let Some(m) = obj.as_object_mut() {
@@ -776,10 +784,10 @@ mod tests {
             Err(ProtobufError::BadEnvelope)
         );
         assert_eq!(
-            decode_object(&envelope("policy/v1", "PodDisruptionBudget", vec![])),
+            decode_object(&envelope("example.com/v1", "Widget", vec![])),
             Err(ProtobufError::UnsupportedKind {
-                api_version: "policy/v1".into(),
-                kind: "PodDisruptionBudget".into()
+                api_version: "example.com/v1".into(),
+                kind: "Widget".into()
             })
         );
         assert!(matches!(

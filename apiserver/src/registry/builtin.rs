@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac, scheduling};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
@@ -11,9 +11,9 @@ use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
-    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
-    ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
-    SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodDisruptionBudgetStrategy, PodStrategy,
+    PriorityClassStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy,
+    RoleStrategy, SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -34,6 +34,7 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "events.k8s.io" => events(plural),
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
+        "policy" => policy(plural),
         _ => None,
     }
 }
@@ -135,6 +136,16 @@ fn scheduling(plural: &str) -> Option<Parts> {
         "priorityclasses" => Some((
             Arc::new(PriorityClassStrategy),
             schema::<scheduling::v1::PriorityClass>,
+        )),
+        _ => None,
+    }
+}
+
+fn policy(plural: &str) -> Option<Parts> {
+    match plural {
+        "poddisruptionbudgets" => Some((
+            Arc::new(PodDisruptionBudgetStrategy),
+            schema::<policy::v1::PodDisruptionBudget>,
         )),
         _ => None,
     }

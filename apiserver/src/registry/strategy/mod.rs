@@ -23,8 +23,10 @@ mod job_spec;
 mod lease;
 mod namespace;
 mod node;
+mod pdb;
 mod pod;
 mod pod_printer;
+mod pod_subresources;
 mod podtemplate;
 mod rbac;
 mod scheduling;
@@ -39,6 +41,10 @@ pub use ipalloc::{
     service_cluster_ips, ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR,
 };
 pub use pod_printer::pod_status_reason;
+pub use pod_subresources::{
+    prepare_ephemeral_containers, prepare_resize, validate_ephemeral_containers_update,
+    validate_resize,
+};
 pub use table::{column, to_partial_object_metadata};
 
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
@@ -52,6 +58,8 @@ pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
+pub(crate) use pdb::PodDisruptionBudgetStrategy;
+pub use pdb::{pdb_selects, UNHEALTHY_POD_EVICTION_POLICIES};
 pub(crate) use pod::PodStrategy;
 pub use rbac::RBAC_GROUP;
 pub(crate) use rbac::{

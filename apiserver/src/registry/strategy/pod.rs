@@ -20,7 +20,7 @@ const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
 
 /// Defaults of one container (`SetDefaults_Container` and friends).
-fn default_container(c: &mut Value) {
+pub(super) fn default_container(c: &mut Value) {
     let Some(m) = c.as_object_mut() else { return };
     let image = m
         .get("image")
@@ -72,7 +72,7 @@ pub fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-fn validate_container(
+pub(super) fn validate_container(
     c: &Value,
     path: &str,
     names: &mut BTreeSet<String>,
