@@ -23,11 +23,13 @@ mod job_spec;
 mod lease;
 mod namespace;
 mod node;
+mod nodeports;
 mod pdb;
 mod pod;
 mod pod_printer;
 mod pod_subresources;
 mod podtemplate;
+mod portalloc;
 mod rbac;
 mod scheduling;
 mod service;
@@ -45,6 +47,7 @@ pub use pod_subresources::{
     prepare_ephemeral_containers, prepare_resize, validate_ephemeral_containers_update,
     validate_resize,
 };
+pub use portalloc::{NodePortAllocator, PortAllocError, NODE_PORT_MAX, NODE_PORT_MIN};
 pub use table::{column, to_partial_object_metadata};
 
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
@@ -130,6 +133,21 @@ pub trait Strategy: Send + Sync + 'static {
     fn before_create(&self, _obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
         Ok(None)
     }
+
+    /// Allocations an update needs (Service node ports), on the prepared and validated new state
+    /// of any write that changes the object, before the store write; a refusal is a 422 on the
+    /// kind. Returns what undoes them if the write does not happen (a lost race computes and
+    /// allocates again). Never called for a dry run.
+    fn before_update(
+        &self,
+        _new: &mut Value,
+        _old: &Value,
+    ) -> Result<Option<Undo>, Vec<FieldError>> {
+        Ok(None)
+    }
+
+    /// After an update was stored: releases what `old` held and `new` no longer does.
+    fn after_update(&self, _new: &Value, _old: &Value) {}
 
     // ---- update ----
 
