@@ -226,11 +226,10 @@ fn budgets_of(state: &AppState, pod: &Value) -> Vec<Value> {
     let ns = api::meta::namespace(pod).unwrap_or("");
     let labels: BTreeMap<String, String> = api::meta::labels(pod);
     let store = Store::new(state, resource, Some(ns));
-    let prefix = store.collection_prefix();
     let all = |_: &Value| true;
     match state.cache.list(
-        &prefix,
-        &prefix,
+        &store.resource_prefix(),
+        &store.collection_prefix(),
         crate::watch_cache::ListAt::Current,
         None,
         None,
@@ -268,6 +267,8 @@ pub async fn evict(
         pods.delete(name, &delete).await?;
         return Ok(Evicted::Success);
     }
+    // A consistent list, as upstream's client list is: every acknowledged write is seen.
+    pods.wait_consistent().await?;
     let budgets = budgets_of(state, &pod);
     if budgets.len() > 1 {
         return Ok(Evicted::MultipleBudgets);
