@@ -95,7 +95,14 @@ async fn pdbs_drain_streams_and_node_ports_with_kubectl() {
             kube.ok(&["patch", "pod", pod, "--subresource=status", "--type=merge", "-p", RUNNING]);
         }
 
-        // The budget's status was never computed: drain is refused with upstream's message.
+        // No disruption allowed (as the disruption controller would compute it): drain is
+        // refused with upstream's message. (A status never computed is refused the same way,
+        // with `Retry-After: 10`, which client-go honours for ten retries: the HTTP tests cover
+        // it.)
+        let status = |allowed: u32| {
+            format!(r#"{{"status":{{"observedGeneration":1,"disruptionsAllowed":{allowed},"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}}}"#)
+        };
+        kube.ok(&["patch", "pdb", "web", "--subresource=status", "--type=merge", "-p", &status(0)]);
         let drain = [
             "drain",
             "n1",
@@ -113,15 +120,31 @@ async fn pdbs_drain_streams_and_node_ports_with_kubectl() {
         assert!(out.contains("SchedulingDisabled"), "{out}");
         assert!(kube.ok(&["get", "pod", "web-1", "-o", "name"]).contains("pod/web-1"));
 
-        // What the disruption controller would write: two disruptions allowed.
-        let status = r#"{"status":{"observedGeneration":1,"disruptionsAllowed":2,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}"#;
-        kube.ok(&["patch", "pdb", "web", "--subresource=status", "--type=merge", "-p", status]);
+        // Two disruptions allowed: the node drains through pods/eviction.
+        kube.ok(&["patch", "pdb", "web", "--subresource=status", "--type=merge", "-p", &status(2)]);
         let (ok, out, err) = kube.run(&drain);
         assert!(ok, "drain failed:\nstdout: {out}\nstderr: {err}");
         assert!(out.contains("pod/web-1 evicted"), "{out}");
         assert!(out.contains("node/n1 drained"), "{out}");
         let left = kube.ok(&["get", "pods", "-o", "name"]);
         assert_eq!(left.trim(), "pod/shell");
+        // Without eviction, drain deletes with a DeleteOptions body in protobuf.
+        let one = NODE_AND_PODS
+            .split("---\n")
+            .nth(1)
+            .unwrap_or("")
+            .replace("web-1", "web-3");
+        let manifest = kube.write("web3.yaml", &one);
+        kube.ok(&["apply", "-f", manifest.to_str().unwrap()]);
+        let (ok, out, err) = kube.run(&[
+            "drain",
+            "n1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--disable-eviction",
+        ]);
+        assert!(ok, "drain --disable-eviction failed:\nstdout: {out}\nstderr: {err}");
+        assert!(out.contains("pod/web-3 deleted"), "{out}");
         let out = kube.ok(&["get", "pdb", "web", "-o", "jsonpath={.status.disruptionsAllowed}"]);
         assert_eq!(out.trim(), "0");
 
