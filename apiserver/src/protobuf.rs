@@ -102,7 +102,10 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("policy/v1", "PodDisruptionBudget") => {
             policy::pod_disruption_budget(Message::decode(raw.as_slice()).map_err(d)?)
         }
-        ("policy/v1", "Eviction") => policy::eviction(Message::decode(raw.as_slice()).map_err(d)?),
+        // The v1beta1 Eviction has the same fields (`EvictionREST` accepts both).
+        ("policy/v1" | "policy/v1beta1", "Eviction") => {
+            policy::eviction(Message::decode(raw.as_slice()).map_err(d)?)
+        }
         // Registered in every group-version: client-go envelopes it under the client's.
         (_, "DeleteOptions") => policy::delete_options(Message::decode(raw.as_slice()).map_err(d)?),
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),

@@ -155,6 +155,24 @@ async fn pdbs_drain_streams_and_node_ports_with_kubectl() {
         let (ok, _, err) = kube.run(&["exec", "shell", "--", "ls"]);
         assert!(!ok);
         assert!(err.contains("pods/exec is not simulated yet"), "{err}");
+        // kubectl debug adds an ephemeral container through pods/ephemeralcontainers.
+        let (ok, out, err) = kube.run(&[
+            "debug",
+            "shell",
+            "--image=busybox:1.36",
+            "--target=sh",
+            "-c",
+            "debugger",
+        ]);
+        assert!(ok, "kubectl debug failed:\nstdout: {out}\nstderr: {err}");
+        let out = kube.ok(&[
+            "get",
+            "pod",
+            "shell",
+            "-o",
+            "jsonpath={.spec.ephemeralContainers[0].name}/{.spec.ephemeralContainers[0].targetContainerName}",
+        ]);
+        assert_eq!(out.trim(), "debugger/sh");
         let (ok, _, err) = kube.run(&["logs", "nope"]);
         assert!(!ok);
         assert!(err.contains("pods \"nope\" not found"), "{err}");

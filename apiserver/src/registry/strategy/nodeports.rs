@@ -87,22 +87,36 @@ pub fn allocate_node_ports(
             continue;
         }
         let path = format!("spec.ports[{i}].nodePort");
-        let port = if requested != 0 {
-            if !held.contains(&requested) && !allocated.contains(&requested) {
-                if let Err(e) = pool.allocate_specific(requested) {
-                    return fail(&allocated, e.field_error(&path));
-                }
-                allocated.push(requested);
-            }
-            requested
+        // Ports with the same port number (53/TCP and 53/UDP) share one node port, the one
+        // another of them requests or got (upstream's `findRequestedNodePort`).
+        let shared = if requested == 0 {
+            let number = ports(svc)[i].get("port").and_then(Value::as_i64);
+            ports(svc)
+                .iter()
+                .enumerate()
+                .filter(|(j, p)| *j != i && p.get("port").and_then(Value::as_i64) == number)
+                .map(|(_, p)| node_port(p))
+                .find(|np| *np != 0)
         } else {
-            match pool.allocate() {
+            None
+        };
+        let port = match shared.or((requested != 0).then_some(requested)) {
+            Some(wanted) => {
+                if !held.contains(&wanted) && !allocated.contains(&wanted) {
+                    if let Err(e) = pool.allocate_specific(wanted) {
+                        return fail(&allocated, e.field_error(&path));
+                    }
+                    allocated.push(wanted);
+                }
+                wanted
+            }
+            None => match pool.allocate() {
                 Ok(p) => {
                     allocated.push(p);
                     p
                 }
                 Err(e) => return fail(&allocated, e.field_error(&path)),
-            }
+            },
         };
         if let Some(p) = svc
             .pointer_mut(&format!("/spec/ports/{i}"))
@@ -322,6 +336,33 @@ mod tests {
         bad["spec"]["type"] = json!("NodePort");
         bad["spec"]["ports"] = json!([{"name": "a", "port": 80, "nodePort": 30001}, {"name": "b", "port": 81, "nodePort": 30001}]);
         assert_eq!(validate_node_ports(&bad).len(), 1);
+    }
+
+    #[test]
+    fn same_port_numbers_share_a_node_port() {
+        let pool = NodePortAllocator::new();
+        let mut dns = svc(
+            "NodePort",
+            json!([{"name": "tcp", "port": 53, "protocol": "TCP"}, {"name": "udp", "port": 53, "protocol": "UDP"}]),
+        );
+        assert_eq!(
+            allocate_node_ports(&pool, &mut dns, None).map(|v| v.len()),
+            Ok(1)
+        );
+        assert_eq!(
+            dns.pointer("/spec/ports/0/nodePort"),
+            dns.pointer("/spec/ports/1/nodePort")
+        );
+        assert!(validate_node_ports(&dns).is_empty());
+        let mut later = svc(
+            "NodePort",
+            json!([{"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "protocol": "UDP", "nodePort": 31053}]),
+        );
+        assert_eq!(
+            allocate_node_ports(&pool, &mut later, None),
+            Ok(vec![31053])
+        );
+        assert_eq!(later.pointer("/spec/ports/0/nodePort"), Some(&json!(31053)));
     }
 
     #[test]

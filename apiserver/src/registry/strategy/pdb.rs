@@ -225,9 +225,8 @@ impl Strategy for PodDisruptionBudgetStrategy {
     }
 }
 
-/// `pdb.Spec.Selector` as a selector matching `labels` (a missing or empty selector matches no
-/// pod, as the eviction subresource and the disruption controller treat it); `None` when the
-/// selector is invalid (it matches nothing either).
+/// Whether the budget's `spec.selector` matches `labels`: a missing, empty or invalid selector
+/// matches no pod (`getPodDisruptionBudgets` of the eviction subresource).
 pub fn pdb_selects(pdb: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
     let Some(sel) = pdb.pointer("/spec/selector").filter(|s| s.is_object()) else {
         return false;
