@@ -52,6 +52,17 @@ spec:
   - {name: sh, image: "busybox:1.36"}
 "#;
 
+const PDB: &str = r#"apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: db
+spec:
+  maxUnavailable: 25%
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels: {app: db}
+"#;
+
 const RUNNING: &str =
     r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
 
@@ -88,6 +99,14 @@ async fn pdbs_drain_streams_and_node_ports_with_kubectl() {
         let (ok, _, err) = kube.run(&["create", "pdb", "bad", "--selector=app=x", "--max-unavailable=150%"]);
         assert!(!ok);
         assert!(err.contains("must not be greater than 100%"), "{err}");
+
+        let out = kube.ok(&["explain", "pdb.spec.unhealthyPodEvictionPolicy"]);
+        assert!(out.contains("IfHealthyBudget"), "{out}");
+        let pdb = kube.write("pdb.yaml", PDB);
+        let out = kube.ok(&["apply", "--validate=strict", "-f", pdb.to_str().unwrap()]);
+        assert_eq!(out.trim(), "poddisruptionbudget.policy/db created");
+        let out = kube.ok(&["apply", "--server-side", "-f", pdb.to_str().unwrap()]);
+        assert_eq!(out.trim(), "poddisruptionbudget.policy/db serverside-applied");
 
         let manifest = kube.write("pods.yaml", NODE_AND_PODS);
         kube.ok(&["apply", "-f", manifest.to_str().unwrap()]);

@@ -539,6 +539,17 @@ async fn ephemeral_containers_and_resize() {
         "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container"
     ));
 
+    // The main resource keeps them whatever an update says (kubectl replace after kubectl debug).
+    let mut pod = get(&app, &format!("{PODS}/web")).await.body;
+    pod["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ephemeralContainers");
+    pod["metadata"]["labels"]["extra"] = json!("1");
+    let r = put(&app, &format!("{PODS}/web"), &pod).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.body["spec"]["ephemeralContainers"][0]["name"], "debug");
+
     // Resize: cpu and memory change in place, nothing else does.
     let rs = format!("{PODS}/web/resize");
     let r = merge(

@@ -333,6 +333,11 @@ impl Strategy for PodStrategy {
                     spec.insert((*key).to_string(), v.clone());
                 }
             }
+            // Ephemeral containers change only through `pods/ephemeralcontainers`.
+            match old_spec.get("ephemeralContainers") {
+                Some(v) => spec.insert("ephemeralContainers".to_string(), v.clone()),
+                None => spec.remove("ephemeralContainers"),
+            };
         }
     }
 
