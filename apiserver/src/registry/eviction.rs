@@ -31,6 +31,10 @@ use crate::state::AppState;
 /// confirmed by the disruption controller (eviction.go).
 pub const MAX_DISRUPTED_POD_SIZE: usize = 2000;
 
+/// Reads of a pod that bypasses budgets before a conflicting delete is given up (upstream's
+/// `EvictionsRetry` has 20 steps 500 ms apart; here they are immediate, so fewer).
+const EVICTION_ATTEMPTS: usize = 5;
+
 /// The message of every 429 of the eviction subresource.
 pub const VIOLATES_BUDGET: &str =
     "Cannot evict pod as it would violate the pod's disruption budget.";
@@ -257,16 +261,27 @@ pub async fn evict(
     name: &str,
     opts: &DeleteOptions,
 ) -> Result<Evicted> {
-    let pod = pods.get(name).await?;
-    if can_ignore_pdb(&pod) {
+    // Pods that disrupt nothing are deleted at once; a conflict (the pod changed since it was
+    // read) reads it again, unless the client named a resourceVersion itself.
+    let mut attempts = 0;
+    let pod = loop {
+        attempts += 1;
+        let pod = pods.get(name).await?;
+        if !can_ignore_pdb(&pod) {
+            break pod;
+        }
         let mut delete = opts.clone();
-        if should_enforce_resource_version(&pod) && opts.preconditions.resource_version.is_none() {
+        let retry = opts.preconditions.resource_version.is_none();
+        if should_enforce_resource_version(&pod) && retry {
             delete.preconditions.resource_version =
                 api::meta::resource_version(&pod).map(String::from);
         }
-        pods.delete(name, &delete).await?;
-        return Ok(Evicted::Success);
-    }
+        match pods.delete(name, &delete).await {
+            Ok(_) => return Ok(Evicted::Success),
+            Err(e) if e.code() == 409 && retry && attempts < EVICTION_ATTEMPTS => continue,
+            Err(e) => return Err(e),
+        }
+    };
     // A consistent list, as upstream's client list is: every acknowledged write is seen.
     pods.wait_consistent().await?;
     let budgets = budgets_of(state, &pod);
