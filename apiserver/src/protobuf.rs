@@ -5,7 +5,7 @@
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
 //! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), PodDisruptionBudget,
-//! Eviction and DeleteOptions ([`policy`]) — the objects
+//! Eviction, DeleteOptions and Binding ([`policy`]) — the objects
 //! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
@@ -102,6 +102,7 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("policy/v1", "PodDisruptionBudget") => {
             policy::pod_disruption_budget(Message::decode(raw.as_slice()).map_err(d)?)
         }
+        ("v1", "Binding") => policy::binding(Message::decode(raw.as_slice()).map_err(d)?),
         // The v1beta1 Eviction has the same fields (`EvictionREST` accepts both).
         ("policy/v1" | "policy/v1beta1", "Eviction") => {
             policy::eviction(Message::decode(raw.as_slice()).map_err(d)?)

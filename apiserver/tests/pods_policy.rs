@@ -413,6 +413,27 @@ async fn protobuf_eviction_and_delete_options_bodies() {
     .await;
     assert_eq!(r.code, 200, "{}", r.body);
     assert_eq!(get(&app, &format!("{PODS}/b")).await.code, 404);
+    // pods/binding from protobuf, as a scheduler speaking protobuf sends it.
+    let pending = json!({"metadata": {"name": "unbound"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+    assert_eq!(post(&app, PODS, &pending).await.code, 201);
+    let b = k8s_pb::api::core::v1::Binding {
+        metadata: Some(pbmeta::ObjectMeta {
+            name: Some("unbound".into()),
+            ..Default::default()
+        }),
+        target: Some(k8s_pb::api::core::v1::ObjectReference {
+            kind: Some("Node".into()),
+            name: Some("n1".into()),
+            ..Default::default()
+        }),
+    };
+    let body = envelope("v1", "Binding", b.encode_to_vec());
+    let r = raw(&app, "POST", &format!("{PODS}/unbound/binding"), PB, body).await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(
+        get(&app, &format!("{PODS}/unbound")).await.body["spec"]["nodeName"],
+        "n1"
+    );
     // Garbage protobuf is a 400, never a 5xx.
     let r = raw(
         &app,

@@ -1,9 +1,10 @@
-//! `policy/v1` PodDisruptionBudgets and Evictions from protobuf, and `meta.k8s.io/v1`
-//! DeleteOptions (the body of a DELETE, enveloped under any group-version as client-go sends it,
-//! and the options inside an Eviction): what `kubectl create poddisruptionbudget` and `kubectl
-//! drain` send.
+//! `policy/v1` PodDisruptionBudgets and Evictions from protobuf, `meta.k8s.io/v1` DeleteOptions
+//! (the body of a DELETE, enveloped under any group-version as client-go sends it, and the options
+//! inside an Eviction) and core `v1` Bindings (`pods/binding`): what `kubectl create
+//! poddisruptionbudget`, `kubectl drain` and a scheduler speaking protobuf send.
 
 use super::{int_or_string, label_selector, object_meta, Obj};
+use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::policy::v1 as policy;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
@@ -48,6 +49,25 @@ pub(super) fn delete_options(d: meta::DeleteOptions) -> Value {
         .done()
 }
 
+/// A decoded core `v1` Binding (without `apiVersion`/`kind`).
+pub(super) fn binding(b: core::Binding) -> Value {
+    let target = b.target.map(|t| {
+        Obj::default()
+            .s("kind", t.kind)
+            .s("namespace", t.namespace)
+            .s("name", t.name)
+            .s("uid", t.uid)
+            .s("apiVersion", t.api_version)
+            .s("resourceVersion", t.resource_version)
+            .s("fieldPath", t.field_path)
+            .done()
+    });
+    Obj::default()
+        .v("metadata", Some(object_meta(b.metadata)))
+        .v("target", target)
+        .done()
+}
+
 /// A decoded `policy/v1` Eviction (without `apiVersion`/`kind`).
 pub(super) fn eviction(e: policy::Eviction) -> Value {
     Obj::default()
@@ -59,6 +79,7 @@ pub(super) fn eviction(e: policy::Eviction) -> Value {
 #[cfg(test)]
 mod tests {
     use super::super::{decode_object, MAGIC};
+    use k8s_pb::api::core::v1 as core;
     use k8s_pb::api::policy::v1 as policy;
     use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
     use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
@@ -141,6 +162,24 @@ mod tests {
             }),
             delete_options: Some(opts),
         };
+        let b = k8s_pb::api::core::v1::Binding {
+            metadata: Some(meta::ObjectMeta {
+                name: Some("web-1".into()),
+                ..Default::default()
+            }),
+            target: Some(k8s_pb::api::core::v1::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some("n1".into()),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(
+            decode_object(&envelope("v1", "Binding", b.encode_to_vec())),
+            Ok(
+                json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web-1"},
+                "target": {"kind": "Node", "name": "n1"}})
+            )
+        );
         assert_eq!(
             decode_object(&envelope("policy/v1", "Eviction", e.encode_to_vec())),
             Ok(json!({"apiVersion": "policy/v1", "kind": "Eviction",
