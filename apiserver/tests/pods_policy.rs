@@ -676,6 +676,30 @@ async fn node_ports_are_allocated_released_and_survive_a_restart() {
     assert_eq!(post(&app, svcs, &again).await.code, 201);
     assert_eq!(delete(&app, &format!("{svcs}/fixed")).await.code, 200);
     assert_eq!(post(&app, svcs, &taken).await.code, 201);
+    // ExternalName ↔ ClusterIP: a cluster IP is allocated, then dropped and released.
+    let ext = json!({"metadata": {"name": "ext"}, "spec": {"type": "ExternalName", "externalName": "example.com"}});
+    assert_eq!(post(&app, svcs, &ext).await.code, 201);
+    let r = merge(
+        &app,
+        &format!("{svcs}/ext"),
+        json!({"spec": {"type": "ClusterIP", "externalName": null, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let ip = r.body["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10."), "{ip}");
+    assert_eq!(r.body["spec"]["clusterIPs"], json!([ip]));
+    let r = merge(
+        &app,
+        &format!("{svcs}/ext"),
+        json!({"spec": {"type": "ExternalName", "externalName": "example.com", "ports": null}}),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert!(r.body["spec"].get("clusterIP").is_none(), "{}", r.body);
+    let reuse =
+        json!({"metadata": {"name": "reuse"}, "spec": {"clusterIP": ip, "ports": [{"port": 80}]}});
+    assert_eq!(post(&app, svcs, &reuse).await.code, 201);
     // Changing a ClusterIP service to NodePort allocates one.
     let r = merge(
         &app,

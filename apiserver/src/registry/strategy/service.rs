@@ -338,14 +338,57 @@ impl Strategy for ServiceStrategy {
         })))
     }
     fn before_update(&self, new: &mut Value, old: &Value) -> Result<Option<Undo>, Vec<FieldError>> {
-        let ports = allocate_node_ports(&self.ports, new, Some(old))?;
-        Ok(self.release_ports(ports))
+        // An ExternalName service holds no cluster IP: one that becomes another type gets one.
+        let from_external = field_text(old, "spec.type") == "ExternalName"
+            && field_text(new, "spec.type") != "ExternalName";
+        let ip = if from_external {
+            self.ips.assign(new).map_err(|e| vec![e])?
+        } else {
+            None
+        };
+        let release_ip = {
+            let ips = self.ips.clone();
+            move || {
+                if let Some(ip) = ip {
+                    ips.release(&ip.to_string());
+                }
+            }
+        };
+        let ports = match allocate_node_ports(&self.ports, new, Some(old)) {
+            Ok(ports) => ports,
+            Err(errs) => {
+                release_ip();
+                return Err(errs);
+            }
+        };
+        let release_ports = self.release_ports(ports);
+        if ip.is_none() && release_ports.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(move || {
+            release_ip();
+            if let Some(undo) = release_ports {
+                undo();
+            }
+        })))
     }
     fn after_update(&self, new: &Value, old: &Value) {
         let kept = service_node_ports(new);
         for port in service_node_ports(old) {
             if !kept.contains(&port) {
                 self.ports.release(port);
+            }
+        }
+        if field_text(old, "spec.type") != "ExternalName" {
+            let held = if field_text(new, "spec.type") == "ExternalName" {
+                Vec::new()
+            } else {
+                super::service_cluster_ips(new)
+            };
+            for ip in super::service_cluster_ips(old) {
+                if !held.contains(&ip) {
+                    self.ips.release(&ip);
+                }
             }
         }
     }
@@ -371,6 +414,24 @@ impl Strategy for ServiceStrategy {
         }
         default_service(new);
         keep_allocated_values(new, old);
+        // Switching to ExternalName with the allocated IPs unchanged drops them and the fields
+        // that only IP services have (`dropTypeDependentFields`); the IPs are released after the
+        // write.
+        let to_external = field_text(new, "spec.type") == "ExternalName"
+            && field_text(old, "spec.type") != "ExternalName";
+        if to_external && super::service_cluster_ips(new) == super::service_cluster_ips(old) {
+            if let Some(spec) = object_at(new, "spec") {
+                for key in [
+                    "clusterIP",
+                    "clusterIPs",
+                    "ipFamilies",
+                    "ipFamilyPolicy",
+                    "internalTrafficPolicy",
+                ] {
+                    spec.remove(key);
+                }
+            }
+        }
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         self.validate(obj)
