@@ -79,7 +79,6 @@ pub(super) fn eviction(e: policy::Eviction) -> Value {
 #[cfg(test)]
 mod tests {
     use super::super::{decode_object, MAGIC};
-    use k8s_pb::api::core::v1 as core;
     use k8s_pb::api::policy::v1 as policy;
     use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
     use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
