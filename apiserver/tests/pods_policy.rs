@@ -477,6 +477,11 @@ async fn streaming_subresources_answer_a_clear_status() {
         r.body["message"],
         "pods/log is not simulated yet: the fake kubelets of minik8s do not serve container logs (pod \"web\" in namespace \"default\")"
     );
+    let r = get(&app, &format!("{PODS}/web/log?container=nope")).await;
+    assert_eq!(
+        (r.code, r.body["message"].clone()),
+        (400, json!("container nope is not valid for pod web"))
+    );
     // The object is looked up first: a missing pod is a NotFound Status.
     let r = get(&app, &format!("{PODS}/nope/log")).await;
     assert_eq!(r.code, 404);

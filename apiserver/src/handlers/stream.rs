@@ -3,8 +3,9 @@
 //! kubelet (or proxies to the pod or service); minik8s's fake kubelets do not serve them yet.
 //!
 //! Each request is answered as upstream answers it up to the point where the kubelet would be
-//! reached: the method must be one the subresource takes (405 otherwise), and the object is
-//! looked up first, so a missing pod, node or service is the usual 404 NotFound Status. Then the
+//! reached: the method must be one the subresource takes (405 otherwise), the object is looked
+//! up first, so a missing pod, node or service is the usual 404 NotFound Status, and the
+//! `container` of a log, exec or attach must be the pod's (upstream's 400s). Then the
 //! answer is a 400 BadRequest Status naming what is not simulated. 400 because that is what
 //! kube-apiserver itself answers when the kubelet cannot serve a stream for a pod (a container
 //! still waiting to start, a pod not yet scheduled): clients already treat it as final and print
@@ -13,6 +14,7 @@
 
 use axum::http::Method;
 use axum::response::Response;
+use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::http::request::Ctx;
@@ -71,6 +73,46 @@ pub fn not_simulated_message(
     )
 }
 
+/// `validateContainer` of the pod REST's log, exec and attach locations: the `container` query
+/// parameter must name a container of the pod (any kind); without one, the pod must have exactly
+/// one container. Its 400 messages are upstream's.
+pub fn validate_container(pod: &Value, container: Option<&str>) -> Result<()> {
+    let name = api::meta::name(pod).unwrap_or("");
+    let all: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|k| {
+            pod.get("spec")
+                .and_then(|s| s.get(*k))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("name").and_then(Value::as_str))
+        })
+        .collect();
+    match container.filter(|c| !c.is_empty()) {
+        Some(c) if all.contains(&c) => Ok(()),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
+        None => {
+            let regular = pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            match regular {
+                1 => Ok(()),
+                0 => Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {name}"
+                ))),
+                _ => Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    all.join(" ")
+                ))),
+            }
+        }
+    }
+}
+
 /// Answers a streaming subresource request (see the module docs).
 pub async fn not_simulated(ctx: Ctx, method: Method, sub: &str) -> Result<Response> {
     if !takes(sub, &method) {
@@ -78,7 +120,10 @@ pub async fn not_simulated(ctx: Ctx, method: Method, sub: &str) -> Result<Respon
     }
     let target = ctx.target.require_name()?;
     let name = object_name(sub, target);
-    ctx.store().get(name).await?;
+    let obj = ctx.store().get(name).await?;
+    if ctx.target.info().plural == "pods" && matches!(sub, "log" | "exec" | "attach") {
+        validate_container(&obj, ctx.query.get("container"))?;
+    }
     let plural = ctx.target.info().plural.clone();
     let msg = not_simulated_message(&plural, sub, name, ctx.target.namespace.as_deref());
     Err(ApiError::bad_request(msg))
@@ -102,6 +147,19 @@ mod tests {
             "nodes/proxy is not simulated yet: the fake kubelets of minik8s do not serve proxying to the kubelet (node \"n1\")"
         );
         assert!(takes("exec", &Method::POST));
+        let pod = serde_json::json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}], "initContainers": [{"name": "i"}]}});
+        let msg = |r: Result<()>| r.err().map(|e| e.to_status()["message"].clone());
+        assert_eq!(
+            msg(validate_container(&pod, None)),
+            Some(serde_json::json!(
+                "a container name must be specified for pod web, choose one of: [i a b]"
+            ))
+        );
+        assert_eq!(
+            msg(validate_container(&pod, Some("x"))),
+            Some(serde_json::json!("container x is not valid for pod web"))
+        );
+        assert!(validate_container(&pod, Some("i")).is_ok());
         assert!(!takes("log", &Method::POST));
     }
 }
