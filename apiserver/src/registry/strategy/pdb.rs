@@ -112,11 +112,27 @@ fn validate_pdb_status(pdb: &Value) -> Vec<FieldError> {
     let conditions = status
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array);
+    let mut types: Vec<&str> = Vec::new();
     for (i, c) in conditions.into_iter().flatten().enumerate() {
         let path = format!("status.conditions[{i}]");
         let ty = c.get("type").and_then(Value::as_str).unwrap_or("");
-        if ty.is_empty() {
-            errs.push(FieldError::required(format!("{path}.type"), ""));
+        // `ValidateLabelName`.
+        for m in api::validation::is_qualified_name(ty) {
+            errs.push(FieldError::invalid(format!("{path}.type"), ty, m));
+        }
+        if types.contains(&ty) {
+            errs.push(FieldError::duplicate(format!("{path}.type"), &json!(ty)));
+        }
+        types.push(ty);
+        if c.get("observedGeneration")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g < 0)
+        {
+            errs.push(FieldError::invalid_value(
+                format!("{path}.observedGeneration"),
+                c.get("observedGeneration").unwrap_or(&Value::Null),
+                "must be greater than or equal to zero",
+            ));
         }
         let st = c.get("status").cloned().unwrap_or(json!(""));
         if !st
@@ -299,6 +315,18 @@ mod tests {
         assert_eq!(
             bodies(&s.validate_update(&new, &old)),
             ["status.disruptionsAllowed: Invalid value: -1: must be greater than or equal to 0"]
+        );
+        new["status"] = json!({"conditions": [
+            {"type": "DisruptionAllowed", "status": "Maybe", "lastTransitionTime": "2025-01-01T00:00:00Z", "reason": "X", "message": ""},
+            {"type": "DisruptionAllowed", "status": "True", "reason": ""}]});
+        assert_eq!(
+            bodies(&s.validate_update(&new, &old)),
+            [
+                "status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\"",
+                "status.conditions[1].type: Duplicate value: \"DisruptionAllowed\"",
+                "status.conditions[1].lastTransitionTime: Required value: must be set",
+                "status.conditions[1].reason: Required value: must be set",
+            ]
         );
         new["status"] = json!({"disruptionsAllowed": 2});
         let cells = s.table_cells(&new, jiff::Timestamp::now());
