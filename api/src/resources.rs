@@ -195,6 +195,12 @@ pub const STANDARD_VERBS: &[&str] = &[
 /// Verbs of `status` and `scale` subresources.
 pub const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
+/// Verbs of the streaming `exec`, `attach` and `portforward` subresources (connect: GET and POST).
+pub const CONNECT_VERBS: &[&str] = &["create", "get"];
+
+/// Verbs of the `proxy` subresources (connect with every method).
+pub const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
 /// Every built-in resource, in discovery order: the core group, then the named groups.
 pub fn builtin() -> Vec<ResourceInfo> {
     [
@@ -208,6 +214,7 @@ pub fn builtin() -> Vec<ResourceInfo> {
         networking(),
         node(),
         storage(),
+        policy(),
     ]
     .concat()
 }
@@ -235,6 +242,42 @@ fn core() -> Vec<ResourceInfo> {
                 "binding",
                 ("", "v1", "Binding"),
                 &["create"],
+            ))
+            .subresource(Subresource::new(
+                "eviction",
+                ("policy", "v1", "Eviction"),
+                &["create"],
+            ))
+            .subresource(Subresource::new(
+                "ephemeralcontainers",
+                ("", "v1", "Pod"),
+                SUBRESOURCE_VERBS,
+            ))
+            .subresource(Subresource::new(
+                "resize",
+                ("", "v1", "Pod"),
+                SUBRESOURCE_VERBS,
+            ))
+            .subresource(Subresource::new("log", ("", "v1", "Pod"), &["get"]))
+            .subresource(Subresource::new(
+                "exec",
+                ("", "v1", "PodExecOptions"),
+                CONNECT_VERBS,
+            ))
+            .subresource(Subresource::new(
+                "attach",
+                ("", "v1", "PodAttachOptions"),
+                CONNECT_VERBS,
+            ))
+            .subresource(Subresource::new(
+                "portforward",
+                ("", "v1", "PodPortForwardOptions"),
+                CONNECT_VERBS,
+            ))
+            .subresource(Subresource::new(
+                "proxy",
+                ("", "v1", "PodProxyOptions"),
+                PROXY_VERBS,
             )),
         ResourceInfo::new("", "v1", "ReplicationController", "replicationcontrollers")
             .short_names(&["rc"])
@@ -244,12 +287,22 @@ fn core() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "Node", "nodes")
             .cluster_scoped()
             .short_names(&["no"])
-            .with_status(),
+            .with_status()
+            .subresource(Subresource::new(
+                "proxy",
+                ("", "v1", "NodeProxyOptions"),
+                PROXY_VERBS,
+            )),
         ResourceInfo::new("", "v1", "Event", "events").short_names(&["ev"]),
         ResourceInfo::new("", "v1", "Service", "services")
             .short_names(&["svc"])
             .categories(&["all"])
-            .with_status(),
+            .with_status()
+            .subresource(Subresource::new(
+                "proxy",
+                ("", "v1", "ServiceProxyOptions"),
+                PROXY_VERBS,
+            )),
         ResourceInfo::new("", "v1", "ConfigMap", "configmaps").short_names(&["cm"]),
         ResourceInfo::new("", "v1", "Secret", "secrets"),
         ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts").short_names(&["sa"]),
@@ -372,6 +425,18 @@ fn storage() -> Vec<ResourceInfo> {
             .cluster_scoped()
             .with_status(),
     ]
+}
+
+/// `policy/v1`: PodDisruptionBudgets (the `Eviction` kind is `pods/eviction`).
+fn policy() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+    )
+    .short_names(&["pdb"])
+    .with_status()]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

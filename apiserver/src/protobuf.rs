@@ -5,7 +5,8 @@
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
 //! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), the networking.k8s.io
-//! kinds ([`networking`]), the storage.k8s.io kinds and RuntimeClass ([`storage`]) — the objects
+//! kinds ([`networking`]), the storage.k8s.io kinds and RuntimeClass ([`storage`]), PodDisruptionBudget,
+//! Eviction, DeleteOptions and Binding ([`policy`]) â the objects
 //! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
@@ -15,6 +16,7 @@
 
 mod batch;
 mod networking;
+mod policy;
 mod rbac;
 mod storage;
 
@@ -133,6 +135,16 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         (STORAGE_V1, "VolumeAttachment") => {
             storage::volume_attachment(Message::decode(raw.as_slice()).map_err(d)?)
         }
+        ("policy/v1", "PodDisruptionBudget") => {
+            policy::pod_disruption_budget(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "Binding") => policy::binding(Message::decode(raw.as_slice()).map_err(d)?),
+        // The v1beta1 Eviction has the same fields (`EvictionREST` accepts both).
+        ("policy/v1" | "policy/v1beta1", "Eviction") => {
+            policy::eviction(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        // Registered in every group-version: client-go envelopes it under the client's.
+        (_, "DeleteOptions") => policy::delete_options(Message::decode(raw.as_slice()).map_err(d)?),
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };
     if let Some(m) = obj.as_object_mut() {
@@ -812,10 +824,10 @@ mod tests {
             Err(ProtobufError::BadEnvelope)
         );
         assert_eq!(
-            decode_object(&envelope("policy/v1", "PodDisruptionBudget", vec![])),
+            decode_object(&envelope("example.com/v1", "Widget", vec![])),
             Err(ProtobufError::UnsupportedKind {
-                api_version: "policy/v1".into(),
-                kind: "PodDisruptionBudget".into()
+                api_version: "example.com/v1".into(),
+                kind: "Widget".into()
             })
         );
         assert!(matches!(

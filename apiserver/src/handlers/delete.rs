@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::error::{ApiError, Result};
+use crate::http::body::content_type;
 use crate::http::negotiate::Output;
 use crate::http::query::{DeleteOptions, ListOptions};
 use crate::http::render::{encode, output, respond_written, with_content_type};
@@ -18,7 +19,7 @@ use crate::watch_cache::ObjectJson;
 pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let name = ctx.target.require_name()?;
     let bytes = ctx.read_body(body).await?;
-    let opts = DeleteOptions::parse(&bytes, &ctx.query)?;
+    let opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
     let resource = &ctx.target.resource;
     let d = ctx.store().delete(name, &opts).await?;
     let (obj, revision, json) = match d {
@@ -58,7 +59,7 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
 /// deleted (or marked) objects.
 pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
-    let opts = DeleteOptions::parse(&bytes, &ctx.query)?;
+    let opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
     let list_opts = ListOptions::from_query(&ctx.query)?;
     let store = ctx.store();
     let deleted = store.delete_collection(&opts, &list_opts).await?;

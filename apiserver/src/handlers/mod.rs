@@ -8,6 +8,7 @@
 
 mod delete;
 mod read;
+mod stream;
 mod subresource;
 mod watch;
 mod write;

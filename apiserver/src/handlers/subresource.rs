@@ -1,6 +1,9 @@
 //! Subresources other than `status` (spec §8): `scale` (GET/PUT/PATCH of the `autoscaling/v1`
-//! Scale view), `pods/binding` (POST) and `namespaces/finalize` (PUT). The storage of each is in
-//! [`crate::registry::subresources`].
+//! Scale view), `pods/binding` (POST), `namespaces/finalize` (PUT), `pods/eviction` (POST of a
+//! `policy/v1` Eviction), `pods/ephemeralcontainers` and `pods/resize` (GET/PUT/PATCH of the pod),
+//! and the streaming subresources ([`super::stream`]). The storage of each is in
+//! [`crate::registry::subresources`], [`crate::registry::eviction`] and
+//! [`crate::registry::pod_subresources`].
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -10,6 +13,7 @@ use crate::error::{ApiError, Result};
 use crate::http::body::{decode_object, patch_type};
 use crate::http::render::{encode, output, respond_outcome};
 use crate::http::request::Ctx;
+use crate::registry::pod_subresources::{PodChange, PodPart};
 use crate::registry::subresources::ScaleChange;
 
 /// Dispatches a subresource request.
@@ -20,6 +24,14 @@ pub async fn handle(ctx: Ctx, method: Method, sub: &str, body: Body) -> Result<R
         ("scale", Method::PATCH) => patch_scale(ctx, body).await,
         ("binding", Method::POST) => bind(ctx, body).await,
         ("finalize", Method::PUT) => finalize(ctx, body).await,
+        ("eviction", Method::POST) => evict(ctx, body).await,
+        ("ephemeralcontainers", method) => {
+            pod_part(ctx, method, PodPart::EphemeralContainers, body).await
+        }
+        ("resize", method) => pod_part(ctx, method, PodPart::Resize, body).await,
+        ("log" | "exec" | "attach" | "portforward" | "proxy", method) => {
+            super::stream::not_simulated(ctx, method, sub).await
+        }
         _ => Err(ApiError::method_not_allowed()),
     }
 }
@@ -77,5 +89,82 @@ async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let body = decode_object(&ctx.headers, &bytes)?;
     let outcome = ctx.store().finalize(name, &body, &opts).await?;
+    respond_outcome(&ctx.target.resource, ctx.accept(), outcome)
+}
+
+/// `pods/eviction`: the Eviction's own name and namespace must be the URL's; its
+/// `deleteOptions` (JSON or, inside a protobuf Eviction, protobuf) with the request's dry run.
+async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
+    let name = ctx.target.require_name()?;
+    let query = crate::http::query::WriteOptions::from_query(&ctx.query, "CreateOptions")?;
+    let bytes = ctx.read_body(body).await?;
+    let eviction = decode_object(&ctx.headers, &bytes)?;
+    let (group, version) = api::resources::split_api_version(
+        eviction
+            .get("apiVersion")
+            .and_then(|v| v.as_str())
+            .unwrap_or(""),
+    );
+    let kind = eviction.get("kind").and_then(|v| v.as_str()).unwrap_or("");
+    let accepted = matches!((group, version), ("policy", "v1" | "v1beta1") | ("", ""));
+    if !accepted || !(kind.is_empty() || kind == "Eviction") {
+        return Err(ApiError::bad_request(format!(
+            "not a Eviction object: {}, Kind={kind}",
+            eviction
+                .get("apiVersion")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+        )));
+    }
+    if api::meta::name(&eviction) != Some(name) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let ns = ctx.target.namespace.as_deref().unwrap_or("");
+    if api::meta::namespace(&eviction).is_some_and(|n| !n.is_empty() && n != ns) {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let mut opts = match eviction.get("deleteOptions") {
+        Some(o) if o.is_object() => crate::http::query::DeleteOptions::from_json(o)?,
+        _ => crate::http::query::DeleteOptions::default(),
+    };
+    opts.dry_run |= query.dry_run;
+    let store = ctx.store();
+    let evicted = crate::registry::eviction::evict(&ctx.state, &store, name, &opts).await?;
+    let status = evicted.to_status();
+    let code = StatusCode::from_u16(api::status::code(&status)).unwrap_or(StatusCode::CREATED);
+    Ok((code, axum::Json(api::status::to_json(&status))).into_response())
+}
+
+/// GET, PUT and PATCH of `pods/ephemeralcontainers` and `pods/resize`.
+async fn pod_part(ctx: Ctx, method: Method, part: PodPart, body: Body) -> Result<Response> {
+    let name = ctx.target.require_name()?;
+    let outcome = match method {
+        Method::GET => {
+            let obj = ctx.store().get(name).await?;
+            let shown = ctx.target.resource.present(serde_json::Value::clone(&obj));
+            return Ok(encode(&shown, output(ctx.accept())?, StatusCode::OK));
+        }
+        Method::PUT => {
+            let opts = ctx.write_options("UpdateOptions")?;
+            let bytes = ctx.read_body(body).await?;
+            let pod = decode_object(&ctx.headers, &bytes)?;
+            ctx.store()
+                .update_pod_part(name, part, PodChange::Replace(&pod), &opts)
+                .await?
+        }
+        Method::PATCH => {
+            let opts = ctx.write_options("PatchOptions")?;
+            let ty = patch_type(&ctx.headers)?;
+            let bytes = ctx.read_body(body).await?;
+            ctx.store()
+                .update_pod_part(name, part, PodChange::Patch(ty, &bytes), &opts)
+                .await?
+        }
+        _ => return Err(ApiError::method_not_allowed()),
+    };
     respond_outcome(&ctx.target.resource, ctx.accept(), outcome)
 }

@@ -19,7 +19,8 @@ pub struct ResourcePath {
     pub resource: Option<String>,
     /// Object name.
     pub name: Option<String>,
-    /// Subresource (`status`, `scale`, `binding`, `finalize`).
+    /// Subresource (`status`, `scale`, `binding`, `finalize`, …; `proxy` also with a proxied
+    /// path after it, which is not kept).
     pub subresource: Option<String>,
 }
 
@@ -69,6 +70,18 @@ pub fn parse_rest(group: &str, version: &str, rest: &str) -> Option<ResourcePath
             path.name = own(name);
             path.subresource = own(sub);
         }
+        // `proxy` takes the rest of the path as the proxied path (`pods/web/proxy/healthz`).
+        ["namespaces", ns, res, name, "proxy", _, ..] => {
+            path.namespace = own(ns);
+            path.resource = own(res);
+            path.name = own(name);
+            path.subresource = own("proxy");
+        }
+        [res, name, "proxy", _, ..] if *res != "namespaces" => {
+            path.resource = own(res);
+            path.name = own(name);
+            path.subresource = own("proxy");
+        }
         _ => return None,
     }
     Some(path)
@@ -110,6 +123,13 @@ mod tests {
         assert_eq!(obj.name.as_deref(), Some("web"));
         assert_eq!(obj.subresource.as_deref(), Some("scale"));
         assert!(parse_rest("", "v1", "a/b/c/d/e/f").is_none());
+        let proxied = p("namespaces/d/pods/web:8080/proxy/healthz/x");
+        assert_eq!(proxied.name.as_deref(), Some("web:8080"));
+        assert_eq!(proxied.subresource.as_deref(), Some("proxy"));
+        assert_eq!(
+            p("nodes/n1/proxy/metrics").subresource.as_deref(),
+            Some("proxy")
+        );
         assert!(parse_rest("", "v1", "pods/..").is_none());
     }
 }

@@ -384,6 +384,32 @@ fn combine_orphan(
 }
 
 impl DeleteOptions {
+    /// Decodes delete options from a body of `content_type` (JSON, YAML or a protobuf
+    /// `DeleteOptions`, as client-go sends it when it speaks protobuf), possibly empty, and the
+    /// query: the body wins. An unsupported content type is 415.
+    pub fn decode(content_type: Option<&str>, body: &[u8], q: &Query) -> Result<Self> {
+        use crate::http::negotiate::{body_format, BodyFormat};
+        if !body.iter().any(|b| !b.is_ascii_whitespace()) {
+            return Self::parse(body, q);
+        }
+        match body_format(content_type) {
+            Some(BodyFormat::Json) => Self::parse(body, q),
+            Some(BodyFormat::Yaml) => Self::from_json(&crate::http::body::parse_yaml(body)?),
+            Some(BodyFormat::Protobuf) => {
+                let v = crate::protobuf::decode_object(body).map_err(|e| {
+                    ApiError::bad_request(format!("error decoding DeleteOptions: {e}"))
+                })?;
+                if v.get("kind").and_then(|k| k.as_str()) != Some("DeleteOptions") {
+                    return Err(ApiError::bad_request(
+                        "error decoding DeleteOptions: the body is not a DeleteOptions",
+                    ));
+                }
+                Self::from_json(&v)
+            }
+            None => Err(ApiError::unsupported_media_type()),
+        }
+    }
+
     /// Parses delete options: `body` (JSON, possibly empty) wins over the query.
     pub fn parse(body: &[u8], q: &Query) -> Result<Self> {
         if body.iter().any(|b| !b.is_ascii_whitespace()) {

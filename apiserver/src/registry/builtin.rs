@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac, scheduling};
 use k8s_openapi::api::{networking, node, storage};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
@@ -12,9 +12,9 @@ use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
-    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
-    ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
-    SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+    LeaseStrategy, NamespaceStrategy, NodeStrategy, PodDisruptionBudgetStrategy, PodStrategy,
+    PriorityClassStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy,
+    RoleStrategy, SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
 };
 use super::strategy::{
     CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy, IngressClassStrategy,
@@ -43,6 +43,7 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "networking.k8s.io" => networking(plural),
         "node.k8s.io" => node(plural),
         "storage.k8s.io" => storage(plural),
+        "policy" => policy(plural),
         _ => None,
     }
 }
@@ -167,6 +168,16 @@ fn node(plural: &str) -> Option<Parts> {
         "runtimeclasses" => Some((
             Arc::new(RuntimeClassStrategy),
             schema::<node::v1::RuntimeClass>,
+        )),
+        _ => None,
+    }
+}
+
+fn policy(plural: &str) -> Option<Parts> {
+    match plural {
+        "poddisruptionbudgets" => Some((
+            Arc::new(PodDisruptionBudgetStrategy),
+            schema::<policy::v1::PodDisruptionBudget>,
         )),
         _ => None,
     }

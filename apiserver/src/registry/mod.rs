@@ -19,7 +19,9 @@
 //! than `generation` (uid, resourceVersion, timestamps are the generic store's business).
 
 pub mod builtin;
+pub mod eviction;
 pub mod options;
+pub mod pod_subresources;
 pub mod resources;
 pub mod store;
 pub mod strategy;
@@ -30,8 +32,8 @@ pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};
 pub use strategy::{apply_binding, BindingError};
 pub use strategy::{column, pod_status_reason, to_partial_object_metadata};
+pub use strategy::{pdb_selects, spec_changed, DefaultTable, GenericStrategy};
 pub use strategy::{service_cluster_ips, ClusterIpAllocator, IpAllocError};
-pub use strategy::{spec_changed, DefaultTable, GenericStrategy};
 pub use strategy::{Forbidden, Objects, ScaleAccess, Strategy, Undo};
 pub use strategy::{KUBERNETES_SERVICE_IP, SERVICE_CIDR};
 pub use strategy::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};

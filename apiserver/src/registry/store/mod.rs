@@ -291,7 +291,7 @@ impl<'a> Store<'a> {
     async fn write(
         &self,
         key: &str,
-        new: Value,
+        mut new: Value,
         current: Current,
         dry_run: bool,
     ) -> Result<Option<Outcome>> {
@@ -300,6 +300,30 @@ impl<'a> Store<'a> {
             api::meta::set_resource_version(&mut out, &current.revision.to_string());
             return Ok(Some(Outcome::Stored(Written::object(out))));
         }
+        let strategy = &self.resource.strategy;
+        let undo = strategy
+            .before_update(&mut new, &current.object)
+            .map_err(|errs| self.invalid(api::meta::name(&current.object).unwrap_or(""), &errs))?;
+        let written = self.write_through(key, new, &current).await;
+        match &written {
+            Ok(Ok(stored)) => strategy.after_update(&stored.object, &current.object),
+            _ => {
+                if let Some(undo) = undo {
+                    undo();
+                }
+            }
+        }
+        Ok(written?.ok().map(Outcome::Stored))
+    }
+
+    /// The compare-and-swap store write of `new` over `current`, through the watch cache: the
+    /// object written, or `Err(new)` back when the race was lost.
+    async fn write_through(
+        &self,
+        key: &str,
+        new: Value,
+        current: &Current,
+    ) -> Result<std::result::Result<Written, Value>> {
         let store = &self.state.store;
         let written = self
             .state
@@ -318,7 +342,7 @@ impl<'a> Store<'a> {
                 )
             })
             .await?;
-        Ok(written.ok().map(Outcome::Stored))
+        Ok(written)
     }
 
     /// Removes `current` (with compare-and-swap); answers with `last` (the state an update left)

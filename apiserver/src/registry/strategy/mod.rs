@@ -28,9 +28,13 @@ mod namespace;
 mod netvalid;
 mod networkpolicy;
 mod node;
+mod nodeports;
+mod pdb;
 mod pod;
 mod pod_printer;
+mod pod_subresources;
 mod podtemplate;
+mod portalloc;
 mod rbac;
 mod runtimeclass;
 mod scheduling;
@@ -47,6 +51,11 @@ pub use ipalloc::{
     service_cluster_ips, ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR,
 };
 pub use pod_printer::pod_status_reason;
+pub use pod_subresources::{
+    prepare_ephemeral_containers, prepare_resize, validate_ephemeral_containers_update,
+    validate_resize,
+};
+pub use portalloc::{NodePortAllocator, PortAllocError, NODE_PORT_MAX, NODE_PORT_MIN};
 pub use table::{column, to_partial_object_metadata};
 
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
@@ -64,6 +73,8 @@ pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use networkpolicy::NetworkPolicyStrategy;
 pub(crate) use node::NodeStrategy;
+pub(crate) use pdb::PodDisruptionBudgetStrategy;
+pub use pdb::{pdb_selects, UNHEALTHY_POD_EVICTION_POLICIES};
 pub(crate) use pod::PodStrategy;
 pub use rbac::RBAC_GROUP;
 pub(crate) use rbac::{
@@ -137,6 +148,21 @@ pub trait Strategy: Send + Sync + 'static {
     fn before_create(&self, _obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
         Ok(None)
     }
+
+    /// Allocations an update needs (Service node ports), on the prepared and validated new state
+    /// of any write that changes the object, before the store write; a refusal is a 422 on the
+    /// kind. Returns what undoes them if the write does not happen (a lost race computes and
+    /// allocates again). Never called for a dry run.
+    fn before_update(
+        &self,
+        _new: &mut Value,
+        _old: &Value,
+    ) -> Result<Option<Undo>, Vec<FieldError>> {
+        Ok(None)
+    }
+
+    /// After an update was stored: releases what `old` held and `new` no longer does.
+    fn after_update(&self, _new: &Value, _old: &Value) {}
 
     // ---- update ----
 

@@ -20,7 +20,7 @@ const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
 
 /// Defaults of one container (`SetDefaults_Container` and friends).
-fn default_container(c: &mut Value) {
+pub(super) fn default_container(c: &mut Value) {
     let Some(m) = c.as_object_mut() else { return };
     let image = m
         .get("image")
@@ -72,7 +72,7 @@ pub fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-fn validate_container(
+pub(super) fn validate_container(
     c: &Value,
     path: &str,
     names: &mut BTreeSet<String>,
@@ -333,6 +333,11 @@ impl Strategy for PodStrategy {
                     spec.insert((*key).to_string(), v.clone());
                 }
             }
+            // Ephemeral containers change only through `pods/ephemeralcontainers`.
+            match old_spec.get("ephemeralContainers") {
+                Some(v) => spec.insert("ephemeralContainers".to_string(), v.clone()),
+                None => spec.remove("ephemeralContainers"),
+            };
         }
     }
 

@@ -4,6 +4,8 @@
 //! after a delete, rebuilt from storage at start (`restore`).
 
 use super::common::{default_field, field_text, object_at};
+use super::nodeports::{allocate_node_ports, keep_allocated_values, validate_node_ports};
+use super::portalloc::{service_node_ports, NodePortAllocator};
 use super::table::{age_cell, age_column, column, name_column};
 use super::workloads::format_labels;
 use super::{ClusterIpAllocator, Strategy, Undo};
@@ -15,16 +17,21 @@ use std::sync::Arc;
 pub struct ServiceStrategy {
     /// Cluster IPs in use; shared by every service write.
     ips: Arc<ClusterIpAllocator>,
+    /// Node ports in use (node ports and health-check node ports); shared by every service write.
+    ports: Arc<NodePortAllocator>,
 }
 
 impl ServiceStrategy {
-    /// A strategy allocating from `ips`.
+    /// A strategy allocating cluster IPs from `ips` and node ports from its own allocator.
     pub fn new(ips: Arc<ClusterIpAllocator>) -> Self {
-        ServiceStrategy { ips }
+        ServiceStrategy {
+            ips,
+            ports: Arc::new(NodePortAllocator::new()),
+        }
     }
 
-    /// Returns the addresses `svc` holds to the pool (an `ExternalName` service holds none,
-    /// whatever its `clusterIP` says).
+    /// Returns the addresses and node ports `svc` holds to the pools (an `ExternalName` service
+    /// holds none, whatever its `clusterIP` says).
     fn release(&self, svc: &Value) {
         if field_text(svc, "spec.type") == "ExternalName" {
             return;
@@ -32,6 +39,20 @@ impl ServiceStrategy {
         for ip in super::service_cluster_ips(svc) {
             self.ips.release(&ip);
         }
+        for port in service_node_ports(svc) {
+            self.ports.release(port);
+        }
+    }
+
+    /// An undo releasing `ports`.
+    fn release_ports(&self, ports: Vec<i64>) -> Option<Undo> {
+        if ports.is_empty() {
+            return None;
+        }
+        let pool = self.ports.clone();
+        Some(Box::new(move || {
+            ports.into_iter().for_each(|p| pool.release(p))
+        }))
     }
 }
 
@@ -50,12 +71,27 @@ fn default_service(obj: &mut Value) {
         .to_string();
     default_field(spec, "sessionAffinity", json!("None"));
     if ty != "ExternalName" {
+        // A single-stack IPv4 cluster: one family; a headless service without a selector asks
+        // for every family of the cluster (`RequireDualStack`, upstream's `initIPFamilyFields`).
+        let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+        let selectorless = spec
+            .get("selector")
+            .and_then(Value::as_object)
+            .is_none_or(|m| m.is_empty());
+        let policy = if headless && selectorless {
+            "RequireDualStack"
+        } else {
+            "SingleStack"
+        };
         default_field(spec, "ipFamilies", json!(["IPv4"]));
-        default_field(spec, "ipFamilyPolicy", json!("SingleStack"));
+        default_field(spec, "ipFamilyPolicy", json!(policy));
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
     }
     if ty == "NodePort" || ty == "LoadBalancer" {
         default_field(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if ty == "LoadBalancer" {
+        default_field(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
@@ -135,8 +171,60 @@ impl ServiceStrategy {
         if let Some(sel) = obj.pointer("/spec/selector") {
             errs.extend(validation::validate_labels(sel, "spec.selector"));
         }
+        errs.extend(validate_node_ports(obj));
+        errs.extend(validate_ip_families(obj));
         errs
     }
+}
+
+const IP_FAMILY_POLICIES: &[&str] = &["PreferDualStack", "RequireDualStack", "SingleStack"];
+
+/// `ValidateService`'s IP family rules and the allocator's checks of a single-stack IPv4 cluster.
+fn validate_ip_families(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if field_text(obj, "spec.type") == "ExternalName" {
+        return errs;
+    }
+    let policy = obj.pointer("/spec/ipFamilyPolicy").filter(|v| !v.is_null());
+    if let Some(p) = policy {
+        if !p.as_str().is_some_and(|s| IP_FAMILY_POLICIES.contains(&s)) {
+            errs.push(FieldError::not_supported(
+                "spec.ipFamilyPolicy",
+                p,
+                IP_FAMILY_POLICIES,
+            ));
+        }
+    }
+    let families = obj
+        .pointer("/spec/ipFamilies")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, f) in families.iter().enumerate() {
+        let path = format!("spec.ipFamilies[{i}]");
+        match f.as_str() {
+            Some("IPv4") => {}
+            Some("IPv6") => errs.push(FieldError::invalid(
+                &path,
+                "IPv6",
+                "not configured on this cluster",
+            )),
+            _ => errs.push(FieldError::not_supported(path, f, &["IPv4", "IPv6"])),
+        }
+    }
+    let headless = field_text(obj, "spec.clusterIP") == "None";
+    let selectorless = obj
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.is_empty());
+    if policy.and_then(Value::as_str) == Some("RequireDualStack") && !(headless && selectorless) {
+        errs.push(FieldError::invalid(
+            "spec.ipFamilyPolicy",
+            "RequireDualStack",
+            "this cluster is not configured for dual-stack services",
+        ));
+    }
+    errs
 }
 
 fn port_string(obj: &Value) -> String {
@@ -223,17 +311,94 @@ impl Strategy for ServiceStrategy {
     }
     fn before_create(&self, obj: &mut Value) -> Result<Option<Undo>, Vec<FieldError>> {
         let allocated = self.ips.assign(obj).map_err(|e| vec![e])?;
-        let ips = self.ips.clone();
-        Ok(allocated.map(|ip| {
-            let undo: Undo = Box::new(move || ips.release(&ip.to_string()));
-            undo
-        }))
+        let release_ip = {
+            let ips = self.ips.clone();
+            move || {
+                if let Some(ip) = allocated {
+                    ips.release(&ip.to_string());
+                }
+            }
+        };
+        let ports = match allocate_node_ports(&self.ports, obj, None) {
+            Ok(ports) => ports,
+            Err(errs) => {
+                release_ip();
+                return Err(errs);
+            }
+        };
+        let release_ports = self.release_ports(ports);
+        if allocated.is_none() && release_ports.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(move || {
+            release_ip();
+            if let Some(undo) = release_ports {
+                undo();
+            }
+        })))
+    }
+    fn before_update(&self, new: &mut Value, old: &Value) -> Result<Option<Undo>, Vec<FieldError>> {
+        // An ExternalName service holds no cluster IP: one that becomes another type gets one.
+        let from_external = field_text(old, "spec.type") == "ExternalName"
+            && field_text(new, "spec.type") != "ExternalName";
+        let ip = if from_external {
+            self.ips.assign(new).map_err(|e| vec![e])?
+        } else {
+            None
+        };
+        let release_ip = {
+            let ips = self.ips.clone();
+            move || {
+                if let Some(ip) = ip {
+                    ips.release(&ip.to_string());
+                }
+            }
+        };
+        let ports = match allocate_node_ports(&self.ports, new, Some(old)) {
+            Ok(ports) => ports,
+            Err(errs) => {
+                release_ip();
+                return Err(errs);
+            }
+        };
+        let release_ports = self.release_ports(ports);
+        if ip.is_none() && release_ports.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(move || {
+            release_ip();
+            if let Some(undo) = release_ports {
+                undo();
+            }
+        })))
+    }
+    fn after_update(&self, new: &Value, old: &Value) {
+        let kept = service_node_ports(new);
+        for port in service_node_ports(old) {
+            if !kept.contains(&port) {
+                self.ports.release(port);
+            }
+        }
+        if field_text(old, "spec.type") != "ExternalName" {
+            let held = if field_text(new, "spec.type") == "ExternalName" {
+                Vec::new()
+            } else {
+                super::service_cluster_ips(new)
+            };
+            for ip in super::service_cluster_ips(old) {
+                if !held.contains(&ip) {
+                    self.ips.release(&ip);
+                }
+            }
+        }
     }
     fn after_delete(&self, obj: &Value) {
         self.release(obj);
     }
     fn restore(&self, stored: &mut dyn Iterator<Item = &Value>) {
-        self.ips.rebuild(stored);
+        let services: Vec<&Value> = stored.collect();
+        self.ips.rebuild(services.iter().copied());
+        self.ports.rebuild(services.iter().copied());
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         // Cluster IPs are kept when an update omits them (kubectl apply never sends them).
@@ -248,6 +413,25 @@ impl Strategy for ServiceStrategy {
             }
         }
         default_service(new);
+        keep_allocated_values(new, old);
+        // Switching to ExternalName with the allocated IPs unchanged drops them and the fields
+        // that only IP services have (`dropTypeDependentFields`); the IPs are released after the
+        // write.
+        let to_external = field_text(new, "spec.type") == "ExternalName"
+            && field_text(old, "spec.type") != "ExternalName";
+        if to_external && super::service_cluster_ips(new) == super::service_cluster_ips(old) {
+            if let Some(spec) = object_at(new, "spec") {
+                for key in [
+                    "clusterIP",
+                    "clusterIPs",
+                    "ipFamilies",
+                    "ipFamilyPolicy",
+                    "internalTrafficPolicy",
+                ] {
+                    spec.remove(key);
+                }
+            }
+        }
     }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         self.validate(obj)
