@@ -7,6 +7,7 @@
 //! Each kind's missing objects are created concurrently, through the generic store (defaults,
 //! validation, managed fields), so a durable store commits them in shared flushes.
 
+pub mod apiservices;
 pub mod rbac;
 
 use futures::future::join_all;
@@ -132,5 +133,6 @@ pub async fn seed(state: &AppState) -> Result<()> {
         &policy.cluster_role_bindings,
     )
     .await?;
-    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await
+    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await?;
+    apiservices::sync(state).await
 }

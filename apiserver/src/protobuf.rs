@@ -12,6 +12,7 @@
 //! imagePullSecrets); other fields are dropped. Status is never decoded (the strategies reset it).
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
+mod authn;
 mod batch;
 mod rbac;
 
@@ -96,6 +97,33 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            authn::token_request(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => {
+            authn::token_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            authn::self_subject_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            authn::subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            authn::local_subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            authn::self_subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            authn::self_subject_rules_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            authn::certificate_signing_request(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("apiregistration.k8s.io/v1", "APIService") => {
+            authn::api_service(Message::decode(raw.as_slice()).map_err(d)?)
         }
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };

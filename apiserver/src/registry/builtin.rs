@@ -3,14 +3,19 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{
+    apps, authentication, authorization, batch, certificates, coordination, core, events, rbac,
+    scheduling,
+};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
-    ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
-    CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
+    ApiServiceStrategy, CertificateSigningRequestStrategy, ClusterRoleBindingStrategy,
+    ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy, CronJobStrategy,
+    DaemonSetStrategy, DeploymentStrategy, EventStrategy, GenericStrategy, JobStrategy,
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
     ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
     SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
@@ -34,6 +39,10 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "events.k8s.io" => events(plural),
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
+        "apiregistration.k8s.io" => apiregistration_group(plural),
+        "authentication.k8s.io" => authentication_group(plural),
+        "authorization.k8s.io" => authorization_group(plural),
+        "certificates.k8s.io" => certificates_group(plural),
         _ => None,
     }
 }
@@ -135,6 +144,66 @@ fn scheduling(plural: &str) -> Option<Parts> {
         "priorityclasses" => Some((
             Arc::new(PriorityClassStrategy),
             schema::<scheduling::v1::PriorityClass>,
+        )),
+        _ => None,
+    }
+}
+
+fn apiregistration_group(plural: &str) -> Option<Parts> {
+    match plural {
+        "apiservices" => Some((
+            Arc::new(ApiServiceStrategy),
+            schema::<apiregistration::v1::APIService>,
+        )),
+        _ => None,
+    }
+}
+
+/// The reviews are never stored: their POST is answered by `handlers::review`; the strategy
+/// only serves the generic parts (schema, discovery).
+fn authentication_group(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "selfsubjectreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authentication::v1::SelfSubjectReview>,
+        ),
+        "tokenreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authentication::v1::TokenReview>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn authorization_group(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "localsubjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::LocalSubjectAccessReview>,
+        ),
+        "selfsubjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SelfSubjectAccessReview>,
+        ),
+        "selfsubjectrulesreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SelfSubjectRulesReview>,
+        ),
+        "subjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SubjectAccessReview>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn certificates_group(plural: &str) -> Option<Parts> {
+    match plural {
+        "certificatesigningrequests" => Some((
+            Arc::new(CertificateSigningRequestStrategy),
+            schema::<certificates::v1::CertificateSigningRequest>,
         )),
         _ => None,
     }
