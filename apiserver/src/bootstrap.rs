@@ -134,5 +134,7 @@ pub async fn seed(state: &AppState) -> Result<()> {
     )
     .await?;
     ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await?;
-    apiservices::sync(state).await
+    apiservices::sync(state).await?;
+    apiservices::keep_in_step(state);
+    Ok(())
 }

@@ -758,3 +758,45 @@ async fn a_local_apiservice_is_listed_for_every_served_group_version() {
     .await;
     assert_eq!(again["items"].as_array().unwrap().len(), names.len());
 }
+
+#[tokio::test]
+async fn apiservices_follow_resources_registered_and_removed_at_run_time() {
+    let (app, state) = app().await;
+    let widgets = api::ResourceInfo::new("example.com", "v1alpha1", "Widget", "widgets");
+    state
+        .resources
+        .register(apiserver::registry::Resource::new(
+            widgets,
+            Arc::new(apiserver::registry::GenericStrategy),
+        ))
+        .unwrap();
+    let uri = "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.example.com";
+    // The follower runs in the background: wait for it, bounded.
+    let mut found = Value::Null;
+    for _ in 0..500 {
+        let (code, obj) = send(&app, "GET", uri, Value::Null).await;
+        if code == 200 {
+            found = obj;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        found["spec"],
+        json!({"group": "example.com", "version": "v1alpha1", "groupPriorityMinimum": 1000, "versionPriority": 100})
+    );
+    assert_eq!(
+        found["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+    state.resources.remove("example.com", "v1alpha1", "widgets");
+    let mut code = 200;
+    for _ in 0..500 {
+        code = send(&app, "GET", uri, Value::Null).await.0;
+        if code == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(code, 404);
+}

@@ -103,8 +103,7 @@ impl Rule {
                 || *r == combined
                 || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
         });
-        resource_ok
-            && (self.resource_names.is_empty() || self.resource_names.iter().any(|n| *n == a.name))
+        resource_ok && (self.resource_names.is_empty() || self.resource_names.contains(&a.name))
     }
 }
 

@@ -14,6 +14,29 @@ use crate::state::AppState;
 
 const GROUP: &str = "apiregistration.k8s.io";
 
+/// Keeps the Local APIServices in step with the served set until shutdown: every change of the
+/// registry (a custom resource's version registered or removed) is followed by a [`sync`].
+pub fn keep_in_step(state: &AppState) {
+    let state = state.clone();
+    let mut changes = state.resources.subscribe();
+    changes.mark_unchanged();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = state.shutdown.cancelled() => break,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+            if let Err(e) = sync(&state).await {
+                tracing::warn!(error = %e, "keeping the APIServices in step failed");
+            }
+        }
+    });
+}
+
 /// Creates the missing Local APIServices and removes the automanaged ones nobody serves.
 pub async fn sync(state: &AppState) -> Result<()> {
     let served = state.resources.snapshot();
