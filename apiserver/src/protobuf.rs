@@ -4,8 +4,9 @@
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
-//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]) — the objects
-//! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
+//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), TokenRequest, the
+//! review kinds, CertificateSigningRequest and APIService ([`authn`]) — the objects
+//! `kubectl create <generator>`, `create token`, `auth` and `certificate` send. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
 //! dnsPolicy, nodeSelector, serviceAccountName, nodeName, hostNetwork, schedulerName, tolerations,

@@ -11,6 +11,7 @@ mod delete;
 mod read;
 mod review;
 mod subresource;
+mod token;
 mod watch;
 mod write;
 
@@ -58,7 +59,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         return review::create(ctx, parts.method, body).await;
     }
     match (parts.method, named, sub.as_deref()) {
-        (Method::POST, true, Some("token")) => review::token_request(ctx, body).await,
+        (Method::POST, true, Some("token")) => token::token_request(ctx, body).await,
         (method, true, Some("approval")) => certificates::approval(ctx, method, body).await,
         (Method::GET, false, None) => {
             let opts = crate::http::query::ListOptions::from_query(&ctx.query)?;

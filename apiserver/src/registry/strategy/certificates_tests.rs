@@ -204,6 +204,7 @@ fn apiservices_are_validated_and_local_ones_available() {
     assert_eq!(
         errors(&res.validate_create(&bad)),
         vec![
+            "metadata.name: Invalid value: \"wrong\": must be in the form: <version>.<group>",
             "metadata.name: Invalid value: \"wrong\": must be `spec.version+\".\"+spec.group`",
             "spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000",
             "spec.versionPriority: Invalid value: 5000: must be positive and less than 1000",
