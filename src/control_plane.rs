@@ -170,10 +170,14 @@ impl ControlPlane {
         let component_tasks = TaskTracker::new();
 
         // The API is ready (watch cache primed, default namespaces seeded) before anything connects.
-        let state =
-            apiserver::AppState::start(config.apiserver.clone(), store.clone(), shutdown.clone())
-                .await
-                .map_err(|e| Error::Apiserver(e.to_string()))?;
+        let mut apiserver_config = config.apiserver.clone();
+        // The token key and the CA live with the data (in memory for an in-memory sandbox).
+        if apiserver_config.credentials_dir.is_none() {
+            apiserver_config.credentials_dir = data_dir.as_ref().map(|d| d.path().join("pki"));
+        }
+        let state = apiserver::AppState::start(apiserver_config, store.clone(), shutdown.clone())
+            .await
+            .map_err(|e| Error::Apiserver(e.to_string()))?;
         apiserver::bootstrap::seed(&state)
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;

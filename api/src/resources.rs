@@ -205,10 +205,14 @@ pub const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"]
 pub fn builtin() -> Vec<ResourceInfo> {
     [
         core(),
+        apiregistration(),
         apps(),
         batch(),
         coordination(),
         events(),
+        authentication(),
+        authorization(),
+        certificates(),
         rbac(),
         scheduling(),
         networking(),
@@ -305,7 +309,13 @@ fn core() -> Vec<ResourceInfo> {
             )),
         ResourceInfo::new("", "v1", "ConfigMap", "configmaps").short_names(&["cm"]),
         ResourceInfo::new("", "v1", "Secret", "secrets"),
-        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts").short_names(&["sa"]),
+        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts")
+            .short_names(&["sa"])
+            .subresource(Subresource::new(
+                "token",
+                ("authentication.k8s.io", "v1", "TokenRequest"),
+                &["create"],
+            )),
     ]
 }
 
@@ -437,6 +447,84 @@ fn policy() -> Vec<ResourceInfo> {
     )
     .short_names(&["pdb"])
     .with_status()]
+}
+
+/// `apiregistration.k8s.io/v1`: APIServices (one `Local` per served group-version).
+fn apiregistration() -> Vec<ResourceInfo> {
+    vec![
+        ResourceInfo::new("apiregistration.k8s.io", "v1", "APIService", "apiservices")
+            .cluster_scoped()
+            .categories(&["api-extensions"])
+            .with_status(),
+    ]
+}
+
+/// `authentication.k8s.io/v1`: the create-only review kinds.
+fn authentication() -> Vec<ResourceInfo> {
+    const G: &str = "authentication.k8s.io";
+    vec![
+        ResourceInfo::new(G, "v1", "SelfSubjectReview", "selfsubjectreviews")
+            .cluster_scoped()
+            .verbs(&["create"]),
+        ResourceInfo::new(G, "v1", "TokenReview", "tokenreviews")
+            .cluster_scoped()
+            .verbs(&["create"]),
+    ]
+}
+
+/// `authorization.k8s.io/v1`: the create-only access reviews.
+fn authorization() -> Vec<ResourceInfo> {
+    const G: &str = "authorization.k8s.io";
+    vec![
+        ResourceInfo::new(
+            G,
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+        )
+        .verbs(&["create"]),
+        ResourceInfo::new(
+            G,
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+        )
+        .cluster_scoped()
+        .verbs(&["create"]),
+        ResourceInfo::new(G, "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews")
+            .cluster_scoped()
+            .verbs(&["create"]),
+        ResourceInfo::new(G, "v1", "SubjectAccessReview", "subjectaccessreviews")
+            .cluster_scoped()
+            .verbs(&["create"]),
+    ]
+}
+
+/// `certificates.k8s.io/v1`: CertificateSigningRequests with `approval` and `status`.
+fn certificates() -> Vec<ResourceInfo> {
+    const G: &str = "certificates.k8s.io";
+    vec![ResourceInfo::new(
+        G,
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+    )
+    .cluster_scoped()
+    .short_names(&["csr"])
+    .subresource(Subresource::new(
+        "approval",
+        (G, "v1", "CertificateSigningRequest"),
+        SUBRESOURCE_VERBS,
+    ))
+    .with_status()]
+}
+
+/// Whether a resource is one of the create-only reviews, answered without being stored.
+pub fn is_review(info: &ResourceInfo) -> bool {
+    matches!(
+        info.group.as_str(),
+        "authentication.k8s.io" | "authorization.k8s.io"
+    )
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

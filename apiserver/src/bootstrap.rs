@@ -8,6 +8,7 @@
 //! Each kind's missing objects are created concurrently, through the generic store (defaults,
 //! validation, managed fields), so a durable store commits them in shared flushes.
 
+pub mod apiservices;
 pub mod rbac;
 pub mod servicecidr;
 
@@ -135,5 +136,8 @@ pub async fn seed(state: &AppState) -> Result<()> {
         &policy.cluster_role_bindings,
     )
     .await?;
-    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await
+    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await?;
+    apiservices::sync(state).await?;
+    apiservices::keep_in_step(state);
+    Ok(())
 }

@@ -38,6 +38,9 @@ pub struct Config {
     pub shutdown_deadline: Duration,
     /// Server address advertised in `/api` (`serverAddressByClientCIDRs`).
     pub advertise_address: String,
+    /// Where the service-account token key and the sandbox CA are kept (`None`: generated in
+    /// memory at every start, for an in-memory sandbox). See [`crate::authn::credentials`].
+    pub credentials_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             future_rv_wait: Duration::from_secs(3),
             shutdown_deadline: Duration::from_secs(10),
             advertise_address: "127.0.0.1:6443".to_string(),
+            credentials_dir: None,
         }
     }
 }

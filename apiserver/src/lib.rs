@@ -13,6 +13,8 @@ pub mod patch;
 pub mod protobuf;
 pub mod registry;
 
+pub mod authn;
+pub mod authz;
 pub mod bootstrap;
 pub mod config;
 pub mod discovery;
@@ -103,6 +105,11 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(ok))
         .route("/metrics", get(metrics_text))
         .route("/api", get(api_root))
+        .route(
+            "/.well-known/openid-configuration",
+            get(authn::oidc::openid_configuration),
+        )
+        .route(authn::oidc::JWKS_PATH, get(authn::oidc::jwks))
         .route("/apis", get(apis_root))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::document))

@@ -6,14 +6,16 @@
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
 //! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), the networking.k8s.io
 //! kinds ([`networking`]), the storage.k8s.io kinds and RuntimeClass ([`storage`]), PodDisruptionBudget,
-//! Eviction, DeleteOptions and Binding ([`policy`]) â the objects
-//! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
+//! Eviction, DeleteOptions and Binding ([`policy`]), TokenRequest, the review kinds,
+//! CertificateSigningRequest and APIService ([`authn`]) — the objects `kubectl create <generator>`,
+//! `create token`, `auth` and `certificate` send. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
 //! dnsPolicy, nodeSelector, serviceAccountName, nodeName, hostNetwork, schedulerName, tolerations,
 //! imagePullSecrets); other fields are dropped. Status is never decoded (the strategies reset it).
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
+mod authn;
 mod batch;
 mod networking;
 mod policy;
@@ -145,6 +147,33 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         // Registered in every group-version: client-go envelopes it under the client's.
         (_, "DeleteOptions") => policy::delete_options(Message::decode(raw.as_slice()).map_err(d)?),
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            authn::token_request(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => {
+            authn::token_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            authn::self_subject_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            authn::subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            authn::local_subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            authn::self_subject_access_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            authn::self_subject_rules_review(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            authn::certificate_signing_request(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("apiregistration.k8s.io/v1", "APIService") => {
+            authn::api_service(Message::decode(raw.as_slice()).map_err(d)?)
+        }
         _ => return Err(ProtobufError::UnsupportedKind { api_version, kind }),
     };
     if let Some(m) = obj.as_object_mut() {

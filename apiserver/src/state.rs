@@ -27,6 +27,8 @@ pub struct AppState {
     pub resources: Arc<ResourceRegistry>,
     /// OpenAPI documents of the served set, rebuilt when it changes.
     pub openapi: Arc<crate::openapi::OpenApiCache>,
+    /// The service-account token key and the sandbox CA.
+    pub credentials: Arc<crate::authn::Credentials>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -51,6 +53,11 @@ impl AppState {
         )
         .await
         .map_err(|e| ApiError::internal("starting the watch cache", e))?;
+        let credentials = crate::authn::Credentials::load_or_generate(
+            config.credentials_dir.as_deref(),
+            crate::authn::DEFAULT_ISSUER,
+        )
+        .map_err(|e| ApiError::internal("loading the service-account key and the CA", e))?;
         let resources = Arc::new(ResourceRegistry::new());
         let ips = Arc::new(ClusterIpAllocator::new());
         crate::registry::builtin::register(&resources, &ips)
@@ -71,6 +78,7 @@ impl AppState {
             cache,
             metrics: Arc::new(Metrics::default()),
             shutdown,
+            credentials: Arc::new(credentials),
         })
     }
 }

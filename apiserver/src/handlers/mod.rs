@@ -6,10 +6,13 @@
 //! handler parses the request, calls the registry [`Store`](crate::registry::Store) and renders
 //! the result; handler modules share only the HTTP helpers of [`crate::http`], never each other.
 
+mod certificates;
 mod delete;
 mod read;
 mod stream;
+mod review;
 mod subresource;
+mod token;
 mod watch;
 mod write;
 
@@ -53,7 +56,12 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
     };
     let sub = ctx.target.subresource.clone();
     let named = ctx.target.name.is_some();
+    if api::resources::is_review(ctx.target.info()) {
+        return review::create(ctx, parts.method, body).await;
+    }
     match (parts.method, named, sub.as_deref()) {
+        (Method::POST, true, Some("token")) => token::token_request(ctx, body).await,
+        (method, true, Some("approval")) => certificates::approval(ctx, method, body).await,
         (Method::GET, false, None) => {
             let opts = crate::http::query::ListOptions::from_query(&ctx.query)?;
             if opts.watch {

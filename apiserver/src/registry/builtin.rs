@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, policy, rbac, scheduling};
-use k8s_openapi::api::{networking, node, storage};
+use k8s_openapi::api::{
+    apps, authentication, authorization, batch, certificates, coordination, core, events, networking,
+    node, policy, rbac, scheduling, storage,
+};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
@@ -15,6 +18,9 @@ use super::strategy::{
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodDisruptionBudgetStrategy, PodStrategy,
     PriorityClassStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy,
     RoleStrategy, SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+};
+use super::strategy::{
+    ApiServiceStrategy, CertificateSigningRequestStrategy, GenericStrategy,
 };
 use super::strategy::{
     CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy, IngressClassStrategy,
@@ -34,6 +40,10 @@ type Parts = (Arc<dyn Strategy>, SchemaFn);
 fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
     match group {
         "" => core(plural, ips),
+        "apiregistration.k8s.io" => apiregistration_group(plural),
+        "authentication.k8s.io" => authentication_group(plural),
+        "authorization.k8s.io" => authorization_group(plural),
+        "certificates.k8s.io" => certificates_group(plural),
         "apps" => apps(plural),
         "batch" => batch(plural),
         "coordination.k8s.io" => coordination(plural),
@@ -200,6 +210,66 @@ fn storage(plural: &str) -> Option<Parts> {
         _ => return None,
     };
     Some(parts)
+}
+
+fn apiregistration_group(plural: &str) -> Option<Parts> {
+    match plural {
+        "apiservices" => Some((
+            Arc::new(ApiServiceStrategy),
+            schema::<apiregistration::v1::APIService>,
+        )),
+        _ => None,
+    }
+}
+
+/// The reviews are never stored: their POST is answered by `handlers::review`; the strategy
+/// only serves the generic parts (schema, discovery).
+fn authentication_group(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "selfsubjectreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authentication::v1::SelfSubjectReview>,
+        ),
+        "tokenreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authentication::v1::TokenReview>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn authorization_group(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "localsubjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::LocalSubjectAccessReview>,
+        ),
+        "selfsubjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SelfSubjectAccessReview>,
+        ),
+        "selfsubjectrulesreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SelfSubjectRulesReview>,
+        ),
+        "subjectaccessreviews" => (
+            Arc::new(GenericStrategy),
+            schema::<authorization::v1::SubjectAccessReview>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn certificates_group(plural: &str) -> Option<Parts> {
+    match plural {
+        "certificatesigningrequests" => Some((
+            Arc::new(CertificateSigningRequestStrategy),
+            schema::<certificates::v1::CertificateSigningRequest>,
+        )),
+        _ => None,
+    }
 }
 
 /// Every built-in resource, in discovery order; services allocate from `ips`.

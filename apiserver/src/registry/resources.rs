@@ -214,15 +214,31 @@ impl Served {
 }
 
 /// The served resources; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ResourceRegistry {
     served: RwLock<Arc<Served>>,
+    /// The generation after each change, for those that follow the served set.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for ResourceRegistry {
+    fn default() -> Self {
+        ResourceRegistry {
+            served: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl ResourceRegistry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Follows changes of the served set: the receiver sees each new generation.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The current served set.
@@ -267,6 +283,7 @@ impl ResourceRegistry {
             generation: served.generation + 1,
             resources,
         });
+        self.changes.send_replace(served.generation);
         Ok(resource)
     }
 
@@ -284,6 +301,7 @@ impl ResourceRegistry {
             generation: served.generation + 1,
             resources,
         });
+        self.changes.send_replace(served.generation);
         Some(gone)
     }
 }

@@ -8,7 +8,9 @@
 //! plugins of a kind (Priority for pods and priority classes) read informer listers; here they
 //! read the watch cache through [`Objects`], read-only.
 
+mod apiregistration;
 mod binding;
+mod certificates;
 mod common;
 mod config;
 mod controllerrevision;
@@ -45,7 +47,11 @@ mod storageclass;
 mod table;
 mod workloads;
 
+pub(crate) use apiregistration::ApiServiceStrategy;
+pub use apiregistration::{apiservice_name, local_apiservice, local_status, AUTOMANAGED_LABEL};
 pub use binding::{apply_binding, BindingError};
+pub(crate) use certificates::CertificateSigningRequestStrategy;
+pub use certificates::{approval_update, validate_approval_update};
 pub use common::{spec_changed, DefaultTable, GenericStrategy};
 pub use ipalloc::{
     service_cluster_ips, ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR,
@@ -296,6 +302,8 @@ pub trait ScaleAccess: Send + Sync {
 
 #[cfg(test)]
 mod net_tests;
+#[cfg(test)]
+mod certificates_tests;
 #[cfg(test)]
 mod rbac_tests;
 #[cfg(test)]

@@ -1,0 +1,56 @@
+//! Authorization decisions, for the review APIs (SubjectAccessReview and friends).
+//!
+//! The server does not enforce authorization: every request is served. The reviews answer what a
+//! kube-apiserver with its default authorizers would: the privileged-group authorizer first
+//! (`system:masters` may do everything, with no reason given), then [`rbac`] over the stored RBAC
+//! objects. So the admin identity is allowed everything, and a review for another user
+//! (`kubectl auth can-i --as=...`) is decided by the bootstrap policy and whatever roles and
+//! bindings were created.
+
+pub mod rbac;
+
+pub use rbac::{Attributes, Decision, Rule};
+
+use crate::authn::identity::UserInfo;
+use crate::registry::Objects;
+
+/// `user.SystemPrivilegedGroup`.
+pub const PRIVILEGED_GROUP: &str = "system:masters";
+
+/// The union of the privileged-group and RBAC authorizers.
+pub fn authorize(objects: &dyn Objects, attrs: &Attributes) -> Decision {
+    if attrs.user.in_group(PRIVILEGED_GROUP) {
+        return Decision {
+            allowed: true,
+            reason: String::new(),
+        };
+    }
+    rbac::authorize(objects, attrs)
+}
+
+/// The rules of `user` in `namespace` over both authorizers (a privileged user first gets
+/// everything on everything), with evaluation errors.
+pub fn rules_for(
+    objects: &dyn Objects,
+    user: &UserInfo,
+    namespace: &str,
+) -> (Vec<Rule>, Vec<String>) {
+    let mut rules = Vec::new();
+    if user.in_group(PRIVILEGED_GROUP) {
+        let all = vec!["*".to_string()];
+        rules.push(Rule {
+            verbs: all.clone(),
+            api_groups: all.clone(),
+            resources: all.clone(),
+            ..Default::default()
+        });
+        rules.push(Rule {
+            verbs: all.clone(),
+            non_resource_urls: all,
+            ..Default::default()
+        });
+    }
+    let (more, errors) = rbac::rules_for(objects, user, namespace);
+    rules.extend(more);
+    (rules, errors)
+}

@@ -1,0 +1,461 @@
+//! The create-only APIs that answer instead of storing: `authentication.k8s.io` TokenReview and
+//! SelfSubjectReview, and `authorization.k8s.io`
+//! SubjectAccessReview, SelfSubjectAccessReview, LocalSubjectAccessReview and
+//! SelfSubjectRulesReview (upstream's `pkg/registry/authentication` and
+//! `pkg/registry/authorization` REST storage, with `pkg/apis/authorization/validation`).
+//! The decisions are [`crate::authn`]'s and [`crate::authz`]'s; this is the HTTP side.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+
+use crate::authn::identity::UserInfo;
+use crate::authn::token::{self, Found, Lookup};
+use crate::authz::{self, Attributes};
+use crate::error::{ApiError, Result};
+use crate::http::body::decode_object;
+use crate::http::render::{encode, output};
+use crate::http::request::Ctx;
+use crate::registry::store::CachedObjects;
+use crate::registry::Objects;
+use api::validation::{FieldError, FieldErrorKind};
+
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// The body of a review or token request, checked against the endpoint's kind and pruned of
+/// unknown fields as `fieldValidation` asks.
+async fn read_request(ctx: &Ctx, body: Body) -> Result<Value> {
+    let opts = ctx.write_options("CreateOptions")?;
+    let bytes = ctx.read_body(body).await?;
+    let mut obj = decode_object(&ctx.headers, &bytes)?;
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    let store = ctx.store();
+    store.check_type_meta(&obj)?;
+    store.validate_fields(&mut obj, opts.field_validation)?;
+    Ok(crate::registry::with_type_meta(
+        &ctx.target.resource.info,
+        obj,
+    ))
+}
+
+fn respond(ctx: &Ctx, mut obj: Value) -> Result<Response> {
+    // Go writes a zero ObjectMeta as `{"creationTimestamp": null}`.
+    if let Some(o) = obj.as_object_mut() {
+        let meta = o
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(m) = meta.as_object_mut() {
+            m.entry("creationTimestamp").or_insert(Value::Null);
+        }
+    }
+    Ok(encode(&obj, output(ctx.accept())?, StatusCode::CREATED))
+}
+
+/// POST to a review resource (any other verb is 405).
+pub async fn create(ctx: Ctx, method: Method, body: Body) -> Result<Response> {
+    if method != Method::POST || ctx.target.name.is_some() {
+        return Err(ApiError::method_not_allowed());
+    }
+    let obj = read_request(&ctx, body).await?;
+    // The decisions read the watch cache: first let it catch up with every write acknowledged
+    // before this request (a binding or pod created just before is seen).
+    ctx.store().wait_consistent().await?;
+    let info = &ctx.target.resource.info;
+    let out = match info.plural.as_str() {
+        "tokenreviews" => token_review(&ctx, obj)?,
+        "selfsubjectreviews" => self_subject_review(&ctx, obj),
+        "subjectaccessreviews" => subject_access_review(&ctx, obj)?,
+        "selfsubjectaccessreviews" => self_subject_access_review(&ctx, obj)?,
+        "localsubjectaccessreviews" => local_subject_access_review(&ctx, obj)?,
+        "selfsubjectrulesreviews" => self_subject_rules_review(&ctx, obj)?,
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    respond(&ctx, out)
+}
+
+/// Lookups for token validation from the watch cache, with upstream's getter errors.
+struct CacheLookup<'a>(CachedObjects<'a>);
+
+impl Lookup for CacheLookup<'_> {
+    fn find(&self, kind: &str, namespace: &str, name: &str) -> std::result::Result<Found, String> {
+        let (plural, ns) = match kind {
+            "ServiceAccount" => ("serviceaccounts", Some(namespace)),
+            "Pod" => ("pods", Some(namespace)),
+            "Secret" => ("secrets", Some(namespace)),
+            _ => ("nodes", None),
+        };
+        let obj = self
+            .0
+            .get("", plural, ns, name)
+            .ok_or_else(|| format!("{plural} \"{name}\" not found"))?;
+        let deleted = api::meta::deletion_timestamp(&obj)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .is_some_and(|t| t.as_second() < now() - token::LEEWAY_SECONDS);
+        Ok(Found {
+            uid: api::meta::uid(&obj).unwrap_or("").to_string(),
+            deleted,
+        })
+    }
+}
+
+fn token_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let token_text = spec.get("token").and_then(Value::as_str).unwrap_or("");
+    if token_text.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let audiences: Vec<String> = spec
+        .get("audiences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let lookup = CacheLookup(CachedObjects::new(&ctx.state));
+    let verdict = token::validate(
+        &ctx.state.credentials,
+        token_text,
+        &audiences,
+        now(),
+        &lookup,
+    );
+    let mut status = Map::new();
+    match verdict {
+        Ok(Some(auth)) => {
+            status.insert("authenticated".into(), json!(true));
+            status.insert("user".into(), auth.user.to_json());
+            status.insert("audiences".into(), json!(auth.audiences));
+        }
+        Ok(None) => {
+            status.insert("user".into(), json!({}));
+        }
+        Err(e) => {
+            status.insert("user".into(), json!({}));
+            status.insert("error".into(), json!(e));
+        }
+    }
+    obj["status"] = Value::Object(status);
+    Ok(obj)
+}
+
+fn self_subject_review(ctx: &Ctx, _obj: Value) -> Value {
+    let user = UserInfo::of_request(&ctx.headers);
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": api::meta::now_rfc3339()},
+        "status": {"userInfo": user.to_json()},
+    })
+}
+
+/// Go's `%#v` of an attributes struct pointer (`&authorization.NonResourceAttributes{…}`): the
+/// struct (fields in Go order) after the pointer is followed, as field errors render it.
+fn go_struct(name: &str, obj: Option<&Value>, fields: &[(&str, &str)]) -> String {
+    let Some(obj) = obj.filter(|v| !v.is_null()) else {
+        return "\"null\"".to_string();
+    };
+    let parts: Vec<String> = fields
+        .iter()
+        .map(|(go, json)| {
+            let v = obj.get(*json).and_then(Value::as_str).unwrap_or("");
+            format!("{go}:{}", api::validation::go_quote(v))
+        })
+        .collect();
+    format!("authorization.{name}{{{}}}", parts.join(", "))
+}
+
+const NON_RESOURCE_FIELDS: &[(&str, &str)] = &[("Path", "path"), ("Verb", "verb")];
+
+fn attr_value(spec: &Value, key: &str) -> Option<Value> {
+    spec.get(key).filter(|v| !v.is_null()).cloned()
+}
+
+fn invalid(field: &str, value: String, msg: &str) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        kind: FieldErrorKind::Invalid,
+        message: msg.to_string(),
+        value: Some(value),
+    }
+}
+
+/// The attribute checks every access review shares (`ValidateSelfSubjectAccessReviewSpec`).
+fn validate_attributes(spec: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let res = attr_value(spec, "resourceAttributes");
+    let non = attr_value(spec, "nonResourceAttributes");
+    if res.is_some() && non.is_some() {
+        errs.push(invalid(
+            "spec.nonResourceAttributes",
+            go_struct("NonResourceAttributes", non.as_ref(), NON_RESOURCE_FIELDS),
+            "cannot be specified in combination with resourceAttributes",
+        ));
+    }
+    if res.is_none() && non.is_none() {
+        errs.push(invalid(
+            "spec.resourceAttributes",
+            "\"null\"".to_string(),
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        ));
+    }
+    errs
+}
+
+/// `metadata` beyond what a review may carry (managed fields are ignored; `namespace` for the
+/// local review).
+fn metadata_is_empty(obj: &Value, allow_namespace: bool) -> bool {
+    let Some(meta) = obj.get("metadata").and_then(Value::as_object) else {
+        return true;
+    };
+    meta.iter().all(|(k, v)| {
+        k == "managedFields"
+            || (allow_namespace && k == "namespace")
+            || v.is_null()
+            || v.as_str() == Some("")
+            || v.as_object().is_some_and(Map::is_empty)
+            || v.as_array().is_some_and(Vec::is_empty)
+    })
+}
+
+fn meta_value(obj: &Value) -> String {
+    let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
+    let s = |k: &str| {
+        meta.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    format!(
+        "v1.ObjectMeta{{Name:{}, GenerateName:{}, Namespace:{}, ...}}",
+        api::validation::go_quote(&s("name")),
+        api::validation::go_quote(&s("generateName")),
+        api::validation::go_quote(&s("namespace"))
+    )
+}
+
+fn reject(kind: &str, errs: &[FieldError]) -> ApiError {
+    ApiError::from(api::status::invalid(
+        &format!("{kind}.authorization.k8s.io"),
+        "",
+        errs,
+    ))
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `AuthorizationAttributesFrom`.
+fn attributes(user: UserInfo, spec: &Value) -> Attributes {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match attr_value(spec, "resourceAttributes") {
+        Some(r) => Attributes {
+            user,
+            verb: s(&r, "verb"),
+            resource_request: true,
+            namespace: s(&r, "namespace"),
+            api_group: s(&r, "group"),
+            resource: s(&r, "resource"),
+            subresource: s(&r, "subresource"),
+            name: s(&r, "name"),
+            path: String::new(),
+        },
+        None => {
+            let n = attr_value(spec, "nonResourceAttributes").unwrap_or(json!({}));
+            Attributes {
+                user,
+                verb: s(&n, "verb"),
+                path: s(&n, "path"),
+                ..Default::default()
+            }
+        }
+    }
+}
+
+fn decide(ctx: &Ctx, mut obj: Value, user: UserInfo) -> Value {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let attrs = attributes(user, &spec);
+    let objects = CachedObjects::new(&ctx.state);
+    let d = authz::authorize(&objects, &attrs);
+    let mut status = Map::new();
+    status.insert("allowed".into(), json!(d.allowed));
+    if !d.reason.is_empty() {
+        status.insert("reason".into(), json!(d.reason));
+    }
+    obj["status"] = Value::Object(status);
+    obj
+}
+
+fn user_from_spec(spec: &Value) -> UserInfo {
+    let extra = spec
+        .get("extra")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), strings(Some(v))))
+                .collect()
+        })
+        .unwrap_or_default();
+    UserInfo {
+        username: spec
+            .get("user")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        uid: spec
+            .get("uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        groups: strings(spec.get("groups")),
+        extra,
+    }
+}
+
+fn validate_subject(spec: &Value) -> Vec<FieldError> {
+    let mut errs = validate_attributes(spec);
+    let user = spec.get("user").and_then(Value::as_str).unwrap_or("");
+    if user.is_empty() && strings(spec.get("groups")).is_empty() {
+        errs.push(FieldError::invalid(
+            "spec.user",
+            user,
+            "at least one of user or group must be specified",
+        ));
+    }
+    errs
+}
+
+fn subject_access_review(ctx: &Ctx, obj: Value) -> Result<Value> {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let mut errs = validate_subject(&spec);
+    if !metadata_is_empty(&obj, false) {
+        errs.push(invalid("metadata", meta_value(&obj), "must be empty"));
+    }
+    if !errs.is_empty() {
+        return Err(reject("SubjectAccessReview", &errs));
+    }
+    let user = user_from_spec(&spec);
+    Ok(decide(ctx, obj, user))
+}
+
+fn self_subject_access_review(ctx: &Ctx, obj: Value) -> Result<Value> {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let mut errs = validate_attributes(&spec);
+    if !metadata_is_empty(&obj, false) {
+        errs.push(invalid("metadata", meta_value(&obj), "must be empty"));
+    }
+    if !errs.is_empty() {
+        return Err(reject("SelfSubjectAccessReview", &errs));
+    }
+    let user = UserInfo::of_request(&ctx.headers);
+    Ok(decide(ctx, obj, user))
+}
+
+fn local_subject_access_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
+    let Some(ns) = ctx.target.namespace.clone() else {
+        return Err(ApiError::bad_request(
+            "namespace is required on this type: ",
+        ));
+    };
+    ctx.store().reconcile_namespace(&mut obj)?;
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let mut errs = validate_subject(&spec);
+    if !metadata_is_empty(&obj, true) {
+        errs.push(invalid(
+            "metadata",
+            meta_value(&obj),
+            "must be empty except for namespace",
+        ));
+    }
+    if let Some(r) = attr_value(&spec, "resourceAttributes") {
+        let rns = r.get("namespace").and_then(Value::as_str).unwrap_or("");
+        if rns != ns {
+            errs.push(FieldError::invalid(
+                "spec.resourceAttributes.namespace",
+                rns,
+                "must match metadata.namespace",
+            ));
+        }
+    }
+    if let Some(n) = attr_value(&spec, "nonResourceAttributes") {
+        errs.push(invalid(
+            "spec.nonResourceAttributes",
+            go_struct("NonResourceAttributes", Some(&n), NON_RESOURCE_FIELDS),
+            "disallowed on this kind of request",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(reject("LocalSubjectAccessReview", &errs));
+    }
+    let user = user_from_spec(&spec);
+    Ok(decide(ctx, obj, user))
+}
+
+fn rule_json(r: &authz::Rule) -> Value {
+    let mut m = Map::new();
+    m.insert("verbs".into(), json!(r.verbs));
+    if r.non_resource_urls.is_empty() || !r.resources.is_empty() {
+        if !r.api_groups.is_empty() {
+            m.insert("apiGroups".into(), json!(r.api_groups));
+        }
+        if !r.resources.is_empty() {
+            m.insert("resources".into(), json!(r.resources));
+        }
+        if !r.resource_names.is_empty() {
+            m.insert("resourceNames".into(), json!(r.resource_names));
+        }
+    } else {
+        m.insert("nonResourceURLs".into(), json!(r.non_resource_urls));
+    }
+    Value::Object(m)
+}
+
+fn self_subject_rules_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
+    let namespace = obj
+        .pointer("/spec/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if namespace.is_empty() {
+        return Err(ApiError::bad_request("no namespace on request"));
+    }
+    let user = UserInfo::of_request(&ctx.headers);
+    let objects = CachedObjects::new(&ctx.state);
+    let (rules, errors) = authz::rules_for(&objects, &user, &namespace);
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    for r in &rules {
+        // A rule with both kinds lists (never valid RBAC) counts as a resource rule.
+        if !r.resources.is_empty() || r.non_resource_urls.is_empty() {
+            resource_rules.push(rule_json(r));
+        } else {
+            non_resource_rules.push(rule_json(r));
+        }
+    }
+    let mut status = Map::new();
+    status.insert("resourceRules".into(), Value::Array(resource_rules));
+    status.insert("nonResourceRules".into(), Value::Array(non_resource_rules));
+    status.insert("incomplete".into(), json!(!errors.is_empty()));
+    if !errors.is_empty() {
+        status.insert("evaluationError".into(), json!(errors.join(", ")));
+    }
+    obj["status"] = Value::Object(status);
+    Ok(obj)
+}
