@@ -38,6 +38,8 @@ pub struct Config {
     pub shutdown_deadline: Duration,
     /// Server address advertised in `/api` (`serverAddressByClientCIDRs`).
     pub advertise_address: String,
+    /// The in-process components `componentstatuses` reports on.
+    pub components: crate::components::Components,
 }
 
 impl Default for Config {
@@ -57,6 +59,7 @@ impl Default for Config {
             future_rv_wait: Duration::from_secs(3),
             shutdown_deadline: Duration::from_secs(10),
             advertise_address: "127.0.0.1:6443".to_string(),
+            components: Default::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod protobuf;
 pub mod registry;
 
 pub mod bootstrap;
+pub mod components;
 pub mod config;
 pub mod discovery;
 pub mod error;

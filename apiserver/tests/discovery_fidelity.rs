@@ -13,15 +13,7 @@ use serde_json::Value;
 /// Entries of the real server's discovery that this one does not serve yet, as
 /// `group/version/name` (core: `v1/name`).
 const NOT_SERVED_YET: &[&str] = &[
-    "v1/bindings",
-    "v1/componentstatuses",
-    "v1/endpoints",
-    "v1/limitranges",
     "v1/nodes/proxy",
-    "v1/persistentvolumeclaims",
-    "v1/persistentvolumeclaims/status",
-    "v1/persistentvolumes",
-    "v1/persistentvolumes/status",
     "v1/pods/attach",
     "v1/pods/ephemeralcontainers",
     "v1/pods/eviction",
@@ -30,9 +22,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "v1/pods/portforward",
     "v1/pods/proxy",
     "v1/pods/resize",
-    "v1/podtemplates",
-    "v1/resourcequotas",
-    "v1/resourcequotas/status",
     "v1/serviceaccounts/token",
     "v1/services/proxy",
     "admissionregistration.k8s.io/v1/*",
@@ -43,7 +32,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "autoscaling/v1/*",
     "autoscaling/v2/*",
     "certificates.k8s.io/v1/*",
-    "discovery.k8s.io/v1/*",
     "flowcontrol.apiserver.k8s.io/v1/*",
     "networking.k8s.io/v1/*",
     "node.k8s.io/v1/*",

@@ -9,6 +9,7 @@
 mod delete;
 mod read;
 mod subresource;
+mod unstored;
 mod watch;
 mod write;
 
@@ -50,6 +51,11 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
     };
+    let mut unstored_body = Some(body);
+    if let Some(r) = unstored::handle(&ctx, &parts.method, &mut unstored_body).await {
+        return r;
+    }
+    let body = unstored_body.unwrap_or_default();
     let sub = ctx.target.subresource.clone();
     let named = ctx.target.name.is_some();
     match (parts.method, named, sub.as_deref()) {

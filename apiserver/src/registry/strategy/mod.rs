@@ -13,8 +13,10 @@ mod common;
 mod config;
 mod controllerrevision;
 mod cron;
+mod componentstatus;
 mod cronjob;
 mod daemonset;
+mod endpoints;
 mod event;
 mod gofmt;
 mod ipalloc;
@@ -26,11 +28,16 @@ mod node;
 mod pod;
 mod pod_printer;
 mod podtemplate;
+mod podtemplates;
+mod quota;
+mod resource_list;
 mod rbac;
 mod scheduling;
 mod service;
 mod statefulset;
+mod storage;
 mod table;
+mod volume_defaults;
 mod workloads;
 
 pub use binding::{apply_binding, BindingError};
@@ -46,7 +53,12 @@ pub(crate) use common::{prepare_status_common, prepare_update_common, set_field}
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
 pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
+pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
 pub(crate) use daemonset::DaemonSetStrategy;
+pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
+pub(crate) use podtemplates::PodTemplateStrategy;
+pub(crate) use quota::{LimitRangeStrategy, ResourceQuotaStrategy};
+pub(crate) use storage::{PersistentVolumeClaimStrategy, PersistentVolumeStrategy};
 pub(crate) use event::EventStrategy;
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
@@ -257,6 +269,8 @@ pub trait ScaleAccess: Send + Sync {
 mod rbac_tests;
 #[cfg(test)]
 mod scheduling_tests;
+#[cfg(test)]
+mod tests_core;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
