@@ -13,6 +13,7 @@
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
 mod batch;
+mod core_policy;
 mod rbac;
 
 use k8s_pb::api::apps::v1 as apps;
@@ -73,6 +74,13 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("v1", "Service") => service(core::Service::decode(raw.as_slice()).map_err(d)?),
         ("v1", "Pod") => pod(core::Pod::decode(raw.as_slice()).map_err(d)?),
+        ("v1", "ResourceQuota") => {
+            core_policy::resource_quota(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "LimitRange") => core_policy::limit_range(Message::decode(raw.as_slice()).map_err(d)?),
+        ("v1", "PersistentVolumeClaim") => {
+            core_policy::persistent_volume_claim(Message::decode(raw.as_slice()).map_err(d)?)
+        }
         ("v1", "ReplicationController") => {
             replication_controller(core::ReplicationController::decode(raw.as_slice()).map_err(d)?)
         }
