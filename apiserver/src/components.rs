@@ -43,7 +43,9 @@ impl Components {
     /// Registers `name` as running in this process; the returned flag marks it stopped.
     pub fn register(&self, name: &str) -> Liveness {
         let live = Liveness(Arc::new(AtomicBool::new(true)));
-        self.registered.write().insert(name.to_string(), live.clone());
+        self.registered
+            .write()
+            .insert(name.to_string(), live.clone());
         live
     }
 

@@ -77,7 +77,9 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "ResourceQuota") => {
             core_policy::resource_quota(Message::decode(raw.as_slice()).map_err(d)?)
         }
-        ("v1", "LimitRange") => core_policy::limit_range(Message::decode(raw.as_slice()).map_err(d)?),
+        ("v1", "LimitRange") => {
+            core_policy::limit_range(Message::decode(raw.as_slice()).map_err(d)?)
+        }
         ("v1", "PersistentVolumeClaim") => {
             core_policy::persistent_volume_claim(Message::decode(raw.as_slice()).map_err(d)?)
         }

@@ -109,7 +109,11 @@ fn cases() -> Vec<Case> {
             kind: "PersistentVolumeClaim",
             object: json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
             bad: json!({"spec": {"accessModes": ["Everyone"], "resources": {"requests": {"storage": "0"}}, "volumeMode": "Raw"}}),
-            bad_fields: &["spec.accessModes", "spec.resources[storage]", "spec.volumeMode"],
+            bad_fields: &[
+                "spec.accessModes",
+                "spec.resources[storage]",
+                "spec.volumeMode",
+            ],
         },
         Case {
             base: "/api/v1/namespaces/default/podtemplates",
@@ -125,7 +129,11 @@ fn cases() -> Vec<Case> {
             kind: "LimitRange",
             object: json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}),
             bad: json!({"spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}}),
-            bad_fields: &["spec.limits[0].min[cpu]", "spec.limits[0].defaultRequest[cpu]", "spec.limits[0].default[cpu]"],
+            bad_fields: &[
+                "spec.limits[0].min[cpu]",
+                "spec.limits[0].defaultRequest[cpu]",
+                "spec.limits[0].default[cpu]",
+            ],
         },
         Case {
             base: "/api/v1/namespaces/default/resourcequotas",
@@ -168,17 +176,48 @@ async fn every_kind_through_every_verb() {
     for c in cases() {
         let what = c.kind;
         let item = format!("{}/one", c.base);
-        let r = json_call(&app, "POST", c.base, &with_meta(&c, "one", json!({"app": "x"}))).await;
+        let r = json_call(
+            &app,
+            "POST",
+            c.base,
+            &with_meta(&c, "one", json!({"app": "x"})),
+        )
+        .await;
         assert_eq!(r.code, 201, "{what}: {}", r.body);
-        json_call(&app, "POST", c.base, &with_meta(&c, "two", json!({"app": "y"}))).await;
+        json_call(
+            &app,
+            "POST",
+            c.base,
+            &with_meta(&c, "two", json!({"app": "y"})),
+        )
+        .await;
         let got = json_call(&app, "GET", &item, &Value::Null).await;
         assert_eq!(got.code, 200, "{what}");
         assert_eq!(got.body["kind"], c.kind);
-        let list = json_call(&app, "GET", &format!("{}?labelSelector=app%3Dx", c.base), &Value::Null).await;
-        let names: Vec<&str> = list.body["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+        let list = json_call(
+            &app,
+            "GET",
+            &format!("{}?labelSelector=app%3Dx", c.base),
+            &Value::Null,
+        )
+        .await;
+        let names: Vec<&str> = list.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
         assert_eq!(names, ["one"], "{what}: {}", list.body);
         assert_eq!(list.body["kind"], format!("{}List", c.kind));
-        let events = watch_events(&app, &format!("{}?watch=true&resourceVersion=0&labelSelector=app%3Dy", c.base), 1).await;
+        let events = watch_events(
+            &app,
+            &format!(
+                "{}?watch=true&resourceVersion=0&labelSelector=app%3Dy",
+                c.base
+            ),
+            1,
+        )
+        .await;
         assert_eq!(events[0]["type"], "ADDED", "{what}");
         assert_eq!(events[0]["object"]["metadata"]["name"], "two", "{what}");
 
@@ -187,18 +226,53 @@ async fn every_kind_through_every_verb() {
         let r = json_call(&app, "PUT", &item, &obj).await;
         assert_eq!(r.code, 200, "{what}: {}", r.body);
         assert_eq!(r.body["metadata"]["labels"]["put"], "yes");
-        let r = call(&app, "PATCH", &item, "application/merge-patch+json", &json!({"metadata": {"labels": {"merge": "yes"}}}).to_string()).await;
+        let r = call(
+            &app,
+            "PATCH",
+            &item,
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"merge": "yes"}}}).to_string(),
+        )
+        .await;
         assert_eq!(r.code, 200, "{what}: {}", r.body);
-        let r = call(&app, "PATCH", &item, "application/json-patch+json", &json!([{"op": "add", "path": "/metadata/labels/json", "value": "yes"}]).to_string()).await;
+        let r = call(
+            &app,
+            "PATCH",
+            &item,
+            "application/json-patch+json",
+            &json!([{"op": "add", "path": "/metadata/labels/json", "value": "yes"}]).to_string(),
+        )
+        .await;
         assert_eq!(r.code, 200, "{what}: {}", r.body);
-        let r = call(&app, "PATCH", &item, "application/strategic-merge-patch+json", &json!({"metadata": {"annotations": {"smp": "yes"}}}).to_string()).await;
+        let r = call(
+            &app,
+            "PATCH",
+            &item,
+            "application/strategic-merge-patch+json",
+            &json!({"metadata": {"annotations": {"smp": "yes"}}}).to_string(),
+        )
+        .await;
         assert_eq!(r.code, 200, "{what}: {}", r.body);
         let labels = &r.body["metadata"]["labels"];
-        assert_eq!((labels["merge"].as_str(), labels["json"].as_str()), (Some("yes"), Some("yes")), "{what}");
+        assert_eq!(
+            (labels["merge"].as_str(), labels["json"].as_str()),
+            (Some("yes"), Some("yes")),
+            "{what}"
+        );
         let applied = with_meta(&c, "three", json!({"app": "applied"}));
-        let r = call(&app, "PATCH", &format!("{}/three?fieldManager=test", c.base), "application/apply-patch+yaml", &applied.to_string()).await;
+        let r = call(
+            &app,
+            "PATCH",
+            &format!("{}/three?fieldManager=test", c.base),
+            "application/apply-patch+yaml",
+            &applied.to_string(),
+        )
+        .await;
         assert_eq!(r.code, 201, "{what}: {}", r.body);
-        assert_eq!(r.body["metadata"]["managedFields"][0]["manager"], "test", "{what}");
+        assert_eq!(
+            r.body["metadata"]["managedFields"][0]["manager"], "test",
+            "{what}"
+        );
 
         let bad = {
             let mut b = c.bad.clone();
@@ -209,14 +283,23 @@ async fn every_kind_through_every_verb() {
         };
         let r = json_call(&app, "POST", c.base, &bad).await;
         assert_eq!(r.code, 422, "{what}: {}", r.body);
-        let fields: Vec<&str> = r.body["details"]["causes"].as_array().unwrap().iter().filter_map(|c| c["field"].as_str()).collect();
+        let fields: Vec<&str> = r.body["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["field"].as_str())
+            .collect();
         assert_eq!(fields, c.bad_fields, "{what}: {}", r.body["message"]);
 
         for name in ["one", "two", "three"] {
             let r = json_call(&app, "DELETE", &format!("{}/{name}", c.base), &Value::Null).await;
             assert_eq!(r.code, 200, "{what}: {}", r.body);
         }
-        assert_eq!(json_call(&app, "GET", &item, &Value::Null).await.code, 404, "{what}");
+        assert_eq!(
+            json_call(&app, "GET", &item, &Value::Null).await.code,
+            404,
+            "{what}"
+        );
     }
 }
 
@@ -233,28 +316,86 @@ async fn status_is_a_subresource_of_volumes_claims_and_quotas() {
     let mut st = r.body.clone();
     st["status"] = json!({"phase": "Available"});
     let r = json_call(&app, "PUT", "/api/v1/persistentvolumes/pv1/status", &st).await;
-    assert_eq!((r.code, r.body["status"]["phase"].as_str()), (200, Some("Available")), "{}", r.body);
+    assert_eq!(
+        (r.code, r.body["status"]["phase"].as_str()),
+        (200, Some("Available")),
+        "{}",
+        r.body
+    );
 
     let q = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {"pods": "4"}}, "status": {"hard": {"pods": "4"}}});
-    let r = json_call(&app, "POST", "/api/v1/namespaces/default/resourcequotas", &q).await;
+    let r = json_call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/resourcequotas",
+        &q,
+    )
+    .await;
     assert_eq!(r.body["status"], json!({}), "{}", r.body);
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/resourcequotas/q", "application/merge-patch+json", &json!({"status": {"hard": {"pods": "4"}}}).to_string()).await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/resourcequotas/q",
+        "application/merge-patch+json",
+        &json!({"status": {"hard": {"pods": "4"}}}).to_string(),
+    )
+    .await;
     assert_eq!(r.body["status"], json!({}), "{}", r.body);
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/resourcequotas/q/status", "application/merge-patch+json", &json!({"status": {"hard": {"pods": "4"}, "used": {"pods": "1"}}}).to_string()).await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/resourcequotas/q/status",
+        "application/merge-patch+json",
+        &json!({"status": {"hard": {"pods": "4"}, "used": {"pods": "1"}}}).to_string(),
+    )
+    .await;
     assert_eq!(r.code, 200, "{}", r.body);
     assert_eq!(r.body["status"]["used"]["pods"], "1");
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/resourcequotas/q/status", "application/merge-patch+json", &json!({"status": {"used": {"pods": "-1"}}}).to_string()).await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/resourcequotas/q/status",
+        "application/merge-patch+json",
+        &json!({"status": {"used": {"pods": "-1"}}}).to_string(),
+    )
+    .await;
     assert_eq!(r.code, 422, "{}", r.body);
     assert_eq!(r.body["details"]["causes"][0]["field"], "status.used[pods]");
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/resourcequotas/q", "application/merge-patch+json", &json!({"spec": {"scopes": ["NotTerminating"]}}).to_string()).await;
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/resourcequotas/q",
+        "application/merge-patch+json",
+        &json!({"spec": {"scopes": ["NotTerminating"]}}).to_string(),
+    )
+    .await;
     assert_eq!(r.code, 422, "{}", r.body);
     assert_eq!(r.body["message"], "ResourceQuota \"q\" is invalid: spec.scopes: Invalid value: []core.ResourceQuotaScope{\"NotTerminating\"}: field is immutable");
 
     let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
-    let r = json_call(&app, "POST", "/api/v1/namespaces/default/persistentvolumeclaims", &pvc).await;
-    assert_eq!((r.body["status"]["phase"].as_str(), r.body["spec"]["volumeMode"].as_str()), (Some("Pending"), Some("Filesystem")));
-    let r = call(&app, "PATCH", "/api/v1/namespaces/default/persistentvolumeclaims/c", "application/merge-patch+json", &json!({"spec": {"accessModes": ["ReadWriteMany"]}}).to_string()).await;
+    let r = json_call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        &pvc,
+    )
+    .await;
+    assert_eq!(
+        (
+            r.body["status"]["phase"].as_str(),
+            r.body["spec"]["volumeMode"].as_str()
+        ),
+        (Some("Pending"), Some("Filesystem"))
+    );
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/persistentvolumeclaims/c",
+        "application/merge-patch+json",
+        &json!({"spec": {"accessModes": ["ReadWriteMany"]}}).to_string(),
+    )
+    .await;
     assert_eq!(r.code, 422, "{}", r.body);
     assert_eq!(r.body["details"]["causes"][0]["field"], "spec");
 }
@@ -264,30 +405,118 @@ async fn bindings_bind_pods_and_component_statuses_are_computed() {
     let app = app().await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}], "volumes": [{"name": "scratch"}]}});
     let r = json_call(&app, "POST", "/api/v1/namespaces/default/pods", &pod).await;
-    assert_eq!(r.body["spec"]["volumes"][0]["emptyDir"], json!({}), "{}", r.body);
+    assert_eq!(
+        r.body["spec"]["volumes"][0]["emptyDir"],
+        json!({}),
+        "{}",
+        r.body
+    );
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-1"}});
-    let r = json_call(&app, "POST", "/api/v1/namespaces/default/bindings", &binding).await;
-    assert_eq!((r.code, r.body["status"].as_str()), (201, Some("Success")), "{}", r.body);
-    let r = json_call(&app, "GET", "/api/v1/namespaces/default/pods/p", &Value::Null).await;
+    let r = json_call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/bindings",
+        &binding,
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.body["status"].as_str()),
+        (201, Some("Success")),
+        "{}",
+        r.body
+    );
+    let r = json_call(
+        &app,
+        "GET",
+        "/api/v1/namespaces/default/pods/p",
+        &Value::Null,
+    )
+    .await;
     assert_eq!(r.body["spec"]["nodeName"], "node-1");
-    let r = json_call(&app, "POST", "/api/v1/namespaces/default/bindings", &binding).await;
+    let r = json_call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/bindings",
+        &binding,
+    )
+    .await;
     assert_eq!(r.code, 409, "{}", r.body);
     let mut missing = binding.clone();
     missing["metadata"]["name"] = json!("nope");
-    assert_eq!(json_call(&app, "POST", "/api/v1/namespaces/default/bindings", &missing).await.code, 404);
-    assert_eq!(json_call(&app, "GET", "/api/v1/namespaces/default/bindings", &Value::Null).await.code, 405);
+    assert_eq!(
+        json_call(
+            &app,
+            "POST",
+            "/api/v1/namespaces/default/bindings",
+            &missing
+        )
+        .await
+        .code,
+        404
+    );
+    assert_eq!(
+        json_call(
+            &app,
+            "GET",
+            "/api/v1/namespaces/default/bindings",
+            &Value::Null
+        )
+        .await
+        .code,
+        405
+    );
 
     let r = json_call(&app, "GET", "/api/v1/componentstatuses", &Value::Null).await;
     assert_eq!(r.code, 200, "{}", r.body);
     assert_eq!(r.body["kind"], "ComponentStatusList");
-    let names: Vec<&str> = r.body["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    let names: Vec<&str> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
     assert_eq!(names, ["controller-manager", "etcd-0", "scheduler"]);
-    let r = json_call(&app, "GET", "/api/v1/componentstatuses/etcd-0", &Value::Null).await;
-    assert_eq!(r.body["conditions"][0], json!({"type": "Healthy", "status": "True", "message": "ok"}));
+    let r = json_call(
+        &app,
+        "GET",
+        "/api/v1/componentstatuses/etcd-0",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(
+        r.body["conditions"][0],
+        json!({"type": "Healthy", "status": "True", "message": "ok"})
+    );
     // No controller manager runs in this test's process.
-    let r = json_call(&app, "GET", "/api/v1/componentstatuses/scheduler", &Value::Null).await;
+    let r = json_call(
+        &app,
+        "GET",
+        "/api/v1/componentstatuses/scheduler",
+        &Value::Null,
+    )
+    .await;
     assert_eq!(r.body["conditions"][0]["status"], "False", "{}", r.body);
-    assert_eq!(json_call(&app, "GET", "/api/v1/componentstatuses/nope", &Value::Null).await.code, 404);
-    assert_eq!(json_call(&app, "POST", "/api/v1/componentstatuses", &json!({})).await.code, 405);
-    assert_eq!(json_call(&app, "DELETE", "/api/v1/componentstatuses/etcd-0", &Value::Null).await.code, 405);
+    assert_eq!(
+        json_call(&app, "GET", "/api/v1/componentstatuses/nope", &Value::Null)
+            .await
+            .code,
+        404
+    );
+    assert_eq!(
+        json_call(&app, "POST", "/api/v1/componentstatuses", &json!({}))
+            .await
+            .code,
+        405
+    );
+    assert_eq!(
+        json_call(
+            &app,
+            "DELETE",
+            "/api/v1/componentstatuses/etcd-0",
+            &Value::Null
+        )
+        .await
+        .code,
+        405
+    );
 }

@@ -18,7 +18,11 @@ use crate::http::request::Ctx;
 use crate::registry::Store;
 
 /// Handles the request when it targets an unstored resource; `None` for every other resource.
-pub async fn handle(ctx: &Ctx, method: &Method, body: &mut Option<Body>) -> Option<Result<Response>> {
+pub async fn handle(
+    ctx: &Ctx,
+    method: &Method,
+    body: &mut Option<Body>,
+) -> Option<Result<Response>> {
     let info = ctx.target.info();
     if !info.group.is_empty() || ctx.target.subresource.is_some() {
         return None;
@@ -80,9 +84,7 @@ async fn component_statuses(ctx: &Ctx, method: &Method) -> Result<Response> {
             let obj = all
                 .into_iter()
                 .find(|o| api::meta::name(o) == Some(name.as_str()))
-                .ok_or_else(|| {
-                    ApiError::from(api::status::not_found("componentstatuses", name))
-                })?;
+                .ok_or_else(|| ApiError::from(api::status::not_found("componentstatuses", name)))?;
             respond_object(
                 resource,
                 ctx.accept(),
@@ -118,7 +120,10 @@ async fn bind(ctx: &Ctx, body: Body) -> Result<Response> {
         return Err(ApiError::from(api::status::invalid(
             "Binding",
             "",
-            &[api::validation::FieldError::required("metadata.name", "name or generateName is required")],
+            &[api::validation::FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
         )));
     }
     let pods = ctx

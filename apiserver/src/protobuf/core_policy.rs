@@ -47,7 +47,10 @@ pub(super) fn limit_range(l: core::LimitRange) -> Value {
                     .v("min", quantities(i.min))
                     .v("default", quantities(i.default))
                     .v("defaultRequest", quantities(i.default_request))
-                    .v("maxLimitRequestRatio", quantities(i.max_limit_request_ratio))
+                    .v(
+                        "maxLimitRequestRatio",
+                        quantities(i.max_limit_request_ratio),
+                    )
                     .done()
             })
             .collect();

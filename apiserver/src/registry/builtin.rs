@@ -9,16 +9,16 @@ use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
 use super::strategy::{
+    BindingStrategy, ComponentStatusStrategy, EndpointSliceStrategy, EndpointsStrategy,
+    LimitRangeStrategy, PersistentVolumeClaimStrategy, PersistentVolumeStrategy,
+    PodTemplateStrategy, ResourceQuotaStrategy,
+};
+use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
     ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
     SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
-};
-use super::strategy::{
-    BindingStrategy, ComponentStatusStrategy, EndpointSliceStrategy, EndpointsStrategy,
-    LimitRangeStrategy, PersistentVolumeClaimStrategy, PersistentVolumeStrategy,
-    PodTemplateStrategy, ResourceQuotaStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -88,10 +88,7 @@ fn core_storage_and_policy(plural: &str) -> Option<Parts> {
             Arc::new(PodTemplateStrategy),
             schema::<core::v1::PodTemplate>,
         ),
-        "limitranges" => (
-            Arc::new(LimitRangeStrategy),
-            schema::<core::v1::LimitRange>,
-        ),
+        "limitranges" => (Arc::new(LimitRangeStrategy), schema::<core::v1::LimitRange>),
         "resourcequotas" => (
             Arc::new(ResourceQuotaStrategy),
             schema::<core::v1::ResourceQuota>,

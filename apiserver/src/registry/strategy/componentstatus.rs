@@ -34,9 +34,27 @@ impl Strategy for ComponentStatusStrategy {
     fn table_columns(&self) -> Vec<Value> {
         vec![
             name_column(),
-            column("Status", "string", "", "Status of the component conditions", 0),
-            column("Message", "string", "", "Message of the component conditions", 0),
-            column("Error", "string", "", "Error of the component conditions", 0),
+            column(
+                "Status",
+                "string",
+                "",
+                "Status of the component conditions",
+                0,
+            ),
+            column(
+                "Message",
+                "string",
+                "",
+                "Message of the component conditions",
+                0,
+            ),
+            column(
+                "Error",
+                "string",
+                "",
+                "Error of the component conditions",
+                0,
+            ),
         ]
     }
 

@@ -326,19 +326,11 @@ fn validate_slice_address(addr_type: &str, address: &Value, path: &str) -> Vec<F
     match addr_type {
         "IPv4" => match a.parse::<std::net::Ipv4Addr>() {
             Ok(_) => errs.extend(validate_non_special_ip(a, path)),
-            Err(_) => errs.push(FieldError::invalid(
-                path,
-                a,
-                "must be a valid IPv4 address",
-            )),
+            Err(_) => errs.push(FieldError::invalid(path, a, "must be a valid IPv4 address")),
         },
         "IPv6" => match a.parse::<std::net::Ipv6Addr>() {
             Ok(_) => errs.extend(validate_non_special_ip(a, path)),
-            Err(_) => errs.push(FieldError::invalid(
-                path,
-                a,
-                "must be a valid IPv6 address",
-            )),
+            Err(_) => errs.push(FieldError::invalid(path, a, "must be a valid IPv6 address")),
         },
         "FQDN" => fqdn(a, path, &mut errs),
         _ => {}
@@ -434,13 +426,9 @@ fn validate_slice(obj: &Value) -> Vec<FieldError> {
         }
         match port.get("protocol").filter(|v| !v.is_null()) {
             None => errs.push(FieldError::required(format!("{p}.protocol"), "")),
-            Some(pr) if !pr.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) => {
-                errs.push(FieldError::not_supported(
-                    format!("{p}.protocol"),
-                    pr,
-                    PROTOCOLS,
-                ))
-            }
+            Some(pr) if !pr.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) => errs.push(
+                FieldError::not_supported(format!("{p}.protocol"), pr, PROTOCOLS),
+            ),
             Some(_) => {}
         }
         if let Some(ap) = port.get("appProtocol").and_then(Value::as_str) {

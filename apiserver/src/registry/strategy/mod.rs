@@ -10,10 +10,10 @@
 
 mod binding;
 mod common;
+mod componentstatus;
 mod config;
 mod controllerrevision;
 mod cron;
-mod componentstatus;
 mod cronjob;
 mod daemonset;
 mod endpoints;
@@ -30,8 +30,8 @@ mod pod_printer;
 mod podtemplate;
 mod podtemplates;
 mod quota;
-mod resource_list;
 mod rbac;
+mod resource_list;
 mod scheduling;
 mod service;
 mod statefulset;
@@ -50,21 +50,20 @@ pub use table::{column, to_partial_object_metadata};
 
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
+pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
 pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
-pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
-pub(crate) use podtemplates::PodTemplateStrategy;
-pub(crate) use quota::{LimitRangeStrategy, ResourceQuotaStrategy};
-pub(crate) use storage::{PersistentVolumeClaimStrategy, PersistentVolumeStrategy};
 pub(crate) use event::EventStrategy;
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
 pub(crate) use node::NodeStrategy;
 pub(crate) use pod::PodStrategy;
+pub(crate) use podtemplates::PodTemplateStrategy;
+pub(crate) use quota::{LimitRangeStrategy, ResourceQuotaStrategy};
 pub use rbac::RBAC_GROUP;
 pub(crate) use rbac::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy,
@@ -73,6 +72,7 @@ pub(crate) use scheduling::PriorityClassStrategy;
 pub use scheduling::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};
 pub(crate) use service::ServiceStrategy;
 pub(crate) use statefulset::StatefulSetStrategy;
+pub(crate) use storage::{PersistentVolumeClaimStrategy, PersistentVolumeStrategy};
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
 use std::sync::Arc;
@@ -270,10 +270,10 @@ mod rbac_tests;
 #[cfg(test)]
 mod scheduling_tests;
 #[cfg(test)]
-mod tests_core;
-#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_apps;
 #[cfg(test)]
 mod tests_batch;
+#[cfg(test)]
+mod tests_core;

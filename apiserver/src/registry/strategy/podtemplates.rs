@@ -51,9 +51,27 @@ impl Strategy for PodTemplateStrategy {
     fn table_columns(&self) -> Vec<Value> {
         vec![
             name_column(),
-            column("Containers", "string", "", "Names of each container in the template.", 0),
-            column("Images", "string", "", "Images referenced by each container in the template.", 0),
-            column("Pod Labels", "string", "", "The labels for the pod template.", 0),
+            column(
+                "Containers",
+                "string",
+                "",
+                "Names of each container in the template.",
+                0,
+            ),
+            column(
+                "Images",
+                "string",
+                "",
+                "Images referenced by each container in the template.",
+                0,
+            ),
+            column(
+                "Pod Labels",
+                "string",
+                "",
+                "The labels for the pod template.",
+                0,
+            ),
         ]
     }
 

@@ -192,7 +192,10 @@ fn validate_limit_range(obj: &Value) -> Vec<FieldError> {
                     errs.push(FieldError::invalid(
                         at("default"),
                         &min.1,
-                        format!("min value {} is greater than default value {}", min.1, def.1),
+                        format!(
+                            "min value {} is greater than default value {}",
+                            min.1, def.1
+                        ),
                     ));
                 }
             }
@@ -201,7 +204,10 @@ fn validate_limit_range(obj: &Value) -> Vec<FieldError> {
                     errs.push(FieldError::invalid(
                         at("default"),
                         &max.1,
-                        format!("default value {} is greater than max value {}", def.1, max.1),
+                        format!(
+                            "default value {} is greater than max value {}",
+                            def.1, max.1
+                        ),
                     ));
                 }
             }
@@ -433,13 +439,12 @@ fn validate_scope_selector(
                 "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
             )),
             "In" | "NotIn" => {}
-            "Exists" | "DoesNotExist" if !values.is_empty() => {
-                errs.push(FieldError::invalid_value(
-                    format!("{path}.values"),
-                    req.get("values").unwrap_or(&Value::Null),
-                    "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
-                ))
-            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => errs
+                .push(FieldError::invalid_value(
+                format!("{path}.values"),
+                req.get("values").unwrap_or(&Value::Null),
+                "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
+            )),
             "Exists" | "DoesNotExist" => {}
             _ => errs.push(FieldError::invalid(
                 format!("{path}.operator"),
@@ -450,7 +455,11 @@ fn validate_scope_selector(
         set.insert(scope.to_string());
     }
     if conflicting(&set) {
-        errs.push(invalid_rendered(path, go_scopes(scopes), "conflicting scopes"));
+        errs.push(invalid_rendered(
+            path,
+            go_scopes(scopes),
+            "conflicting scopes",
+        ));
     }
 }
 
@@ -527,7 +536,10 @@ fn quota_columns(obj: &Value) -> (String, String) {
                 .and_then(|m| m.get(&k))
                 .map(quantity_text)
         };
-        let (used, hard_q) = (q("used").unwrap_or_else(|| "0".into()), q("hard").unwrap_or_default());
+        let (used, hard_q) = (
+            q("used").unwrap_or_else(|| "0".into()),
+            q("hard").unwrap_or_default(),
+        );
         let cell = format!("{k}: {used}/{hard_q}");
         let pieces: Vec<&str> = k.split('.').collect();
         if pieces.len() > 1 && pieces[0] == "limits" {

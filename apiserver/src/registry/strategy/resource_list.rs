@@ -129,7 +129,8 @@ pub fn validate_resource_name(name: &str, path: &str) -> Vec<FieldError> {
     if !errs.is_empty() {
         return errs;
     }
-    if !name.contains('/') && !(STANDARD_RESOURCES.contains(&name) || is_quota_huge_page(name)) {
+    let standard = STANDARD_RESOURCES.contains(&name) || is_quota_huge_page(name);
+    if !name.contains('/') && !standard {
         return vec![FieldError::invalid(
             path,
             name,

@@ -124,7 +124,10 @@ fn validate_class_name(spec: Option<&Value>, key: &str, errs: &mut Vec<FieldErro
 }
 
 fn validate_volume_mode(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
-    if let Some(m) = spec.and_then(|s| s.get("volumeMode")).filter(|v| !v.is_null()) {
+    if let Some(m) = spec
+        .and_then(|s| s.get("volumeMode"))
+        .filter(|v| !v.is_null())
+    {
         if !m.as_str().is_some_and(|s| VOLUME_MODES.contains(&s)) {
             errs.push(FieldError::not_supported(
                 "spec.volumeMode",
@@ -138,7 +141,11 @@ fn validate_volume_mode(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
 /// `validatePathNoBacksteps`.
 fn no_backsteps(path_value: &str, path: &str, errs: &mut Vec<FieldError>) {
     if path_value.split(['/', '\\']).any(|p| p == "..") {
-        errs.push(FieldError::invalid(path, path_value, "must not contain '..'"));
+        errs.push(FieldError::invalid(
+            path,
+            path_value,
+            "must not contain '..'",
+        ));
     }
 }
 
@@ -497,11 +504,9 @@ impl Strategy for PersistentVolumeStrategy {
 
     fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         let claim = match obj.pointer("/spec/claimRef") {
-            Some(r) if !r.is_null() => format!(
-                "{}/{}",
-                text(Some(r), "namespace"),
-                text(Some(r), "name")
-            ),
+            Some(r) if !r.is_null() => {
+                format!("{}/{}", text(Some(r), "namespace"), text(Some(r), "name"))
+            }
             _ => String::new(),
         };
         vec![
@@ -527,7 +532,10 @@ impl Strategy for PersistentVolumeStrategy {
 fn validate_claim_spec(spec: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     validate_access_modes(spec, "at least 1 access mode is required", &mut errs);
-    if let Some(sel) = spec.and_then(|s| s.get("selector")).filter(|v| !v.is_null()) {
+    if let Some(sel) = spec
+        .and_then(|s| s.get("selector"))
+        .filter(|v| !v.is_null())
+    {
         errs.extend(validation::validate_label_selector(
             sel,
             "spec.selector",

@@ -12,7 +12,11 @@ fn res(group: &str, plural: &str) -> Arc<Resource> {
 fn created(r: &Resource, obj: Value) -> (Value, Vec<String>) {
     let mut obj = obj;
     r.prepare_for_create(&mut obj);
-    let errs = r.validate_create(&obj).iter().map(|e| e.to_string()).collect();
+    let errs = r
+        .validate_create(&obj)
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
     (obj, errs)
 }
 
@@ -36,7 +40,9 @@ fn persistent_volume_defaults_status_and_validation() {
     let r = res("", "persistentvolumes");
     let (obj, errs) = created(
         &r,
-        pv(json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}})),
+        pv(
+            json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}),
+        ),
     );
     assert!(errs.is_empty(), "{errs:?}");
     assert_eq!(obj["spec"]["persistentVolumeReclaimPolicy"], "Retain");
@@ -57,8 +63,10 @@ fn persistent_volume_defaults_status_and_validation() {
     );
     let (_, errs) = created(
         &r,
-        pv(json!({"capacity": {"storage": "0"}, "accessModes": ["ReadWriteOncePod", "ReadWriteOnce", "Sometimes"],
-            "persistentVolumeReclaimPolicy": "Keep", "hostPath": {"path": "/a"}, "nfs": {"server": "s", "path": "/b"}})),
+        pv(
+            json!({"capacity": {"storage": "0"}, "accessModes": ["ReadWriteOncePod", "ReadWriteOnce", "Sometimes"],
+            "persistentVolumeReclaimPolicy": "Keep", "hostPath": {"path": "/a"}, "nfs": {"server": "s", "path": "/b"}}),
+        ),
     );
     assert_eq!(
         errs,
@@ -72,7 +80,9 @@ fn persistent_volume_defaults_status_and_validation() {
     );
     let (_, errs) = created(
         &r,
-        pv(json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt"}})),
+        pv(
+            json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt"}}),
+        ),
     );
     assert_eq!(
         errs,
@@ -85,7 +95,9 @@ fn persistent_volume_source_and_mode_are_immutable() {
     let r = res("", "persistentvolumes");
     let (old, _) = created(
         &r,
-        pv(json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}})),
+        pv(
+            json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}),
+        ),
     );
     let mut new = old.clone();
     new["spec"]["capacity"]["storage"] = json!("2Gi");
@@ -98,7 +110,10 @@ fn persistent_volume_source_and_mode_are_immutable() {
     assert!(errs[0].starts_with(
         "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n"
     ));
-    assert_eq!(errs[1], "volumeMode: Invalid value: \"Block\": field is immutable");
+    assert_eq!(
+        errs[1],
+        "volumeMode: Invalid value: \"Block\": field is immutable"
+    );
 }
 
 fn pvc(spec: Value) -> Value {
@@ -110,17 +125,30 @@ fn claims_default_validate_and_keep_their_spec() {
     let r = res("", "persistentvolumeclaims");
     let (obj, errs) = created(
         &r,
-        pvc(json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeAttributesClassName": "gold"})),
+        pvc(
+            json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeAttributesClassName": "gold"}),
+        ),
     );
     assert!(errs.is_empty(), "{errs:?}");
     assert_eq!(obj["spec"]["volumeMode"], "Filesystem");
     assert_eq!(obj["status"], json!({"phase": "Pending"}));
     assert!(obj["spec"].get("volumeAttributesClassName").is_none());
 
-    let (_, errs) = created(&r, pvc(json!({"resources": {"requests": {"storage": "-1"}}, "storageClassName": "Fast_"})));
-    assert_eq!(errs[0], "spec.accessModes: Required value: at least 1 access mode is required");
-    assert_eq!(errs[1], "spec.resources[storage]: Invalid value: \"-1\": must be greater than zero");
-    assert!(errs[2].starts_with("spec.storageClassName: Invalid value: \"Fast_\": a lowercase RFC 1123 subdomain"));
+    let (_, errs) = created(
+        &r,
+        pvc(json!({"resources": {"requests": {"storage": "-1"}}, "storageClassName": "Fast_"})),
+    );
+    assert_eq!(
+        errs[0],
+        "spec.accessModes: Required value: at least 1 access mode is required"
+    );
+    assert_eq!(
+        errs[1],
+        "spec.resources[storage]: Invalid value: \"-1\": must be greater than zero"
+    );
+    assert!(errs[2].starts_with(
+        "spec.storageClassName: Invalid value: \"Fast_\": a lowercase RFC 1123 subdomain"
+    ));
     let (_, errs) = created(&r, pvc(json!({"accessModes": ["ReadWriteOnce"]})));
     assert_eq!(errs, ["spec.resources[storage]: Required value"]);
 
@@ -153,25 +181,70 @@ fn printers_of_volumes_and_claims() {
     let r = res("", "persistentvolumes");
     let (mut obj, _) = created(
         &r,
-        pv(json!({"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"], "hostPath": {"path": "/d"},
-            "claimRef": {"namespace": "default", "name": "data"}, "storageClassName": "manual"})),
+        pv(
+            json!({"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"], "hostPath": {"path": "/d"},
+            "claimRef": {"namespace": "default", "name": "data"}, "storageClassName": "manual"}),
+        ),
     );
     obj["metadata"]["creationTimestamp"] = json!(api::meta::format_time(now));
     let cells = r.strategy.table_cells(&obj, now);
     assert_eq!(
         cells[..9],
-        [json!("pv1"), json!("5Gi"), json!("RWO,RWX"), json!("Retain"), json!("Pending"), json!("default/data"), json!("manual"), json!("<unset>"), json!("")]
+        [
+            json!("pv1"),
+            json!("5Gi"),
+            json!("RWO,RWX"),
+            json!("Retain"),
+            json!("Pending"),
+            json!("default/data"),
+            json!("manual"),
+            json!("<unset>"),
+            json!("")
+        ]
     );
     assert_eq!(cells[10], "Filesystem");
-    let names: Vec<Value> = r.strategy.table_columns().iter().map(|c| c["name"].clone()).collect();
+    let names: Vec<Value> = r
+        .strategy
+        .table_columns()
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
     assert_eq!(
         names,
-        ["Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass", "VolumeAttributesClass", "Reason", "Age", "VolumeMode"]
+        [
+            "Name",
+            "Capacity",
+            "Access Modes",
+            "Reclaim Policy",
+            "Status",
+            "Claim",
+            "StorageClass",
+            "VolumeAttributesClass",
+            "Reason",
+            "Age",
+            "VolumeMode"
+        ]
     );
     let c = res("", "persistentvolumeclaims");
-    let (claim, _) = created(&c, pvc(json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})));
+    let (claim, _) = created(
+        &c,
+        pvc(
+            json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}),
+        ),
+    );
     let cells = c.strategy.table_cells(&claim, now);
-    assert_eq!(cells[..7], [json!("data"), json!("Pending"), json!(""), json!(""), json!(""), json!(""), json!("<unset>")]);
+    assert_eq!(
+        cells[..7],
+        [
+            json!("data"),
+            json!("Pending"),
+            json!(""),
+            json!(""),
+            json!(""),
+            json!(""),
+            json!("<unset>")
+        ]
+    );
 }
 
 #[test]
@@ -245,7 +318,8 @@ fn quotas_validate_names_scopes_and_keep_status() {
         ["spec.scopes: Invalid value: []core.ResourceQuotaScope{\"NotTerminating\"}: field is immutable"]
     );
     let mut with_status = obj.clone();
-    with_status["status"] = json!({"hard": {"pods": "10", "limits.memory": "1Gi"}, "used": {"pods": "3"}});
+    with_status["status"] =
+        json!({"hard": {"pods": "10", "limits.memory": "1Gi"}, "used": {"pods": "3"}});
     let cells = r.strategy.table_cells(&with_status, jiff::Timestamp::now());
     assert_eq!(cells[2], "pods: 3/10");
     assert_eq!(cells[3], "limits.memory: 0/1Gi");
@@ -260,7 +334,10 @@ fn endpoints_default_protocols_and_refuse_special_addresses() {
     );
     assert!(errs.is_empty(), "{errs:?}");
     assert_eq!(obj["subsets"][0]["ports"][0]["protocol"], "TCP");
-    assert_eq!(r.strategy.table_cells(&obj, jiff::Timestamp::now())[1], "10.0.0.1:80,10.0.0.2:80");
+    assert_eq!(
+        r.strategy.table_cells(&obj, jiff::Timestamp::now())[1],
+        "10.0.0.1:80,10.0.0.2:80"
+    );
     let (_, errs) = created(
         &r,
         json!({"metadata": {"name": "web", "namespace": "default"}, "subsets": [{}, {"addresses": [{"ip": "127.0.0.1"}, {"ip": "nope"}], "ports": [{"port": 0, "protocol": "ICMP"}, {"port": 81}]}]}),
@@ -289,9 +366,15 @@ fn endpoint_slices_default_ports_and_keep_their_address_type() {
             "endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}], "ports": [{"port": 80}]}),
     );
     assert!(errs.is_empty(), "{errs:?}");
-    assert_eq!(obj["ports"][0], json!({"port": 80, "name": "", "protocol": "TCP"}));
+    assert_eq!(
+        obj["ports"][0],
+        json!({"port": 80, "name": "", "protocol": "TCP"})
+    );
     let cells = r.strategy.table_cells(&obj, jiff::Timestamp::now());
-    assert_eq!(cells[1..4], [json!("IPv4"), json!("80"), json!("10.0.0.1,10.0.0.2")]);
+    assert_eq!(
+        cells[1..4],
+        [json!("IPv4"), json!("80"), json!("10.0.0.1,10.0.0.2")]
+    );
     let mut new = obj.clone();
     new["addressType"] = json!("IPv6");
     new["endpoints"] = json!([{"addresses": ["fe80::1"]}, {"addresses": []}]);
@@ -303,11 +386,22 @@ fn endpoint_slices_default_ports_and_keep_their_address_type() {
             "addressType: Invalid value: \"IPv6\": field is immutable",
         ]
     );
-    let (_, errs) = created(&r, json!({"metadata": {"name": "x", "namespace": "default"}, "addressType": "IPX"}));
+    let (_, errs) = created(
+        &r,
+        json!({"metadata": {"name": "x", "namespace": "default"}, "addressType": "IPX"}),
+    );
     assert_eq!(errs, ["addressType: Unsupported value: \"IPX\": supported values: \"FQDN\", \"IPv4\", \"IPv6\""]);
-    let many: Vec<Value> = (0..1001).map(|_| json!({"addresses": ["10.0.0.1"]})).collect();
-    let (_, errs) = created(&r, json!({"metadata": {"name": "x", "namespace": "default"}, "addressType": "IPv4", "endpoints": many}));
-    assert_eq!(errs, ["endpoints: Too many: 1001: must have at most 1000 items"]);
+    let many: Vec<Value> = (0..1001)
+        .map(|_| json!({"addresses": ["10.0.0.1"]}))
+        .collect();
+    let (_, errs) = created(
+        &r,
+        json!({"metadata": {"name": "x", "namespace": "default"}, "addressType": "IPv4", "endpoints": many}),
+    );
+    assert_eq!(
+        errs,
+        ["endpoints: Too many: 1001: must have at most 1000 items"]
+    );
 }
 
 #[test]
@@ -322,7 +416,10 @@ fn pod_templates_and_pods_get_volume_and_probe_defaults() {
     );
     assert!(errs.is_empty(), "{errs:?}");
     let spec = &obj["template"]["spec"];
-    assert_eq!(spec["volumes"][0], json!({"name": "scratch", "emptyDir": {}}));
+    assert_eq!(
+        spec["volumes"][0],
+        json!({"name": "scratch", "emptyDir": {}})
+    );
     assert_eq!(spec["volumes"][1]["configMap"]["defaultMode"], 420);
     assert_eq!(spec["volumes"][2]["hostPath"]["type"], "");
     let probe = &spec["containers"][0]["readinessProbe"];
@@ -330,10 +427,16 @@ fn pod_templates_and_pods_get_volume_and_probe_defaults() {
         probe,
         &json!({"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
     );
-    assert_eq!(spec["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+    assert_eq!(
+        spec["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["apiVersion"],
+        "v1"
+    );
     assert_eq!(spec["restartPolicy"], "Always");
     let cells = r.strategy.table_cells(&obj, jiff::Timestamp::now());
-    assert_eq!(cells, [json!("t"), json!("c"), json!("nginx:1"), json!("app=a")]);
+    assert_eq!(
+        cells,
+        [json!("t"), json!("c"), json!("nginx:1"), json!("app=a")]
+    );
 
     // Pods only: requests default to limits, host ports to container ports with hostNetwork.
     let pods = res("", "pods");
@@ -344,7 +447,10 @@ fn pod_templates_and_pods_get_volume_and_probe_defaults() {
     );
     assert!(errs.is_empty(), "{errs:?}");
     let c = &pod["spec"]["containers"][0];
-    assert_eq!(c["resources"]["requests"], json!({"cpu": "1", "memory": "1Gi"}));
+    assert_eq!(
+        c["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1Gi"})
+    );
     assert_eq!(c["ports"][0]["hostPort"], 8080);
     assert_eq!(pod["spec"]["volumes"][0]["emptyDir"], json!({}));
     assert_eq!(pod["status"]["qosClass"], "Guaranteed");
@@ -355,6 +461,13 @@ fn pod_templates_and_pods_get_volume_and_probe_defaults() {
         json!({"metadata": {"name": "r", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
             "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": "1"}}}], "volumes": [{"name": "v"}]}}}}),
     );
-    assert!(obj["spec"]["template"]["spec"]["containers"][0]["resources"].get("requests").is_none());
-    assert_eq!(obj["spec"]["template"]["spec"]["volumes"][0]["emptyDir"], json!({}));
+    assert!(
+        obj["spec"]["template"]["spec"]["containers"][0]["resources"]
+            .get("requests")
+            .is_none()
+    );
+    assert_eq!(
+        obj["spec"]["template"]["spec"]["volumes"][0]["emptyDir"],
+        json!({})
+    );
 }

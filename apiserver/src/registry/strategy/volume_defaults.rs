@@ -219,7 +219,10 @@ pub fn default_pod_extras(spec: &mut Map<String, Value>) {
             if host_network {
                 let ports = c.get_mut("ports").and_then(Value::as_array_mut);
                 for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
-                    let zero = p.get("hostPort").and_then(Value::as_i64).is_none_or(|n| n == 0);
+                    let zero = p
+                        .get("hostPort")
+                        .and_then(Value::as_i64)
+                        .is_none_or(|n| n == 0);
                     if zero {
                         if let Some(cp) = p.get("containerPort").cloned() {
                             p.insert("hostPort".into(), cp);
