@@ -14,6 +14,7 @@
 
 mod batch;
 mod core_policy;
+mod core_storage;
 mod rbac;
 
 use k8s_pb::api::apps::v1 as apps;
@@ -79,6 +80,16 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("v1", "LimitRange") => {
             core_policy::limit_range(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "PersistentVolume") => {
+            core_storage::persistent_volume(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "PodTemplate") => {
+            core_storage::pod_template(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "Endpoints") => core_storage::endpoints(Message::decode(raw.as_slice()).map_err(d)?),
+        ("discovery.k8s.io/v1", "EndpointSlice") => {
+            core_storage::endpoint_slice(Message::decode(raw.as_slice()).map_err(d)?)
         }
         ("v1", "PersistentVolumeClaim") => {
             core_policy::persistent_volume_claim(Message::decode(raw.as_slice()).map_err(d)?)

@@ -99,6 +99,7 @@ impl Resource {
     /// `/status` rules: everything but status comes from `old`.
     pub fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         common::prepare_status_common(new, old);
+        self.strategy.prepare_for_status_update(new, old);
     }
 
     /// Object meta, then the kind's validation of a new object.

@@ -147,6 +147,10 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Kind rules of a `/status` write, after the generic ones (everything but `status` comes
+    /// from `old`): a PersistentVolume's `lastPhaseTransitionTime` follows its phase.
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}
+
     /// Whether PUT may create a missing object (events).
     fn allow_create_on_update(&self) -> bool {
         false

@@ -429,6 +429,21 @@ impl Strategy for PersistentVolumeStrategy {
         }
     }
 
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        // A phase change without a new transition time gets now (PV strategy's status update).
+        let phase = |o: &Value| o.pointer("/status/phase").cloned();
+        let time = |o: &Value| o.pointer("/status/lastPhaseTransitionTime").cloned();
+        let stale = time(new).is_none_or(|t| t.is_null() || Some(&t) == time(old).as_ref());
+        if phase(new) != phase(old) && stale {
+            if let Some(st) = object_at(new, "status") {
+                st.insert(
+                    "lastPhaseTransitionTime".into(),
+                    json!(api::meta::now_rfc3339()),
+                );
+            }
+        }
+    }
+
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         validate_pv_spec(obj.get("spec"))
     }

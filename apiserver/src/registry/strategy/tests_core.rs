@@ -471,3 +471,26 @@ fn pod_templates_and_pods_get_volume_and_probe_defaults() {
         json!({})
     );
 }
+
+#[test]
+fn a_volume_phase_change_through_status_sets_its_transition_time() {
+    let r = res("", "persistentvolumes");
+    let old = json!({"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"}},
+        "status": {"phase": "Pending", "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}});
+    let mut new = old.clone();
+    new["status"]["phase"] = json!("Available");
+    new["spec"]["capacity"]["storage"] = json!("9Gi");
+    r.prepare_for_status_update(&mut new, &old);
+    assert_eq!(new["spec"]["capacity"]["storage"], "1Gi");
+    assert_ne!(
+        new["status"]["lastPhaseTransitionTime"],
+        "2020-01-01T00:00:00Z"
+    );
+    let mut same = old.clone();
+    same["status"]["reason"] = json!("r");
+    r.prepare_for_status_update(&mut same, &old);
+    assert_eq!(
+        same["status"]["lastPhaseTransitionTime"],
+        "2020-01-01T00:00:00Z"
+    );
+}
