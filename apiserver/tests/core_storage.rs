@@ -520,3 +520,33 @@ async fn bindings_bind_pods_and_component_statuses_are_computed() {
         405
     );
 }
+
+#[tokio::test]
+async fn deprecated_resources_answer_with_a_warning() {
+    let app = app().await;
+    for (uri, text) in [
+        (
+            "/api/v1/namespaces/default/endpoints",
+            "299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"",
+        ),
+        (
+            "/api/v1/namespaces/default/endpoints/missing",
+            "299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"",
+        ),
+        (
+            "/api/v1/componentstatuses",
+            "299 - \"v1 ComponentStatus is deprecated in v1.19+\"",
+        ),
+    ] {
+        let req = Request::builder().uri(uri).body(Body::empty()).unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let warning = resp.headers().get("warning").and_then(|v| v.to_str().ok());
+        assert_eq!(warning, Some(text), "{uri}");
+    }
+    let req = Request::builder()
+        .uri("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices")
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    assert!(resp.headers().get("warning").is_none());
+}

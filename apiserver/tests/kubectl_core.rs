@@ -1,6 +1,6 @@
 //! The real `/usr/bin/kubectl` against an in-process apiserver with the core storage and policy
 //! kinds: `create quota` (a protobuf body), `describe quota`, `get quota` with kubectl's REQUEST
-//! and LIMIT columns, `get endpoints`, `get pv,pvc`, `apply -f` of a claim and a LimitRange,
+//! and LIMIT columns, `get endpoints` (with upstream's deprecation warning), `get endpointslices`, `get pv,pvc`, `apply -f` of a claim and a LimitRange,
 //! `get componentstatuses`, and upstream's validation errors as kubectl prints them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -57,6 +57,24 @@ subsets:
   - ip: 10.0.0.2
   ports:
   - port: 8080
+"#;
+
+const SLICE: &str = r#"apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc
+  labels:
+    kubernetes.io/service-name: web
+addressType: IPv4
+ports:
+- name: http
+  port: 8080
+  protocol: TCP
+endpoints:
+- addresses: ["10.0.0.1"]
+  conditions:
+    ready: true
+- addresses: ["10.0.0.2"]
 "#;
 
 fn header_and_row(out: &str, name: &str) -> (Vec<String>, Vec<String>) {
@@ -137,12 +155,25 @@ async fn quotas_limits_volumes_and_endpoints_with_kubectl() {
         let ep = k.write("ep.yaml", ENDPOINTS);
         let out = k.ok(&["apply", "-f", ep.to_str().unwrap()]);
         assert!(out.contains("endpoints/web created"), "{out}");
-        let out = k.ok(&["get", "endpoints"]);
+        let (ok, out, err) = k.run(&["get", "endpoints"]);
+        assert!(ok && err.contains("Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"), "{err}");
         let (header, row) = header_and_row(&out, "web");
         assert_eq!(header, ["NAME", "ENDPOINTS", "AGE"], "{out}");
         assert_eq!(row[1], "10.0.0.1:8080,10.0.0.2:8080", "{out}");
 
-        let out = k.ok(&["get", "componentstatuses"]);
+        let slice = k.write("slice.yaml", SLICE);
+        let out = k.ok(&["apply", "-f", slice.to_str().unwrap()]);
+        assert!(out.contains("endpointslice.discovery.k8s.io/web-abc created"), "{out}");
+        let out = k.ok(&["get", "endpointslices"]);
+        let (header, row) = header_and_row(&out, "web-abc");
+        assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{out}");
+        assert_eq!(row[..4], ["web-abc", "IPv4", "8080", "10.0.0.1,10.0.0.2"], "{out}");
+        let changed = k.write("slice2.yaml", &SLICE.replace("addressType: IPv4", "addressType: IPv6"));
+        let (ok, _, err) = k.run(&["apply", "-f", changed.to_str().unwrap()]);
+        assert!(!ok && err.contains("addressType: Invalid value: \"IPv6\": field is immutable"), "{err}");
+
+        let (ok, out, err) = k.run(&["get", "componentstatuses"]);
+        assert!(ok && err.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"), "{err}");
         let (header, row) = header_and_row(&out, "etcd-0");
         assert_eq!(header, ["NAME", "STATUS", "MESSAGE", "ERROR"], "{out}");
         assert_eq!(row, ["etcd-0", "Healthy", "ok"], "{out}");

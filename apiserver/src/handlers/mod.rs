@@ -44,6 +44,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
             .ok_or_else(ApiError::unknown_path);
     }
     let target = resolve(&state, &path)?;
+    let warning = target.resource.strategy.deprecation_warning();
     let (parts, body) = req.into_parts();
     let ctx = Ctx {
         state,
@@ -53,12 +54,12 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
     };
     let mut unstored_body = Some(body);
     if let Some(r) = unstored::handle(&ctx, &parts.method, &mut unstored_body).await {
-        return r;
+        return with_warning(r, warning);
     }
     let body = unstored_body.unwrap_or_default();
     let sub = ctx.target.subresource.clone();
     let named = ctx.target.name.is_some();
-    match (parts.method, named, sub.as_deref()) {
+    let result = match (parts.method, named, sub.as_deref()) {
         (Method::GET, false, None) => {
             let opts = crate::http::query::ListOptions::from_query(&ctx.query)?;
             if opts.watch {
@@ -78,7 +79,21 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         (Method::PATCH, true, Some("status")) => write::patch(ctx, body, WriteScope::Status).await,
         (method, true, Some(sub)) => subresource::handle(ctx, method, sub, body).await,
         _ => Err(ApiError::method_not_allowed()),
+    };
+    with_warning(result, warning)
+}
+
+/// Adds the deprecation `Warning` header of a deprecated resource to its response, whatever the
+/// outcome (upstream's deprecation filter warns on every request to the resource).
+fn with_warning(result: Result<Response>, warning: Option<&'static str>) -> Result<Response> {
+    let Some(text) = warning else {
+        return result;
+    };
+    let mut resp = result.unwrap_or_else(IntoResponse::into_response);
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+        resp.headers_mut().append(axum::http::header::WARNING, v);
     }
+    Ok(resp)
 }
 
 /// `/api/{version}`.

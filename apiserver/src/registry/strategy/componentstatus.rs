@@ -31,6 +31,10 @@ fn health(obj: &Value) -> (String, String, String) {
 }
 
 impl Strategy for ComponentStatusStrategy {
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        Some("v1 ComponentStatus is deprecated in v1.19+")
+    }
+
     fn table_columns(&self) -> Vec<Value> {
         vec![
             name_column(),

@@ -249,6 +249,10 @@ fn endpoints_cell(obj: &Value) -> String {
 pub struct EndpointsStrategy;
 
 impl Strategy for EndpointsStrategy {
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         default_endpoints(obj);
     }

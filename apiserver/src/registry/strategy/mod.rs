@@ -221,6 +221,12 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// The deprecation warning every request to the resource answers with (a `Warning: 299`
+    /// header, as upstream's deprecated APIs: `v1 ComponentStatus is deprecated in v1.19+`).
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Converts an object of this endpoint's version into the storage form (identity except for
     /// `events.k8s.io/v1`, stored as core `v1` Events). Called before validation and writes.
     fn to_storage(&self, obj: Value) -> Value {
