@@ -84,6 +84,7 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "PersistentVolume") => {
             core_storage::persistent_volume(Message::decode(raw.as_slice()).map_err(d)?)
         }
+        ("v1", "Binding") => core_storage::binding(Message::decode(raw.as_slice()).map_err(d)?),
         ("v1", "PodTemplate") => {
             core_storage::pod_template(Message::decode(raw.as_slice()).map_err(d)?)
         }

@@ -140,6 +140,15 @@ async fn quotas_limits_volumes_and_endpoints_with_kubectl() {
         let (header, row) = header_and_row(&out, "pv1");
         assert_eq!(header, ["NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "REASON", "AGE"], "{out}");
         assert_eq!(row[..6], ["pv1", "5Gi", "RWO,RWX", "Retain", "Pending", "manual"], "{out}");
+        let out = k.ok(&["describe", "pv", "pv1"]);
+        assert!(out.contains("Reclaim Policy:") && out.contains("Retain") && out.contains("HostPath"), "{out}");
+        let out = k.ok(&["describe", "pvc", "data"]);
+        assert!(out.contains("Status:") && out.contains("Pending"), "{out}");
+        let out = k.ok(&["describe", "limitrange", "limits"]);
+        let cpu = out.lines().find(|l| l.starts_with("Container") && l.contains("cpu")).unwrap_or_else(|| panic!("{out}"));
+        assert_eq!(cpu.split_whitespace().collect::<Vec<_>>(), ["Container", "cpu", "200m", "2", "2", "2", "-"], "{out}");
+        let out = k.ok(&["explain", "pv.spec.persistentVolumeReclaimPolicy"]);
+        assert!(out.contains("persistentVolumeReclaimPolicy"), "{out}");
         let out = k.ok(&["get", "pv,pvc"]);
         assert!(out.contains("persistentvolume/pv1") && out.contains("persistentvolumeclaim/data"), "{out}");
         let out = k.ok(&["get", "pvc"]);

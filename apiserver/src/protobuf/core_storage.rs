@@ -1,4 +1,4 @@
-//! Protobuf bodies of core v1 PersistentVolumes, PodTemplates and Endpoints, and of
+//! Protobuf bodies of core v1 PersistentVolumes, PodTemplates, Endpoints and Bindings, and of
 //! discovery.k8s.io/v1 EndpointSlices (what Go clients that speak protobuf send). A PV's
 //! hostPath, nfs, local and csi sources are decoded (with capacity, access modes, claimRef,
 //! reclaim policy, class, mount options, volume mode and node affinity); other sources are
@@ -114,6 +114,14 @@ pub(super) fn persistent_volume(pv: core::PersistentVolume) -> Value {
     Obj::default()
         .v("metadata", Some(object_meta(pv.metadata)))
         .v("spec", spec)
+        .done()
+}
+
+/// A Binding, as a scheduler that speaks protobuf posts it to `pods/binding` or `bindings`.
+pub(super) fn binding(b: core::Binding) -> Value {
+    Obj::default()
+        .v("metadata", Some(object_meta(b.metadata)))
+        .v("target", object_ref(b.target))
         .done()
 }
 
@@ -323,6 +331,20 @@ mod tests {
                 }],
             }],
         };
+        let b = core::Binding {
+            metadata: named("p"),
+            target: Some(core::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some("n1".into()),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(
+            decode_object(&envelope("v1", "Binding", b.encode_to_vec())),
+            Ok(
+                json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}})
+            )
+        );
         assert_eq!(
             decode_object(&envelope("v1", "Endpoints", ep.encode_to_vec())),
             Ok(

@@ -11,6 +11,7 @@
 //! - A PV's volume source and volume mode are immutable; a claim's spec is immutable after
 //!   creation except the storage request of a bound claim (which may grow, or shrink no lower than
 //!   `status.capacity`) and a first `volumeName`.
+//! - A claim's `dataSource` and `dataSourceRef` mirror each other at create when only one is set.
 //!
 //! The `spec is immutable` messages carry upstream's first line; the `cmp.Diff` rendering that
 //! follows it upstream is replaced by the changed fields as JSON.
@@ -597,6 +598,34 @@ fn validate_claim_spec(spec: Option<&Value>) -> Vec<FieldError> {
             }
         }
     }
+    let source = spec
+        .and_then(|s| s.get("dataSource"))
+        .filter(|v| !v.is_null());
+    let reference = spec
+        .and_then(|s| s.get("dataSourceRef"))
+        .filter(|v| !v.is_null());
+    let namespaced = reference
+        .and_then(|r| r.get("namespace"))
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if let (Some(s), Some(r)) = (source, reference) {
+        if namespaced {
+            errs.push(FieldError::invalid(
+                "spec",
+                "spec.dataSource",
+                "may not be specified when dataSourceRef.namespace is specified",
+            ));
+        } else if ["apiGroup", "kind", "name"]
+            .iter()
+            .any(|k| s.get(*k) != r.get(*k))
+        {
+            errs.push(FieldError::invalid(
+                "spec",
+                "spec.dataSource",
+                "must match dataSourceRef",
+            ));
+        }
+    }
     errs
 }
 
@@ -711,11 +740,41 @@ impl PersistentVolumeClaimStrategy {
     }
 }
 
+/// `NormalizeDataSources` (AnyVolumeDataSource, on by default): `dataSource` and `dataSourceRef`
+/// mirror each other when only one is given (a namespaced ref is not copied back).
+fn normalize_data_sources(spec: &mut Map<String, Value>) {
+    let set = |v: Option<&Value>| v.filter(|v| !v.is_null()).cloned();
+    let (source, reference) = (set(spec.get("dataSource")), set(spec.get("dataSourceRef")));
+    let local = |r: &Value| {
+        let mut m = Map::new();
+        for k in ["apiGroup", "kind", "name"] {
+            if let Some(v) = r.get(k) {
+                m.insert(k.into(), v.clone());
+            }
+        }
+        Value::Object(m)
+    };
+    match (source, reference) {
+        (None, Some(r))
+            if r.get("namespace")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty) =>
+        {
+            spec.insert("dataSource".into(), local(&r));
+        }
+        (Some(s), None) => {
+            spec.insert("dataSourceRef".into(), local(&s));
+        }
+        _ => {}
+    }
+}
+
 impl Strategy for PersistentVolumeClaimStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         drop_volume_attributes_class(obj, None);
         if let Some(spec) = object_at(obj, "spec") {
             default_claim_spec(spec);
+            normalize_data_sources(spec);
         }
     }
 

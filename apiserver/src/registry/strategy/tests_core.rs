@@ -494,3 +494,31 @@ fn a_volume_phase_change_through_status_sets_its_transition_time() {
         "2020-01-01T00:00:00Z"
     );
 }
+
+#[test]
+fn claim_data_sources_mirror_each_other() {
+    let r = res("", "persistentvolumeclaims");
+    let spec = |extra: Value| {
+        let mut s = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}});
+        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+            s[k] = v;
+        }
+        pvc(s)
+    };
+    let snap =
+        json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s1"});
+    let (obj, errs) = created(&r, spec(json!({"dataSource": snap})));
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(obj["spec"]["dataSourceRef"], snap);
+    let (obj, _) = created(&r, spec(json!({"dataSourceRef": snap})));
+    assert_eq!(obj["spec"]["dataSource"], snap);
+    let other = json!({"kind": "PersistentVolumeClaim", "name": "src"});
+    let (_, errs) = created(
+        &r,
+        spec(json!({"dataSource": other, "dataSourceRef": snap})),
+    );
+    assert_eq!(
+        errs,
+        ["spec: Invalid value: \"spec.dataSource\": must match dataSourceRef"]
+    );
+}
