@@ -94,6 +94,12 @@ impl Resource {
             self.has_status(),
             self.strategy.tracks_generation(),
         );
+        if self.strategy.tracks_generation() {
+            if let Some(changed) = self.strategy.generation_changed(new, old) {
+                let g = api::meta::generation(old).unwrap_or(1);
+                api::meta::set_generation(new, if changed { g + 1 } else { g });
+            }
+        }
     }
 
     /// `/status` rules: everything but status comes from `old`.

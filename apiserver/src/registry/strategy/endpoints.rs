@@ -6,8 +6,8 @@
 //! - Addresses are valid IPs that are not unspecified, loopback or link-local
 //!   (`ValidateNonSpecialIP`); a slice's `addressType` decides how its addresses are checked and
 //!   is immutable; a slice holds at most 1000 endpoints of at most 100 addresses and 20000 ports.
-//! - An EndpointSlice's `metadata.generation` is 1 at create and, having no spec, is not bumped
-//!   (upstream bumps it on any change outside metadata).
+//! - An EndpointSlice's `metadata.generation` is 1 at create and bumped by any change outside
+//!   its metadata.
 
 use super::table::{age_cell, age_column, column, name_column};
 use super::Strategy;
@@ -462,6 +462,18 @@ pub struct EndpointSliceStrategy;
 impl Strategy for EndpointSliceStrategy {
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn generation_changed(&self, new: &Value, old: &Value) -> Option<bool> {
+        let body = |o: &Value| {
+            let mut m = o.as_object().cloned().unwrap_or_default();
+            m.remove("metadata");
+            Value::Object(m)
+        };
+        Some(!super::common::semantically_equal(
+            Some(&body(new)),
+            Some(&body(old)),
+        ))
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

@@ -147,6 +147,13 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Whether an update changes what `metadata.generation` counts, for kinds that track it
+    /// without a `spec` (a PodTemplate's `template`, everything of an EndpointSlice but its
+    /// metadata); `None` keeps the generic rule (a `spec` change).
+    fn generation_changed(&self, _new: &Value, _old: &Value) -> Option<bool> {
+        None
+    }
+
     /// Kind rules of a `/status` write, after the generic ones (everything but `status` comes
     /// from `old`): a PersistentVolume's `lastPhaseTransitionTime` follows its phase.
     fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}

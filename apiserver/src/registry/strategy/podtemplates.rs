@@ -2,8 +2,7 @@
 //! of their `template` (as every pod template gets them), `ValidatePodTemplate` through the
 //! shared template rules, and kubectl's printer (CONTAINERS, IMAGES, POD LABELS).
 //!
-//! `metadata.generation` is 1 at create; upstream bumps it on every change of `template`, here it
-//! follows the generic rule, which watches `spec` (a PodTemplate has none), so it stays 1.
+//! `metadata.generation` is 1 at create and bumped by every change of `template`.
 
 use super::podtemplate;
 use super::table::{column, containers_and_images, name_column};
@@ -30,6 +29,13 @@ fn format_labels(template: Option<&Value>) -> String {
 impl Strategy for PodTemplateStrategy {
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn generation_changed(&self, new: &Value, old: &Value) -> Option<bool> {
+        Some(!super::common::semantically_equal(
+            new.get("template"),
+            old.get("template"),
+        ))
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

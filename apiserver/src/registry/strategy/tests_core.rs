@@ -522,3 +522,29 @@ fn claim_data_sources_mirror_each_other() {
         ["spec: Invalid value: \"spec.dataSource\": must match dataSourceRef"]
     );
 }
+
+#[test]
+fn templates_and_slices_count_generations_without_a_spec() {
+    let r = res("", "podtemplates");
+    let (old, _) = created(
+        &r,
+        json!({"metadata": {"name": "t", "namespace": "default"}, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}),
+    );
+    assert_eq!(old["metadata"]["generation"], 1);
+    let mut labelled = old.clone();
+    labelled["metadata"]["labels"] = json!({"a": "b"});
+    assert_eq!(updated(&r, labelled, &old).0["metadata"]["generation"], 1);
+    let mut changed = old.clone();
+    changed["template"]["spec"]["containers"][0]["image"] = json!("j");
+    assert_eq!(updated(&r, changed, &old).0["metadata"]["generation"], 2);
+
+    let s = res("discovery.k8s.io", "endpointslices");
+    let (old, _) = created(
+        &s,
+        json!({"metadata": {"name": "e", "namespace": "default"}, "addressType": "IPv4", "endpoints": []}),
+    );
+    assert_eq!(old["metadata"]["generation"], 1);
+    let mut changed = old.clone();
+    changed["endpoints"] = json!([{"addresses": ["10.0.0.9"]}]);
+    assert_eq!(updated(&s, changed, &old).0["metadata"]["generation"], 2);
+}
