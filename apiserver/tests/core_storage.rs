@@ -465,6 +465,16 @@ async fn bindings_bind_pods_and_component_statuses_are_computed() {
         .code,
         405
     );
+    let mut elsewhere = binding.clone();
+    elsewhere["metadata"]["namespace"] = json!("kube-system");
+    let r = json_call(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/bindings",
+        &elsewhere,
+    )
+    .await;
+    assert_eq!(r.code, 400, "{}", r.body);
 
     let r = json_call(&app, "GET", "/api/v1/componentstatuses", &Value::Null).await;
     assert_eq!(r.code, 200, "{}", r.body);

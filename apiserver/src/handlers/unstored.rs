@@ -115,6 +115,12 @@ async fn bind(ctx: &Ctx, body: Body) -> Result<Response> {
     let opts = ctx.write_options("CreateOptions")?;
     let bytes = ctx.read_body(body).await?;
     let binding = decode_object(&ctx.headers, &bytes)?;
+    let ns = ctx.target.namespace.as_deref().unwrap_or("");
+    if api::meta::namespace(&binding).is_some_and(|n| !n.is_empty() && n != ns) {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
     let name = api::meta::name(&binding).unwrap_or("").to_string();
     if name.is_empty() {
         return Err(ApiError::from(api::status::invalid(
