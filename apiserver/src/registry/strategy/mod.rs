@@ -9,6 +9,7 @@
 //! read the watch cache through [`Objects`], read-only.
 
 mod binding;
+mod claim;
 mod common;
 mod componentstatus;
 mod config;
@@ -48,6 +49,7 @@ pub use ipalloc::{
 pub use pod_printer::pod_status_reason;
 pub use table::{column, to_partial_object_metadata};
 
+pub(crate) use claim::PersistentVolumeClaimStrategy;
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
 pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
@@ -72,7 +74,7 @@ pub(crate) use scheduling::PriorityClassStrategy;
 pub use scheduling::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIORITY_CLASSES};
 pub(crate) use service::ServiceStrategy;
 pub(crate) use statefulset::StatefulSetStrategy;
-pub(crate) use storage::{PersistentVolumeClaimStrategy, PersistentVolumeStrategy};
+pub(crate) use storage::PersistentVolumeStrategy;
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
 use std::sync::Arc;

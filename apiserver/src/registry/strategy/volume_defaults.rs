@@ -115,7 +115,7 @@ fn default_source(key: &str, src: &mut Value) {
                 .and_then(|t| t.get_mut("spec"))
                 .and_then(Value::as_object_mut)
             {
-                super::storage::default_claim_spec(spec);
+                super::claim::default_claim_spec(spec);
             }
         }
         _ => {}
