@@ -195,10 +195,17 @@ impl ControlPlane {
             let client = component_client(CONTROLLER_MANAGER)?;
             let cfg = config.controller_manager.clone();
             let token = components.clone();
+            // `componentstatuses` reports both as healthy while the manager (and the scheduler
+            // it runs) is running.
+            let live: Vec<_> = apiserver::components::CONTROL_PLANE_COMPONENTS
+                .iter()
+                .map(|c| config.apiserver.components.register(c))
+                .collect();
             component_tasks.spawn(async move {
                 if let Err(e) = controller::run(client, cfg, token).await {
                     tracing::error!(component = "controller-manager", error = %e, "controller manager stopped");
                 }
+                live.iter().for_each(|l| l.stopped());
             });
         }
         let kubelets = if config.nodes > 0 {

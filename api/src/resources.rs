@@ -209,6 +209,7 @@ pub fn builtin() -> Vec<ResourceInfo> {
         apps(),
         batch(),
         coordination(),
+        discovery(),
         events(),
         authentication(),
         authorization(),
@@ -316,7 +317,37 @@ fn core() -> Vec<ResourceInfo> {
                 ("authentication.k8s.io", "v1", "TokenRequest"),
                 &["create"],
             )),
+        ResourceInfo::new("", "v1", "PersistentVolume", "persistentvolumes")
+            .cluster_scoped()
+            .short_names(&["pv"])
+            .with_status(),
+        ResourceInfo::new("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+            .short_names(&["pvc"])
+            .with_status(),
+        ResourceInfo::new("", "v1", "PodTemplate", "podtemplates"),
+        ResourceInfo::new("", "v1", "LimitRange", "limitranges").short_names(&["limits"]),
+        ResourceInfo::new("", "v1", "ResourceQuota", "resourcequotas")
+            .short_names(&["quota"])
+            .with_status(),
+        ResourceInfo::new("", "v1", "Endpoints", "endpoints").short_names(&["ep"]),
+        // Not stored: the health of the control plane's components, computed per request.
+        ResourceInfo::new("", "v1", "ComponentStatus", "componentstatuses")
+            .cluster_scoped()
+            .short_names(&["cs"])
+            .verbs(&["get", "list"]),
+        // Not stored: a POST binds the pod the Binding names (as `pods/binding`).
+        ResourceInfo::new("", "v1", "Binding", "bindings").verbs(&["create"]),
     ]
+}
+
+/// `discovery.k8s.io/v1`.
+fn discovery() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+    )]
 }
 
 /// `apps/v1`.

@@ -41,6 +41,8 @@ pub struct Config {
     /// Where the service-account token key and the sandbox CA are kept (`None`: generated in
     /// memory at every start, for an in-memory sandbox). See [`crate::authn::credentials`].
     pub credentials_dir: Option<std::path::PathBuf>,
+    /// The in-process components `componentstatuses` reports on.
+    pub components: crate::components::Components,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             shutdown_deadline: Duration::from_secs(10),
             advertise_address: "127.0.0.1:6443".to_string(),
             credentials_dir: None,
+            components: Default::default(),
         }
     }
 }

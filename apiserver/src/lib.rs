@@ -16,6 +16,7 @@ pub mod registry;
 pub mod authn;
 pub mod authz;
 pub mod bootstrap;
+pub mod components;
 pub mod config;
 pub mod discovery;
 pub mod error;

@@ -17,6 +17,8 @@
 
 mod authn;
 mod batch;
+mod core_policy;
+mod core_storage;
 mod networking;
 mod policy;
 mod rbac;
@@ -82,6 +84,26 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         ("v1", "Service") => service(core::Service::decode(raw.as_slice()).map_err(d)?),
         ("v1", "Pod") => pod(core::Pod::decode(raw.as_slice()).map_err(d)?),
+        ("v1", "ResourceQuota") => {
+            core_policy::resource_quota(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "LimitRange") => {
+            core_policy::limit_range(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "PersistentVolume") => {
+            core_storage::persistent_volume(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "Binding") => core_storage::binding(Message::decode(raw.as_slice()).map_err(d)?),
+        ("v1", "PodTemplate") => {
+            core_storage::pod_template(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "Endpoints") => core_storage::endpoints(Message::decode(raw.as_slice()).map_err(d)?),
+        ("discovery.k8s.io/v1", "EndpointSlice") => {
+            core_storage::endpoint_slice(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("v1", "PersistentVolumeClaim") => {
+            core_policy::persistent_volume_claim(Message::decode(raw.as_slice()).map_err(d)?)
+        }
         ("v1", "ReplicationController") => {
             replication_controller(core::ReplicationController::decode(raw.as_slice()).map_err(d)?)
         }
@@ -140,7 +162,6 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         ("policy/v1", "PodDisruptionBudget") => {
             policy::pod_disruption_budget(Message::decode(raw.as_slice()).map_err(d)?)
         }
-        ("v1", "Binding") => policy::binding(Message::decode(raw.as_slice()).map_err(d)?),
         // The v1beta1 Eviction has the same fields (`EvictionREST` accepts both).
         ("policy/v1" | "policy/v1beta1", "Eviction") => {
             policy::eviction(Message::decode(raw.as_slice()).map_err(d)?)

@@ -13,22 +13,10 @@ use serde_json::Value;
 /// Entries of the real server's discovery that this one does not serve yet, as
 /// `group/version/name` (core: `v1/name`).
 const NOT_SERVED_YET: &[&str] = &[
-    "v1/bindings",
-    "v1/componentstatuses",
-    "v1/endpoints",
-    "v1/limitranges",
-    "v1/persistentvolumeclaims",
-    "v1/persistentvolumeclaims/status",
-    "v1/persistentvolumes",
-    "v1/persistentvolumes/status",
-    "v1/podtemplates",
-    "v1/resourcequotas",
-    "v1/resourcequotas/status",
     "admissionregistration.k8s.io/v1/*",
     "apiextensions.k8s.io/v1/*",
     "autoscaling/v1/*",
     "autoscaling/v2/*",
-    "discovery.k8s.io/v1/*",
     "flowcontrol.apiserver.k8s.io/v1/*",
 ];
 

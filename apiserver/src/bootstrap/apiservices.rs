@@ -37,6 +37,9 @@ pub fn keep_in_step(state: &AppState) {
     });
 }
 
+/// How long a sync waits for the watch cache to hold every write so far.
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Creates the missing Local APIServices and removes the automanaged ones nobody serves.
 pub async fn sync(state: &AppState) -> Result<()> {
     let served = state.resources.snapshot();
@@ -49,7 +52,15 @@ pub async fn sync(state: &AppState) -> Result<()> {
         return Ok(());
     };
     let store = Store::new(state, resource, None);
-    store.wait_consistent().await?;
+    // A start-up step, not a request: it waits for the watch cache as long as start-up may take,
+    // not the request's `future_rv_wait`.
+    if !state
+        .cache
+        .wait_for(state.store.current_revision(), CACHE_WAIT)
+        .await
+    {
+        return Err(api::status::timeout("the watch cache is not caught up with the store").into());
+    }
     let objects = crate::registry::store::CachedObjects::new(state);
     let existing = crate::registry::Objects::list(&objects, GROUP, "apiservices");
     let opts = WriteOptions {

@@ -9,10 +9,11 @@
 mod certificates;
 mod delete;
 mod read;
-mod stream;
 mod review;
+mod stream;
 mod subresource;
 mod token;
+mod unstored;
 mod watch;
 mod write;
 
@@ -47,6 +48,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
             .ok_or_else(ApiError::unknown_path);
     }
     let target = resolve(&state, &path)?;
+    let warning = target.resource.strategy.deprecation_warning();
     let (parts, body) = req.into_parts();
     let ctx = Ctx {
         state,
@@ -54,12 +56,17 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
     };
+    let mut unstored_body = Some(body);
+    if let Some(r) = unstored::handle(&ctx, &parts.method, &mut unstored_body).await {
+        return with_warning(r, warning);
+    }
+    let body = unstored_body.unwrap_or_default();
     let sub = ctx.target.subresource.clone();
     let named = ctx.target.name.is_some();
     if api::resources::is_review(ctx.target.info()) {
-        return review::create(ctx, parts.method, body).await;
+        return with_warning(review::create(ctx, parts.method, body).await, warning);
     }
-    match (parts.method, named, sub.as_deref()) {
+    let result = match (parts.method, named, sub.as_deref()) {
         (Method::POST, true, Some("token")) => token::token_request(ctx, body).await,
         (method, true, Some("approval")) => certificates::approval(ctx, method, body).await,
         (Method::GET, false, None) => {
@@ -81,7 +88,21 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         (Method::PATCH, true, Some("status")) => write::patch(ctx, body, WriteScope::Status).await,
         (method, true, Some(sub)) => subresource::handle(ctx, method, sub, body).await,
         _ => Err(ApiError::method_not_allowed()),
+    };
+    with_warning(result, warning)
+}
+
+/// Adds the deprecation `Warning` header of a deprecated resource to its response, whatever the
+/// outcome (upstream's deprecation filter warns on every request to the resource).
+fn with_warning(result: Result<Response>, warning: Option<&'static str>) -> Result<Response> {
+    let Some(text) = warning else {
+        return result;
+    };
+    let mut resp = result.unwrap_or_else(IntoResponse::into_response);
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+        resp.headers_mut().append(axum::http::header::WARNING, v);
     }
+    Ok(resp)
 }
 
 /// `/api/{version}`.

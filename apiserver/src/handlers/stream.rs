@@ -121,7 +121,8 @@ pub async fn not_simulated(ctx: Ctx, method: Method, sub: &str) -> Result<Respon
     let target = ctx.target.require_name()?;
     let name = object_name(sub, target);
     let obj = ctx.store().get(name).await?;
-    if ctx.target.info().plural == "pods" && matches!(sub, "log" | "exec" | "attach") {
+    // Only pods have these three.
+    if matches!(sub, "log" | "exec" | "attach") {
         validate_container(&obj, ctx.query.get("container"))?;
     }
     let plural = ctx.target.info().plural.clone();

@@ -1,10 +1,9 @@
 //! `policy/v1` PodDisruptionBudgets and Evictions from protobuf, `meta.k8s.io/v1` DeleteOptions
 //! (the body of a DELETE, enveloped under any group-version as client-go sends it, and the options
-//! inside an Eviction) and core `v1` Bindings (`pods/binding`): what `kubectl create
-//! poddisruptionbudget`, `kubectl drain` and a scheduler speaking protobuf send.
+//! inside an Eviction): what `kubectl create poddisruptionbudget` and `kubectl drain` send. Core
+//! `v1` Bindings are decoded with the other core kinds, in `core_storage`.
 
 use super::{int_or_string, label_selector, object_meta, Obj};
-use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::policy::v1 as policy;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
@@ -46,25 +45,6 @@ pub(super) fn delete_options(d: meta::DeleteOptions) -> Value {
             "ignoreStoreReadErrorWithClusterBreakingPotential",
             d.ignore_store_read_error_with_cluster_breaking_potential,
         )
-        .done()
-}
-
-/// A decoded core `v1` Binding (without `apiVersion`/`kind`).
-pub(super) fn binding(b: core::Binding) -> Value {
-    let target = b.target.map(|t| {
-        Obj::default()
-            .s("kind", t.kind)
-            .s("namespace", t.namespace)
-            .s("name", t.name)
-            .s("uid", t.uid)
-            .s("apiVersion", t.api_version)
-            .s("resourceVersion", t.resource_version)
-            .s("fieldPath", t.field_path)
-            .done()
-    });
-    Obj::default()
-        .v("metadata", Some(object_meta(b.metadata)))
-        .v("target", target)
         .done()
 }
 

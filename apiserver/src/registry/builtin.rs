@@ -4,23 +4,26 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, batch, certificates, coordination, core, events, networking,
-    node, policy, rbac, scheduling, storage,
+    apps, authentication, authorization, batch, certificates, coordination, core, discovery,
+    events, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
+use super::strategy::{ApiServiceStrategy, CertificateSigningRequestStrategy, GenericStrategy};
+use super::strategy::{
+    BindingStrategy, ComponentStatusStrategy, EndpointSliceStrategy, EndpointsStrategy,
+    LimitRangeStrategy, PersistentVolumeClaimStrategy, PersistentVolumeStrategy,
+    PodTemplateStrategy, ResourceQuotaStrategy,
+};
 use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodDisruptionBudgetStrategy, PodStrategy,
     PriorityClassStrategy, ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy,
     RoleStrategy, SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
-};
-use super::strategy::{
-    ApiServiceStrategy, CertificateSigningRequestStrategy, GenericStrategy,
 };
 use super::strategy::{
     CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy, IngressClassStrategy,
@@ -47,6 +50,7 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "apps" => apps(plural),
         "batch" => batch(plural),
         "coordination.k8s.io" => coordination(plural),
+        "discovery.k8s.io" => discovery_group(plural),
         "events.k8s.io" => events(plural),
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
@@ -81,9 +85,51 @@ fn core(plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
             Arc::new(ServiceAccountStrategy),
             schema::<core::v1::ServiceAccount>,
         ),
+        _ => return core_storage_and_policy(plural),
+    };
+    Some(parts)
+}
+
+/// The core kinds of issue 14: volumes and claims, templates, limits and quotas, endpoints, and
+/// the two kinds that are not stored (component statuses, bindings).
+fn core_storage_and_policy(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "persistentvolumes" => (
+            Arc::new(PersistentVolumeStrategy),
+            schema::<core::v1::PersistentVolume>,
+        ),
+        "persistentvolumeclaims" => (
+            Arc::new(PersistentVolumeClaimStrategy),
+            schema::<core::v1::PersistentVolumeClaim>,
+        ),
+        "podtemplates" => (
+            Arc::new(PodTemplateStrategy),
+            schema::<core::v1::PodTemplate>,
+        ),
+        "limitranges" => (Arc::new(LimitRangeStrategy), schema::<core::v1::LimitRange>),
+        "resourcequotas" => (
+            Arc::new(ResourceQuotaStrategy),
+            schema::<core::v1::ResourceQuota>,
+        ),
+        "endpoints" => (Arc::new(EndpointsStrategy), schema::<core::v1::Endpoints>),
+        "componentstatuses" => (
+            Arc::new(ComponentStatusStrategy),
+            schema::<core::v1::ComponentStatus>,
+        ),
+        "bindings" => (Arc::new(BindingStrategy), schema::<core::v1::Binding>),
         _ => return None,
     };
     Some(parts)
+}
+
+fn discovery_group(plural: &str) -> Option<Parts> {
+    match plural {
+        "endpointslices" => Some((
+            Arc::new(EndpointSliceStrategy),
+            schema::<discovery::v1::EndpointSlice>,
+        )),
+        _ => None,
+    }
 }
 
 fn apps(plural: &str) -> Option<Parts> {

@@ -32,7 +32,7 @@ pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};
 pub use strategy::{apply_binding, BindingError};
 pub use strategy::{column, pod_status_reason, to_partial_object_metadata};
-pub use strategy::{pdb_selects, spec_changed, DefaultTable, GenericStrategy};
+pub use strategy::{pdb_selects, spec_changed, DefaultTable, GenericStrategy, Unstored};
 pub use strategy::{service_cluster_ips, ClusterIpAllocator, IpAllocError};
 pub use strategy::{Forbidden, Objects, ScaleAccess, Strategy, Undo};
 pub use strategy::{KUBERNETES_SERVICE_IP, SERVICE_CIDR};

@@ -94,11 +94,18 @@ impl Resource {
             self.has_status(),
             self.strategy.tracks_generation(),
         );
+        if self.strategy.tracks_generation() {
+            if let Some(changed) = self.strategy.generation_changed(new, old) {
+                let g = api::meta::generation(old).unwrap_or(1);
+                api::meta::set_generation(new, if changed { g + 1 } else { g });
+            }
+        }
     }
 
     /// `/status` rules: everything but status comes from `old`.
     pub fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         common::prepare_status_common(new, old);
+        self.strategy.prepare_for_status_update(new, old);
     }
 
     /// Object meta, then the kind's validation of a new object.

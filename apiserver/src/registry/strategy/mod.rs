@@ -11,13 +11,16 @@
 mod apiregistration;
 mod binding;
 mod certificates;
+mod claim;
 mod common;
+mod componentstatus;
 mod config;
 mod controllerrevision;
 mod cron;
 mod cronjob;
 mod csi;
 mod daemonset;
+mod endpoints;
 mod event;
 mod gofmt;
 mod ingress;
@@ -36,15 +39,20 @@ mod pod;
 mod pod_printer;
 mod pod_subresources;
 mod podtemplate;
+mod podtemplates;
 mod portalloc;
+mod quota;
 mod rbac;
+mod resource_list;
 mod runtimeclass;
 mod scheduling;
 mod service;
 mod servicecidr;
 mod statefulset;
+mod storage;
 mod storageclass;
 mod table;
+mod volume_defaults;
 mod workloads;
 
 pub(crate) use apiregistration::ApiServiceStrategy;
@@ -64,13 +72,16 @@ pub use pod_subresources::{
 pub use portalloc::{NodePortAllocator, PortAllocError, NODE_PORT_MAX, NODE_PORT_MIN};
 pub use table::{column, to_partial_object_metadata};
 
+pub(crate) use claim::PersistentVolumeClaimStrategy;
 pub(crate) use common::{meta_field_value, validate_meta, validate_meta_update};
 pub(crate) use common::{prepare_status_common, prepare_update_common, set_field};
+pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
 pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use csi::{CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
 pub(crate) use daemonset::DaemonSetStrategy;
+pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub(crate) use event::EventStrategy;
 pub(crate) use ingress::IngressStrategy;
 pub(crate) use ingressclass::IngressClassStrategy;
@@ -82,6 +93,8 @@ pub(crate) use node::NodeStrategy;
 pub(crate) use pdb::PodDisruptionBudgetStrategy;
 pub use pdb::{pdb_selects, UNHEALTHY_POD_EVICTION_POLICIES};
 pub(crate) use pod::PodStrategy;
+pub(crate) use podtemplates::PodTemplateStrategy;
+pub(crate) use quota::{LimitRangeStrategy, ResourceQuotaStrategy};
 pub use rbac::RBAC_GROUP;
 pub(crate) use rbac::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy,
@@ -92,6 +105,7 @@ pub use scheduling::{SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL, SYSTEM_PRIOR
 pub(crate) use service::ServiceStrategy;
 pub(crate) use servicecidr::{IpAddressStrategy, ServiceCidrStrategy};
 pub(crate) use statefulset::StatefulSetStrategy;
+pub(crate) use storage::PersistentVolumeStrategy;
 pub(crate) use storageclass::{StorageClassStrategy, VolumeAttachmentStrategy};
 pub(crate) use workloads::{DeploymentStrategy, ReplicaSetStrategy, ReplicationControllerStrategy};
 
@@ -101,6 +115,15 @@ use api::validation::{FieldError, NameValidator};
 use serde_json::Value;
 
 use super::Propagation;
+
+/// A resource served without storage: its REST storage implements only the verbs named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unstored {
+    /// `componentstatuses`: get and list of objects computed per request.
+    ComponentStatuses,
+    /// `bindings`: a POST binds the pod the Binding names (as `pods/binding`).
+    Bindings,
+}
 
 /// The typed hooks of one kind. Every hook has the generic behaviour as its default, so a kind
 /// (or a custom resource) only overrides what it changes. See the module docs for the guarantees.
@@ -182,6 +205,17 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Whether an update changes what `metadata.generation` counts, for kinds that track it
+    /// without a `spec` (a PodTemplate's `template`, everything of an EndpointSlice but its
+    /// metadata); `None` keeps the generic rule (a `spec` change).
+    fn generation_changed(&self, _new: &Value, _old: &Value) -> Option<bool> {
+        None
+    }
+
+    /// Kind rules of a `/status` write, after the generic ones (everything but `status` comes
+    /// from `old`): a PersistentVolume's `lastPhaseTransitionTime` follows its phase.
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}
+
     /// Whether PUT may create a missing object (events).
     fn allow_create_on_update(&self) -> bool {
         false
@@ -252,6 +286,18 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether the resource is served without storage, and how ([`Unstored`]); `None` for every
+    /// stored kind.
+    fn unstored(&self) -> Option<Unstored> {
+        None
+    }
+
+    /// The deprecation warning every request to the resource answers with (a `Warning: 299`
+    /// header, as upstream's deprecated APIs: `v1 ComponentStatus is deprecated in v1.19+`).
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Converts an object of this endpoint's version into the storage form (identity except for
     /// `events.k8s.io/v1`, stored as core `v1` Events). Called before validation and writes.
     fn to_storage(&self, obj: Value) -> Value {
@@ -301,9 +347,9 @@ pub trait ScaleAccess: Send + Sync {
 }
 
 #[cfg(test)]
-mod net_tests;
-#[cfg(test)]
 mod certificates_tests;
+#[cfg(test)]
+mod net_tests;
 #[cfg(test)]
 mod rbac_tests;
 #[cfg(test)]
@@ -316,3 +362,5 @@ mod tests;
 mod tests_apps;
 #[cfg(test)]
 mod tests_batch;
+#[cfg(test)]
+mod tests_core;

@@ -65,11 +65,12 @@ pub fn default_pod_spec(spec: &mut Value) {
     default_field(m, "dnsPolicy", json!("ClusterFirst"));
     default_field(m, "securityContext", json!({}));
     default_field(m, "schedulerName", json!("default-scheduler"));
-    for key in ["containers", "initContainers"] {
+    for key in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
             cs.iter_mut().for_each(default_container);
         }
     }
+    super::volume_defaults::default_pod_spec_extras(m);
 }
 
 pub(super) fn validate_container(
@@ -290,6 +291,7 @@ impl Strategy for PodStrategy {
             default_pod_spec(spec);
         }
         if let Some(spec) = object_at(obj, "spec") {
+            super::volume_defaults::default_pod_extras(spec);
             default_field(spec, "enableServiceLinks", json!(true));
             default_field(spec, "serviceAccountName", json!("default"));
             default_field(spec, "serviceAccount", json!("default"));
@@ -321,6 +323,9 @@ impl Strategy for PodStrategy {
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         if let Some(spec) = new.get_mut("spec") {
             default_pod_spec(spec);
+        }
+        if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+            super::volume_defaults::default_pod_extras(spec);
         }
         // Fields set at create time by admission or binding: a full PUT from a manifest that lacks
         // them keeps the stored values rather than failing the immutability check.
