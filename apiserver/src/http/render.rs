@@ -1,5 +1,10 @@
 //! Rendering objects and lists in the negotiated representation (JSON, YAML, Table,
 //! PartialObjectMetadata[List]).
+//!
+//! Wire form as kube-apiserver's: objects are in Go field order (stored objects are put in it once,
+//! when they are written, so a read is a byte copy; objects built for a response are put in it here
+//! or by their builder, see `api::wire`), and every JSON body ends with the newline Go's
+//! `json.Encoder` writes.
 
 use std::sync::Arc;
 
@@ -41,12 +46,18 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
             Ok(s) => (s.into_bytes(), out.content_type()),
             Err(e) => return ApiError::internal("encoding YAML", e).into_response(),
         },
-        _ => (
-            serde_json::to_vec(body).unwrap_or_default(),
-            out.content_type(),
-        ),
+        _ => (api::wire::to_vec_with_newline(body), out.content_type()),
     };
     with_content_type(bytes, ct, code)
+}
+
+/// A JSON response of `body` (already in wire order), newline-terminated.
+pub fn json(code: StatusCode, body: &Value) -> Response {
+    with_content_type(
+        api::wire::to_vec_with_newline(body),
+        "application/json",
+        code,
+    )
 }
 
 /// A response of `bytes` already encoded as `content_type`.
@@ -55,7 +66,15 @@ pub fn with_content_type(
     content_type: &'static str,
     code: StatusCode,
 ) -> Response {
-    let bytes: bytes::Bytes = bytes.into();
+    let mut bytes: bytes::Bytes = bytes.into();
+    if content_type.starts_with("application/json") && bytes.last() != Some(&b'\n') {
+        // Stored objects' text is kept without it; one copy, far cheaper than the serialisation
+        // it stands for.
+        let mut b = bytes::BytesMut::with_capacity(bytes.len() + 1);
+        b.extend_from_slice(&bytes);
+        b.extend_from_slice(b"\n");
+        bytes = b.freeze();
+    }
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -138,6 +157,7 @@ pub fn respond_list(
                 include,
                 &list_meta,
             );
+            out.push(b'\n');
             let mut resp = (StatusCode::OK, out).into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -167,7 +187,7 @@ pub fn respond_list(
                 }
                 write_presented(&mut out, resource, o);
             }
-            out.extend_from_slice(b"]}");
+            out.extend_from_slice(b"]}\n");
             let mut resp = (StatusCode::OK, out).into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,

@@ -687,6 +687,35 @@ fn prune_empty_parents(obj: &mut Value, removed: &[String], others: &FieldSet, a
     }
 }
 
+/// The field manager of `kubectl apply --server-side`; only its applies take over from client-side
+/// apply (upstream: "to opt-out of this behavior, users may specify a different field manager").
+const KUBECTL_SERVER_SIDE: &str = "kubectl";
+
+/// The annotation client-side apply records its configuration in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields a server-side apply by `kubectl` may take without conflict from an object last
+/// applied client-side (upstream's `allowedConflictsFromLastApplied`): those of the
+/// last-applied configuration whose values the live object still has. `None` without a usable
+/// annotation (absent, not JSON, or of another apiVersion).
+fn allowed_from_last_applied(kind: &ResourceInfo, live: &Value, scope: Scope) -> Option<FieldSet> {
+    let text = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if super::depth(&last) > MAX_DEPTH
+        || last.get("apiVersion").and_then(Value::as_str) != Some(kind.api_version().as_str())
+    {
+        return None;
+    }
+    let mut set = field_set(kind, &last, scope);
+    // Fields modified, added or removed since: no longer the last applier's.
+    set.retain(|p| get_path(&last, p) == get_path(live, p));
+    Some(set)
+}
+
 /// Parses an apply body (YAML or JSON) into an object.
 fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
     let v: Value = serde_yaml::from_slice(patch)
@@ -761,7 +790,7 @@ pub fn server_side_apply(
     // Conflicts with other managers.
     let empty = json!({});
     let live_obj = live.unwrap_or(&empty);
-    let mut conflicts = Vec::new();
+    let mut conflicts: Vec<api::status::ManagerConflict> = Vec::new();
     let mut forced: Vec<(usize, FieldPath)> = Vec::new();
     for (i, e) in list.iter().enumerate() {
         if is_mine(e) {
@@ -780,6 +809,25 @@ pub fn server_side_apply(
                     field: render_path(p),
                 });
                 forced.push((i, p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force && field_manager == KUBECTL_SERVER_SIDE {
+        // Taking over from client-side apply (upstream's lastAppliedManager): conflicts on fields
+        // that the last client-side apply set, to the values they still have, are no conflicts.
+        // Otherwise (no usable annotation, or a conflict outside it) the conflicts stand.
+        if let Some(allowed) = allowed_from_last_applied(kind, live_obj, scope) {
+            if forced.iter().all(|(_, p)| allowed.contains(p)) {
+                // Applied as if forced: the fields move to this manager.
+                conflicts.clear();
+            } else {
+                let (kept, kept_forced): (Vec<_>, Vec<_>) = conflicts
+                    .into_iter()
+                    .zip(forced)
+                    .filter(|(_, (_, p))| !allowed.contains(p))
+                    .unzip();
+                conflicts = kept;
+                forced = kept_forced;
             }
         }
     }

@@ -3,7 +3,9 @@
 //! A stored value carries no resourceVersion (the store's revision is the resourceVersion), while
 //! every watch event and every response carries it. Keeping the place where the field goes makes
 //! the text at any revision one splice of the stored text, byte for byte what serialising the
-//! stamped object gives (`serde_json` writes object keys in order, so the place is fixed).
+//! stamped object gives: the field goes where `api::wire::set_resource_version` puts it (its place
+//! in ObjectMeta's Go order, before the first field that comes after it), and `serde_json` writes
+//! keys in their order.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
@@ -93,11 +95,12 @@ fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>) -> serde_json::R
     out.push(b'{');
     let mut slot = None;
     let mut written = 0;
-    for (k, v) in meta {
+    let at = api::wire::resource_version_slot(meta);
+    for (i, (k, v)) in meta.iter().enumerate() {
         if k == RESOURCE_VERSION {
             continue;
         }
-        if slot.is_none() && k.as_str() > RESOURCE_VERSION {
+        if slot.is_none() && i >= at {
             slot = Some(Slot {
                 at: out.len(),
                 first: written == 0,
@@ -130,15 +133,16 @@ mod tests {
     fn stamped(obj: &Value, rv: &str) -> Vec<u8> {
         let mut obj = obj.clone();
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert(RESOURCE_VERSION.to_string(), json!(rv));
+            meta.shift_remove(RESOURCE_VERSION);
         }
+        api::wire::set_resource_version(&mut obj, rv.to_string());
         serde_json::to_vec(&obj).unwrap_or_default()
     }
 
     fn without_rv(obj: &Value) -> Vec<u8> {
         let mut obj = obj.clone();
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove(RESOURCE_VERSION);
+            meta.shift_remove(RESOURCE_VERSION);
         }
         serde_json::to_vec(&obj).unwrap_or_default()
     }

@@ -223,12 +223,8 @@ fn same_bytes(a: &bytes::Bytes, b: &bytes::Bytes) -> bool {
 
 /// Sets `metadata.resourceVersion` as decoding a stored value does.
 fn stamp(obj: &mut Value, revision: Revision) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert(
-            "resourceVersion".to_string(),
-            Value::String(revision.to_string()),
-        );
-    }
+    // At its place in Go order, where [`ObjectJson`] splices it into the text.
+    api::wire::set_resource_version(obj, revision.to_string());
 }
 
 /// Parses a stored value and stamps its resourceVersion.
