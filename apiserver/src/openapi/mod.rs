@@ -260,3 +260,4 @@ pub async fn document(
 
 pub mod schemas;
 pub mod v2;
+pub mod v2_proto;

@@ -3,11 +3,10 @@
 //! `x-kubernetes-group-version-kind` on each kind's definition and every path's PATCH operation,
 //! and the patch/list extensions (see [`super::schemas::add_extensions`]).
 //!
-//! Content negotiation as kube-openapi's handler: JSON for `application/json`, `*/*` or no
-//! `Accept`. The protobuf form (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, the
-//! only one client-go's `OpenAPISchema` asks for) is not served: such a request gets 406, after
-//! which client-go tries the pre-1.10 `/swagger-2.0.0.pb-v1` path, gets 404 and goes on without a
-//! v2 document — what kubectl does against a server without one (it uses `/openapi/v3`).
+//! Content negotiation as kube-openapi's handler: the first of the `Accept` list that is served,
+//! JSON (`application/json`, `*/*`, no `Accept`) or protobuf
+//! (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, the only form client-go's
+//! `OpenAPISchema` asks for; see [`super::v2_proto`]); anything else 406.
 //! Built on first request and cached until the served set changes; the `ETag` is its content hash.
 
 use std::sync::Arc;
@@ -28,8 +27,13 @@ use crate::state::AppState;
 pub(super) struct V2 {
     generation: u64,
     json: Bytes,
+    proto: Bytes,
     etag: String,
 }
+
+/// The protobuf media type (and its pre-1.10 spelling), as kube-openapi serves them.
+const PROTO: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const PROTO_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 fn param(name: &str, location: &str, ty: &str) -> Value {
     let mut p = json!({ "name": name, "in": location, "type": ty, "uniqueItems": true });
@@ -155,10 +159,12 @@ impl super::OpenApiCache {
                 return d.clone();
             }
         }
-        let json = Bytes::from(serde_json::to_vec(&document(&served)).unwrap_or_default());
+        let doc = document(&served);
+        let json = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         let built = Arc::new(V2 {
             generation: served.generation,
             etag: format!("\"{}\"", content_hash(&json)),
+            proto: Bytes::from(super::v2_proto::encode(&doc)),
             json,
         });
         *self.v2.lock() = Some(built.clone());
@@ -166,25 +172,30 @@ impl super::OpenApiCache {
     }
 }
 
-/// What the `Accept` header allows: JSON, or only the protobuf form (or nothing we serve).
-fn wants_json(headers: &HeaderMap) -> bool {
+/// The first form the `Accept` header lists that is served: `Some(true)` protobuf,
+/// `Some(false)` JSON (also for no header), `None` neither.
+fn wants_proto(headers: &HeaderMap) -> Option<bool> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return true;
+        return Some(false);
     };
-    accept.split(',').any(|t| {
+    accept.split(',').find_map(|t| {
         let essence = t.split(';').next().unwrap_or("").trim();
-        matches!(essence, "" | "application/json" | "application/*" | "*/*")
+        match essence {
+            "" | "application/json" | "application/*" | "*/*" => Some(false),
+            PROTO | PROTO_OLD => Some(true),
+            _ => None,
+        }
     })
 }
 
 /// `GET /openapi/v2`.
 pub async fn handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if !wants_json(&headers) {
-        return crate::error::ApiError::from(api::status::not_acceptable(
-            "only the following media types are accepted: application/json",
-        ))
+    let Some(proto) = wants_proto(&headers) else {
+        return crate::error::ApiError::from(api::status::not_acceptable(&format!(
+            "only the following media types are accepted: application/json, {PROTO}"
+        )))
         .into_response();
-    }
+    };
     let cache = state.openapi.clone();
     let Ok(doc) = tokio::task::spawn_blocking(move || cache.v2(&state)).await else {
         return crate::error::ApiError::internal("building the OpenAPI v2 document", "task failed")
@@ -197,12 +208,18 @@ pub async fn handler(State(state): State<AppState>, headers: HeaderMap) -> Respo
     let mut resp = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        doc.json.clone().into_response()
+        if proto {
+            doc.proto.clone()
+        } else {
+            doc.json.clone()
+        }
+        .into_response()
     };
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        // kube-openapi answers the `@` spelling (which Go's mime parser refuses) with this one.
+        HeaderValue::from_static(if proto { PROTO_OLD } else { "application/json" }),
     );
     if let Ok(v) = HeaderValue::from_str(&doc.etag) {
         h.insert(header::ETAG, v);
