@@ -305,10 +305,67 @@ pub fn insert_meta_field(meta: &mut Map<String, Value>, key: &str, v: Value) {
 
 /// `v` as JSON text in Go order, with the newline kube-apiserver ends every JSON body with.
 pub fn to_vec_with_newline(v: &Value) -> Vec<u8> {
-    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    let mut out = to_vec(v).unwrap_or_default();
     out.push(b'\n');
     out
 }
 
 #[cfg(test)]
 mod tests;
+
+/// Writes `v` as Go's `encoding/json` does — kube-apiserver's encoder — which escapes `<`, `>`
+/// and `&` (as `\u003c`, `\u003e`, `\u0026`) and U+2028/U+2029 in strings; otherwise
+/// `serde_json`'s compact form, which is Go's.
+pub fn to_writer<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    w: W,
+    v: &T,
+) -> serde_json::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(w, GoFormatter);
+    v.serialize(&mut ser)
+}
+
+/// [`to_writer`] into a new buffer.
+pub fn to_vec<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(128);
+    to_writer(&mut out, v)?;
+    Ok(out)
+}
+
+/// serde_json's compact formatter with Go's HTML-safe string escaping.
+struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let b = fragment.as_bytes();
+        let mut start = 0;
+        let mut i = 0;
+        while i < b.len() {
+            let esc: Option<&[u8]> = match b[i] {
+                b'<' => Some(b"\\u003c"),
+                b'>' => Some(b"\\u003e"),
+                b'&' => Some(b"\\u0026"),
+                0xE2 if b.get(i + 1) == Some(&0x80) && b.get(i + 2) == Some(&0xA8) => {
+                    Some(b"\\u2028")
+                }
+                0xE2 if b.get(i + 1) == Some(&0x80) && b.get(i + 2) == Some(&0xA9) => {
+                    Some(b"\\u2029")
+                }
+                _ => None,
+            };
+            match esc {
+                Some(e) => {
+                    w.write_all(&b[start..i])?;
+                    w.write_all(e)?;
+                    i += if b[i] == 0xE2 { 3 } else { 1 };
+                    start = i;
+                }
+                None => i += 1,
+            }
+        }
+        w.write_all(&b[start..])
+    }
+}

@@ -149,3 +149,14 @@ fn the_table_has_every_field_of_the_schemas() {
     }
     assert!(checked > 100, "{checked}");
 }
+
+#[test]
+fn strings_are_escaped_as_go_escapes_them() {
+    let v = json!({"a": "<none> & \u{2028}\u{2029} é \"q\"\n"});
+    assert_eq!(
+        String::from_utf8(to_vec(&v).unwrap()).unwrap(),
+        "{\"a\":\"\\u003cnone\\u003e \\u0026 \\u2028\\u2029 é \\\"q\\\"\\n\"}"
+    );
+    let back: Value = serde_json::from_slice(&to_vec(&v).unwrap()).unwrap();
+    assert_eq!(back, v);
+}

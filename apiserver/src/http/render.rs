@@ -21,9 +21,9 @@ use crate::table;
 /// Serialises one object in the endpoint's form without copying it when it already is.
 pub fn write_presented(out: &mut Vec<u8>, resource: &Resource, obj: &Value) {
     let res = if resource.is_presentable(obj) {
-        serde_json::to_writer(&mut *out, obj)
+        api::wire::to_writer(&mut *out, obj)
     } else {
-        serde_json::to_writer(&mut *out, &resource.present(obj.clone()))
+        api::wire::to_writer(&mut *out, &resource.present(obj.clone()))
     };
     if let Err(e) = res {
         tracing::error!(error = %e, "serialising an object failed");
@@ -175,11 +175,11 @@ pub fn respond_list(
             // Streamed into one buffer: no per-item copies for 10,000-item lists.
             let mut out = Vec::with_capacity(256 + items.len() * 512);
             out.extend_from_slice(b"{\"kind\":");
-            let _ = serde_json::to_writer(&mut out, &info.list_kind);
+            let _ = api::wire::to_writer(&mut out, &info.list_kind);
             out.extend_from_slice(b",\"apiVersion\":");
-            let _ = serde_json::to_writer(&mut out, &info.api_version());
+            let _ = api::wire::to_writer(&mut out, &info.api_version());
             out.extend_from_slice(b",\"metadata\":");
-            let _ = serde_json::to_writer(&mut out, &list_meta);
+            let _ = api::wire::to_writer(&mut out, &list_meta);
             out.extend_from_slice(b",\"items\":[");
             for (i, o) in items.iter().enumerate() {
                 if i > 0 {

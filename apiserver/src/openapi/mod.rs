@@ -197,7 +197,7 @@ impl OpenApiCache {
             let Some(doc) = document_for(&served, g, v) else {
                 continue;
             };
-            let Ok(bytes) = serde_json::to_vec(&doc) else {
+            let Ok(bytes) = api::wire::to_vec(&doc) else {
                 continue;
             };
             let hash = content_hash(&bytes);

@@ -160,7 +160,7 @@ impl super::OpenApiCache {
             }
         }
         let doc = document(&served);
-        let json = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        let json = Bytes::from(api::wire::to_vec(&doc).unwrap_or_default());
         let built = Arc::new(V2 {
             generation: served.generation,
             etag: format!("\"{}\"", content_hash(&json)),

@@ -691,6 +691,9 @@ fn prune_empty_parents(obj: &mut Value, removed: &[String], others: &FieldSet, a
 /// apply (upstream: "to opt-out of this behavior, users may specify a different field manager").
 const KUBECTL_SERVER_SIDE: &str = "kubectl";
 
+/// The manager that owns the fields of an object nobody managed before its first apply.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
 /// The annotation client-side apply records its configuration in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -778,6 +781,22 @@ pub fn server_side_apply(
     };
     let new_set = field_set(kind, &applied, scope);
     let mut list = entries(live, true);
+    if let Some(live) = live.filter(|_| list.is_empty()) {
+        // An object nobody manages yet (created before tracking, or its entries reset): its
+        // fields are first recorded as `before-first-apply`'s, as upstream's
+        // skipNonAppliedManager does, so the apply conflicts where it changes them.
+        let set = field_set(kind, live, scope);
+        if !set.is_empty() {
+            list.push(Entry::new(
+                BEFORE_FIRST_APPLY,
+                "Update",
+                &kind.api_version(),
+                now,
+                "",
+                set,
+            ));
+        }
+    }
     let is_mine = |e: &Entry| {
         e.manager() == field_manager && e.operation() == "Apply" && e.subresource().is_empty()
     };
@@ -868,7 +887,59 @@ pub fn server_side_apply(
         None => list.push(mine),
     }
     write_entries(&mut merged, list);
+    if field_manager == KUBECTL_SERVER_SIDE {
+        sync_last_applied(&mut merged, &applied);
+    }
     Ok(merged)
+}
+
+/// After a server-side apply by `kubectl`, an object that carries a client-side-apply annotation
+/// gets the applied configuration in it (upstream's lastAppliedUpdater), so that a later
+/// client-side apply diffs against what was last applied: the configuration without the
+/// annotation, with sorted keys and a trailing newline as `runtime.Encode` of an unstructured
+/// object writes it.
+fn sync_last_applied(obj: &mut Value, applied: &Value) {
+    let has = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if !has {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(a) = config
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.shift_remove(LAST_APPLIED);
+        if a.is_empty() {
+            if let Some(m) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.shift_remove("annotations");
+            }
+        }
+    }
+    sort_keys_deep(&mut config);
+    let mut text = serde_json::to_string(&config).unwrap_or_default();
+    text.push('\n');
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.insert(LAST_APPLIED.to_string(), Value::String(text));
+    }
+}
+
+/// Sorts every object's keys, as Go's encoding/json writes maps.
+fn sort_keys_deep(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.sort_keys();
+            m.values_mut().for_each(sort_keys_deep);
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_keys_deep),
+        _ => {}
+    }
 }
 
 /// Records an `Update` entry for `manager` after a create, PUT or non-apply PATCH: the fields whose

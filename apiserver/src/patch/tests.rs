@@ -990,3 +990,42 @@ fn kubectl_server_side_apply_takes_over_from_client_side_apply() {
         Err(PatchError::Conflict { .. })
     ));
 }
+
+#[test]
+fn kubectl_server_side_apply_keeps_the_last_applied_annotation_current() {
+    let i = info("", "pods");
+    let live = client_side_applied_pod("nginx:1.27");
+    let v2 = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#;
+    let got = server_side_apply(i, Some(&live), v2.as_bytes(), "kubectl", false, "t2")
+        .unwrap_or_default();
+    let text = got
+        .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert_eq!(
+        text,
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web\",\"namespace\":\"default\"},\"spec\":{\"containers\":[{\"image\":\"nginx:1.28\",\"name\":\"nginx\"}]}}\n"
+    );
+}
+
+#[test]
+fn the_first_apply_to_an_unmanaged_object_conflicts_with_before_first_apply() {
+    let i = info("", "pods");
+    let live = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                      "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}});
+    let v2 = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#;
+    match server_side_apply(i, Some(&live), v2.as_bytes(), "m", false, "t2") {
+        Err(PatchError::Conflict { conflicts }) => {
+            assert_eq!(conflicts.len(), 1);
+            assert_eq!(conflicts[0].manager, "before-first-apply");
+            assert_eq!(conflicts[0].operation, "Update");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Applying the same values takes co-ownership without a conflict.
+    let same = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}"#;
+    let got =
+        server_side_apply(i, Some(&live), same.as_bytes(), "m", false, "t2").unwrap_or_default();
+    assert!(entry(&got, "before-first-apply").is_some());
+    assert!(entry(&got, "m").is_some());
+}

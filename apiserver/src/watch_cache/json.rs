@@ -37,7 +37,7 @@ impl ObjectJson {
     pub fn encode(obj: &Value) -> serde_json::Result<ObjectJson> {
         let Value::Object(top) = obj else {
             return Ok(ObjectJson {
-                text: Bytes::from(serde_json::to_vec(obj)?),
+                text: Bytes::from(api::wire::to_vec(obj)?),
                 slot: None,
             });
         };
@@ -48,13 +48,13 @@ impl ObjectJson {
             if i > 0 {
                 out.push(b',');
             }
-            serde_json::to_writer(&mut out, k)?;
+            api::wire::to_writer(&mut out, k)?;
             out.push(b':');
             match v {
                 Value::Object(meta) if k == "metadata" => {
                     slot = Some(write_metadata(&mut out, meta)?)
                 }
-                _ => serde_json::to_writer(&mut out, v)?,
+                _ => api::wire::to_writer(&mut out, v)?,
             }
         }
         out.push(b'}');
@@ -81,7 +81,7 @@ impl ObjectJson {
         }
         out.put_slice(b"\"resourceVersion\":");
         // A JSON string (escaped if it ever needs to be): writing into memory cannot fail.
-        let _ = serde_json::to_writer((&mut out).writer(), rv);
+        let _ = api::wire::to_writer((&mut out).writer(), rv);
         if slot.first && !slot.alone {
             out.put_u8(b',');
         }
@@ -110,9 +110,9 @@ fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>) -> serde_json::R
         if written > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, k)?;
+        api::wire::to_writer(&mut *out, k)?;
         out.push(b':');
-        serde_json::to_writer(&mut *out, v)?;
+        api::wire::to_writer(&mut *out, v)?;
         written += 1;
     }
     let slot = slot.unwrap_or(Slot {
@@ -136,7 +136,7 @@ mod tests {
             meta.shift_remove(RESOURCE_VERSION);
         }
         api::wire::set_resource_version(&mut obj, rv.to_string());
-        serde_json::to_vec(&obj).unwrap_or_default()
+        api::wire::to_vec(&obj).unwrap_or_default()
     }
 
     fn without_rv(obj: &Value) -> Vec<u8> {
@@ -144,7 +144,7 @@ mod tests {
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.shift_remove(RESOURCE_VERSION);
         }
-        serde_json::to_vec(&obj).unwrap_or_default()
+        api::wire::to_vec(&obj).unwrap_or_default()
     }
 
     fn check(obj: &Value) {

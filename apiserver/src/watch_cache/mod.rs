@@ -111,7 +111,7 @@ impl CacheEvent {
                     .map(|json| json.with_resource_version(&self.revision.to_string()))
                     .unwrap_or_default()
             } else {
-                serde_json::to_vec(self.object.as_ref())
+                api::wire::to_vec(self.object.as_ref())
                     .map(bytes::Bytes::from)
                     .unwrap_or_default()
             }
