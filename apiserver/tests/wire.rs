@@ -51,7 +51,7 @@ async fn call(app: &Router, method: &str, uri: &str, headers: &[(&str, &str)], b
         .unwrap_or("")
         .to_string();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     assert!(code < 500, "{method} {uri}: {code} {text}");
     Raw {
         code,
@@ -357,7 +357,7 @@ async fn openapi_v2_has_every_served_kind() {
     );
     let volumes = &defs["io.k8s.api.core.v1.PodSpec"]["properties"]["volumes"];
     assert_eq!(volumes["x-kubernetes-patch-strategy"], "merge,retainKeys");
-    // Protobuf only: 406 (client-go then goes on without a v2 document).
+    // gnostic's protobuf form, as client-go asks for it (kubectl 1.27 explain, --validate).
     let r = call(
         &app,
         "GET",
@@ -369,5 +369,13 @@ async fn openapi_v2_has_every_served_kind() {
         "",
     )
     .await;
+    assert_eq!(r.code, 200);
+    assert_eq!(
+        r.content_type,
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    assert!(r.text.starts_with("\n\u{3}2.0"), "Document.swagger first");
+    // Anything else: 406.
+    let r = call(&app, "GET", "/openapi/v2", &[("accept", "text/html")], "").await;
     assert_eq!(r.code, 406);
 }
