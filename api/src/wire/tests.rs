@@ -124,7 +124,6 @@ fn kinds_are_found_by_api_version() {
 /// the pinned versions that adds fields fails here until `generate.py` is run again.
 #[test]
 fn the_table_has_every_field_of_the_schemas() {
-    use k8s_openapi::schemars;
     use k8s_openapi::schemars::generate::SchemaSettings;
     let mut gen = SchemaSettings::openapi3().into_generator();
     gen.subschema_for::<k8s_openapi::api::core::v1::Pod>();
