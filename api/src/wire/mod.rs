@@ -341,6 +341,10 @@ impl serde_json::ser::Formatter for GoFormatter {
         fragment: &str,
     ) -> std::io::Result<()> {
         let b = fragment.as_bytes();
+        // Almost every string has none of them: one vectorised scan, then a plain copy.
+        if memchr::memchr3(b'<', b'>', b'&', b).is_none() && memchr::memchr(0xE2, b).is_none() {
+            return w.write_all(b);
+        }
         let mut start = 0;
         let mut i = 0;
         while i < b.len() {
