@@ -341,8 +341,14 @@ impl serde_json::ser::Formatter for GoFormatter {
         fragment: &str,
     ) -> std::io::Result<()> {
         let b = fragment.as_bytes();
-        // Almost every string has none of them: one vectorised scan, then a plain copy.
-        if memchr::memchr3(b'<', b'>', b'&', b).is_none() && memchr::memchr(0xE2, b).is_none() {
+        // Almost every string has none of them: one scan (a plain loop for the short ones, keys
+        // mostly, where memchr's setup would dominate), then a plain copy.
+        let clean = if b.len() < 64 {
+            !b.iter().any(|&c| matches!(c, b'<' | b'>' | b'&' | 0xE2))
+        } else {
+            memchr::memchr3(b'<', b'>', b'&', b).is_none() && memchr::memchr(0xE2, b).is_none()
+        };
+        if clean {
             return w.write_all(b);
         }
         let mut start = 0;
