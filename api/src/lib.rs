@@ -9,6 +9,7 @@
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
 //!   ([`status`]);
+//! * Kubernetes' wire order of every type's fields, and putting JSON objects into it ([`wire`]);
 //! * helpers over JSON objects' `metadata` ([`meta`]) and kubectl's human durations ([`duration_short`]).
 //!
 //! Guarantees: nothing here panics on any input (parsers return errors as values).
@@ -24,6 +25,7 @@ pub mod quantity;
 pub mod resources;
 pub mod status;
 pub mod validation;
+pub mod wire;
 
 pub use duration::{duration_short, human_duration_since};
 pub use resources::{ResourceInfo, Subresource};

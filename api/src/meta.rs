@@ -120,7 +120,7 @@ pub fn controller_ref(obj: &Value) -> Option<Value> {
 
 fn set(obj: &mut Value, key: &str, v: Value) {
     if let Some(m) = metadata_mut(obj) {
-        m.insert(key.to_string(), v);
+        crate::wire::insert_meta_field(m, key, v);
     }
 }
 
@@ -172,7 +172,8 @@ pub fn set_finalizers(obj: &mut Value, f: &[String]) {
 /// Removes `metadata.<key>`.
 pub fn remove(obj: &mut Value, key: &str) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove(key);
+        // Keeps the other fields' order (the wire order, see `wire`).
+        m.shift_remove(key);
     }
 }
 

@@ -182,7 +182,7 @@ pub fn invalid(qualified_kind: &str, name: &str, errors: &[FieldError]) -> Statu
         1 => rendered[0].clone(),
         _ => format!("[{}]", rendered.join(", ")),
     };
-    let causes = errors
+    let causes: Vec<StatusCause> = errors
         .iter()
         .map(|e| StatusCause {
             reason: Some(e.reason().to_string()),
@@ -194,11 +194,12 @@ pub fn invalid(qualified_kind: &str, name: &str, errors: &[FieldError]) -> Statu
         422,
         "Invalid",
         format!("{qualified_kind} \"{name}\" is invalid: {agg}"),
+        // Empty fields are omitted, as Go's `omitempty` does.
         Some(StatusDetails {
-            name: Some(name.to_string()),
-            group: Some(group.to_string()),
+            name: (!name.is_empty()).then(|| name.to_string()),
+            group: (!group.is_empty()).then(|| group.to_string()),
             kind: Some(kind.to_string()),
-            causes: Some(causes),
+            causes: (!causes.is_empty()).then_some(causes),
             ..Default::default()
         }),
     )
@@ -379,9 +380,14 @@ pub fn code(st: &Status) -> u16 {
 
 /// `Status` as JSON with `kind`/`apiVersion`.
 pub fn to_json(st: &Status) -> serde_json::Value {
-    serde_json::to_value(st).unwrap_or_else(
+    let mut v = serde_json::to_value(st).unwrap_or_else(
         |_| serde_json::json!({"kind":"Status","apiVersion":"v1","status":"Failure","code":500}),
-    )
+    );
+    // In kube-apiserver's field order (k8s-openapi serialises fields alphabetically).
+    if let Some(ty) = crate::wire::Type::named(crate::wire::STATUS) {
+        crate::wire::canonicalize(&mut v, ty);
+    }
+    v
 }
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ fn aggregated(served: &Served, core: bool, v2beta1: bool) -> Value {
 }
 
 fn json_response(body: &Value, content_type: &'static str) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let bytes = api::wire::to_vec_with_newline(body);
     let mut resp = bytes.into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -156,7 +156,7 @@ fn json_response(body: &Value, content_type: &'static str) -> Response {
 /// client's `If-None-Match` names it.
 fn tagged_response(headers: &HeaderMap, body: &Value, content_type: &'static str) -> Response {
     use std::hash::{Hash, Hasher};
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let bytes = api::wire::to_vec_with_newline(body);
     let mut h = std::hash::DefaultHasher::new();
     bytes.hash(&mut h);
     let etag = format!("\"{:016X}\"", h.finish());

@@ -160,7 +160,7 @@ impl IntoResponse for ApiError {
             tracing::error!(context, error = %source, "internal error");
         }
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let body = api::wire::to_vec_with_newline(&self.to_status());
         let mut resp = (code, body).into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

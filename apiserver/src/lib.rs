@@ -41,8 +41,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 
+/// `/version`, indented as kube-apiserver writes it (`json.MarshalIndent`, no trailing newline).
 async fn version() -> Response {
-    axum::Json(discovery::version()).into_response()
+    let body = serde_json::to_vec_pretty(&discovery::version()).unwrap_or_default();
+    let mut resp = body.into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 async fn ok() -> &'static str {
@@ -114,7 +121,7 @@ pub fn app(state: AppState) -> Router {
         .route("/apis", get(apis_root))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::document))
-        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v2", get(openapi::v2::handler))
         .route("/api/{version}", any(handlers::core_root))
         .route("/api/{version}/{*rest}", any(handlers::core))
         .route("/apis/{group}", any(handlers::group_root))

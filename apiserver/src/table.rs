@@ -88,16 +88,16 @@ pub fn write_table<'a>(
     let strategy = &resource.strategy;
     let now = jiff::Timestamp::now();
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
-    let _ = serde_json::to_writer(&mut *out, list_meta);
+    let _ = api::wire::to_writer(&mut *out, list_meta);
     out.extend_from_slice(br#","columnDefinitions":"#);
-    let _ = serde_json::to_writer(&mut *out, &strategy.table_columns());
+    let _ = api::wire::to_writer(&mut *out, &strategy.table_columns());
     out.extend_from_slice(br#","rows":["#);
     for (i, obj) in objects.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.extend_from_slice(br#"{"cells":"#);
-        let _ = serde_json::to_writer(&mut *out, &strategy.table_cells(obj, now));
+        let _ = api::wire::to_writer(&mut *out, &strategy.table_cells(obj, now));
         match include {
             IncludeObject::None => {}
             IncludeObject::Metadata => {
@@ -106,7 +106,7 @@ pub fn write_table<'a>(
                 );
                 match obj.get("metadata") {
                     Some(m) => {
-                        let _ = serde_json::to_writer(&mut *out, m);
+                        let _ = api::wire::to_writer(&mut *out, m);
                     }
                     None => out.extend_from_slice(b"{}"),
                 }
@@ -114,7 +114,7 @@ pub fn write_table<'a>(
             }
             IncludeObject::Object => {
                 out.extend_from_slice(br#","object":"#);
-                let _ = serde_json::to_writer(&mut *out, obj);
+                let _ = api::wire::to_writer(&mut *out, obj);
             }
         }
         out.push(b'}');

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::json;
 
 use crate::error::{ApiError, Result};
@@ -30,7 +30,10 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
         let name = api::meta::name(&obj).unwrap_or("");
         let uid = api::meta::uid(&obj).unwrap_or("");
         let status = api::status::success_deleted(&ctx.target.group_resource(), name, uid);
-        return Ok(axum::Json(api::status::to_json(&status)).into_response());
+        return Ok(crate::http::render::json(
+            StatusCode::OK,
+            &api::status::to_json(&status),
+        ));
     }
     // The usual answer (a kubelet's final delete of a pod): written from the shared object and
     // its text, with the deletion's resourceVersion spliced in.

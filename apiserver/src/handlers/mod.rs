@@ -44,7 +44,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
             return Err(ApiError::method_not_allowed());
         }
         return discovery::resource_list(&state.resources.snapshot(), &path.group, &path.version)
-            .map(|v| axum::Json(v).into_response())
+            .map(|v| crate::http::render::json(axum::http::StatusCode::OK, &v))
             .ok_or_else(ApiError::unknown_path);
     }
     let target = resolve(&state, &path)?;
@@ -137,7 +137,7 @@ pub async fn core(
 /// `/apis/{group}`.
 pub async fn group_root(State(state): State<AppState>, Path(group): Path<String>) -> Response {
     match discovery::group(&state.resources.snapshot(), &group) {
-        Some(v) => axum::Json(v).into_response(),
+        Some(v) => crate::http::render::json(axum::http::StatusCode::OK, &v),
         None => ApiError::unknown_path().into_response(),
     }
 }

@@ -7,7 +7,7 @@
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::error::{ApiError, Result};
 use crate::http::body::{decode_object, patch_type};
@@ -80,7 +80,7 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
         code: Some(201),
         ..Default::default()
     });
-    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+    Ok(crate::http::render::json(StatusCode::CREATED, &body))
 }
 
 async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {

@@ -110,7 +110,7 @@ impl Encoder {
 
 fn frame(kind: &str, object: &Value) -> Bytes {
     let mut line =
-        serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
+        api::wire::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }

@@ -1,5 +1,10 @@
 //! Rendering objects and lists in the negotiated representation (JSON, YAML, Table,
 //! PartialObjectMetadata[List]).
+//!
+//! Wire form as kube-apiserver's: objects are in Go field order (stored objects are put in it once,
+//! when they are written, so a read is a byte copy; objects built for a response are put in it here
+//! or by their builder, see `api::wire`), and every JSON body ends with the newline Go's
+//! `json.Encoder` writes.
 
 use std::sync::Arc;
 
@@ -16,9 +21,9 @@ use crate::table;
 /// Serialises one object in the endpoint's form without copying it when it already is.
 pub fn write_presented(out: &mut Vec<u8>, resource: &Resource, obj: &Value) {
     let res = if resource.is_presentable(obj) {
-        serde_json::to_writer(&mut *out, obj)
+        api::wire::to_writer(&mut *out, obj)
     } else {
-        serde_json::to_writer(&mut *out, &resource.present(obj.clone()))
+        api::wire::to_writer(&mut *out, &resource.present(obj.clone()))
     };
     if let Err(e) = res {
         tracing::error!(error = %e, "serialising an object failed");
@@ -41,12 +46,18 @@ pub fn encode(body: &Value, out: Output, code: StatusCode) -> Response {
             Ok(s) => (s.into_bytes(), out.content_type()),
             Err(e) => return ApiError::internal("encoding YAML", e).into_response(),
         },
-        _ => (
-            serde_json::to_vec(body).unwrap_or_default(),
-            out.content_type(),
-        ),
+        _ => (api::wire::to_vec_with_newline(body), out.content_type()),
     };
     with_content_type(bytes, ct, code)
+}
+
+/// A JSON response of `body` (already in wire order), newline-terminated.
+pub fn json(code: StatusCode, body: &Value) -> Response {
+    with_content_type(
+        api::wire::to_vec_with_newline(body),
+        "application/json",
+        code,
+    )
 }
 
 /// A response of `bytes` already encoded as `content_type`.
@@ -55,7 +66,15 @@ pub fn with_content_type(
     content_type: &'static str,
     code: StatusCode,
 ) -> Response {
-    let bytes: bytes::Bytes = bytes.into();
+    let mut bytes: bytes::Bytes = bytes.into();
+    if content_type.starts_with("application/json") && bytes.last() != Some(&b'\n') {
+        // Stored objects' text is kept without it; one copy, far cheaper than the serialisation
+        // it stands for.
+        let mut b = bytes::BytesMut::with_capacity(bytes.len() + 1);
+        b.extend_from_slice(&bytes);
+        b.extend_from_slice(b"\n");
+        bytes = b.freeze();
+    }
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -138,6 +157,7 @@ pub fn respond_list(
                 include,
                 &list_meta,
             );
+            out.push(b'\n');
             let mut resp = (StatusCode::OK, out).into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -155,11 +175,11 @@ pub fn respond_list(
             // Streamed into one buffer: no per-item copies for 10,000-item lists.
             let mut out = Vec::with_capacity(256 + items.len() * 512);
             out.extend_from_slice(b"{\"kind\":");
-            let _ = serde_json::to_writer(&mut out, &info.list_kind);
+            let _ = api::wire::to_writer(&mut out, &info.list_kind);
             out.extend_from_slice(b",\"apiVersion\":");
-            let _ = serde_json::to_writer(&mut out, &info.api_version());
+            let _ = api::wire::to_writer(&mut out, &info.api_version());
             out.extend_from_slice(b",\"metadata\":");
-            let _ = serde_json::to_writer(&mut out, &list_meta);
+            let _ = api::wire::to_writer(&mut out, &list_meta);
             out.extend_from_slice(b",\"items\":[");
             for (i, o) in items.iter().enumerate() {
                 if i > 0 {
@@ -167,7 +187,7 @@ pub fn respond_list(
                 }
                 write_presented(&mut out, resource, o);
             }
-            out.extend_from_slice(b"]}");
+            out.extend_from_slice(b"]}\n");
             let mut resp = (StatusCode::OK, out).into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,

@@ -14,7 +14,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -165,6 +165,8 @@ struct Documents {
 #[derive(Default)]
 pub struct OpenApiCache {
     current: parking_lot::Mutex<Option<Arc<Documents>>>,
+    /// The `/openapi/v2` document, built on its first request.
+    v2: parking_lot::Mutex<Option<Arc<v2::V2>>>,
 }
 
 impl std::fmt::Debug for OpenApiCache {
@@ -195,7 +197,7 @@ impl OpenApiCache {
             let Some(doc) = document_for(&served, g, v) else {
                 continue;
             };
-            let Ok(bytes) = serde_json::to_vec(&doc) else {
+            let Ok(bytes) = api::wire::to_vec(&doc) else {
                 continue;
             };
             let hash = content_hash(&bytes);
@@ -256,9 +258,6 @@ pub async fn document(
     }
 }
 
-/// `/openapi/v2`: not served (kubectl falls back to v3 only; explain uses v3).
-pub async fn v2() -> Response {
-    (StatusCode::NOT_FOUND, ApiError::unknown_path()).into_response()
-}
-
 pub mod schemas;
+pub mod v2;
+pub mod v2_proto;

@@ -21,8 +21,9 @@ pub fn definitions(kinds: &[&Resource]) -> (Map<String, Value>, Vec<Option<Value
     let mut defs = gen.take_definitions(true);
     // OpenAPI 3.0 ignores siblings of `$ref`; upstream wraps references that carry a description
     // in `allOf`, which is what kubectl explain expects.
-    for v in defs.values_mut() {
+    for (name, v) in defs.iter_mut() {
         wrap_refs(v);
+        add_extensions(name, v);
     }
     (defs, roots)
 }
@@ -41,10 +42,53 @@ pub fn kind_schema(schema: SchemaFn) -> KindSchema {
     let mut gen = SchemaSettings::openapi3().into_generator();
     let root = schema(&mut gen).to_value();
     let mut definitions = gen.take_definitions(true);
-    for v in definitions.values_mut() {
+    for (name, v) in definitions.iter_mut() {
         wrap_refs(v);
+        add_extensions(name, v);
     }
     KindSchema { root, definitions }
+}
+
+/// The extensions upstream's OpenAPI carries on the properties of definition `name`, from the Go
+/// comment tags of its fields (`api::wire`): `x-kubernetes-patch-strategy`,
+/// `x-kubernetes-patch-merge-key`, `x-kubernetes-list-type`, `x-kubernetes-list-map-keys`,
+/// `x-kubernetes-map-type` (kubectl's client-side strategic merge reads the first two).
+pub fn add_extensions(name: &str, def: &mut Value) {
+    let Some(ty) = api::wire::Type::named(name) else {
+        return;
+    };
+    let Some(props) = def.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (field, schema) in props.iter_mut() {
+        let Some(tags) = ty.field(field).map(|f| f.tags) else {
+            continue;
+        };
+        let Some(s) = schema.as_object_mut() else {
+            continue;
+        };
+        let mut put = |k: &str, v: Value| {
+            s.insert(k.to_string(), v);
+        };
+        if let Some(v) = tags.list_type {
+            put("x-kubernetes-list-type", Value::from(v));
+        }
+        if !tags.list_map_keys.is_empty() {
+            put(
+                "x-kubernetes-list-map-keys",
+                Value::from(tags.list_map_keys.to_vec()),
+            );
+        }
+        if let Some(v) = tags.map_type {
+            put("x-kubernetes-map-type", Value::from(v));
+        }
+        if let Some(v) = tags.patch_merge_key {
+            put("x-kubernetes-patch-merge-key", Value::from(v));
+        }
+        if let Some(v) = tags.patch_strategy {
+            put("x-kubernetes-patch-strategy", Value::from(v));
+        }
+    }
 }
 
 fn wrap_refs(v: &mut Value) {

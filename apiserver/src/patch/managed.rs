@@ -687,6 +687,38 @@ fn prune_empty_parents(obj: &mut Value, removed: &[String], others: &FieldSet, a
     }
 }
 
+/// The field manager of `kubectl apply --server-side`; only its applies take over from client-side
+/// apply (upstream: "to opt-out of this behavior, users may specify a different field manager").
+const KUBECTL_SERVER_SIDE: &str = "kubectl";
+
+/// The manager that owns the fields of an object nobody managed before its first apply.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// The annotation client-side apply records its configuration in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields a server-side apply by `kubectl` may take without conflict from an object last
+/// applied client-side (upstream's `allowedConflictsFromLastApplied`): those of the
+/// last-applied configuration whose values the live object still has. `None` without a usable
+/// annotation (absent, not JSON, or of another apiVersion).
+fn allowed_from_last_applied(kind: &ResourceInfo, live: &Value, scope: Scope) -> Option<FieldSet> {
+    let text = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if super::depth(&last) > MAX_DEPTH
+        || last.get("apiVersion").and_then(Value::as_str) != Some(kind.api_version().as_str())
+    {
+        return None;
+    }
+    let mut set = field_set(kind, &last, scope);
+    // Fields modified, added or removed since: no longer the last applier's.
+    set.retain(|p| get_path(&last, p) == get_path(live, p));
+    Some(set)
+}
+
 /// Parses an apply body (YAML or JSON) into an object.
 fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
     let v: Value = serde_yaml::from_slice(patch)
@@ -749,6 +781,22 @@ pub fn server_side_apply(
     };
     let new_set = field_set(kind, &applied, scope);
     let mut list = entries(live, true);
+    if let Some(live) = live.filter(|_| list.is_empty()) {
+        // An object nobody manages yet (created before tracking, or its entries reset): its
+        // fields are first recorded as `before-first-apply`'s, as upstream's
+        // skipNonAppliedManager does, so the apply conflicts where it changes them.
+        let set = field_set(kind, live, scope);
+        if !set.is_empty() {
+            list.push(Entry::new(
+                BEFORE_FIRST_APPLY,
+                "Update",
+                &kind.api_version(),
+                now,
+                "",
+                set,
+            ));
+        }
+    }
     let is_mine = |e: &Entry| {
         e.manager() == field_manager && e.operation() == "Apply" && e.subresource().is_empty()
     };
@@ -761,7 +809,7 @@ pub fn server_side_apply(
     // Conflicts with other managers.
     let empty = json!({});
     let live_obj = live.unwrap_or(&empty);
-    let mut conflicts = Vec::new();
+    let mut conflicts: Vec<api::status::ManagerConflict> = Vec::new();
     let mut forced: Vec<(usize, FieldPath)> = Vec::new();
     for (i, e) in list.iter().enumerate() {
         if is_mine(e) {
@@ -780,6 +828,25 @@ pub fn server_side_apply(
                     field: render_path(p),
                 });
                 forced.push((i, p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force && field_manager == KUBECTL_SERVER_SIDE {
+        // Taking over from client-side apply (upstream's lastAppliedManager): conflicts on fields
+        // that the last client-side apply set, to the values they still have, are no conflicts.
+        // Otherwise (no usable annotation, or a conflict outside it) the conflicts stand.
+        if let Some(allowed) = allowed_from_last_applied(kind, live_obj, scope) {
+            if forced.iter().all(|(_, p)| allowed.contains(p)) {
+                // Applied as if forced: the fields move to this manager.
+                conflicts.clear();
+            } else {
+                let (kept, kept_forced): (Vec<_>, Vec<_>) = conflicts
+                    .into_iter()
+                    .zip(forced)
+                    .filter(|(_, (_, p))| !allowed.contains(p))
+                    .unzip();
+                conflicts = kept;
+                forced = kept_forced;
             }
         }
     }
@@ -820,7 +887,59 @@ pub fn server_side_apply(
         None => list.push(mine),
     }
     write_entries(&mut merged, list);
+    if field_manager == KUBECTL_SERVER_SIDE {
+        sync_last_applied(&mut merged, &applied);
+    }
     Ok(merged)
+}
+
+/// After a server-side apply by `kubectl`, an object that carries a client-side-apply annotation
+/// gets the applied configuration in it (upstream's lastAppliedUpdater), so that a later
+/// client-side apply diffs against what was last applied: the configuration without the
+/// annotation, with sorted keys and a trailing newline as `runtime.Encode` of an unstructured
+/// object writes it.
+fn sync_last_applied(obj: &mut Value, applied: &Value) {
+    let has = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if !has {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(a) = config
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.shift_remove(LAST_APPLIED);
+        if a.is_empty() {
+            if let Some(m) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.shift_remove("annotations");
+            }
+        }
+    }
+    sort_keys_deep(&mut config);
+    let mut text = serde_json::to_string(&config).unwrap_or_default();
+    text.push('\n');
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.insert(LAST_APPLIED.to_string(), Value::String(text));
+    }
+}
+
+/// Sorts every object's keys, as Go's encoding/json writes maps.
+fn sort_keys_deep(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.sort_keys();
+            m.values_mut().for_each(sort_keys_deep);
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_keys_deep),
+        _ => {}
+    }
 }
 
 /// Records an `Update` entry for `manager` after a create, PUT or non-apply PATCH: the fields whose

@@ -909,3 +909,123 @@ fn ssa_conflicts_with_client_side_apply_updates() {
         |o| entry(&o, "kubectl").is_some() && entry(&o, "kubectl-client-side-apply").is_some()
     ));
 }
+
+/// A pod as `kubectl apply` (client-side) creates it: the last-applied annotation and the
+/// `kubectl-client-side-apply` Update entry owning every field.
+fn client_side_applied_pod(image: &str) -> Value {
+    let config = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+                        "spec": {"containers": [{"name": "nginx", "image": image}]}});
+    let mut pod = config.clone();
+    pod["metadata"]["annotations"] = json!({
+        "kubectl.kubernetes.io/last-applied-configuration": config.to_string(),
+    });
+    update_managed_fields(
+        info("", "pods"),
+        None,
+        &mut pod,
+        "kubectl-client-side-apply",
+        "t1",
+        None,
+    );
+    pod
+}
+
+#[test]
+fn kubectl_server_side_apply_takes_over_from_client_side_apply() {
+    let i = info("", "pods");
+    let live = client_side_applied_pod("nginx:1.27");
+    let v2 = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"default"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#;
+    // Another manager conflicts, as upstream: only `kubectl` takes over.
+    match server_side_apply(i, Some(&live), v2.as_bytes(), "other", false, "t2") {
+        Err(PatchError::Conflict { conflicts }) => {
+            assert_eq!(conflicts.len(), 1);
+            assert_eq!(conflicts[0].manager, "kubectl-client-side-apply");
+            assert_eq!(conflicts[0].field, ".spec.containers[name=\"nginx\"].image");
+        }
+        other => panic!("{other:?}"),
+    }
+    let got = match server_side_apply(i, Some(&live), v2.as_bytes(), "kubectl", false, "t2") {
+        Ok(g) => g,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(
+        got.pointer("/spec/containers/0/image"),
+        Some(&json!("nginx:1.28"))
+    );
+    let image = [
+        "f:spec",
+        "f:containers",
+        "k:{\"name\":\"nginx\"}",
+        "f:image",
+    ];
+    let owns = |manager: &str| {
+        entry(&got, manager)
+            .and_then(|e| e.get("fieldsV1"))
+            .and_then(|f| image.iter().try_fold(f, |node, seg| node.get(*seg)))
+            .is_some()
+    };
+    assert!(owns("kubectl"));
+    assert!(!owns("kubectl-client-side-apply"));
+
+    // A field changed since the last client-side apply is not the last applier's: it conflicts.
+    let mut changed = live.clone();
+    changed["spec"]["containers"][0]["image"] = json!("nginx:edited");
+    match server_side_apply(i, Some(&changed), v2.as_bytes(), "kubectl", false, "t2") {
+        Err(PatchError::Conflict { conflicts }) => assert_eq!(conflicts.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    // So does a last-applied configuration of another apiVersion.
+    let mut other_version = live;
+    other_version["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+        json!(r#"{"apiVersion":"v2","kind":"Pod"}"#);
+    assert!(matches!(
+        server_side_apply(
+            i,
+            Some(&other_version),
+            v2.as_bytes(),
+            "kubectl",
+            false,
+            "t2"
+        ),
+        Err(PatchError::Conflict { .. })
+    ));
+}
+
+#[test]
+fn kubectl_server_side_apply_keeps_the_last_applied_annotation_current() {
+    let i = info("", "pods");
+    let live = client_side_applied_pod("nginx:1.27");
+    let v2 = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#;
+    let got = server_side_apply(i, Some(&live), v2.as_bytes(), "kubectl", false, "t2")
+        .unwrap_or_default();
+    let text = got
+        .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert_eq!(
+        text,
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web\",\"namespace\":\"default\"},\"spec\":{\"containers\":[{\"image\":\"nginx:1.28\",\"name\":\"nginx\"}]}}\n"
+    );
+}
+
+#[test]
+fn the_first_apply_to_an_unmanaged_object_conflicts_with_before_first_apply() {
+    let i = info("", "pods");
+    let live = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                      "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}});
+    let v2 = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#;
+    match server_side_apply(i, Some(&live), v2.as_bytes(), "m", false, "t2") {
+        Err(PatchError::Conflict { conflicts }) => {
+            assert_eq!(conflicts.len(), 1);
+            assert_eq!(conflicts[0].manager, "before-first-apply");
+            assert_eq!(conflicts[0].operation, "Update");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Applying the same values takes co-ownership without a conflict.
+    let same = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}"#;
+    let got =
+        server_side_apply(i, Some(&live), same.as_bytes(), "m", false, "t2").unwrap_or_default();
+    assert!(entry(&got, "before-first-apply").is_some());
+    assert!(entry(&got, "m").is_some());
+}

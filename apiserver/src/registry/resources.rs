@@ -133,7 +133,16 @@ impl Resource {
     /// An object as this endpoint serves it: converted from the storage form by the strategy, with
     /// the endpoint's `kind`/`apiVersion`.
     pub fn present(&self, obj: Value) -> Value {
-        super::with_type_meta(&self.info, self.strategy.from_storage(obj))
+        let mut obj = super::with_type_meta(&self.info, self.strategy.from_storage(obj));
+        self.canonicalize(&mut obj);
+        obj
+    }
+
+    /// Puts an object of this resource into kube-apiserver's field order (`api::wire`): as its
+    /// Kubernetes type for typed kinds, only `metadata` for kinds without one. Done once when an
+    /// object is stored, so that reads are a byte copy of the stored text.
+    pub fn canonicalize(&self, obj: &mut Value) {
+        api::wire::canonicalize_object(obj, self.schema.is_some());
     }
 
     /// Whether a stored object is already in this endpoint's form (the strategies' storage

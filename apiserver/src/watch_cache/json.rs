@@ -3,7 +3,9 @@
 //! A stored value carries no resourceVersion (the store's revision is the resourceVersion), while
 //! every watch event and every response carries it. Keeping the place where the field goes makes
 //! the text at any revision one splice of the stored text, byte for byte what serialising the
-//! stamped object gives (`serde_json` writes object keys in order, so the place is fixed).
+//! stamped object gives: the field goes where `api::wire::set_resource_version` puts it (its place
+//! in ObjectMeta's Go order, before the first field that comes after it), and `serde_json` writes
+//! keys in their order.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
@@ -35,7 +37,7 @@ impl ObjectJson {
     pub fn encode(obj: &Value) -> serde_json::Result<ObjectJson> {
         let Value::Object(top) = obj else {
             return Ok(ObjectJson {
-                text: Bytes::from(serde_json::to_vec(obj)?),
+                text: Bytes::from(api::wire::to_vec(obj)?),
                 slot: None,
             });
         };
@@ -46,13 +48,13 @@ impl ObjectJson {
             if i > 0 {
                 out.push(b',');
             }
-            serde_json::to_writer(&mut out, k)?;
+            api::wire::to_writer(&mut out, k)?;
             out.push(b':');
             match v {
                 Value::Object(meta) if k == "metadata" => {
                     slot = Some(write_metadata(&mut out, meta)?)
                 }
-                _ => serde_json::to_writer(&mut out, v)?,
+                _ => api::wire::to_writer(&mut out, v)?,
             }
         }
         out.push(b'}');
@@ -79,7 +81,7 @@ impl ObjectJson {
         }
         out.put_slice(b"\"resourceVersion\":");
         // A JSON string (escaped if it ever needs to be): writing into memory cannot fail.
-        let _ = serde_json::to_writer((&mut out).writer(), rv);
+        let _ = api::wire::to_writer((&mut out).writer(), rv);
         if slot.first && !slot.alone {
             out.put_u8(b',');
         }
@@ -93,11 +95,12 @@ fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>) -> serde_json::R
     out.push(b'{');
     let mut slot = None;
     let mut written = 0;
-    for (k, v) in meta {
+    let at = api::wire::resource_version_slot(meta);
+    for (i, (k, v)) in meta.iter().enumerate() {
         if k == RESOURCE_VERSION {
             continue;
         }
-        if slot.is_none() && k.as_str() > RESOURCE_VERSION {
+        if slot.is_none() && i >= at {
             slot = Some(Slot {
                 at: out.len(),
                 first: written == 0,
@@ -107,9 +110,9 @@ fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>) -> serde_json::R
         if written > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, k)?;
+        api::wire::to_writer(&mut *out, k)?;
         out.push(b':');
-        serde_json::to_writer(&mut *out, v)?;
+        api::wire::to_writer(&mut *out, v)?;
         written += 1;
     }
     let slot = slot.unwrap_or(Slot {
@@ -130,17 +133,18 @@ mod tests {
     fn stamped(obj: &Value, rv: &str) -> Vec<u8> {
         let mut obj = obj.clone();
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert(RESOURCE_VERSION.to_string(), json!(rv));
+            meta.shift_remove(RESOURCE_VERSION);
         }
-        serde_json::to_vec(&obj).unwrap_or_default()
+        api::wire::set_resource_version(&mut obj, rv.to_string());
+        api::wire::to_vec(&obj).unwrap_or_default()
     }
 
     fn without_rv(obj: &Value) -> Vec<u8> {
         let mut obj = obj.clone();
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove(RESOURCE_VERSION);
+            meta.shift_remove(RESOURCE_VERSION);
         }
-        serde_json::to_vec(&obj).unwrap_or_default()
+        api::wire::to_vec(&obj).unwrap_or_default()
     }
 
     fn check(obj: &Value) {

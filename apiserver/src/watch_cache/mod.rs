@@ -111,7 +111,7 @@ impl CacheEvent {
                     .map(|json| json.with_resource_version(&self.revision.to_string()))
                     .unwrap_or_default()
             } else {
-                serde_json::to_vec(self.object.as_ref())
+                api::wire::to_vec(self.object.as_ref())
                     .map(bytes::Bytes::from)
                     .unwrap_or_default()
             }
@@ -223,12 +223,8 @@ fn same_bytes(a: &bytes::Bytes, b: &bytes::Bytes) -> bool {
 
 /// Sets `metadata.resourceVersion` as decoding a stored value does.
 fn stamp(obj: &mut Value, revision: Revision) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert(
-            "resourceVersion".to_string(),
-            Value::String(revision.to_string()),
-        );
-    }
+    // At its place in Go order, where [`ObjectJson`] splices it into the text.
+    api::wire::set_resource_version(obj, revision.to_string());
 }
 
 /// Parses a stored value and stamps its resourceVersion.

@@ -156,6 +156,8 @@ impl Store<'_> {
         let obj = self.prepare_create(obj, opts)?;
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
         if opts.dry_run {
+            let mut obj = obj;
+            self.resource.canonicalize(&mut obj);
             return Ok(Written::object(obj));
         }
         let mut obj = obj;
@@ -198,6 +200,7 @@ impl Store<'_> {
             let name = api::meta::name(&obj).unwrap_or("").to_string();
             let key = self.key(&name);
             let store = &self.state.store;
+            self.resource.canonicalize(&mut obj);
             let written = self
                 .state
                 .cache

@@ -295,9 +295,10 @@ impl<'a> Store<'a> {
         current: Current,
         dry_run: bool,
     ) -> Result<Option<Outcome>> {
+        self.resource.canonicalize(&mut new);
         if same_ignoring_rv(&new, &current.object) || dry_run {
             let mut out = new;
-            api::meta::set_resource_version(&mut out, &current.revision.to_string());
+            api::wire::set_resource_version(&mut out, current.revision.to_string());
             return Ok(Some(Outcome::Stored(Written::object(out))));
         }
         let strategy = &self.resource.strategy;
