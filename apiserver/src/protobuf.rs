@@ -4,7 +4,8 @@
 //! (apiVersion, kind) and the raw protobuf of the object. The raw bytes are decoded with the `k8s-pb`
 //! prost types and converted to the JSON object the registry stores. Kinds decoded: Namespace,
 //! ConfigMap, Secret, ServiceAccount, Service, Deployment, ReplicaSet, ReplicationController, Pod,
-//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]) — the objects
+//! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), HorizontalPodAutoscalers
+//! at autoscaling/v1 and v2 ([`autoscaling`]) — the objects
 //! `kubectl create <generator>` sends. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
@@ -12,6 +13,7 @@
 //! imagePullSecrets); other fields are dropped. Status is never decoded (the strategies reset it).
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
+mod autoscaling;
 mod batch;
 mod rbac;
 
@@ -93,6 +95,12 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         (RBAC_V1, "RoleBinding") => rbac::role_binding(Message::decode(raw.as_slice()).map_err(d)?),
         (RBAC_V1, "ClusterRoleBinding") => {
             rbac::cluster_role_binding(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => {
+            autoscaling::hpa_v1(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
+            autoscaling::hpa_v2(Message::decode(raw.as_slice()).map_err(d)?)
         }
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)

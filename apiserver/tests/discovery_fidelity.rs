@@ -40,8 +40,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "apiregistration.k8s.io/v1/*",
     "authentication.k8s.io/v1/*",
     "authorization.k8s.io/v1/*",
-    "autoscaling/v1/*",
-    "autoscaling/v2/*",
     "certificates.k8s.io/v1/*",
     "discovery.k8s.io/v1/*",
     "flowcontrol.apiserver.k8s.io/v1/*",

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, events, rbac, scheduling};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
+use super::strategy::HorizontalPodAutoscalerStrategy;
 use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
@@ -25,7 +26,7 @@ fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
 type Parts = (Arc<dyn Strategy>, SchemaFn);
 
 /// The strategy and schema of a built-in (group, plural), or `None` for an unknown one.
-fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
+fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
     match group {
         "" => core(plural, ips),
         "apps" => apps(plural),
@@ -34,6 +35,7 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "events.k8s.io" => events(plural),
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
+        "autoscaling" => autoscaling(version, plural),
         _ => None,
     }
 }
@@ -140,12 +142,28 @@ fn scheduling(plural: &str) -> Option<Parts> {
     }
 }
 
+/// `autoscaling/v2` and `autoscaling/v1` HorizontalPodAutoscalers: one storage (v2), each version
+/// with its own schema and its strategy converting to and from the stored form.
+fn autoscaling(version: &str, plural: &str) -> Option<Parts> {
+    match (version, plural) {
+        ("v2", "horizontalpodautoscalers") => Some((
+            Arc::new(HorizontalPodAutoscalerStrategy { v1: false }),
+            schema::<autoscaling::v2::HorizontalPodAutoscaler>,
+        )),
+        ("v1", "horizontalpodautoscalers") => Some((
+            Arc::new(HorizontalPodAutoscalerStrategy { v1: true }),
+            schema::<autoscaling::v1::HorizontalPodAutoscaler>,
+        )),
+        _ => None,
+    }
+}
+
 /// Every built-in resource, in discovery order; services allocate from `ips`.
 pub fn resources(ips: &Arc<ClusterIpAllocator>) -> Vec<Resource> {
     api::resources::builtin()
         .into_iter()
         .filter_map(|info| {
-            let (strategy, schema) = parts(&info.group, &info.plural, ips)?;
+            let (strategy, schema) = parts(&info.group, &info.version, &info.plural, ips)?;
             Some(Resource::new(info, strategy).with_schema(schema))
         })
         .collect()

@@ -17,6 +17,8 @@ mod cronjob;
 mod daemonset;
 mod event;
 mod gofmt;
+mod hpa;
+mod hpa_convert;
 mod ipalloc;
 mod job;
 mod job_spec;
@@ -48,6 +50,8 @@ pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use event::EventStrategy;
+pub(crate) use hpa::HorizontalPodAutoscalerStrategy;
+pub use hpa_convert::{CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION};
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
@@ -253,6 +257,8 @@ pub trait ScaleAccess: Send + Sync {
     fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
 }
 
+#[cfg(test)]
+mod hpa_tests;
 #[cfg(test)]
 mod rbac_tests;
 #[cfg(test)]
