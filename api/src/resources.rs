@@ -206,6 +206,7 @@ pub fn builtin() -> Vec<ResourceInfo> {
         rbac(),
         scheduling(),
         autoscaling(),
+        flowcontrol(),
     ]
     .concat()
 }

@@ -1,12 +1,14 @@
 //! Built-in objects created at first start: the namespaces `default`, `kube-system`,
 //! `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default`, the system
-//! PriorityClasses and the bootstrap RBAC policy ([`rbac`]). Idempotent: on a restart existing
+//! PriorityClasses, the bootstrap RBAC policy ([`rbac`]) and the API Priority and Fairness
+//! configuration ([`flowcontrol`]). Idempotent: on a restart existing
 //! objects are left alone, changed or not (upstream's reconciliation would update objects
 //! annotated `autoupdate`; here they stay as they are).
 //!
 //! Each kind's missing objects are created concurrently, through the generic store (defaults,
 //! validation, managed fields), so a durable store commits them in shared flushes.
 
+pub mod flowcontrol;
 pub mod rbac;
 
 use futures::future::join_all;
@@ -132,5 +134,10 @@ pub async fn seed(state: &AppState) -> Result<()> {
         &policy.cluster_role_bindings,
     )
     .await?;
-    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await
+    ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await?;
+    const APF: &str = "flowcontrol.apiserver.k8s.io";
+    // Levels before the schemas that name them (their Dangling condition is computed on write).
+    let levels = flowcontrol::priority_levels();
+    ensure_all(state, APF, "prioritylevelconfigurations", &levels).await?;
+    ensure_all(state, APF, "flowschemas", &flowcontrol::flow_schemas()).await
 }

@@ -411,3 +411,122 @@ async fn hpa_status_table_and_invalid_objects() {
     assert!((400..500).contains(&code), "{code}");
     assert_eq!(get(&app, &format!("{V2}/typed")).await.0, 404);
 }
+
+const FC: &str = "/apis/flowcontrol.apiserver.k8s.io/v1";
+
+#[tokio::test]
+async fn the_bootstrap_flowcontrol_configuration_is_there() {
+    let (app, _s) = app().await;
+    let (code, levels) = get(&app, &format!("{FC}/prioritylevelconfigurations")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        names(&levels),
+        [
+            "catch-all",
+            "exempt",
+            "global-default",
+            "leader-election",
+            "node-high",
+            "system",
+            "workload-high",
+            "workload-low"
+        ]
+    );
+    let (code, schemas) = get(&app, &format!("{FC}/flowschemas")).await;
+    assert_eq!(code, 200);
+    assert_eq!(names(&schemas).len(), 13, "{schemas}");
+    for fs in schemas["items"].as_array().unwrap() {
+        assert_eq!(
+            fs["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+            "true"
+        );
+        assert_eq!(fs["status"]["conditions"][0]["type"], "Dangling", "{fs}");
+        assert_eq!(fs["status"]["conditions"][0]["status"], "False", "{fs}");
+    }
+    let (_, exempt) = get(&app, &format!("{FC}/flowschemas/exempt")).await;
+    assert_eq!(exempt["spec"]["matchingPrecedence"], 1);
+    assert_eq!(
+        exempt["spec"]["rules"][0]["subjects"][0]["group"]["name"],
+        "system:masters"
+    );
+    // The table kubectl shows.
+    let (code, t) = call_as(
+        &app,
+        "GET",
+        &format!("{FC}/flowschemas"),
+        TABLE,
+        "application/json",
+        String::new(),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let cols: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "PriorityLevel",
+            "MatchingPrecedence",
+            "DistinguisherMethod",
+            "Age",
+            "MissingPL"
+        ]
+    );
+    let row = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "catch-all")
+        .unwrap();
+    assert_eq!(
+        row["cells"].as_array().unwrap()[1..4],
+        [json!("catch-all"), json!(10000), json!("ByUser")]
+    );
+    assert_eq!(row["cells"][5], "False");
+
+    // A schema naming a missing level is Dangling; mandatory specs are fixed.
+    let mine = json!({"metadata": {"name": "mine"}, "spec": {"priorityLevelConfiguration": {"name": "nope"},
+        "rules": [{"subjects": [{"kind": "Group", "group": {"name": "devs"}}], "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "clusterScope": true}]}]}});
+    let (code, created) = call(&app, "POST", &format!("{FC}/flowschemas"), mine).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["matchingPrecedence"], 1000);
+    assert_eq!(created["status"]["conditions"][0]["status"], "True");
+    assert_eq!(created["status"]["conditions"][0]["reason"], "NotFound");
+    let (code, body) = call(
+        &app,
+        "PATCH",
+        &format!("{FC}/prioritylevelconfigurations/catch-all"),
+        json!({"spec": {"limited": {"nominalConcurrencyShares": 50}}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        causes(&body)[0].starts_with("spec: Invalid value: "),
+        "{body}"
+    );
+    assert!(
+        causes(&body)[0].ends_with("spec of 'catch-all' must equal the fixed value"),
+        "{body}"
+    );
+    let bad = json!({"metadata": {"name": "bad"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": -1, "limitResponse": {"type": "Queue"}}}});
+    let (code, body) = call(
+        &app,
+        "POST",
+        &format!("{FC}/prioritylevelconfigurations"),
+        bad,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [
+            "spec.limited.nominalConcurrencyShares: Invalid value: -1: must be a non-negative integer",
+            "spec.limited.limitResponse.queuing: Required value: must not be empty if limited.limitResponse.type is Limited",
+        ]
+    );
+}

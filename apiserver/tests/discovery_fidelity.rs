@@ -42,7 +42,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "authorization.k8s.io/v1/*",
     "certificates.k8s.io/v1/*",
     "discovery.k8s.io/v1/*",
-    "flowcontrol.apiserver.k8s.io/v1/*",
     "networking.k8s.io/v1/*",
     "node.k8s.io/v1/*",
     "policy/v1/*",

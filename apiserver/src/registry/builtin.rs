@@ -3,18 +3,22 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, events, rbac, scheduling};
+use k8s_openapi::api::{
+    apps, autoscaling, batch, coordination, core, events, flowcontrol, rbac, scheduling,
+};
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
 
 use super::resources::{RegisterError, Resource, ResourceRegistry, SchemaFn};
-use super::strategy::HorizontalPodAutoscalerStrategy;
 use super::strategy::{
     ClusterRoleBindingStrategy, ClusterRoleStrategy, ConfigMapStrategy, ControllerRevisionStrategy,
     CronJobStrategy, DaemonSetStrategy, DeploymentStrategy, EventStrategy, JobStrategy,
     LeaseStrategy, NamespaceStrategy, NodeStrategy, PodStrategy, PriorityClassStrategy,
     ReplicaSetStrategy, ReplicationControllerStrategy, RoleBindingStrategy, RoleStrategy,
     SecretStrategy, ServiceAccountStrategy, ServiceStrategy, StatefulSetStrategy,
+};
+use super::strategy::{
+    FlowSchemaStrategy, HorizontalPodAutoscalerStrategy, PriorityLevelConfigurationStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -36,6 +40,7 @@ fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>
         "rbac.authorization.k8s.io" => rbac(plural),
         "scheduling.k8s.io" => scheduling(plural),
         "autoscaling" => autoscaling(version, plural),
+        "flowcontrol.apiserver.k8s.io" => flowcontrol(plural),
         _ => None,
     }
 }
@@ -156,6 +161,21 @@ fn autoscaling(version: &str, plural: &str) -> Option<Parts> {
         )),
         _ => None,
     }
+}
+
+fn flowcontrol(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "flowschemas" => (
+            Arc::new(FlowSchemaStrategy),
+            schema::<flowcontrol::v1::FlowSchema>,
+        ),
+        "prioritylevelconfigurations" => (
+            Arc::new(PriorityLevelConfigurationStrategy),
+            schema::<flowcontrol::v1::PriorityLevelConfiguration>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
 }
 
 /// Every built-in resource, in discovery order; services allocate from `ips`.

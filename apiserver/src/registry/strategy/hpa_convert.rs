@@ -10,6 +10,9 @@
 //!   `MetricStatus` (the pre-v2 field names: `targetAverageValue`, `metricName`, …). Those Go types
 //!   are not part of the OpenAPI (they exist only inside annotations), so k8s-openapi has none and
 //!   the annotation payloads are reshaped as JSON here.
+//! - The v2 `spec.behavior` travels as `autoscaling.alpha.kubernetes.io/behavior`, encoded as
+//!   upstream encodes its internal type (Go field names: `{"ScaleUp":{"StabilizationWindowSeconds":
+//!   0,...}}`; decoding, like Go's, matches field names case-insensitively).
 //! - A v1 object without any metric gets the implicit cpu 80% metric (upstream's conversion does
 //!   this, since only it sees the annotation metrics).
 //!
@@ -24,6 +27,9 @@ pub const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
 pub const CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
 /// The conditions of an object read at v1.
 pub const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
+/// The v2 scaling behavior of an object read at v1 (upstream marshals its internal type, which has
+/// no JSON tags: Go field names, `null` for unset pointers).
+pub const BEHAVIOR_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/behavior";
 /// `autoscaling.DefaultCPUUtilization`.
 pub const DEFAULT_CPU_UTILIZATION: i32 = 80;
 
@@ -73,6 +79,10 @@ pub fn v2_to_v1(hpa: v2::HorizontalPodAutoscaler) -> v1::HorizontalPodAutoscaler
         .filter_map(|r| r.current.average_utilization)
         .last();
     let conditions = status.conditions.unwrap_or_default();
+    if let Some(b) = &spec.behavior {
+        let ann = meta.annotations.get_or_insert_with(Default::default);
+        ann.insert(BEHAVIOR_ANNOTATION.into(), go_behavior(b));
+    }
     if !others.is_empty() || !current.is_empty() || !conditions.is_empty() {
         let ann = meta.annotations.get_or_insert_with(Default::default);
         if !others.is_empty() {
@@ -164,6 +174,13 @@ pub fn v1_to_v2(hpa: v1::HorizontalPodAutoscaler) -> v2::HorizontalPodAutoscaler
             }]
         })
     });
+    let behavior = ann.get(BEHAVIOR_ANNOTATION).and_then(|enc| {
+        let v: Value = serde_json::from_str(enc).ok()?;
+        serde_json::from_value::<v2::HorizontalPodAutoscalerBehavior>(from_go_fields(&v)).ok()
+    });
+    if behavior.is_some() {
+        ann.remove(BEHAVIOR_ANNOTATION);
+    }
     let conditions = take_list(&mut ann, CONDITIONS_ANNOTATION, |v| {
         serde_json::from_value::<v2::HorizontalPodAutoscalerCondition>(v.clone()).ok()
     });
@@ -174,7 +191,7 @@ pub fn v1_to_v2(hpa: v1::HorizontalPodAutoscaler) -> v2::HorizontalPodAutoscaler
     v2::HorizontalPodAutoscaler {
         metadata: meta,
         spec: Some(v2::HorizontalPodAutoscalerSpec {
-            behavior: None,
+            behavior,
             max_replicas: spec.max_replicas,
             metrics: Some(metrics),
             min_replicas: spec.min_replicas,
@@ -450,4 +467,81 @@ fn metric_status_to_v2(m: &Value) -> Value {
             }),
         })
     })
+}
+
+// ---- the behavior annotation: Go's encoding of the internal type ----
+
+fn go_opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "null".to_string(), |v| v.to_string())
+}
+
+fn go_str(v: Option<&str>) -> String {
+    v.map_or_else(|| "null".to_string(), |s| Value::from(s).to_string())
+}
+
+fn go_rules(r: Option<&v2::HPAScalingRules>) -> String {
+    let Some(r) = r else {
+        return "null".into();
+    };
+    let policies = r.policies.as_ref().map_or_else(
+        || "null".to_string(),
+        |ps| {
+            let items: Vec<String> = ps
+                .iter()
+                .map(|p| {
+                    format!(
+                        r#"{{"Type":{},"Value":{},"PeriodSeconds":{}}}"#,
+                        Value::from(p.type_.as_str()),
+                        p.value,
+                        p.period_seconds
+                    )
+                })
+                .collect();
+            format!("[{}]", items.join(","))
+        },
+    );
+    format!(
+        r#"{{"StabilizationWindowSeconds":{},"SelectPolicy":{},"Policies":{},"Tolerance":{}}}"#,
+        go_opt(r.stabilization_window_seconds),
+        go_str(r.select_policy.as_deref()),
+        policies,
+        go_str(r.tolerance.as_ref().map(|q| q.0.as_str())),
+    )
+}
+
+/// `json.Marshal` of upstream's internal `HorizontalPodAutoscalerBehavior`.
+fn go_behavior(b: &v2::HorizontalPodAutoscalerBehavior) -> String {
+    format!(
+        r#"{{"ScaleUp":{},"ScaleDown":{}}}"#,
+        go_rules(b.scale_up.as_ref()),
+        go_rules(b.scale_down.as_ref())
+    )
+}
+
+/// The v2 JSON of a Go-encoded behavior: field names matched case-insensitively, nulls dropped.
+fn from_go_fields(v: &Value) -> Value {
+    const FIELDS: &[&str] = &[
+        "scaleUp",
+        "scaleDown",
+        "stabilizationWindowSeconds",
+        "selectPolicy",
+        "policies",
+        "tolerance",
+        "type",
+        "value",
+        "periodSeconds",
+    ];
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .filter_map(|(k, v)| {
+                    let name = FIELDS.iter().find(|f| f.eq_ignore_ascii_case(k))?;
+                    Some((name.to_string(), from_go_fields(v)))
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(from_go_fields).collect()),
+        other => other.clone(),
+    }
 }

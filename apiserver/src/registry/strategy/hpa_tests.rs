@@ -173,6 +173,16 @@ fn v2_behavior_defaults_fill_each_scaling_rule() {
         })
     );
     assert_eq!(errors(&v2, &obj), Vec::<String>::new());
+    // At v1 the behavior is an annotation in Go's encoding of the internal type, and comes back.
+    let v1 = at("v1");
+    let shown = v1.present(obj.clone());
+    assert_eq!(
+        shown["metadata"]["annotations"][super::BEHAVIOR_ANNOTATION],
+        r#"{"ScaleUp":{"StabilizationWindowSeconds":0,"SelectPolicy":"Max","Policies":[{"Type":"Pods","Value":4,"PeriodSeconds":15},{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null},"ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":"Max","Policies":[{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null}}"#
+    );
+    let back = v1.strategy.to_storage(shown);
+    assert_eq!(back["spec"]["behavior"], obj["spec"]["behavior"]);
+    assert!(back["metadata"].get("annotations").is_none(), "{back}");
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod cron;
 mod cronjob;
 mod daemonset;
 mod event;
+mod flowcontrol;
 mod gofmt;
 mod hpa;
 mod hpa_convert;
@@ -50,8 +51,11 @@ pub(crate) use controllerrevision::ControllerRevisionStrategy;
 pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use event::EventStrategy;
+pub(crate) use flowcontrol::{FlowSchemaStrategy, PriorityLevelConfigurationStrategy};
 pub(crate) use hpa::HorizontalPodAutoscalerStrategy;
-pub use hpa_convert::{CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION};
+pub use hpa_convert::{
+    BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
+};
 pub(crate) use job::JobStrategy;
 pub(crate) use lease::LeaseStrategy;
 pub(crate) use namespace::NamespaceStrategy;
@@ -257,6 +261,8 @@ pub trait ScaleAccess: Send + Sync {
     fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
 }
 
+#[cfg(test)]
+mod flowcontrol_tests;
 #[cfg(test)]
 mod hpa_tests;
 #[cfg(test)]
