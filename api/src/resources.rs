@@ -207,6 +207,7 @@ pub fn builtin() -> Vec<ResourceInfo> {
         scheduling(),
         autoscaling(),
         flowcontrol(),
+        admissionregistration(),
     ]
     .concat()
 }

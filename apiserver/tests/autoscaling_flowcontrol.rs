@@ -530,3 +530,189 @@ async fn the_bootstrap_flowcontrol_configuration_is_there() {
         ]
     );
 }
+
+const AR: &str = "/apis/admissionregistration.k8s.io/v1";
+
+fn webhook_config(name: &str) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "pods.example.com",
+            "clientConfig": {"service": {"namespace": "default", "name": "hooks", "path": "/validate"}, "caBundle": "Y2E="},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "matchConditions": [{"name": "not-system", "expression": "!request.userInfo.username.startsWith('system:')"}],
+        }],
+    })
+}
+
+#[tokio::test]
+async fn admissionregistration_crud_and_invalid_objects() {
+    let (app, _s) = app().await;
+    // Validating and mutating webhook configurations: defaults, generation, table.
+    let (code, created) = call(
+        &app,
+        "POST",
+        &format!("{AR}/validatingwebhookconfigurations"),
+        webhook_config("pods"),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let hook = &created["webhooks"][0];
+    assert_eq!(
+        (hook["failurePolicy"].as_str(), hook["matchPolicy"].as_str()),
+        (Some("Fail"), Some("Equivalent"))
+    );
+    assert_eq!(hook["timeoutSeconds"], 10);
+    assert_eq!(hook["namespaceSelector"], json!({}));
+    assert_eq!(hook["rules"][0]["scope"], "*");
+    assert_eq!(hook["clientConfig"]["service"]["port"], 443);
+    assert_eq!(
+        hook["matchConditions"][0]["expression"],
+        "!request.userInfo.username.startsWith('system:')"
+    );
+    assert_eq!(created["metadata"]["generation"], 1);
+    let (code, patched) = call(
+        &app,
+        "PATCH",
+        &format!("{AR}/validatingwebhookconfigurations/pods"),
+        json!({"metadata": {"labels": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["generation"], 1);
+    let mut changed = patched.clone();
+    changed["webhooks"][0]["timeoutSeconds"] = json!(3);
+    let (code, updated) = call(
+        &app,
+        "PUT",
+        &format!("{AR}/validatingwebhookconfigurations/pods"),
+        changed,
+    )
+    .await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["metadata"]["generation"], 2);
+    let (code, t) = call_as(
+        &app,
+        "GET",
+        &format!("{AR}/validatingwebhookconfigurations"),
+        TABLE,
+        "application/json",
+        String::new(),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(t["rows"][0]["cells"][1], 1);
+    let mut mutating = webhook_config("m");
+    mutating["kind"] = json!("MutatingWebhookConfiguration");
+    let (code, created) = call(
+        &app,
+        "POST",
+        &format!("{AR}/mutatingwebhookconfigurations"),
+        mutating,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["webhooks"][0]["reinvocationPolicy"], "Never");
+
+    // 422s with upstream's paths.
+    let mut bad = webhook_config("bad");
+    bad["webhooks"][0]["clientConfig"] = json!({"url": "http://example.com/hook"});
+    bad["webhooks"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("sideEffects");
+    bad["webhooks"][0]["admissionReviewVersions"] = json!([]);
+    let (code, body) = call(
+        &app,
+        "POST",
+        &format!("{AR}/validatingwebhookconfigurations"),
+        bad,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [
+            "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+            "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+            "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+        ]
+    );
+    assert_eq!(
+        get(&app, &format!("{AR}/validatingwebhookconfigurations/bad"))
+            .await
+            .0,
+        404
+    );
+
+    // A policy (status subresource) and its binding.
+    let policy = json!({"metadata": {"name": "replicas"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]},
+        "validations": [{"expression": "object.spec.replicas <= 5", "message": "too many"}]}});
+    let (code, created) = call(
+        &app,
+        "POST",
+        &format!("{AR}/validatingadmissionpolicies"),
+        policy,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["failurePolicy"], "Fail");
+    assert_eq!(created["metadata"]["generation"], 1);
+    let mut with_status = created.clone();
+    with_status["status"] = json!({"observedGeneration": 1, "typeChecking": {"expressionWarnings": [{"fieldRef": "spec.validations[0].expression", "warning": "w"}]}});
+    let (code, st) = call(
+        &app,
+        "PUT",
+        &format!("{AR}/validatingadmissionpolicies/replicas/status"),
+        with_status,
+    )
+    .await;
+    assert_eq!(code, 200, "{st}");
+    assert_eq!(st["status"]["observedGeneration"], 1);
+    let binding = json!({"metadata": {"name": "replicas-binding"}, "spec": {"policyName": "replicas", "validationActions": ["Deny"]}});
+    let (code, created) = call(
+        &app,
+        "POST",
+        &format!("{AR}/validatingadmissionpolicybindings"),
+        binding,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let (code, body) = call(
+        &app,
+        "POST",
+        &format!("{AR}/validatingadmissionpolicybindings"),
+        json!({"metadata": {"name": "b"}, "spec": {"validationActions": []}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [
+            "spec.policyName: Required value",
+            "spec.validationActions: Required value: at least one validation action is required",
+        ]
+    );
+    for plural in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+    ] {
+        let (code, list) = get(&app, &format!("{AR}/{plural}")).await;
+        assert_eq!(code, 200);
+        assert_eq!(names(&list).len(), 1, "{plural}: {list}");
+    }
+    let (code, _) = call(
+        &app,
+        "DELETE",
+        &format!("{AR}/validatingadmissionpolicies/replicas"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200);
+}

@@ -35,7 +35,6 @@ const NOT_SERVED_YET: &[&str] = &[
     "v1/resourcequotas/status",
     "v1/serviceaccounts/token",
     "v1/services/proxy",
-    "admissionregistration.k8s.io/v1/*",
     "apiextensions.k8s.io/v1/*",
     "apiregistration.k8s.io/v1/*",
     "authentication.k8s.io/v1/*",

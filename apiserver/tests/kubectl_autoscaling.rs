@@ -170,3 +170,33 @@ async fn get_flowschemas_and_priority_levels() {
     .await;
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_a_validating_webhook_configuration() {
+    let server = common::start().await;
+    let k = Kube::new(&server.url());
+    blocking(move || {
+        let manifest = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: pod-policy.example.com\nwebhooks:\n- name: pod-policy.example.com\n  rules:\n  - apiGroups: [\"\"]\n    apiVersions: [\"v1\"]\n    operations: [\"CREATE\"]\n    resources: [\"pods\"]\n    scope: \"Namespaced\"\n  clientConfig:\n    service:\n      namespace: example-namespace\n      name: example-service\n    caBundle: Y2E=\n  admissionReviewVersions: [\"v1\"]\n  sideEffects: None\n  timeoutSeconds: 5\n";
+        let f = k.write("vwc.yaml", manifest);
+        let out = k.ok(&["apply", "-f", f.to_str().unwrap()]);
+        assert!(out.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/pod-policy.example.com created"), "{out}");
+        let out = k.ok(&["apply", "-f", f.to_str().unwrap()]);
+        assert!(out.contains("unchanged"), "{out}");
+        let out = k.ok(&["get", "validatingwebhookconfigurations"]);
+        assert_eq!(header(&out), ["NAME", "WEBHOOKS", "AGE"], "{out}");
+        assert_eq!(row(&out, "pod-policy.example.com")[1], "1", "{out}");
+        let out = k.ok(&["get", "validatingwebhookconfiguration", "pod-policy.example.com", "-o", "jsonpath={.webhooks[0].failurePolicy} {.webhooks[0].timeoutSeconds} {.webhooks[0].clientConfig.service.port}"]);
+        assert_eq!(out, "Fail 5 443");
+        let edited = manifest.replace("timeoutSeconds: 5", "timeoutSeconds: 50");
+        let f = k.write("vwc.yaml", &edited);
+        let (ok, _, err) = k.run(&["apply", "-f", f.to_str().unwrap()]);
+        assert!(!ok, "{err}");
+        assert!(err.contains("webhooks[0].timeoutSeconds: Invalid value: 50: the timeout value must be between 1 and 30 seconds"), "{err}");
+        let out = k.ok(&["apply", "--server-side", "-f", k.write("vwc.yaml", manifest).to_str().unwrap()]);
+        assert!(out.contains("serverside-applied"), "{out}");
+        let out = k.ok(&["get", "validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingwebhookconfigurations"]);
+        assert!(out.is_empty() || out.contains("No resources"), "{out}");
+    })
+    .await;
+    server.stop().await.unwrap();
+}

@@ -72,6 +72,28 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
         ("", "Node", ["spec", "podCIDRs"]) => ListKind::Set,
         ("", "Service", ["spec", "ports"]) => ListKind::Keyed("port"),
         ("", "ServiceAccount", ["secrets"]) => ListKind::Keyed("name"),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            ["webhooks"],
+        )
+        | (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            ["webhooks", "matchConditions"],
+        )
+        | (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            ["spec", "matchConditions"],
+        ) => ListKind::Keyed("name"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", ["status", "conditions"])
+        | ("autoscaling", "HorizontalPodAutoscaler", ["status", "conditions"])
+        | (
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema" | "PriorityLevelConfiguration",
+            ["status", "conditions"],
+        ) => ListKind::Keyed("type"),
         _ => ListKind::Atomic,
     }
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, events, flowcontrol, rbac, scheduling,
+    admissionregistration, apps, autoscaling, batch, coordination, core, events, flowcontrol, rbac,
+    scheduling,
 };
 use schemars::generate::SchemaGenerator;
 use schemars::Schema;
@@ -19,6 +20,8 @@ use super::strategy::{
 };
 use super::strategy::{
     FlowSchemaStrategy, HorizontalPodAutoscalerStrategy, PriorityLevelConfigurationStrategy,
+    ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
 };
 use super::{ClusterIpAllocator, Strategy};
 
@@ -41,6 +44,7 @@ fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>
         "scheduling.k8s.io" => scheduling(plural),
         "autoscaling" => autoscaling(version, plural),
         "flowcontrol.apiserver.k8s.io" => flowcontrol(plural),
+        "admissionregistration.k8s.io" => admissionregistration(plural),
         _ => None,
     }
 }
@@ -172,6 +176,30 @@ fn flowcontrol(plural: &str) -> Option<Parts> {
         "prioritylevelconfigurations" => (
             Arc::new(PriorityLevelConfigurationStrategy),
             schema::<flowcontrol::v1::PriorityLevelConfiguration>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn admissionregistration(plural: &str) -> Option<Parts> {
+    use admissionregistration::v1 as ar;
+    let parts: Parts = match plural {
+        "mutatingwebhookconfigurations" => (
+            Arc::new(WebhookConfigurationStrategy { mutating: true }),
+            schema::<ar::MutatingWebhookConfiguration>,
+        ),
+        "validatingwebhookconfigurations" => (
+            Arc::new(WebhookConfigurationStrategy { mutating: false }),
+            schema::<ar::ValidatingWebhookConfiguration>,
+        ),
+        "validatingadmissionpolicies" => (
+            Arc::new(ValidatingAdmissionPolicyStrategy),
+            schema::<ar::ValidatingAdmissionPolicy>,
+        ),
+        "validatingadmissionpolicybindings" => (
+            Arc::new(ValidatingAdmissionPolicyBindingStrategy),
+            schema::<ar::ValidatingAdmissionPolicyBinding>,
         ),
         _ => return None,
     };

@@ -88,12 +88,14 @@ impl Resource {
     /// a subresource) and generation bumped iff the spec changed.
     pub fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         self.strategy.prepare_for_update(new, old);
-        common::prepare_update_common(
-            new,
-            old,
-            self.has_status(),
-            self.strategy.tracks_generation(),
-        );
+        let tracked = self.strategy.tracks_generation();
+        let changed = tracked && self.strategy.generation_changed(new, old);
+        common::prepare_update_common(new, old, self.has_status(), tracked);
+        if tracked {
+            // What the kind tracks may be other than `spec` (webhook configurations' `webhooks`).
+            let old_gen = api::meta::generation(old).unwrap_or(1);
+            api::meta::set_generation(new, if changed { old_gen + 1 } else { old_gen });
+        }
     }
 
     /// `/status` rules: everything but status comes from `old`.

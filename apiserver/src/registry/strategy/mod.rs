@@ -8,6 +8,7 @@
 //! plugins of a kind (Priority for pods and priority classes) read informer listers; here they
 //! read the watch cache through [`Objects`], read-only.
 
+mod admissionregistration;
 mod binding;
 mod common;
 mod config;
@@ -36,6 +37,10 @@ mod statefulset;
 mod table;
 mod workloads;
 
+pub(crate) use admissionregistration::{
+    ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
+};
 pub use binding::{apply_binding, BindingError};
 pub use common::{spec_changed, DefaultTable, GenericStrategy};
 pub use ipalloc::{
@@ -100,6 +105,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// Whether `metadata.generation` tracks spec changes (1 at create, +1 per spec change).
     fn tracks_generation(&self) -> bool {
         false
+    }
+
+    /// Whether an update changes what generation tracks (`spec`; the `webhooks` of webhook
+    /// configurations, which have no spec). Only asked when [`tracks_generation`](Self::tracks_generation).
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        spec_changed(new, old)
     }
 
     /// The kind's own validation of a new object (object meta is validated generically first).
@@ -261,6 +272,8 @@ pub trait ScaleAccess: Send + Sync {
     fn apply_scale(&self, obj: &mut Value, scale: &Value) -> Result<(), Vec<FieldError>>;
 }
 
+#[cfg(test)]
+mod admissionregistration_tests;
 #[cfg(test)]
 mod flowcontrol_tests;
 #[cfg(test)]
