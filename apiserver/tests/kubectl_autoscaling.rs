@@ -109,6 +109,31 @@ async fn get_flowschemas_and_priority_levels() {
             "{out}"
         );
         assert_eq!(out.lines().count(), 14, "{out}");
+        // Sorted as kubectl's printer sorts them: by matching precedence, then name.
+        let order: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "exempt",
+                "probes",
+                "system-leader-election",
+                "endpoint-controller",
+                "workload-leader-election",
+                "system-node-high",
+                "system-nodes",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kube-system-service-accounts",
+                "service-accounts",
+                "global-default",
+                "catch-all"
+            ],
+            "{out}"
+        );
         let exempt = row(&out, "exempt");
         assert_eq!(
             (exempt[1], exempt[2], exempt[3], exempt[5]),

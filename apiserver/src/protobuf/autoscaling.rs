@@ -158,3 +158,114 @@ pub(super) fn hpa_v2(h: v2::HorizontalPodAutoscaler) -> Value {
         .v("spec", spec)
         .done()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{decode_object, MAGIC};
+    use k8s_pb::api::autoscaling::{v1, v2};
+    use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message;
+    use serde_json::json;
+
+    fn envelope(api_version: &str, raw: Vec<u8>) -> Vec<u8> {
+        let u = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some(api_version.into()),
+                kind: Some("HorizontalPodAutoscaler".into()),
+            }),
+            raw: Some(raw),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        let mut out = MAGIC.to_vec();
+        out.extend(u.encode_to_vec());
+        out
+    }
+
+    fn meta() -> Option<meta::ObjectMeta> {
+        Some(meta::ObjectMeta {
+            name: Some("web".into()),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn decodes_hpas_like_kubectl_autoscale_at_both_versions() {
+        let h = v1::HorizontalPodAutoscaler {
+            metadata: meta(),
+            spec: Some(v1::HorizontalPodAutoscalerSpec {
+                scale_target_ref: Some(v1::CrossVersionObjectReference {
+                    kind: Some("Deployment".into()),
+                    name: Some("web".into()),
+                    api_version: Some("apps/v1".into()),
+                }),
+                min_replicas: Some(2),
+                max_replicas: Some(5),
+                target_cpu_utilization_percentage: Some(60),
+            }),
+            status: Some(Default::default()),
+        };
+        assert_eq!(
+            decode_object(&envelope("autoscaling/v1", h.encode_to_vec())),
+            Ok(
+                json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "minReplicas": 2, "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}})
+            )
+        );
+        let h = v2::HorizontalPodAutoscaler {
+            metadata: meta(),
+            spec: Some(v2::HorizontalPodAutoscalerSpec {
+                scale_target_ref: Some(v2::CrossVersionObjectReference {
+                    kind: Some("Deployment".into()),
+                    name: Some("web".into()),
+                    api_version: Some("apps/v1".into()),
+                }),
+                min_replicas: None,
+                max_replicas: Some(5),
+                metrics: vec![v2::MetricSpec {
+                    r#type: Some("Resource".into()),
+                    resource: Some(v2::ResourceMetricSource {
+                        name: Some("cpu".into()),
+                        target: Some(v2::MetricTarget {
+                            r#type: Some("Utilization".into()),
+                            average_utilization: Some(60),
+                            ..Default::default()
+                        }),
+                    }),
+                    ..Default::default()
+                }],
+                behavior: Some(v2::HorizontalPodAutoscalerBehavior {
+                    scale_up: None,
+                    scale_down: Some(v2::HpaScalingRules {
+                        stabilization_window_seconds: Some(30),
+                        policies: vec![v2::HpaScalingPolicy {
+                            r#type: Some("Pods".into()),
+                            value: Some(1),
+                            period_seconds: Some(60),
+                        }],
+                        tolerance: Some(Quantity {
+                            string: Some("0.05".into()),
+                        }),
+                        ..Default::default()
+                    }),
+                }),
+            }),
+            status: None,
+        };
+        assert_eq!(
+            decode_object(&envelope("autoscaling/v2", h.encode_to_vec())),
+            Ok(
+                json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "maxReplicas": 5,
+                         "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}],
+                         "behavior": {"scaleDown": {"stabilizationWindowSeconds": 30, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}], "tolerance": "0.05"}}}})
+            )
+        );
+    }
+}

@@ -10,7 +10,7 @@
 //!   their fixed spec (`spec of 'exempt' must equal the fixed value`).
 //! - Status is a subresource (conditions with unique, non-empty types); generation is tracked.
 //! - Tables: FlowSchemas NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL
-//!   (the `Dangling` condition); levels NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE
+//!   (the `Dangling` condition), sorted by matching precedence as kubectl shows them; levels NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE
 //!   QUEUELENGTHLIMIT AGE.
 
 use super::common::{default_field, object_at, semantically_equal};
@@ -449,6 +449,19 @@ fn condition_status(obj: &Value, ty: &str) -> Option<String> {
         })
 }
 
+/// `FlowSchemaSequence`: matching precedence, then name.
+fn flow_schema_order(a: &Value, b: &Value) -> std::cmp::Ordering {
+    let key = |v: &Value| {
+        (
+            v.pointer("/spec/matchingPrecedence")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            api::meta::name(v).unwrap_or("").to_string(),
+        )
+    };
+    key(a).cmp(&key(b))
+}
+
 /// FlowSchemas.
 pub struct FlowSchemaStrategy;
 
@@ -561,6 +574,9 @@ impl Strategy for FlowSchemaStrategy {
     }
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         self.validate(new)
+    }
+    fn table_row_order(&self) -> Option<fn(&Value, &Value) -> std::cmp::Ordering> {
+        Some(flow_schema_order)
     }
     fn table_columns(&self) -> Vec<Value> {
         vec![

@@ -67,7 +67,7 @@ pub fn v2_to_v1(hpa: v2::HorizontalPodAutoscaler) -> v1::HorizontalPodAutoscaler
         .and_then(|r| r.target.average_utilization);
     let others: Vec<Value> = metrics
         .iter()
-        .filter(|m| !is_cpu_resource(m).is_some_and(|r| r.target.average_utilization.is_some()))
+        .filter(|m| is_cpu_resource(m).is_none_or(|r| r.target.average_utilization.is_none()))
         .map(|m| metric_spec_to_v1(&serde_json::to_value(m).unwrap_or_default()))
         .collect();
     let current = status.current_metrics.unwrap_or_default();
@@ -77,7 +77,7 @@ pub fn v2_to_v1(hpa: v2::HorizontalPodAutoscaler) -> v1::HorizontalPodAutoscaler
         .filter_map(|m| m.resource.as_ref())
         .filter(|r| r.name == "cpu")
         .filter_map(|r| r.current.average_utilization)
-        .last();
+        .next_back();
     let conditions = status.conditions.unwrap_or_default();
     if let Some(b) = &spec.behavior {
         let ann = meta.annotations.get_or_insert_with(Default::default);

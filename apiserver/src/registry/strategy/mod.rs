@@ -212,6 +212,12 @@ pub trait Strategy: Send + Sync + 'static {
         DefaultTable::columns()
     }
 
+    /// The order of a Table's rows when the kind's printer sorts them (FlowSchemas by matching
+    /// precedence); `None` keeps the list's order.
+    fn table_row_order(&self) -> Option<fn(&Value, &Value) -> std::cmp::Ordering> {
+        None
+    }
+
     /// One row's cells, aligned with [`table_columns`](Self::table_columns).
     fn table_cells(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         DefaultTable::cells(obj, now)
