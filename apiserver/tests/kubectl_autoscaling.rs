@@ -34,8 +34,11 @@ async fn autoscale_and_get_hpa_at_both_versions() {
         k.ok(&["apply", "-f", d.to_str().unwrap()]);
         let out = k.ok(&["autoscale", "deployment", "web", "--max=5", "--cpu-percent=60"]);
         assert!(out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"), "{out}");
-        let out = k.ok(&["autoscale", "deployment", "web", "--name=other", "--min=2", "--max=4"]);
-        assert!(out.contains("horizontalpodautoscaler.autoscaling/other autoscaled"), "{out}");
+        let (ok, out, log) = k.run(&["autoscale", "deployment", "web", "--name=other", "--min=2", "--max=4", "-v=8"]);
+        assert!(ok && out.contains("horizontalpodautoscaler.autoscaling/other autoscaled"), "{out}{log}");
+        // kubectl sends the generated object as protobuf, at the preferred version.
+        assert!(log.contains("Content-Type: application/vnd.kubernetes.protobuf"), "{log}");
+        assert!(log.contains("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"), "{log}");
 
         for resource in ["hpa", "hpa.v1.autoscaling", "horizontalpodautoscalers.v2.autoscaling"] {
             let out = k.ok(&["get", resource]);
