@@ -86,6 +86,10 @@ async fn autoscale_and_get_hpa_at_both_versions() {
             err.contains("The HorizontalPodAutoscaler \"bad\" is invalid: spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"),
             "{err}"
         );
+        let out = k.ok(&["explain", "hpa.spec.behavior"]);
+        assert!(out.contains("scaleDown") && out.contains("autoscaling"), "{out}");
+        let out = k.ok(&["explain", "hpa.spec.targetCPUUtilizationPercentage", "--api-version=autoscaling/v1"]);
+        assert!(out.contains("targetCPUUtilizationPercentage"), "{out}");
         let out = k.ok(&["delete", "hpa", "web"]);
         assert!(out.contains("deleted"), "{out}");
     })
