@@ -72,6 +72,9 @@ fn has_wildcard(items: &[String]) -> bool {
 
 /// The mandatory FlowSchemas' fixed specs (`internalbootstrap.MandatoryFlowSchemas`).
 fn mandatory_flow_schema_spec(name: &str) -> Option<Value> {
+    if !crate::bootstrap::flowcontrol::is_mandatory(name) {
+        return None;
+    }
     crate::bootstrap::flowcontrol::flow_schemas()
         .into_iter()
         .find(|fs| {
@@ -81,6 +84,9 @@ fn mandatory_flow_schema_spec(name: &str) -> Option<Value> {
 }
 
 fn mandatory_priority_level_spec(name: &str) -> Option<Value> {
+    if !crate::bootstrap::flowcontrol::is_mandatory(name) {
+        return None;
+    }
     crate::bootstrap::flowcontrol::priority_levels()
         .into_iter()
         .find(|pl| {
