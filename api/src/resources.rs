@@ -205,6 +205,9 @@ pub const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"]
 pub fn builtin() -> Vec<ResourceInfo> {
     [
         core(),
+        autoscaling(),
+        flowcontrol(),
+        admissionregistration(),
         apiregistration(),
         apps(),
         batch(),
@@ -556,6 +559,84 @@ pub fn is_review(info: &ResourceInfo) -> bool {
         info.group.as_str(),
         "authentication.k8s.io" | "authorization.k8s.io"
     )
+}
+
+/// `autoscaling/v2` and `autoscaling/v1`: one HorizontalPodAutoscaler storage (the v2 form, as
+/// upstream stores it) served at both versions, v2 first (the preferred version).
+fn autoscaling() -> Vec<ResourceInfo> {
+    ["v2", "v1"]
+        .into_iter()
+        .map(|v| {
+            ResourceInfo::new(
+                "autoscaling",
+                v,
+                "HorizontalPodAutoscaler",
+                "horizontalpodautoscalers",
+            )
+            .short_names(&["hpa"])
+            .categories(&["all"])
+            .with_status()
+            .storage("horizontalpodautoscalers")
+        })
+        .collect()
+}
+
+/// `flowcontrol.apiserver.k8s.io/v1`: API Priority and Fairness configuration.
+fn flowcontrol() -> Vec<ResourceInfo> {
+    const G: &str = "flowcontrol.apiserver.k8s.io";
+    vec![
+        ResourceInfo::new(G, "v1", "FlowSchema", "flowschemas")
+            .cluster_scoped()
+            .with_status(),
+        ResourceInfo::new(
+            G,
+            "v1",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+        )
+        .cluster_scoped()
+        .with_status(),
+    ]
+}
+
+/// `admissionregistration.k8s.io/v1`: webhook configurations and validating admission policies.
+fn admissionregistration() -> Vec<ResourceInfo> {
+    const G: &str = "admissionregistration.k8s.io";
+    vec![
+        ResourceInfo::new(
+            G,
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        )
+        .cluster_scoped()
+        .categories(&["api-extensions"]),
+        ResourceInfo::new(
+            G,
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+        )
+        .cluster_scoped()
+        .categories(&["api-extensions"])
+        .with_status(),
+        ResourceInfo::new(
+            G,
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        )
+        .cluster_scoped()
+        .categories(&["api-extensions"]),
+        ResourceInfo::new(
+            G,
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        )
+        .cluster_scoped()
+        .categories(&["api-extensions"]),
+    ]
 }
 
 /// Splits an `apiVersion` (`"apps/v1"`, `"v1"`) into (group, version).

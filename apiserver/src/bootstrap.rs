@@ -1,7 +1,8 @@
 //! Built-in objects created at first start: the namespaces `default`, `kube-system`,
 //! `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default`, the system
-//! PriorityClasses, the `kubernetes` ServiceCIDR ([`servicecidr`]) and the bootstrap RBAC
-//! policy ([`rbac`]). Idempotent: on a restart existing
+//! PriorityClasses, the `kubernetes` ServiceCIDR ([`servicecidr`]), the bootstrap RBAC policy
+//! ([`rbac`]) and the API Priority and Fairness configuration ([`flowcontrol`]). Idempotent: on a
+//! restart existing
 //! objects are left alone, changed or not (upstream's reconciliation would update objects
 //! annotated `autoupdate`; here they stay as they are).
 //!
@@ -9,6 +10,7 @@
 //! validation, managed fields), so a durable store commits them in shared flushes.
 
 pub mod apiservices;
+pub mod flowcontrol;
 pub mod rbac;
 pub mod servicecidr;
 
@@ -137,6 +139,11 @@ pub async fn seed(state: &AppState) -> Result<()> {
     )
     .await?;
     ensure_all(state, RBAC, "rolebindings", &policy.role_bindings).await?;
+    const APF: &str = "flowcontrol.apiserver.k8s.io";
+    // Levels before the schemas that name them (their Dangling condition is computed on write).
+    let levels = flowcontrol::priority_levels();
+    ensure_all(state, APF, "prioritylevelconfigurations", &levels).await?;
+    ensure_all(state, APF, "flowschemas", &flowcontrol::flow_schemas()).await?;
     apiservices::sync(state).await?;
     apiservices::keep_in_step(state);
     Ok(())

@@ -7,8 +7,9 @@
 //! Job, CronJob (in [`batch`]), the RBAC kinds and PriorityClass ([`rbac`]), the networking.k8s.io
 //! kinds ([`networking`]), the storage.k8s.io kinds and RuntimeClass ([`storage`]), PodDisruptionBudget,
 //! Eviction, DeleteOptions and Binding ([`policy`]), TokenRequest, the review kinds,
-//! CertificateSigningRequest and APIService ([`authn`]) — the objects `kubectl create <generator>`,
-//! `create token`, `auth` and `certificate` send. Conversion covers ObjectMeta and the spec fields
+//! CertificateSigningRequest and APIService ([`authn`]), HorizontalPodAutoscalers at autoscaling/v1
+//! and v2 ([`autoscaling`]) — the objects `kubectl create <generator>`, `create token`, `auth`,
+//! `certificate` and `autoscale` send. Conversion covers ObjectMeta and the spec fields
 //! those generators and common manifests use (pod spec: containers with name, image, command, args,
 //! workingDir, ports, env, resources, volumeMounts, imagePullPolicy; restartPolicy, grace period,
 //! dnsPolicy, nodeSelector, serviceAccountName, nodeName, hostNetwork, schedulerName, tolerations,
@@ -16,6 +17,7 @@
 //! Any other kind is [`ProtobufError::UnsupportedKind`] (the HTTP side answers 415).
 
 mod authn;
+mod autoscaling;
 mod batch;
 mod core_policy;
 mod core_storage;
@@ -124,6 +126,12 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
         (RBAC_V1, "RoleBinding") => rbac::role_binding(Message::decode(raw.as_slice()).map_err(d)?),
         (RBAC_V1, "ClusterRoleBinding") => {
             rbac::cluster_role_binding(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => {
+            autoscaling::hpa_v1(Message::decode(raw.as_slice()).map_err(d)?)
+        }
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
+            autoscaling::hpa_v2(Message::decode(raw.as_slice()).map_err(d)?)
         }
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             rbac::priority_class(Message::decode(raw.as_slice()).map_err(d)?)

@@ -18,6 +18,23 @@ pub fn partial_metadata(obj: &Value) -> Value {
     })
 }
 
+/// `objects` in the order the kind's printer lists them (FlowSchemas by matching precedence);
+/// as given for every other kind, without collecting them.
+fn in_row_order<'a, I>(resource: &Resource, objects: I) -> Box<dyn Iterator<Item = &'a Value> + 'a>
+where
+    I: IntoIterator<Item = &'a Value>,
+    I::IntoIter: 'a,
+{
+    match resource.strategy.table_row_order() {
+        Some(cmp) => {
+            let mut sorted: Vec<&Value> = objects.into_iter().collect();
+            sorted.sort_by(|a, b| cmp(a, b));
+            Box::new(sorted.into_iter())
+        }
+        None => Box::new(objects.into_iter()),
+    }
+}
+
 fn row(resource: &Resource, obj: &Value, include: IncludeObject, now: jiff::Timestamp) -> Value {
     let cells = resource.strategy.table_cells(obj, now);
     let mut row = json!({ "cells": cells });
@@ -31,21 +48,24 @@ fn row(resource: &Resource, obj: &Value, include: IncludeObject, now: jiff::Time
 
 /// A Table of `objects`. `with_columns = false` leaves `columnDefinitions` empty (watch events
 /// after the first, as the apiserver does).
-pub fn table<'a>(
+pub fn table<'a, I>(
     resource: &Resource,
-    objects: impl IntoIterator<Item = &'a Value>,
+    objects: I,
     include: IncludeObject,
     list_meta: Value,
     with_columns: bool,
-) -> Value {
+) -> Value
+where
+    I: IntoIterator<Item = &'a Value>,
+    I::IntoIter: 'a,
+{
     let columns = if with_columns {
         Value::Array(resource.strategy.table_columns())
     } else {
         json!([])
     };
     let now = jiff::Timestamp::now();
-    let rows: Vec<Value> = objects
-        .into_iter()
+    let rows: Vec<Value> = in_row_order(resource, objects)
         .map(|o| row(resource, o, include, now))
         .collect();
     json!({
@@ -78,13 +98,16 @@ pub fn status_table(status: &Value) -> Value {
 
 /// Streams a Table of `objects` into `out` without copying the objects: the same document as
 /// [`table`], for large lists.
-pub fn write_table<'a>(
+pub fn write_table<'a, I>(
     out: &mut Vec<u8>,
     resource: &Resource,
-    objects: impl IntoIterator<Item = &'a Value>,
+    objects: I,
     include: IncludeObject,
     list_meta: &Value,
-) {
+) where
+    I: IntoIterator<Item = &'a Value>,
+    I::IntoIter: 'a,
+{
     let strategy = &resource.strategy;
     let now = jiff::Timestamp::now();
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
@@ -92,7 +115,7 @@ pub fn write_table<'a>(
     out.extend_from_slice(br#","columnDefinitions":"#);
     let _ = api::wire::to_writer(&mut *out, &strategy.table_columns());
     out.extend_from_slice(br#","rows":["#);
-    for (i, obj) in objects.into_iter().enumerate() {
+    for (i, obj) in in_row_order(resource, objects).enumerate() {
         if i > 0 {
             out.push(b',');
         }

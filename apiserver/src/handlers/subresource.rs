@@ -136,7 +136,10 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
     let evicted = crate::registry::eviction::evict(&ctx.state, &store, name, &opts).await?;
     let status = evicted.to_status();
     let code = StatusCode::from_u16(api::status::code(&status)).unwrap_or(StatusCode::CREATED);
-    Ok((code, axum::Json(api::status::to_json(&status))).into_response())
+    Ok(crate::http::render::json(
+        code,
+        &api::status::to_json(&status),
+    ))
 }
 
 /// GET, PUT and PATCH of `pods/ephemeralcontainers` and `pods/resize`.

@@ -6,7 +6,7 @@
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -144,5 +144,5 @@ async fn bind(ctx: &Ctx, body: Body) -> Result<Response> {
         code: Some(201),
         ..Default::default()
     });
-    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+    Ok(crate::http::render::json(StatusCode::CREATED, &body))
 }

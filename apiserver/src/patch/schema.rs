@@ -74,6 +74,28 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
         ("", "ServiceAccount", ["secrets"]) => ListKind::Keyed("name"),
         ("networking.k8s.io", "ServiceCIDR", ["status", "conditions"]) => ListKind::Keyed("type"),
         ("storage.k8s.io", "CSINode", ["spec", "drivers"]) => ListKind::Keyed("name"),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            ["webhooks"],
+        )
+        | (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            ["webhooks", "matchConditions"],
+        )
+        | (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            ["spec", "matchConditions"],
+        ) => ListKind::Keyed("name"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", ["status", "conditions"])
+        | ("autoscaling", "HorizontalPodAutoscaler", ["status", "conditions"])
+        | (
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema" | "PriorityLevelConfiguration",
+            ["status", "conditions"],
+        ) => ListKind::Keyed("type"),
         _ => ListKind::Atomic,
     }
 }

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, batch, certificates, coordination, core, discovery,
-    events, networking, node, policy, rbac, scheduling, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, events, flowcontrol, networking, node, policy, rbac, scheduling,
+    storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::generate::SchemaGenerator;
@@ -30,6 +31,11 @@ use super::strategy::{
     IngressStrategy, IpAddressStrategy, NetworkPolicyStrategy, RuntimeClassStrategy,
     ServiceCidrStrategy, StorageClassStrategy, VolumeAttachmentStrategy,
 };
+use super::strategy::{
+    FlowSchemaStrategy, HorizontalPodAutoscalerStrategy, PriorityLevelConfigurationStrategy,
+    ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
+};
 use super::{ClusterIpAllocator, Strategy};
 
 fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
@@ -40,7 +46,7 @@ fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
 type Parts = (Arc<dyn Strategy>, SchemaFn);
 
 /// The strategy and schema of a built-in (group, plural), or `None` for an unknown one.
-fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
+fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
     match group {
         "" => core(plural, ips),
         "apiregistration.k8s.io" => apiregistration_group(plural),
@@ -49,6 +55,9 @@ fn parts(group: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Par
         "certificates.k8s.io" => certificates_group(plural),
         "apps" => apps(plural),
         "batch" => batch(plural),
+        "autoscaling" => autoscaling(version, plural),
+        "flowcontrol.apiserver.k8s.io" => flowcontrol(plural),
+        "admissionregistration.k8s.io" => admissionregistration(plural),
         "coordination.k8s.io" => coordination(plural),
         "discovery.k8s.io" => discovery_group(plural),
         "events.k8s.io" => events(plural),
@@ -318,12 +327,67 @@ fn certificates_group(plural: &str) -> Option<Parts> {
     }
 }
 
+/// `autoscaling/v2` and `autoscaling/v1` HorizontalPodAutoscalers: one storage (v2), each version
+/// with its own schema and its strategy converting to and from the stored form.
+fn autoscaling(version: &str, plural: &str) -> Option<Parts> {
+    match (version, plural) {
+        ("v2", "horizontalpodautoscalers") => Some((
+            Arc::new(HorizontalPodAutoscalerStrategy { v1: false }),
+            schema::<autoscaling::v2::HorizontalPodAutoscaler>,
+        )),
+        ("v1", "horizontalpodautoscalers") => Some((
+            Arc::new(HorizontalPodAutoscalerStrategy { v1: true }),
+            schema::<autoscaling::v1::HorizontalPodAutoscaler>,
+        )),
+        _ => None,
+    }
+}
+
+fn flowcontrol(plural: &str) -> Option<Parts> {
+    let parts: Parts = match plural {
+        "flowschemas" => (
+            Arc::new(FlowSchemaStrategy),
+            schema::<flowcontrol::v1::FlowSchema>,
+        ),
+        "prioritylevelconfigurations" => (
+            Arc::new(PriorityLevelConfigurationStrategy),
+            schema::<flowcontrol::v1::PriorityLevelConfiguration>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
+fn admissionregistration(plural: &str) -> Option<Parts> {
+    use admissionregistration::v1 as ar;
+    let parts: Parts = match plural {
+        "mutatingwebhookconfigurations" => (
+            Arc::new(WebhookConfigurationStrategy { mutating: true }),
+            schema::<ar::MutatingWebhookConfiguration>,
+        ),
+        "validatingwebhookconfigurations" => (
+            Arc::new(WebhookConfigurationStrategy { mutating: false }),
+            schema::<ar::ValidatingWebhookConfiguration>,
+        ),
+        "validatingadmissionpolicies" => (
+            Arc::new(ValidatingAdmissionPolicyStrategy),
+            schema::<ar::ValidatingAdmissionPolicy>,
+        ),
+        "validatingadmissionpolicybindings" => (
+            Arc::new(ValidatingAdmissionPolicyBindingStrategy),
+            schema::<ar::ValidatingAdmissionPolicyBinding>,
+        ),
+        _ => return None,
+    };
+    Some(parts)
+}
+
 /// Every built-in resource, in discovery order; services allocate from `ips`.
 pub fn resources(ips: &Arc<ClusterIpAllocator>) -> Vec<Resource> {
     api::resources::builtin()
         .into_iter()
         .filter_map(|info| {
-            let (strategy, schema) = parts(&info.group, &info.plural, ips)?;
+            let (strategy, schema) = parts(&info.group, &info.version, &info.plural, ips)?;
             Some(Resource::new(info, strategy).with_schema(schema))
         })
         .collect()

@@ -88,17 +88,14 @@ impl Resource {
     /// a subresource) and generation bumped iff the spec changed.
     pub fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         self.strategy.prepare_for_update(new, old);
-        common::prepare_update_common(
-            new,
-            old,
-            self.has_status(),
-            self.strategy.tracks_generation(),
-        );
-        if self.strategy.tracks_generation() {
-            if let Some(changed) = self.strategy.generation_changed(new, old) {
-                let g = api::meta::generation(old).unwrap_or(1);
-                api::meta::set_generation(new, if changed { g + 1 } else { g });
-            }
+        let tracked = self.strategy.tracks_generation();
+        common::prepare_update_common(new, old, self.has_status(), tracked);
+        if tracked {
+            // What the kind tracks may be other than `spec` (a PodTemplate's `template`, webhook
+            // configurations' `webhooks`).
+            let changed = self.strategy.generation_changed(new, old);
+            let old_gen = api::meta::generation(old).unwrap_or(1);
+            api::meta::set_generation(new, if changed { old_gen + 1 } else { old_gen });
         }
     }
 

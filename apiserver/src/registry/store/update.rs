@@ -226,9 +226,13 @@ impl Store<'_> {
             };
             let old = &current.object;
             let mut patched = if apply {
+                // Applied in the endpoint's version (an autoscaling/v1 apply to an object stored
+                // as v2), then converted back to the storage form.
+                let converted = !self.resource.is_presentable(old);
+                let shown = converted.then(|| self.resource.present(Value::clone(old)));
                 let mut r = crate::patch::server_side_apply(
                     info,
-                    Some(old),
+                    Some(shown.as_ref().unwrap_or(old)),
                     patch.body,
                     &opts.field_manager,
                     opts.force,
@@ -236,7 +240,11 @@ impl Store<'_> {
                 )
                 .map_err(patch_error)?;
                 self.validate_fields(&mut r, opts.field_validation)?;
-                r
+                if converted {
+                    self.resource.strategy.to_storage(r)
+                } else {
+                    r
+                }
             } else {
                 let shown = self.resource.present(Value::clone(old));
                 let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)

@@ -464,16 +464,13 @@ impl Strategy for EndpointSliceStrategy {
         true
     }
 
-    fn generation_changed(&self, new: &Value, old: &Value) -> Option<bool> {
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
         let body = |o: &Value| {
             let mut m = o.as_object().cloned().unwrap_or_default();
             m.remove("metadata");
             Value::Object(m)
         };
-        Some(!super::common::semantically_equal(
-            Some(&body(new)),
-            Some(&body(old)),
-        ))
+        !super::common::semantically_equal(Some(&body(new)), Some(&body(old)))
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

@@ -8,6 +8,7 @@
 //! plugins of a kind (Priority for pods and priority classes) read informer listers; here they
 //! read the watch cache through [`Objects`], read-only.
 
+mod admissionregistration;
 mod apiregistration;
 mod binding;
 mod certificates;
@@ -22,7 +23,10 @@ mod csi;
 mod daemonset;
 mod endpoints;
 mod event;
+mod flowcontrol;
 mod gofmt;
+mod hpa;
+mod hpa_convert;
 mod ingress;
 mod ingressclass;
 mod ipalloc;
@@ -55,6 +59,10 @@ mod table;
 mod volume_defaults;
 mod workloads;
 
+pub(crate) use admissionregistration::{
+    ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
+};
 pub(crate) use apiregistration::ApiServiceStrategy;
 pub use apiregistration::{apiservice_name, local_apiservice, local_status, AUTOMANAGED_LABEL};
 pub use binding::{apply_binding, BindingError};
@@ -83,6 +91,11 @@ pub(crate) use csi::{CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrat
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub(crate) use event::EventStrategy;
+pub(crate) use flowcontrol::{FlowSchemaStrategy, PriorityLevelConfigurationStrategy};
+pub(crate) use hpa::HorizontalPodAutoscalerStrategy;
+pub use hpa_convert::{
+    BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
+};
 pub(crate) use ingress::IngressStrategy;
 pub(crate) use ingressclass::IngressClassStrategy;
 pub(crate) use job::JobStrategy;
@@ -149,6 +162,13 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// Whether an update changes what generation tracks (`spec`; a PodTemplate's `template`,
+    /// everything of an EndpointSlice but its metadata, the `webhooks` of webhook configurations).
+    /// Only asked when [`tracks_generation`](Self::tracks_generation).
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        spec_changed(new, old)
+    }
+
     /// The kind's own validation of a new object (object meta is validated generically first).
     fn validate_create(&self, _obj: &Value) -> Vec<FieldError> {
         Vec::new()
@@ -203,13 +223,6 @@ pub trait Strategy: Send + Sync + 'static {
     /// rules.
     fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
-    }
-
-    /// Whether an update changes what `metadata.generation` counts, for kinds that track it
-    /// without a `spec` (a PodTemplate's `template`, everything of an EndpointSlice but its
-    /// metadata); `None` keeps the generic rule (a `spec` change).
-    fn generation_changed(&self, _new: &Value, _old: &Value) -> Option<bool> {
-        None
     }
 
     /// Kind rules of a `/status` write, after the generic ones (everything but `status` comes
@@ -272,6 +285,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// `meta.k8s.io/v1` TableColumnDefinition JSON: kubectl's own columns (priority 1 = `-o wide`).
     fn table_columns(&self) -> Vec<Value> {
         DefaultTable::columns()
+    }
+
+    /// The order of a Table's rows when the kind's printer sorts them (FlowSchemas by matching
+    /// precedence); `None` keeps the list's order.
+    fn table_row_order(&self) -> Option<fn(&Value, &Value) -> std::cmp::Ordering> {
+        None
     }
 
     /// One row's cells, aligned with [`table_columns`](Self::table_columns).
@@ -347,7 +366,13 @@ pub trait ScaleAccess: Send + Sync {
 }
 
 #[cfg(test)]
+mod admissionregistration_tests;
+#[cfg(test)]
 mod certificates_tests;
+#[cfg(test)]
+mod flowcontrol_tests;
+#[cfg(test)]
+mod hpa_tests;
 #[cfg(test)]
 mod net_tests;
 #[cfg(test)]

@@ -31,11 +31,8 @@ impl Strategy for PodTemplateStrategy {
         true
     }
 
-    fn generation_changed(&self, new: &Value, old: &Value) -> Option<bool> {
-        Some(!super::common::semantically_equal(
-            new.get("template"),
-            old.get("template"),
-        ))
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        !super::common::semantically_equal(new.get("template"), old.get("template"))
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

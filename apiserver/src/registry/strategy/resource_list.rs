@@ -218,9 +218,12 @@ pub fn validate_positive(v: &Value, path: &str) -> Vec<FieldError> {
     }
 }
 
-/// The map at `v` (a `ResourceList`), empty when absent or mistyped.
+/// The map at `v` (a `ResourceList`) in key order, empty when absent or mistyped (objects keep
+/// their wire order; sorted, errors come in a stable order).
 pub fn entries(v: Option<&Value>) -> Map<String, Value> {
-    v.and_then(Value::as_object).cloned().unwrap_or_default()
+    let mut m = v.and_then(Value::as_object).cloned().unwrap_or_default();
+    m.sort_keys();
+    m
 }
 
 /// `ResourceList` keys sorted as kubectl's `SortableResourceNames` (plain string order).
