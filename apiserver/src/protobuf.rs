@@ -506,20 +506,19 @@ fn container(c: core::Container) -> Value {
         .done()
 }
 
+/// A pod toleration (pod specs, RuntimeClass scheduling).
+fn toleration(t: core::Toleration) -> Value {
+    Obj::default()
+        .s("key", t.key)
+        .s("operator", t.operator)
+        .s("value", t.value)
+        .s("effect", t.effect)
+        .i("tolerationSeconds", t.toleration_seconds)
+        .done()
+}
+
 fn pod_spec(s: core::PodSpec) -> Value {
-    let tolerations = s
-        .tolerations
-        .into_iter()
-        .map(|t| {
-            Obj::default()
-                .s("key", t.key)
-                .s("operator", t.operator)
-                .s("value", t.value)
-                .s("effect", t.effect)
-                .i("tolerationSeconds", t.toleration_seconds)
-                .done()
-        })
-        .collect();
+    let tolerations = s.tolerations.into_iter().map(toleration).collect();
     Obj::default()
         .list(
             "initContainers",

@@ -137,19 +137,7 @@ pub(super) fn runtime_class(rc: node::RuntimeClass) -> Value {
         .overhead
         .map(|o| Obj::default().v("podFixed", quantities(o.pod_fixed)).done());
     let scheduling = rc.scheduling.map(|s| {
-        let tolerations = s
-            .tolerations
-            .into_iter()
-            .map(|t| {
-                Obj::default()
-                    .s("key", t.key)
-                    .s("operator", t.operator)
-                    .s("value", t.value)
-                    .s("effect", t.effect)
-                    .i("tolerationSeconds", t.toleration_seconds)
-                    .done()
-            })
-            .collect();
+        let tolerations = s.tolerations.into_iter().map(super::toleration).collect();
         Obj::default()
             .map("nodeSelector", s.node_selector)
             .list("tolerations", tolerations)
