@@ -13,8 +13,8 @@
 //!   [`guaranteed_update`](Store::guaranteed_update): read the current object, let the caller compute
 //!   the next state, compare-and-swap on the revision, and on a lost race read again and recompute.
 //!   A conditional write (one naming a resourceVersion) fails its check on the re-read and answers
-//!   409; an unconditional one is re-applied to the new state. [`MAX_ATTEMPTS`] bounds the loop (504
-//!   after it). A no-op write is not stored; an update that leaves a deleted object without grace
+//!   409; an unconditional one is re-applied to the new state. [`MAX_ATTEMPTS`] and
+//!   [`RETRY_WINDOW`] bound the loop (a 500 ServerTimeout after both are spent). A no-op write is not stored; an update that leaves a deleted object without grace
 //!   period or finalizers removes it (`ShouldDeleteDuringUpdate`).
 //! - [`delete`](Store::delete) and [`delete_collection`](Store::delete_collection) ([`delete`]).
 //!
@@ -46,9 +46,15 @@ use crate::error::{ApiError, Result};
 use crate::state::AppState;
 use crate::watch_cache::{ObjectJson, StoreWrite};
 
-/// Attempts of one [`Store::guaranteed_update`] before it gives up with 504: a write that keeps
-/// losing compare-and-swap races to other writers of the same object.
+/// Attempts of one [`Store::guaranteed_update`] before it may give up: a write that keeps losing
+/// compare-and-swap races to other writers of the same object.
 pub const MAX_ATTEMPTS: usize = 16;
+
+/// How long [`Store::guaranteed_update`] keeps retrying lost races once [`MAX_ATTEMPTS`] are spent.
+/// Upstream's `GuaranteedUpdate` retries until the request's deadline; a count alone let a writer
+/// whose attempts are slower than a competitor's lose every one of them (a status PATCH against a
+/// stream of scale PATCHes).
+pub const RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The stored object a read-modify-write starts from.
 #[derive(Debug, Clone)]
@@ -201,8 +207,8 @@ impl<'a> Store<'a> {
 
     /// The one read-modify-write loop (see the module docs): reads `name`, checks
     /// `preconditions`, asks `try_update` for the next state and commits it with compare-and-swap
-    /// on the revision read; on a lost race, reads again. `verb` names the operation in the 504
-    /// after [`MAX_ATTEMPTS`].
+    /// on the revision read; on a lost race, reads again. `verb` names the operation in the
+    /// ServerTimeout after [`MAX_ATTEMPTS`] and [`RETRY_WINDOW`].
     pub async fn guaranteed_update<F>(
         &self,
         name: &str,
@@ -215,7 +221,10 @@ impl<'a> Store<'a> {
         F: FnMut(Option<&Current>) -> Result<Attempt>,
     {
         let key = self.key(name);
-        for _ in 0..MAX_ATTEMPTS {
+        let started = std::time::Instant::now();
+        let mut attempts = 0;
+        while attempts < MAX_ATTEMPTS || started.elapsed() < RETRY_WINDOW {
+            attempts += 1;
             let current = self.read(name).await?;
             if let Some(current) = &current {
                 self.check_preconditions(name, preconditions, current)?;
