@@ -16,18 +16,11 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+mod common;
+use common::router_and_state as app;
+
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-
-async fn app() -> (Router, apiserver::AppState) {
-    let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), Arc::new(store), token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    (apiserver::app(state.clone()), state)
-}
 
 async fn call_with(
     app: &Router,

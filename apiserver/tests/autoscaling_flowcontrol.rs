@@ -4,7 +4,6 @@
 //! upstream's field paths.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -14,19 +13,12 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+mod common;
+use common::router_and_state as app;
+
 const V1: &str = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
 const V2: &str = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-
-async fn app() -> (Router, apiserver::AppState) {
-    let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), Arc::new(store), token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    (apiserver::app(state.clone()), state)
-}
 
 async fn call_as(
     app: &Router,

@@ -5,7 +5,6 @@
 //! subresources, generation, immutable fields, tables, protobuf bodies, the default ServiceCIDR.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -15,17 +14,10 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+mod common;
+use common::router as app;
 
-async fn app() -> Router {
-    let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), Arc::new(store), token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    apiserver::app(state)
-}
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
 async fn call_raw(
     app: &Router,

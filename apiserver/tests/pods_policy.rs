@@ -18,23 +18,10 @@ use prost::Message;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+mod common;
+use common::{router as app, router_over as app_over};
+
 const PB: &str = "application/vnd.kubernetes.protobuf";
-
-async fn app_over(store: Arc<dyn store::Store>) -> Router {
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), store, token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    apiserver::app(state)
-}
-
-async fn app() -> Router {
-    app_over(Arc::new(
-        store::MemoryStore::new(store::StoreConfig::default()).unwrap(),
-    ))
-    .await
-}
 
 struct Resp {
     code: u16,

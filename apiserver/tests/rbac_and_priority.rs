@@ -3,8 +3,6 @@
 //! with upstream's field paths, and the Priority admission of pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::Request;
 use axum::Router;
@@ -12,19 +10,12 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+mod common;
+use common::router_and_state as app;
+
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 const PCS: &str = "/apis/scheduling.k8s.io/v1/priorityclasses";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-
-async fn app() -> (Router, apiserver::AppState) {
-    let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), Arc::new(store), token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    (apiserver::app(state.clone()), state)
-}
 
 async fn call(app: &Router, method: &str, uri: &str, accept: &str, body: Value) -> (u16, Value) {
     let content_type = match method {

@@ -3,8 +3,6 @@
 //! selectors, and 422s with upstream's messages and field paths — never a 5xx.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::Request;
 use axum::Router;
@@ -12,15 +10,8 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-async fn app() -> Router {
-    let store = store::MemoryStore::new(store::StoreConfig::default()).unwrap();
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(apiserver::Config::default(), Arc::new(store), token)
-        .await
-        .unwrap();
-    apiserver::bootstrap::seed(&state).await.unwrap();
-    apiserver::app(state)
-}
+mod common;
+use common::router as app;
 
 struct Resp {
     code: u16,

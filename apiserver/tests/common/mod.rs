@@ -23,6 +23,37 @@ pub async fn start() -> Server {
     start_with(Config::default()).await
 }
 
+/// A started, seeded (bootstrap objects) apiserver over `store`, served without a socket: tests
+/// send requests to its router with `oneshot`.
+pub async fn router_and_state_over(
+    store: Arc<dyn store::Store>,
+) -> (axum::Router, apiserver::AppState) {
+    let token = tokio_util::sync::CancellationToken::new();
+    let state = apiserver::AppState::start(Config::default(), store, token)
+        .await
+        .expect("apiserver state starts");
+    apiserver::bootstrap::seed(&state)
+        .await
+        .expect("bootstrap objects");
+    (apiserver::app(state.clone()), state)
+}
+
+/// [`router_and_state_over`] a fresh memory store.
+pub async fn router_and_state() -> (axum::Router, apiserver::AppState) {
+    let store = store::MemoryStore::new(store::StoreConfig::default()).expect("memory store");
+    router_and_state_over(Arc::new(store)).await
+}
+
+/// The router of [`router_and_state`].
+pub async fn router() -> axum::Router {
+    router_and_state().await.0
+}
+
+/// The router of [`router_and_state_over`] `store`.
+pub async fn router_over(store: Arc<dyn store::Store>) -> axum::Router {
+    router_and_state_over(store).await.0
+}
+
 /// A temp dir with a kubeconfig pointing at `url` and a private kubectl cache dir.
 pub struct Kube {
     pub dir: tempfile::TempDir,
