@@ -18,6 +18,7 @@ mod componentstatus;
 mod config;
 mod controllerrevision;
 mod cron;
+mod crd_validation;
 mod cronjob;
 mod csi;
 mod daemonset;
