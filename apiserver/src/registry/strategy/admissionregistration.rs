@@ -340,7 +340,7 @@ fn split_url(url: &str) -> UrlParts<'_> {
     }
 }
 
-fn validate_webhook_url(url: &str, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_webhook_url(url: &str, path: &str, errs: &mut Vec<FieldError>) {
     const FORM: &str = "; desired format: https://host[/path]";
     let u = split_url(url);
     if u.scheme != "https" {
@@ -383,7 +383,7 @@ fn validate_webhook_url(url: &str, path: &str, errs: &mut Vec<FieldError>) {
 /// `ValidateWebhookService`. Upstream calls it with the service's name and namespace in the
 /// opposite order of its parameters, so a missing name is reported on `namespace` and the other
 /// way round (kubernetes/kubernetes#141353); kept, since clients see exactly that.
-fn validate_webhook_service(svc: &Value, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_webhook_service(svc: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let (name, namespace) = (
         text(svc, "name").unwrap_or(""),
         text(svc, "namespace").unwrap_or(""),
