@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use apiserver::{Config, Server};
 
+pub mod http;
+
 /// Starts a server with `config` (address forced to 127.0.0.1:0) over a fresh memory store.
 pub async fn start_with(mut config: Config) -> Server {
     config.address = "127.0.0.1:0".parse().unwrap();
