@@ -87,6 +87,10 @@ pub struct ControllerManagerArgs {
     /// Elect a leader on a Lease in kube-system, so several copies can run and only one acts.
     #[arg(long)]
     pub leader_elect: bool,
+    /// The cluster CA bundle (PEM) to publish as `kube-root-ca.crt` in every namespace; without
+    /// it the root CA publisher does not run.
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +176,12 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 .remote
                 .client(crate::control_plane::CONTROLLER_MANAGER)?;
             let mut cfg = controller::ControllerManagerConfig::default();
+            if let Some(path) = &args.root_ca_file {
+                cfg.root_ca = Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| Error::Component(format!("read {}: {e}", path.display())))?,
+                );
+            }
             if args.leader_elect {
                 let identity = format!("{}-{}", hostname(), std::process::id());
                 cfg.leader_election = Some(client::LeaderElectionConfig::new(

@@ -181,6 +181,8 @@ impl ControlPlane {
         apiserver::bootstrap::seed(&state)
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;
+        // The cluster CA, which the root CA publisher puts into every namespace.
+        let root_ca = state.credentials.ca_pem().to_string();
         tracker.spawn(apiserver::server::serve(listener, state, shutdown.clone()));
 
         let client = client::Client::new(client::Config::new(url.clone()))
@@ -193,7 +195,8 @@ impl ControlPlane {
         };
         if config.controllers {
             let client = component_client(CONTROLLER_MANAGER)?;
-            let cfg = config.controller_manager.clone();
+            let mut cfg = config.controller_manager.clone();
+            cfg.root_ca.get_or_insert(root_ca);
             let token = components.clone();
             // `componentstatuses` reports both as healthy while the manager (and the scheduler
             // it runs) is running.

@@ -1,7 +1,7 @@
 //! The minik8s controller manager: the replication controller (ReplicaSet and ReplicationController),
 //! the deployment controller, the garbage collector, the pod garbage collector, the namespace
-//! lifecycle controller, the scheduler and the node lifecycle controller, all consuming the API over
-//! HTTP through the `client` crate's informers, each run by the `client` crate's [`client::Runner`]
+//! lifecycle controller, the service account controller, the root CA certificate publisher, the
+//! scheduler and the node lifecycle controller, all consuming the API over HTTP through the `client` crate's informers, each run by the `client` crate's [`client::Runner`]
 //! (wait for the caches, N workers or a periodic pass, drain on shutdown).
 //!
 //! Every decision a controller makes is a pure function in its own module (tested with a fake clock);
@@ -18,7 +18,9 @@ pub mod nodelifecycle;
 pub mod pod_util;
 pub mod podgc;
 pub mod replication;
+pub mod rootcacertpublisher;
 pub mod scheduler;
+pub mod serviceaccount;
 
 pub use error::{Error, Result};
 

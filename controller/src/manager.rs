@@ -17,7 +17,9 @@ use client::record::EventBroadcaster;
 use client::{Client, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, Pod, ReplicationController, ServiceAccount,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -28,7 +30,9 @@ use crate::namespace::NamespaceController;
 use crate::nodelifecycle::controller::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::podgc::{PodGcConfig, PodGcController};
 use crate::replication::controller::ReplicationManager;
+use crate::rootcacertpublisher::Publisher;
 use crate::scheduler::controller::Scheduler;
+use crate::serviceaccount::ServiceAccountsController;
 use crate::{Error, Result};
 
 /// How long shutdown waits for controllers to finish in-flight work.
@@ -53,6 +57,11 @@ pub struct EnabledControllers {
     pub deployment: bool,
     /// `podgc` (`pod-garbage-collector-controller`).
     pub podgc: bool,
+    /// `serviceaccount` (`serviceaccount-controller`).
+    pub serviceaccount: bool,
+    /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
+    /// [root CA](ControllerManagerConfig::root_ca).
+    pub root_ca_cert_publisher: bool,
 }
 
 impl Default for EnabledControllers {
@@ -73,6 +82,8 @@ impl EnabledControllers {
             nodelifecycle: true,
             deployment: true,
             podgc: true,
+            serviceaccount: true,
+            root_ca_cert_publisher: true,
         }
     }
 
@@ -87,6 +98,8 @@ impl EnabledControllers {
             nodelifecycle: false,
             deployment: false,
             podgc: false,
+            serviceaccount: false,
+            root_ca_cert_publisher: false,
         }
     }
 
@@ -116,6 +129,10 @@ impl EnabledControllers {
                 "deployment" | "deployment-controller" => &mut out.deployment,
                 "nodelifecycle" | "node-lifecycle-controller" => &mut out.nodelifecycle,
                 "podgc" | "pod-garbage-collector-controller" => &mut out.podgc,
+                "serviceaccount" | "serviceaccount-controller" => &mut out.serviceaccount,
+                "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
+                    &mut out.root_ca_cert_publisher
+                }
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -153,6 +170,9 @@ pub struct ControllerManagerConfig {
     pub clock: Arc<dyn Clock>,
     /// Where the controllers publish their metrics (render with [`ManagerMetrics::render`]).
     pub metrics: Arc<ManagerMetrics>,
+    /// The cluster CA bundle (PEM) the root CA publisher puts into every namespace
+    /// (`--root-ca-file`); `None` leaves the publisher off.
+    pub root_ca: Option<String>,
 }
 
 impl std::fmt::Debug for ControllerManagerConfig {
@@ -188,6 +208,7 @@ impl Default for ControllerManagerConfig {
             leader_election: None,
             clock: clock::system(),
             metrics: ManagerMetrics::new(),
+            root_ca: None,
         }
     }
 }
@@ -304,6 +325,29 @@ async fn run_controllers(
         cfg.metrics.register("namespace", nc.queue(), None);
         let (w, s) = (cfg.namespace_workers, shutdown.clone());
         tracker.spawn(async move { nc.run(w, s).await });
+    }
+    if en.serviceaccount {
+        let sa = ServiceAccountsController::new(
+            client.clone(),
+            factory.informer::<Namespace>(),
+            factory.informer::<ServiceAccount>(),
+        );
+        cfg.metrics.register("serviceaccount", sa.queue(), None);
+        let s = shutdown.clone();
+        // Upstream runs this controller with one worker.
+        tracker.spawn(async move { sa.run(1, s).await });
+    }
+    if let (true, Some(ca)) = (en.root_ca_cert_publisher, cfg.root_ca.clone()) {
+        let p = Publisher::new(
+            client.clone(),
+            factory.informer::<Namespace>(),
+            factory.informer::<ConfigMap>(),
+            ca,
+        );
+        cfg.metrics
+            .register("root_ca_cert_publisher", p.queue(), None);
+        let s = shutdown.clone();
+        tracker.spawn(async move { p.run(1, s).await });
     }
     if en.scheduler {
         let sched = Scheduler::new(
