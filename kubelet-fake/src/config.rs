@@ -10,6 +10,7 @@
 //! ```yaml
 //! podStartDelay: {delay: 100ms, jitter: 200ms}   # bound -> sandbox ready (podIP assigned)
 //! initContainerDuration: 200ms                   # each init container runs this long
+//! completionDuration: 1s                         # containers of Never/OnFailure pods exit 0 after this
 //! containerReadyDelay: 0s                        # started -> Ready (a passing readiness probe)
 //! terminationDelay: {delay: 100ms, jitter: 100ms} # deletionTimestamp seen -> containers exited
 //! satisfyReadinessGates: false                   # set readiness-gate conditions True ourselves
@@ -29,6 +30,10 @@
 //!     complete: {after: 10s, phase: Succeeded}
 //! ```
 //!
+//! Per pod, the annotations [`RUN_FOR_ANNOTATION`] (a duration) and [`EXIT_CODE_ANNOTATION`] (an
+//! integer) override both: every regular container of the pod exits with that code after that long
+//! (either one alone keeps the other's default: 1 s, exit 0), restarted as its `restartPolicy` says.
+//!
 //! Durations are written like Go's `time.ParseDuration` (`1m30s`, `250ms`, `2h`); a bare number is
 //! seconds. Guarantee: a config that passes [`LifecycleConfig::validate`] can be evaluated for any
 //! pod without error.
@@ -42,6 +47,11 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
+
+/// Pod annotation: how long each regular container runs before it exits (a duration, `30s`).
+pub const RUN_FOR_ANNOTATION: &str = "kubelet-fake.minik8s.io/run-for";
+/// Pod annotation: the exit code each regular container exits with (`0`, `1`, …).
+pub const EXIT_CODE_ANNOTATION: &str = "kubelet-fake.minik8s.io/exit-code";
 
 /// The longest duration a configuration may contain.
 pub const MAX_CONFIG_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -83,6 +93,11 @@ pub struct LifecycleConfig {
     /// How long each init container runs before it exits 0.
     #[serde(with = "delay_serde")]
     pub init_container_duration: Delay,
+    /// How long a regular container of a pod with `restartPolicy: Never` or `OnFailure` runs before
+    /// it exits 0 (kwok's `pod-complete` stage): such pods are run-to-completion work (Jobs) and
+    /// end `Succeeded`. Containers of `Always` pods run until the pod is deleted.
+    #[serde(with = "delay_serde")]
+    pub completion_duration: Delay,
     /// From a container starting to it being Ready (the first passing readiness probe).
     #[serde(with = "delay_serde")]
     pub container_ready_delay: Delay,
@@ -107,6 +122,7 @@ impl Default for LifecycleConfig {
                 jitter: Duration::from_millis(200),
             },
             init_container_duration: Delay::fixed(Duration::from_millis(200)),
+            completion_duration: Delay::fixed(Duration::from_secs(1)),
             container_ready_delay: Delay::fixed(Duration::ZERO),
             termination_delay: Delay {
                 delay: Duration::from_millis(100),
@@ -148,6 +164,7 @@ impl LifecycleConfig {
         for (what, d) in [
             ("podStartDelay", &self.pod_start_delay),
             ("initContainerDuration", &self.init_container_duration),
+            ("completionDuration", &self.completion_duration),
             ("containerReadyDelay", &self.container_ready_delay),
             ("terminationDelay", &self.termination_delay),
         ] {

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::config::{Action, LifecycleConfig};
+use crate::config::{
+    parse_duration, Action, LifecycleConfig, EXIT_CODE_ANNOTATION, MAX_CONFIG_DURATION,
+    RUN_FOR_ANNOTATION,
+};
 use crate::ids::unit_sample;
 
 /// The pod's `spec.restartPolicy`.
@@ -105,6 +108,21 @@ impl PodPlan {
         let restart_policy =
             RestartPolicy::from_spec(spec.and_then(|s| s.restart_policy.as_deref()));
 
+        // The pod's own say (annotations), then the rules, then the default lifecycle.
+        let annotations = pod.metadata.annotations.as_ref();
+        let annotated_run_for = annotations
+            .and_then(|a| a.get(RUN_FOR_ANNOTATION))
+            .and_then(|d| parse_duration(d).ok())
+            .filter(|d| *d <= MAX_CONFIG_DURATION);
+        let annotated_exit_code = annotations
+            .and_then(|a| a.get(EXIT_CODE_ANNOTATION))
+            .and_then(|c| c.trim().parse::<i32>().ok());
+        let annotated = (annotated_run_for.is_some() || annotated_exit_code.is_some()).then(|| {
+            (
+                annotated_run_for.unwrap_or(Duration::from_secs(1)),
+                annotated_exit_code.unwrap_or(0),
+            )
+        });
         let plan_container = |c: &Container, init: bool| -> ContainerPlan {
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
             let image = c.image.clone().unwrap_or_default();
@@ -119,12 +137,33 @@ impl PodPlan {
                     exit_code: 0,
                     ready_after,
                 }
+            } else if !init && restart_policy != RestartPolicy::Always {
+                Behavior::Exit {
+                    run_for: cfg
+                        .completion_duration
+                        .sample(sample(&format!("complete/{}", c.name))),
+                    exit_code: 0,
+                    ready_after,
+                }
             } else {
                 Behavior::Run {
                     ready_after,
                     not_ready_after: None,
                 }
             };
+            if let (false, Some((run_for, exit_code))) = (init, annotated) {
+                return ContainerPlan {
+                    name: c.name.clone(),
+                    image,
+                    behavior: Behavior::Exit {
+                        run_for,
+                        exit_code,
+                        ready_after,
+                    },
+                    sidecar,
+                    rule: Some("annotations".to_string()),
+                };
+            }
             let rule = cfg.rules.iter().find(|r| {
                 r.selector.matches_pod(namespace, labels)
                     && r.selector.matches_container(&image, init)

@@ -514,3 +514,95 @@ async fn a_full_node_rejects_pods_out_of_pods() {
     assert_eq!(env.kubelets.metrics().pods_failed, 1);
     env.stop().await;
 }
+
+/// The terminated state of container `name`: (reason, exit code).
+fn terminated(p: &Pod, name: &str) -> Option<(String, i32)> {
+    let c = p
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)?;
+    let t = c.state.as_ref()?.terminated.as_ref()?;
+    Some((t.reason.clone().unwrap_or_default(), t.exit_code))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_to_completion_pods_finish_and_annotations_choose_how() {
+    let env = start(1, "podStartDelay: 0s\ncompletionDuration: 300ms\n").await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    let annotated = |name: &str, policy: &str, annotations: serde_json::Value| {
+        let mut p = pod(name, "node-0", json!({}), json!({"restartPolicy": policy}));
+        p.metadata.annotations = serde_json::from_value(annotations).unwrap();
+        p
+    };
+    pods.create(&pod(
+        "done",
+        "node-0",
+        json!({}),
+        json!({"restartPolicy": "Never"}),
+    ))
+    .await
+    .expect("create");
+    pods.create(&annotated(
+        "fails",
+        "Never",
+        json!({"kubelet-fake.minik8s.io/exit-code": "1", "kubelet-fake.minik8s.io/run-for": "200ms"}),
+    ))
+    .await
+    .expect("create");
+    pods.create(&annotated(
+        "retries",
+        "OnFailure",
+        json!({"kubelet-fake.minik8s.io/exit-code": "2", "kubelet-fake.minik8s.io/run-for": "100ms"}),
+    ))
+    .await
+    .expect("create");
+    pods.create(&pod("serves", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+
+    let done = wait_for("Never pod Succeeded", Duration::from_secs(10), || async {
+        let p = pods.get("done").await.ok()?;
+        (p.status.as_ref()?.phase.as_deref() == Some("Succeeded")).then_some(p)
+    })
+    .await;
+    for c in ["app", "sidecar"] {
+        assert_eq!(
+            terminated(&done, c),
+            Some(("Completed".to_string(), 0)),
+            "{c}"
+        );
+    }
+    let fails = wait_for(
+        "exit code 1 pod Failed",
+        Duration::from_secs(10),
+        || async {
+            let p = pods.get("fails").await.ok()?;
+            (p.status.as_ref()?.phase.as_deref() == Some("Failed")).then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(terminated(&fails, "app"), Some(("Error".to_string(), 1)));
+    wait_for(
+        "OnFailure pod restarted",
+        Duration::from_secs(10),
+        || async {
+            let p = pods.get("retries").await.ok()?;
+            let s = p.status?;
+            let c = s
+                .container_statuses?
+                .into_iter()
+                .find(|c| c.name == "app")?;
+            let last = c.last_state?.terminated?.exit_code;
+            (s.phase.as_deref() == Some("Running") && c.restart_count >= 1 && last == 2)
+                .then_some(())
+        },
+    )
+    .await;
+    // `Always` pods are servers: still running.
+    let serves = ready_pod(&pods, "serves").await;
+    assert!(terminated(&serves, "app").is_none());
+    env.stop().await;
+}
