@@ -5,6 +5,8 @@
 //!   names, verbs, subresources, storage segment) and the built-in ones ([`resources::builtin`]), which
 //!   the apiserver's runtime resource registry serves;
 //! * label and field selectors ([`labels`], [`fields`]) with apimachinery's grammar;
+//! * CronJob schedules ([`cron`]): parsed as kube-apiserver parses them, next activations as the
+//!   CronJob controller computes them;
 //! * resource quantities as exact numbers ([`quantity`]) and a pod's QoS class ([`qos`]);
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
@@ -16,6 +18,7 @@
 
 pub use k8s_openapi;
 
+pub mod cron;
 pub mod duration;
 pub mod fields;
 pub mod labels;

@@ -5,7 +5,7 @@
 //! be generated); the 52-character name limit on create; kubectl's printer.
 
 use super::common::{default_field, object_at, validate_nonnegative};
-use super::cron;
+use api::cron;
 use super::gofmt;
 use super::job_spec;
 use super::podtemplate;

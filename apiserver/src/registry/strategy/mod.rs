@@ -18,7 +18,6 @@ mod componentstatus;
 mod config;
 mod controllerrevision;
 mod crd_validation;
-mod cron;
 mod cronjob;
 mod csi;
 mod daemonset;

@@ -254,7 +254,7 @@ fn parse_uint(expr: &str) -> Result<u32, String> {
     let num = go_atoi(expr).map_err(|why| {
         format!(
             "failed to parse int from {expr}: strconv.Atoi: parsing {}: {why}",
-            api::validation::go_quote(expr)
+            crate::validation::go_quote(expr)
         )
     })?;
     if num < 0 {
@@ -385,6 +385,92 @@ pub fn load_location(name: &str) -> Result<(), String> {
     }
 }
 
+/// How far ahead [`Schedule::next_after`] looks (robfig/cron gives up after five years too).
+const SEARCH_YEARS: i16 = 5;
+
+impl Schedule {
+    /// The first activation strictly after `after`, in `zone` (the schedule's own `TZ=` zone if it
+    /// has one): as robfig/cron's `Next`, whole minutes of the zone's civil time, the day matching
+    /// by day of month and day of week together when either field is `*` and by either one
+    /// otherwise. A civil time skipped by a DST change is not an activation; one repeated by it
+    /// fires once, at its first occurrence. `None` if nothing matches within five years.
+    pub fn next_after(
+        &self,
+        after: jiff::Timestamp,
+        zone: &jiff::tz::TimeZone,
+    ) -> Option<jiff::Timestamp> {
+        let (minute, hour, dom, month, dow, dom_star, dow_star, own_zone) = match self {
+            Schedule::Every(nanos) => {
+                // ConstantDelaySchedule: whole seconds, at least one.
+                let secs = (nanos / 1_000_000_000).max(1);
+                let base = jiff::Timestamp::from_second(after.as_second()).ok()?;
+                return base.checked_add(jiff::SignedDuration::from_secs(secs)).ok();
+            }
+            Schedule::Spec {
+                minute,
+                hour,
+                dom,
+                month,
+                dow,
+                dom_star,
+                dow_star,
+                zone,
+            } => (minute, hour, dom, month, dow, dom_star, dow_star, zone),
+        };
+        let tz = match own_zone {
+            Some(name) if name != "Local" && !name.is_empty() && name != "UTC" => {
+                jiff::tz::db().get(name).ok()?
+            }
+            Some(name) if name == "UTC" => jiff::tz::TimeZone::UTC,
+            _ => zone.clone(),
+        };
+        let bit = |set: u64, n: i64| n >= 0 && n < 64 && set & (1 << n) != 0;
+        let start = after.to_zoned(tz.clone());
+        let start_civil = start.datetime();
+        let mut date = start_civil.date();
+        let last = date
+            .checked_add(jiff::Span::new().years(SEARCH_YEARS))
+            .ok()?;
+        while date <= last {
+            let dom_ok = bit(*dom, i64::from(date.day()));
+            let dow_ok = bit(*dow, i64::from(date.weekday().to_sunday_zero_offset()));
+            let day_ok = if *dom_star || *dow_star {
+                dom_ok && dow_ok
+            } else {
+                dom_ok || dow_ok
+            };
+            if bit(*month, i64::from(date.month())) && day_ok {
+                for h in 0..24i8 {
+                    if !bit(*hour, i64::from(h)) {
+                        continue;
+                    }
+                    for m in 0..60i8 {
+                        if !bit(*minute, i64::from(m)) {
+                            continue;
+                        }
+                        let civil = date.at(h, m, 0, 0);
+                        if civil <= start_civil {
+                            continue;
+                        }
+                        let ambiguous = tz.to_ambiguous_zoned(civil);
+                        if matches!(ambiguous.offset(), jiff::tz::AmbiguousOffset::Gap { .. }) {
+                            // A civil time a DST gap skips does not exist: no activation.
+                            continue;
+                        }
+                        // Unambiguous, or repeated by a fold: its first occurrence.
+                        let zoned = ambiguous.earlier().ok()?;
+                        if zoned.timestamp() > after {
+                            return Some(zoned.timestamp());
+                        }
+                    }
+                }
+            }
+            date = date.tomorrow().ok()?;
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,6 +579,85 @@ mod tests {
         assert_eq!(
             load_location("Mars/Olympus"),
             Err("unknown time zone Mars/Olympus".to_string())
+        );
+    }
+
+    fn ts(s: &str) -> jiff::Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    fn next(spec: &str, after: &str, zone: &str) -> Option<String> {
+        let tz = jiff::tz::db().get(zone).expect("zone");
+        parse(spec)
+            .expect("schedule")
+            .next_after(ts(after), &tz)
+            .map(|t| t.to_string())
+    }
+
+    #[test]
+    fn next_activation_is_the_first_matching_minute_strictly_after() {
+        let n = |spec, after| next(spec, after, "UTC");
+        assert_eq!(
+            n("*/15 * * * *", "2026-12-04T10:07:30Z").as_deref(),
+            Some("2026-12-04T10:15:00Z")
+        );
+        assert_eq!(
+            n("*/15 * * * *", "2026-12-04T10:15:00Z").as_deref(),
+            Some("2026-12-04T10:30:00Z")
+        );
+        assert_eq!(
+            n("* * * * *", "2026-12-04T23:59:59.5Z").as_deref(),
+            Some("2026-12-05T00:00:00Z")
+        );
+        assert_eq!(
+            n("@hourly", "2026-12-04T10:00:00Z").as_deref(),
+            Some("2026-12-04T11:00:00Z")
+        );
+        assert_eq!(
+            n("0 0 29 2 *", "2026-03-01T00:00:00Z").as_deref(),
+            Some("2028-02-29T00:00:00Z")
+        );
+        // Both day fields restricted: either matches (Monday 2026-12-07 comes before the 1st).
+        assert_eq!(
+            n("0 0 1 * mon", "2026-12-04T00:00:00Z").as_deref(),
+            Some("2026-12-07T00:00:00Z")
+        );
+        // One of them `*`: both must match (so only the restricted one counts).
+        assert_eq!(
+            n("0 0 * * mon", "2026-12-04T00:00:00Z").as_deref(),
+            Some("2026-12-07T00:00:00Z")
+        );
+        assert_eq!(n("0 0 31 2 *", "2026-01-01T00:00:00Z"), None);
+        assert_eq!(
+            n("@every 90s", "2026-12-04T10:00:00.7Z").as_deref(),
+            Some("2026-12-04T10:01:30Z")
+        );
+    }
+
+    #[test]
+    fn next_activation_follows_the_time_zone_and_its_dst_changes() {
+        assert_eq!(
+            next("0 9 * * *", "2026-12-04T12:00:00Z", "America/New_York").as_deref(),
+            Some("2026-12-04T14:00:00Z")
+        );
+        // 02:30 does not exist on 2026-03-08 in New York: the next one is a day later (EDT).
+        assert_eq!(
+            next("30 2 * * *", "2026-03-08T05:00:00Z", "America/New_York").as_deref(),
+            Some("2026-03-09T06:30:00Z")
+        );
+        // 01:30 happens twice on 2026-11-01: it fires at the first (EDT, 05:30Z) only.
+        assert_eq!(
+            next("30 1 * * *", "2026-11-01T04:00:00Z", "America/New_York").as_deref(),
+            Some("2026-11-01T05:30:00Z")
+        );
+        assert_eq!(
+            next("30 1 * * *", "2026-11-01T05:30:00Z", "America/New_York").as_deref(),
+            Some("2026-11-02T06:30:00Z")
+        );
+        // A TZ= prefix wins over the zone passed in.
+        assert_eq!(
+            next("TZ=Asia/Tokyo 0 9 * * *", "2026-12-04T00:00:00Z", "UTC").as_deref(),
+            Some("2026-12-05T00:00:00Z")
         );
     }
 }
