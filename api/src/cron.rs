@@ -424,7 +424,7 @@ impl Schedule {
             Some(name) if name == "UTC" => jiff::tz::TimeZone::UTC,
             _ => zone.clone(),
         };
-        let bit = |set: u64, n: i64| n >= 0 && n < 64 && set & (1 << n) != 0;
+        let bit = |set: u64, n: i64| (0..64).contains(&n) && set & (1 << n) != 0;
         let start = after.to_zoned(tz.clone());
         let start_civil = start.datetime();
         let mut date = start_civil.date();

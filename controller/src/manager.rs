@@ -16,6 +16,7 @@ use client::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElecto
 use client::record::EventBroadcaster;
 use client::{Client, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, Node, Pod, ReplicationController, ServiceAccount,
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
+use crate::cronjob::CronJobController;
 use crate::gc::collector::GarbageCollector;
 use crate::metrics::ManagerMetrics;
 use crate::namespace::NamespaceController;
@@ -59,6 +61,8 @@ pub struct EnabledControllers {
     pub podgc: bool,
     /// `serviceaccount` (`serviceaccount-controller`).
     pub serviceaccount: bool,
+    /// `cronjob` (`cronjob-controller`).
+    pub cronjob: bool,
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
     /// [root CA](ControllerManagerConfig::root_ca).
     pub root_ca_cert_publisher: bool,
@@ -83,6 +87,7 @@ impl EnabledControllers {
             deployment: true,
             podgc: true,
             serviceaccount: true,
+            cronjob: true,
             root_ca_cert_publisher: true,
         }
     }
@@ -99,6 +104,7 @@ impl EnabledControllers {
             deployment: false,
             podgc: false,
             serviceaccount: false,
+            cronjob: false,
             root_ca_cert_publisher: false,
         }
     }
@@ -130,6 +136,7 @@ impl EnabledControllers {
                 "nodelifecycle" | "node-lifecycle-controller" => &mut out.nodelifecycle,
                 "podgc" | "pod-garbage-collector-controller" => &mut out.podgc,
                 "serviceaccount" | "serviceaccount-controller" => &mut out.serviceaccount,
+                "cronjob" | "cronjob-controller" => &mut out.cronjob,
                 "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
                     &mut out.root_ca_cert_publisher
                 }
@@ -150,6 +157,8 @@ pub struct ControllerManagerConfig {
     pub gc_workers: usize,
     /// Namespace workers (`--concurrent-namespace-syncs`, 10).
     pub namespace_workers: usize,
+    /// CronJob workers (`--concurrent-cron-job-syncs`, 5).
+    pub cronjob_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -198,6 +207,7 @@ impl Default for ControllerManagerConfig {
             workers: 5,
             gc_workers: 20,
             namespace_workers: 10,
+            cronjob_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -336,6 +346,18 @@ async fn run_controllers(
         let s = shutdown.clone();
         // Upstream runs this controller with one worker.
         tracker.spawn(async move { sa.run(1, s).await });
+    }
+    if en.cronjob {
+        let cj = CronJobController::new(
+            client.clone(),
+            factory.informer::<CronJob>(),
+            factory.informer::<Job>(),
+            broadcaster.recorder("cronjob-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("cronjob", cj.queue(), None);
+        let (w, s) = (cfg.cronjob_workers, shutdown.clone());
+        tracker.spawn(async move { cj.run(w, s).await });
     }
     if let (true, Some(ca)) = (en.root_ca_cert_publisher, cfg.root_ca.clone()) {
         let p = Publisher::new(

@@ -5,13 +5,13 @@
 //! be generated); the 52-character name limit on create; kubectl's printer.
 
 use super::common::{default_field, object_at, validate_nonnegative};
-use api::cron;
 use super::gofmt;
 use super::job_spec;
 use super::podtemplate;
 use super::table::{age_cell, age_column, column, containers_and_images, name_column, since_cell};
 use super::workloads::format_label_selector;
 use super::Strategy;
+use api::cron;
 use api::validation::{FieldError, FieldErrorKind};
 use serde_json::{json, Value};
 
