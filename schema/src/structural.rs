@@ -249,7 +249,7 @@ fn value_validation(
             errs.push(FieldError::invalid(
                 child(path, "pattern"),
                 p,
-                format!("must be a valid regular expression, but isn't: error parsing regexp: {}", e.lines().last().unwrap_or(&e).trim()),
+                format!("must be a valid regular expression, but isn't: {}", go_regexp_error(&e, p)),
             ));
         }
     }
@@ -367,4 +367,22 @@ fn nested_completeness(
             None => errs.push(FieldError::required(sp, format!("because it is defined in {vp}"))),
         }
     }
+}
+
+/// Go's `regexp.Compile` error text for the common mistakes (`error parsing regexp: <code>:
+/// `<expr>``); other errors carry the regex crate's description.
+fn go_regexp_error(rust_err: &str, pattern: &str) -> String {
+    let detail = rust_err.lines().last().unwrap_or(rust_err).trim();
+    let detail = detail.strip_prefix("error: ").unwrap_or(detail);
+    let code = match detail {
+        "unclosed group" => format!("missing closing ): `{pattern}`"),
+        "unopened group" => format!("unexpected ): `{pattern}`"),
+        "unclosed character class" => format!("missing closing ]: `{}`", pattern.rsplit_once('[').map_or(pattern.to_string(), |(_, r)| format!("[{r}"))),
+        "repetition operator missing expression" => "missing argument to repetition operator".to_string(),
+        "look-around, including look-ahead and look-behind, is not supported" => {
+            format!("invalid or unsupported Perl syntax: `{}`", pattern.find("(?").map_or("(?", |i| &pattern[i..(i + 3).min(pattern.len())]))
+        }
+        other => other.to_string(),
+    };
+    format!("error parsing regexp: {code}")
 }
