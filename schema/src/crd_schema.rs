@@ -78,12 +78,18 @@ pub(crate) fn validate(s: &JSONSchemaProps, path: &str) -> Vec<FieldError> {
     if depth_of(s, 0) > crate::MAX_DEPTH {
         return vec![FieldError::forbidden(
             path,
-            format!("must not be nested more than {} levels deep", crate::MAX_DEPTH),
+            format!(
+                "must not be nested more than {} levels deep",
+                crate::MAX_DEPTH
+            ),
         )];
     }
     let mut errs = Vec::new();
     if s.nullable == Some(true) {
-        errs.push(FieldError::forbidden(child(path, "nullable"), "nullable cannot be true at the root"));
+        errs.push(FieldError::forbidden(
+            child(path, "nullable"),
+            "nullable cannot be true at the root",
+        ));
     }
     let structural_errs = structural::validate(s, path);
     if structural_errs.is_empty() {
@@ -168,7 +174,11 @@ const OPENAPI_V3_TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "o
 fn standard(s: &JSONSchemaProps, path: &str, ssv: &Ssv, errs: &mut Vec<FieldError>) {
     let ty = t(s);
     if !ty.is_empty() && !OPENAPI_V3_TYPES.contains(&ty) {
-        errs.push(FieldError::not_supported(child(path, "type"), &Value::String(ty.into()), &OPENAPI_V3_TYPES));
+        errs.push(FieldError::not_supported(
+            child(path, "type"),
+            &Value::String(ty.into()),
+            &OPENAPI_V3_TYPES,
+        ));
     }
     if s.default.is_some() && !ssv.allow_defaults {
         let mut detail = "must not be set".to_string();
@@ -178,7 +188,9 @@ fn standard(s: &JSONSchemaProps, path: &str, ssv: &Ssv, errs: &mut Vec<FieldErro
         }
         errs.push(FieldError::forbidden(child(path, "default"), detail));
     }
-    let forbid = |errs: &mut Vec<FieldError>, f: &str, msg: &str| errs.push(FieldError::forbidden(child(path, f), msg));
+    let forbid = |errs: &mut Vec<FieldError>, f: &str, msg: &str| {
+        errs.push(FieldError::forbidden(child(path, f), msg))
+    };
     if s.id.as_deref().is_some_and(|x| !x.is_empty()) {
         forbid(errs, "id", "id is not supported");
     }
@@ -186,7 +198,11 @@ fn standard(s: &JSONSchemaProps, path: &str, ssv: &Ssv, errs: &mut Vec<FieldErro
         forbid(errs, "additionalItems", "additionalItems is not supported");
     }
     if s.pattern_properties.as_ref().is_some_and(|p| !p.is_empty()) {
-        forbid(errs, "patternProperties", "patternProperties is not supported");
+        forbid(
+            errs,
+            "patternProperties",
+            "patternProperties is not supported",
+        );
     }
     if s.definitions.as_ref().is_some_and(|p| !p.is_empty()) {
         forbid(errs, "definitions", "definitions is not supported");
@@ -198,18 +214,36 @@ fn standard(s: &JSONSchemaProps, path: &str, ssv: &Ssv, errs: &mut Vec<FieldErro
         forbid(errs, "$ref", "$ref is not supported");
     }
     if ty == "null" {
-        forbid(errs, "type", "type cannot be set to null, use nullable as an alternative");
+        forbid(
+            errs,
+            "type",
+            "type cannot be set to null, use nullable as an alternative",
+        );
     }
     if matches!(&s.items, Some(JSONSchemaPropsOrArray::Schemas(v)) if !v.is_empty()) {
-        forbid(errs, "items", "items must be a schema object and not an array");
+        forbid(
+            errs,
+            "items",
+            "items must be a schema object and not an array",
+        );
     }
     if ssv.inside_resource_meta && s.x_kubernetes_embedded_resource == Some(true) {
-        forbid(errs, "x-kubernetes-embedded-resource", "must not be used inside of resource meta");
+        forbid(
+            errs,
+            "x-kubernetes-embedded-resource",
+            "must not be used inside of resource meta",
+        );
     }
 }
 
 /// `ValidateCustomResourceDefinitionOpenAPISchema` without the CEL compilation.
-fn openapi_schema(s: &JSONSchemaProps, path: &str, ssv: &Ssv, is_root: bool, errs: &mut Vec<FieldError>) {
+fn openapi_schema(
+    s: &JSONSchemaProps,
+    path: &str,
+    ssv: &Ssv,
+    is_root: bool,
+    errs: &mut Vec<FieldError>,
+) {
     standard(s, path, ssv, errs);
     if s.unique_items == Some(true) {
         errs.push(FieldError::forbidden(
@@ -240,7 +274,9 @@ fn openapi_schema(s: &JSONSchemaProps, path: &str, ssv: &Ssv, is_root: bool, err
     }
     for (k, p) in s.properties.iter().flatten() {
         let mut sub = ssv.clone();
-        if (is_root || s.x_kubernetes_embedded_resource == Some(true)) && META_FIELDS.contains(&k.as_str()) {
+        if (is_root || s.x_kubernetes_embedded_resource == Some(true))
+            && META_FIELDS.contains(&k.as_str())
+        {
             sub.inside_resource_meta = true;
             if is_root {
                 sub = sub.forbidden_defaults(format!("in top-level {k}"));
@@ -251,7 +287,11 @@ fn openapi_schema(s: &JSONSchemaProps, path: &str, ssv: &Ssv, is_root: bool, err
     if let Some(not) = &s.not {
         openapi_schema(not, &child(path, "not"), ssv, false, errs);
     }
-    for (name, list) in [("allOf", &s.all_of), ("oneOf", &s.one_of), ("anyOf", &s.any_of)] {
+    for (name, list) in [
+        ("allOf", &s.all_of),
+        ("oneOf", &s.one_of),
+        ("anyOf", &s.any_of),
+    ] {
         for (i, x) in list.iter().flatten().enumerate() {
             openapi_schema(x, &index(&child(path, name), i), ssv, false, errs);
         }
@@ -260,7 +300,9 @@ fn openapi_schema(s: &JSONSchemaProps, path: &str, ssv: &Ssv, is_root: bool, err
         openapi_schema(x, &key(&child(path, "definitions"), k), ssv, false, errs);
     }
     match &s.items {
-        Some(JSONSchemaPropsOrArray::Schema(x)) => openapi_schema(x, &child(path, "items"), ssv, false, errs),
+        Some(JSONSchemaPropsOrArray::Schema(x)) => {
+            openapi_schema(x, &child(path, "items"), ssv, false, errs)
+        }
         Some(JSONSchemaPropsOrArray::Schemas(v)) => {
             for (i, x) in v.iter().enumerate() {
                 openapi_schema(x, &index(&child(path, "items"), i), ssv, false, errs);
@@ -294,7 +336,11 @@ fn extensions(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>) {
         }
     };
     if let Some(mt) = &s.x_kubernetes_map_type {
-        type_must_be(errs, "object", "must be object if x-kubernetes-map-type is specified");
+        type_must_be(
+            errs,
+            "object",
+            "must be object if x-kubernetes-map-type is specified",
+        );
         if mt != "atomic" && mt != "granular" {
             errs.push(FieldError::not_supported(
                 child(path, "x-kubernetes-map-type"),
@@ -309,7 +355,11 @@ fn extensions(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>) {
     };
     let list_type = s.x_kubernetes_list_type.as_deref();
     if list_type.is_some() && ty != "array" {
-        type_must_be(errs, "array", "must be array if x-kubernetes-list-type is specified");
+        type_must_be(
+            errs,
+            "array",
+            "must be array if x-kubernetes-list-type is specified",
+        );
     } else if let (Some("set"), Some(is)) = (list_type, items) {
         let msg = "must be atomic as item of a list with x-kubernetes-list-type=set";
         let shown_list_type = is
@@ -317,7 +367,12 @@ fn extensions(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>) {
             .as_ref()
             .map_or(Value::Null, |x| Value::String(x.clone()));
         match t(is) {
-            "array" if is.x_kubernetes_list_type.as_deref().is_some_and(|x| x != "atomic") => {
+            "array"
+                if is
+                    .x_kubernetes_list_type
+                    .as_deref()
+                    .is_some_and(|x| x != "atomic") =>
+            {
                 errs.push(FieldError::invalid_value(
                     child(&child(path, "items"), "x-kubernetes-list-type"),
                     &shown_list_type,
@@ -346,13 +401,23 @@ fn extensions(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>) {
     let keys = s.x_kubernetes_list_map_keys.clone().unwrap_or_default();
     let keys_shown = format!(
         "[]string{{{}}}",
-        keys.iter().map(|k| crate::gofmt::quote(k)).collect::<Vec<_>>().join(", ")
+        keys.iter()
+            .map(|k| crate::gofmt::quote(k))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if !keys.is_empty() {
         let msg = "must be map if x-kubernetes-list-map-keys is non-empty";
         match list_type {
-            None => errs.push(FieldError::required(child(path, "x-kubernetes-list-type"), msg)),
-            Some(lt) if lt != "map" => errs.push(FieldError::invalid(child(path, "x-kubernetes-list-type"), lt, msg)),
+            None => errs.push(FieldError::required(
+                child(path, "x-kubernetes-list-type"),
+                msg,
+            )),
+            Some(lt) if lt != "map" => errs.push(FieldError::invalid(
+                child(path, "x-kubernetes-list-type"),
+                lt,
+                msg,
+            )),
             _ => {}
         }
     }
@@ -422,7 +487,12 @@ fn extensions(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// `validateMapListKeysMapSet`.
-fn map_list_keys_map_set(s: &JSONSchemaProps, items: Option<&JSONSchemaProps>, path: &str, errs: &mut Vec<FieldError>) {
+fn map_list_keys_map_set(
+    s: &JSONSchemaProps,
+    items: Option<&JSONSchemaProps>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     let (Some(is), Some(lt)) = (items, s.x_kubernetes_list_type.as_deref()) else {
         return;
     };
@@ -468,11 +538,22 @@ fn validation_rules(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>)
         let message = rule.message.as_deref().unwrap_or("");
         let trimmed_msg = message.trim();
         if trimmed_rule.is_empty() {
-            errs.push(FieldError::required(child(&rpath, "rule"), "rule is not specified"));
+            errs.push(FieldError::required(
+                child(&rpath, "rule"),
+                "rule is not specified",
+            ));
         } else if !message.is_empty() && trimmed_msg.is_empty() {
-            errs.push(FieldError::invalid(child(&rpath, "message"), message, "message must be non-empty if specified"));
+            errs.push(FieldError::invalid(
+                child(&rpath, "message"),
+                message,
+                "message must be non-empty if specified",
+            ));
         } else if has_newlines(trimmed_msg) {
-            errs.push(FieldError::invalid(child(&rpath, "message"), message, "message must not contain line breaks"));
+            errs.push(FieldError::invalid(
+                child(&rpath, "message"),
+                message,
+                "message must not contain line breaks",
+            ));
         } else if has_newlines(trimmed_rule) && trimmed_msg.is_empty() {
             errs.push(FieldError::required(
                 child(&rpath, "message"),
@@ -487,17 +568,34 @@ fn validation_rules(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>)
             ));
         }
         if let Some(reason) = rule.reason.as_deref() {
-            const REASONS: [&str; 4] = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
+            const REASONS: [&str; 4] = [
+                "FieldValueDuplicate",
+                "FieldValueForbidden",
+                "FieldValueInvalid",
+                "FieldValueRequired",
+            ];
             if !REASONS.contains(&reason) {
-                errs.push(FieldError::not_supported(child(&rpath, "reason"), &Value::String(reason.into()), &REASONS));
+                errs.push(FieldError::not_supported(
+                    child(&rpath, "reason"),
+                    &Value::String(reason.into()),
+                    &REASONS,
+                ));
             }
         }
         let fp = rule.field_path.as_deref().unwrap_or("");
         if !fp.is_empty() && fp.trim().is_empty() {
-            errs.push(FieldError::invalid(child(&rpath, "fieldPath"), fp, "fieldPath must be non-empty if specified"));
+            errs.push(FieldError::invalid(
+                child(&rpath, "fieldPath"),
+                fp,
+                "fieldPath must be non-empty if specified",
+            ));
         }
         if has_newlines(fp) {
-            errs.push(FieldError::invalid(child(&rpath, "fieldPath"), fp, "fieldPath must not contain line breaks"));
+            errs.push(FieldError::invalid(
+                child(&rpath, "fieldPath"),
+                fp,
+                "fieldPath must not contain line breaks",
+            ));
         }
     }
 }

@@ -210,9 +210,10 @@ fn is_email(s: &str) -> bool {
         return false;
     };
     let atext = |c: char| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c);
-    let dot_atom = |p: &str| !p.is_empty() && p.split('.').all(|a| !a.is_empty() && a.chars().all(atext));
-    let local_ok = dot_atom(local)
-        || (local.len() >= 2 && local.starts_with('"') && local.ends_with('"'));
+    let dot_atom =
+        |p: &str| !p.is_empty() && p.split('.').all(|a| !a.is_empty() && a.chars().all(atext));
+    let local_ok =
+        dot_atom(local) || (local.len() >= 2 && local.starts_with('"') && local.ends_with('"'));
     let domain_ok = dot_atom(domain) || (domain.starts_with('[') && domain.ends_with(']'));
     local_ok && domain_ok
 }
@@ -239,7 +240,7 @@ fn is_isbn10(s: &str) -> bool {
         .map(|(i, c)| (i as u32 + 1) * u32::from(c - b'0'))
         .sum::<u32>()
         + 10 * last;
-    sum % 11 == 0
+    sum.is_multiple_of(11)
 }
 
 /// govalidator `IsISBN13`.
@@ -277,7 +278,7 @@ fn is_credit_card(s: &str) -> bool {
         }
         sum += n;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// `time.Parse("2006-01-02", s)`.
@@ -288,7 +289,10 @@ pub(crate) fn is_date(s: &str) -> bool {
     }
     let num = |r: std::ops::Range<usize>| -> Option<u32> {
         let p = &s[r];
-        p.bytes().all(|c| c.is_ascii_digit()).then(|| p.parse().ok()).flatten()
+        p.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| p.parse().ok())
+            .flatten()
     };
     let (Some(y), Some(m), Some(d)) = (num(0..4), num(5..7), num(8..10)) else {
         return false;
@@ -338,17 +342,46 @@ fn is_duration(s: &str) -> bool {
         return false;
     };
     const UNITS: &[&str] = &[
-        "ns", "nanosecond", "nanoseconds", "us", "µs", "microsecond", "microseconds", "ms",
-        "millisecond", "milliseconds", "s", "sec", "secs", "second", "seconds", "m", "min",
-        "mins", "minute", "minutes", "h", "hr", "hour", "hours", "d", "day", "days", "w", "wk",
-        "week", "weeks",
+        "ns",
+        "nanosecond",
+        "nanoseconds",
+        "us",
+        "µs",
+        "microsecond",
+        "microseconds",
+        "ms",
+        "millisecond",
+        "milliseconds",
+        "s",
+        "sec",
+        "secs",
+        "second",
+        "seconds",
+        "m",
+        "min",
+        "mins",
+        "minute",
+        "minutes",
+        "h",
+        "hr",
+        "hour",
+        "hours",
+        "d",
+        "day",
+        "days",
+        "w",
+        "wk",
+        "week",
+        "weeks",
     ];
     for c in rx.captures_iter(s) {
         // strconv.Atoi of the factor failing makes the whole parse fail.
         if c.get(2).is_some_and(|m| m.as_str().parse::<i64>().is_err()) {
             return false;
         }
-        let unit = c.get(3).map_or(String::new(), |m| m.as_str().trim().to_lowercase());
+        let unit = c
+            .get(3)
+            .map_or(String::new(), |m| m.as_str().trim().to_lowercase());
         if UNITS.contains(&unit.as_str()) {
             return true;
         }

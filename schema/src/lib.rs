@@ -193,7 +193,11 @@ impl Structural {
     /// fields' paths (`metadata.foo`, `spec.template.metadata.foo`). An ill-typed field is an
     /// error (`metadata: Invalid value: …`), or, with `drop_invalid` (reading stored objects),
     /// dropped.
-    pub fn coerce_metadata(&self, obj: &mut Value, drop_invalid: bool) -> Result<Vec<String>, FieldError> {
+    pub fn coerce_metadata(
+        &self,
+        obj: &mut Value,
+        drop_invalid: bool,
+    ) -> Result<Vec<String>, FieldError> {
         objectmeta::coerce(obj, &self.root, true, drop_invalid)
     }
 

@@ -135,7 +135,13 @@ pub(crate) fn go_sharp_v(v: &Value) -> String {
             keys.sort();
             let parts: Vec<String> = keys
                 .iter()
-                .map(|k| format!("{}:{}", quote(k), m.get(*k).map(go_sharp_v).unwrap_or_default()))
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        quote(k),
+                        m.get(*k).map(go_sharp_v).unwrap_or_default()
+                    )
+                })
                 .collect();
             format!("map[string]interface {{}}{{{}}}", parts.join(", "))
         }

@@ -133,7 +133,11 @@ impl Node {
             types,
             nullable: p.nullable == Some(true),
             format,
-            default: p.default.as_ref().map(|j| j.0.clone()).filter(|v| !v.is_null()),
+            default: p
+                .default
+                .as_ref()
+                .map(|j| j.0.clone())
+                .filter(|v| !v.is_null()),
             enum_: p
                 .enum_
                 .as_ref()
@@ -167,7 +171,9 @@ impl Node {
                 .collect(),
             additional: p.additional_properties.as_ref().map(|a| match a {
                 JSONSchemaPropsOrBool::Bool(b) => Additional::Bool(*b),
-                JSONSchemaPropsOrBool::Schema(s) => Additional::Schema(Box::new(Node::build_at(s, d))),
+                JSONSchemaPropsOrBool::Schema(s) => {
+                    Additional::Schema(Box::new(Node::build_at(s, d)))
+                }
             }),
             items: match &p.items {
                 Some(JSONSchemaPropsOrArray::Schema(s)) => Some(Box::new(Node::build_at(s, d))),

@@ -126,7 +126,10 @@ fn coerce_typed(
                 None
             } else {
                 Some(coerce_time(s).ok_or_else(|| {
-                    format!("parsing time {} as \"2006-01-02T15:04:05Z07:00\": cannot parse", crate::gofmt::quote(s))
+                    format!(
+                        "parsing time {} as \"2006-01-02T15:04:05Z07:00\": cannot parse",
+                        crate::gofmt::quote(s)
+                    )
                 })?)
             }
         }
@@ -164,7 +167,11 @@ fn coerce_typed(
         }
         Ty::Owners | Ty::Managed => {
             let a = v.as_array().ok_or_else(bad)?;
-            let fields = if matches!(t, Ty::Owners) { owner_field } else { managed_field };
+            let fields = if matches!(t, Ty::Owners) {
+                owner_field
+            } else {
+                managed_field
+            };
             let mut out = Vec::with_capacity(a.len());
             for (i, item) in a.iter().enumerate() {
                 let item_path = index(path, i);
@@ -215,7 +222,10 @@ pub(crate) fn coerce_meta(
             return Ok(Value::Object(Map::new()));
         }
         return Err(if drop_invalid {
-            format!("invalid metadata: expected object, got {}", go_go_type(meta))
+            format!(
+                "invalid metadata: expected object, got {}",
+                go_go_type(meta)
+            )
         } else {
             format!(
                 "json: cannot unmarshal {} into Go value of type v1.ObjectMeta",
@@ -262,7 +272,15 @@ pub(crate) fn coerce(
     drop_invalid: bool,
 ) -> Result<Vec<String>, FieldError> {
     let mut unknown = Vec::new();
-    coerce_at(x, Some(s), is_resource_root || s.embedded, "", drop_invalid, &mut unknown, 0)?;
+    coerce_at(
+        x,
+        Some(s),
+        is_resource_root || s.embedded,
+        "",
+        drop_invalid,
+        &mut unknown,
+        0,
+    )?;
     Ok(unknown)
 }
 
@@ -312,16 +330,40 @@ fn coerce_at(
             }
             for (k, v) in map.iter_mut() {
                 if let Some(prop) = s.properties.get(k) {
-                    coerce_at(v, Some(prop), prop.embedded, &child(path, k), drop_invalid, unknown, depth + 1)?;
+                    coerce_at(
+                        v,
+                        Some(prop),
+                        prop.embedded,
+                        &child(path, k),
+                        drop_invalid,
+                        unknown,
+                        depth + 1,
+                    )?;
                 } else if let Some(a) = s.additional_schema() {
-                    coerce_at(v, Some(a), a.embedded, &key(path, k), drop_invalid, unknown, depth + 1)?;
+                    coerce_at(
+                        v,
+                        Some(a),
+                        a.embedded,
+                        &key(path, k),
+                        drop_invalid,
+                        unknown,
+                        depth + 1,
+                    )?;
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = s.items.as_deref() {
                 for (i, v) in items.iter_mut().enumerate() {
-                    coerce_at(v, Some(item), item.embedded, &index(path, i), drop_invalid, unknown, depth + 1)?;
+                    coerce_at(
+                        v,
+                        Some(item),
+                        item.embedded,
+                        &index(path, i),
+                        drop_invalid,
+                        unknown,
+                        depth + 1,
+                    )?;
                 }
             }
         }
@@ -358,7 +400,14 @@ fn validate_at(
             }
             for (k, v) in map {
                 if let Some(prop) = s.properties.get(k) {
-                    validate_at(v, Some(prop), prop.embedded, &child(path, k), errs, depth + 1);
+                    validate_at(
+                        v,
+                        Some(prop),
+                        prop.embedded,
+                        &child(path, k),
+                        errs,
+                        depth + 1,
+                    );
                 } else if let Some(a) = s.additional_schema() {
                     validate_at(v, Some(a), a.embedded, &key(path, k), errs, depth + 1);
                 }
@@ -366,7 +415,14 @@ fn validate_at(
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate() {
-                validate_at(v, s.items.as_deref(), s.items.as_ref().is_some_and(|n| n.embedded), &index(path, i), errs, depth + 1);
+                validate_at(
+                    v,
+                    s.items.as_deref(),
+                    s.items.as_ref().is_some_and(|n| n.embedded),
+                    &index(path, i),
+                    errs,
+                    depth + 1,
+                );
             }
         }
         _ => {}
@@ -420,7 +476,11 @@ fn validate_embedded(path: &str, map: &Map<String, Value>) -> Vec<FieldError> {
                             .and_then(Value::as_str)
                             .is_some_and(|n| !n.is_empty());
                         if let Some(m) = meta.as_object_mut() {
-                            if m.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
+                            if m.get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .is_empty()
+                            {
                                 // Upstream sets a name so that a missing one is no error.
                                 m.insert("name".into(), Value::String("fakename".into()));
                             }
@@ -441,4 +501,3 @@ fn validate_embedded(path: &str, map: &Map<String, Value>) -> Vec<FieldError> {
     }
     errs
 }
-

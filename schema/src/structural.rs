@@ -66,18 +66,33 @@ pub(crate) fn validate(s: &JSONSchemaProps, path: &str) -> Vec<FieldError> {
     errs
 }
 
-fn invariants(s: &JSONSchemaProps, lvl: Level, path: &str, errs: &mut Vec<FieldError>, depth: usize) {
+fn invariants(
+    s: &JSONSchemaProps,
+    lvl: Level,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+) {
     if depth > crate::MAX_DEPTH {
         return;
     }
     if t(s) == "array" && s.items.is_none() {
-        errs.push(FieldError::required(child(path, "items"), "must be specified"));
+        errs.push(FieldError::required(
+            child(path, "items"),
+            "must be specified",
+        ));
     }
     if let Some(items) = items_schema(s) {
         invariants(items, Level::Item, &child(path, "items"), errs, depth + 1);
     }
     for (k, v) in props(s) {
-        invariants(v, Level::Field, &key(&child(path, "properties"), k), errs, depth + 1);
+        invariants(
+            v,
+            Level::Field,
+            &key(&child(path, "properties"), k),
+            errs,
+            depth + 1,
+        );
     }
     if s.additional_properties.is_some() {
         if lvl == Level::Root {
@@ -87,7 +102,13 @@ fn invariants(s: &JSONSchemaProps, lvl: Level, path: &str, errs: &mut Vec<FieldE
             ));
         }
         if let Some(a) = additional_schema(s) {
-            invariants(a, Level::Field, &child(path, "additionalProperties"), errs, depth + 1);
+            invariants(
+                a,
+                Level::Field,
+                &child(path, "additionalProperties"),
+                errs,
+                depth + 1,
+            );
         }
     }
     let int_or_string = yes(s.x_kubernetes_int_or_string);
@@ -139,7 +160,11 @@ fn invariants(s: &JSONSchemaProps, lvl: Level, path: &str, errs: &mut Vec<FieldE
         ));
     }
     if lvl == Level::Root && !ty.is_empty() && ty != "object" {
-        errs.push(FieldError::invalid(child(path, "type"), ty, "must be object at the root"));
+        errs.push(FieldError::invalid(
+            child(path, "type"),
+            ty,
+            "must be object at the root",
+        ));
     }
     let properties = s.properties.as_ref();
     if check_metadata {
@@ -156,7 +181,13 @@ fn invariants(s: &JSONSchemaProps, lvl: Level, path: &str, errs: &mut Vec<FieldE
         }
     }
     if let Some(meta) = properties.and_then(|m| m.get("metadata")) {
-        metadata_invariants(meta, check_metadata, lvl, &key(&child(path, "properties"), "metadata"), errs);
+        metadata_invariants(
+            meta,
+            check_metadata,
+            lvl,
+            &key(&child(path, "properties"), "metadata"),
+            errs,
+        );
     }
     if embedded && !preserve && !has_props(s) {
         errs.push(FieldError::required(
@@ -166,9 +197,19 @@ fn invariants(s: &JSONSchemaProps, lvl: Level, path: &str, errs: &mut Vec<FieldE
     }
 }
 
-fn metadata_invariants(s: &JSONSchemaProps, check: bool, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
+fn metadata_invariants(
+    s: &JSONSchemaProps,
+    check: bool,
+    lvl: Level,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     if check && t(s) != "object" {
-        errs.push(FieldError::invalid(child(path, "type"), t(s), "must be object"));
+        errs.push(FieldError::invalid(
+            child(path, "type"),
+            t(s),
+            "must be object",
+        ));
     }
     if lvl != Level::Root {
         return;
@@ -194,7 +235,10 @@ fn metadata_invariants(s: &JSONSchemaProps, check: bool, lvl: Level, path: &str,
         unique_items: s.unique_items.filter(|b| *b),
         exclusive_maximum: s.exclusive_maximum.filter(|b| *b),
         exclusive_minimum: s.exclusive_minimum.filter(|b| *b),
-        x_kubernetes_list_map_keys: s.x_kubernetes_list_map_keys.clone().filter(|k| !k.is_empty()),
+        x_kubernetes_list_map_keys: s
+            .x_kubernetes_list_map_keys
+            .clone()
+            .filter(|k| !k.is_empty()),
         x_kubernetes_validations: s.x_kubernetes_validations.clone().filter(|k| !k.is_empty()),
         required: s.required.clone().filter(|k| !k.is_empty()),
         ..s.clone()
@@ -236,7 +280,13 @@ fn value_validation(
         }
     }
     for (i, v) in s.all_of.iter().flatten().enumerate() {
-        nested(v, skip_first_all_of_any_of && i == 0, &index(&child(path, "allOf"), i), errs, depth + 1);
+        nested(
+            v,
+            skip_first_all_of_any_of && i == 0,
+            &index(&child(path, "allOf"), i),
+            errs,
+            depth + 1,
+        );
     }
     for (i, v) in s.one_of.iter().flatten().enumerate() {
         nested(v, false, &index(&child(path, "oneOf"), i), errs, depth + 1);
@@ -249,14 +299,23 @@ fn value_validation(
             errs.push(FieldError::invalid(
                 child(path, "pattern"),
                 p,
-                format!("must be a valid regular expression, but isn't: {}", go_regexp_error(&e, p)),
+                format!(
+                    "must be a valid regular expression, but isn't: {}",
+                    go_regexp_error(&e, p)
+                ),
             ));
         }
     }
 }
 
 /// `validateNestedValueValidation`: a schema under a junctor.
-fn nested(v: &JSONSchemaProps, skip_any_of: bool, path: &str, errs: &mut Vec<FieldError>, depth: usize) {
+fn nested(
+    v: &JSONSchemaProps,
+    skip_any_of: bool,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+) {
     if depth > crate::MAX_DEPTH {
         return;
     }
@@ -265,14 +324,26 @@ fn nested(v: &JSONSchemaProps, skip_any_of: bool, path: &str, errs: &mut Vec<Fie
         nested(items, false, &child(path, "items"), errs, depth + 1);
     }
     for (k, f) in props(v) {
-        nested(f, false, &key(&child(path, "properties"), k), errs, depth + 1);
+        nested(
+            f,
+            false,
+            &key(&child(path, "properties"), k),
+            errs,
+            depth + 1,
+        );
     }
-    let forbid = |errs: &mut Vec<FieldError>, f: &str, msg: &str| errs.push(FieldError::forbidden(child(path, f), msg));
+    let forbid = |errs: &mut Vec<FieldError>, f: &str, msg: &str| {
+        errs.push(FieldError::forbidden(child(path, f), msg))
+    };
     if !t(v).is_empty() {
         forbid(errs, "type", "must be empty to be structural");
     }
     if v.additional_properties.is_some() {
-        forbid(errs, "additionalProperties", "must be undefined to be structural");
+        forbid(
+            errs,
+            "additionalProperties",
+            "must be undefined to be structural",
+        );
     }
     if has_default(v) {
         forbid(errs, "default", "must be undefined to be structural");
@@ -290,27 +361,64 @@ fn nested(v: &JSONSchemaProps, skip_any_of: bool, path: &str, errs: &mut Vec<Fie
         forbid(errs, "externalDocs", "must be undefined to be structural");
     }
     if yes(v.x_kubernetes_preserve_unknown_fields) {
-        forbid(errs, "x-kubernetes-preserve-unknown-fields", "must be false to be structural");
+        forbid(
+            errs,
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        );
     }
     if yes(v.x_kubernetes_embedded_resource) {
-        forbid(errs, "x-kubernetes-embedded-resource", "must be false to be structural");
+        forbid(
+            errs,
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        );
     }
     if yes(v.x_kubernetes_int_or_string) {
-        forbid(errs, "x-kubernetes-int-or-string", "must be false to be structural");
+        forbid(
+            errs,
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        );
     }
-    if v.x_kubernetes_list_map_keys.as_ref().is_some_and(|k| !k.is_empty()) {
-        forbid(errs, "x-kubernetes-list-map-keys", "must be empty to be structural");
+    if v.x_kubernetes_list_map_keys
+        .as_ref()
+        .is_some_and(|k| !k.is_empty())
+    {
+        forbid(
+            errs,
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        );
     }
     if v.x_kubernetes_list_type.is_some() {
-        forbid(errs, "x-kubernetes-list-type", "must be undefined to be structural");
+        forbid(
+            errs,
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        );
     }
     if v.x_kubernetes_map_type.is_some() {
-        forbid(errs, "x-kubernetes-map-type", "must be undefined to be structural");
+        forbid(
+            errs,
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        );
     }
-    if v.x_kubernetes_validations.as_ref().is_some_and(|k| !k.is_empty()) {
-        forbid(errs, "x-kubernetes-validations", "must be empty to be structural");
+    if v.x_kubernetes_validations
+        .as_ref()
+        .is_some_and(|k| !k.is_empty())
+    {
+        forbid(
+            errs,
+            "x-kubernetes-validations",
+            "must be empty to be structural",
+        );
     }
-    if v.properties.as_ref().is_some_and(|p| p.contains_key("metadata")) {
+    if v.properties
+        .as_ref()
+        .is_some_and(|p| p.contains_key("metadata"))
+    {
         errs.push(FieldError::forbidden(
             key(&child(path, "properties"), "metadata"),
             "must not be specified in a nested context",
@@ -333,9 +441,20 @@ fn value_completeness(
     if let Some(not) = &v.not {
         nested_completeness(not, s, s_path, &child(v_path, "not"), errs, depth + 1);
     }
-    for (name, list) in [("allOf", &v.all_of), ("anyOf", &v.any_of), ("oneOf", &v.one_of)] {
+    for (name, list) in [
+        ("allOf", &v.all_of),
+        ("anyOf", &v.any_of),
+        ("oneOf", &v.one_of),
+    ] {
         for (i, x) in list.iter().flatten().enumerate() {
-            nested_completeness(x, s, s_path, &index(&child(v_path, name), i), errs, depth + 1);
+            nested_completeness(
+                x,
+                s,
+                s_path,
+                &index(&child(v_path, name), i),
+                errs,
+                depth + 1,
+            );
         }
     }
 }
@@ -349,7 +468,10 @@ fn nested_completeness(
     depth: usize,
 ) {
     let Some(s) = s else {
-        errs.push(FieldError::required(s_path, format!("because it is defined in {v_path}")));
+        errs.push(FieldError::required(
+            s_path,
+            format!("because it is defined in {v_path}"),
+        ));
         return;
     };
     if depth > crate::MAX_DEPTH {
@@ -357,14 +479,24 @@ fn nested_completeness(
     }
     value_completeness(v, Some(s), s_path, v_path, errs, depth);
     if let Some(vi) = items_schema(v) {
-        nested_completeness(vi, items_schema(s), &child(s_path, "items"), &child(v_path, "items"), errs, depth + 1);
+        nested_completeness(
+            vi,
+            items_schema(s),
+            &child(s_path, "items"),
+            &child(v_path, "items"),
+            errs,
+            depth + 1,
+        );
     }
     for (k, vf) in props(v) {
         let sp = key(&child(s_path, "properties"), k);
         let vp = key(&child(v_path, "properties"), k);
         match s.properties.as_ref().and_then(|m| m.get(k)) {
             Some(sf) => nested_completeness(vf, Some(sf), &sp, &vp, errs, depth + 1),
-            None => errs.push(FieldError::required(sp, format!("because it is defined in {vp}"))),
+            None => errs.push(FieldError::required(
+                sp,
+                format!("because it is defined in {vp}"),
+            )),
         }
     }
 }
@@ -377,10 +509,22 @@ fn go_regexp_error(rust_err: &str, pattern: &str) -> String {
     let code = match detail {
         "unclosed group" => format!("missing closing ): `{pattern}`"),
         "unopened group" => format!("unexpected ): `{pattern}`"),
-        "unclosed character class" => format!("missing closing ]: `{}`", pattern.rsplit_once('[').map_or(pattern.to_string(), |(_, r)| format!("[{r}"))),
-        "repetition operator missing expression" => "missing argument to repetition operator".to_string(),
+        "unclosed character class" => format!(
+            "missing closing ]: `{}`",
+            pattern
+                .rsplit_once('[')
+                .map_or(pattern.to_string(), |(_, r)| format!("[{r}"))
+        ),
+        "repetition operator missing expression" => {
+            "missing argument to repetition operator".to_string()
+        }
         "look-around, including look-ahead and look-behind, is not supported" => {
-            format!("invalid or unsupported Perl syntax: `{}`", pattern.find("(?").map_or("(?", |i| &pattern[i..(i + 3).min(pattern.len())]))
+            format!(
+                "invalid or unsupported Perl syntax: `{}`",
+                pattern
+                    .find("(?")
+                    .map_or("(?", |i| &pattern[i..(i + 3).min(pattern.len())])
+            )
         }
         other => other.to_string(),
     };

@@ -94,7 +94,10 @@ pub(crate) fn validate(node: &Node, data: &Value, prefix: &str) -> Vec<FieldErro
     if let Some(path) = ctx.too_deep {
         out.push(FieldError::forbidden(
             or_nil(&path_under(prefix, &path)),
-            format!("must not be nested more than {} levels deep", crate::MAX_DEPTH),
+            format!(
+                "must not be nested more than {} levels deep",
+                crate::MAX_DEPTH
+            ),
         ));
     }
     if ctx.exhausted {
@@ -144,9 +147,7 @@ fn to_field_error(e: OErr, prefix: &str) -> FieldError {
         ),
         // `field.TypeInvalid` renders as `Invalid value` (its reason is FieldValueTypeInvalid,
         // which `FieldErrorKind` does not have).
-        Code::InvalidType | Code::Other => {
-            mk(FieldErrorKind::Invalid, Some(e.value), e.message)
-        }
+        Code::InvalidType | Code::Other => mk(FieldErrorKind::Invalid, Some(e.value), e.message),
         Code::Composite => FieldError {
             field: or_nil(prefix),
             kind: FieldErrorKind::Invalid,
@@ -286,9 +287,8 @@ fn type_check(node: &Node, data: &Value, path: &str) -> Res {
     let (sch_type, format) = schema_info(data);
     let is_string = matches!(data, Value::String(_));
     let is_slice = matches!(data, Value::Array(_));
-    let is_float_int = sch_type == "number"
-        && data.as_f64().is_some_and(is_json_integer)
-        && contains("integer");
+    let is_float_int =
+        sch_type == "number" && data.as_f64().is_some_and(is_json_integer) && contains("integer");
     let is_int_float = sch_type == "integer" && contains("number");
     let is_lower_int = node.format == "int64" && format == "int32";
     let is_lower_float = node.format == "float64" && format == "float32";
@@ -304,7 +304,8 @@ fn type_check(node: &Node, data: &Value, path: &str) -> Res {
     {
         return Res::err(invalid_type(path, &node.format, Some(format)));
     }
-    if !(contains("number") || contains("integer")) && !node.format.is_empty() && (is_string || is_slice)
+    if !(contains("number") || contains("integer") || node.format.is_empty())
+        && (is_string || is_slice)
     {
         return Res {
             errs: vec![],
@@ -394,7 +395,11 @@ fn schema_props(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut C
             main.merge(r);
         }
         if validated != node.all_of.len() {
-            let additional = if validated == 0 { ". None validated" } else { "" };
+            let additional = if validated == 0 {
+                ". None validated"
+            } else {
+                ""
+            };
             main.errs.push(composite(format!(
                 "{} must validate all the schemas (allOf){additional}",
                 quote(path)
@@ -509,7 +514,11 @@ fn number_check(node: &Node, n: Num, path: &str) -> Res {
             Num::Float(f) => ((!excl && f < min) || (excl && f <= min), go_float(min)),
         };
         if fails {
-            let op = if excl { "greater than" } else { "greater than or equal to" };
+            let op = if excl {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
             res.errs.push(verr(
                 Code::Other,
                 path,
@@ -528,7 +537,11 @@ fn number_check(node: &Node, n: Num, path: &str) -> Res {
             Num::Float(f) => ((!excl && f > max) || (excl && f >= max), go_float(max)),
         };
         if fails {
-            let op = if excl { "less than" } else { "less than or equal to" };
+            let op = if excl {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
             res.errs.push(verr(
                 Code::Other,
                 path,
@@ -691,7 +704,13 @@ fn go_json(v: &Value) -> String {
             keys.sort();
             let parts: Vec<String> = keys
                 .iter()
-                .map(|k| format!("{}:{}", Value::String((*k).clone()), m.get(*k).map(go_json).unwrap_or_default()))
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        Value::String((*k).clone()),
+                        m.get(*k).map(go_json).unwrap_or_default()
+                    )
+                })
                 .collect();
             format!("{{{}}}", parts.join(","))
         }
@@ -720,7 +739,10 @@ fn enum_matches(data: &Value, e: &Value) -> bool {
         }
         (Value::Number(d), Value::String(s)) => match Num::of(d) {
             Num::Int(i) => {
-                let c = u32::try_from(i).ok().and_then(char::from_u32).unwrap_or('\u{FFFD}');
+                let c = u32::try_from(i)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .unwrap_or('\u{FFFD}');
                 c.to_string() == *s
             }
             Num::Float(_) => false,
@@ -747,7 +769,8 @@ fn deep_equal_decoded(d: &Value, e: &Value) -> bool {
         }
         (Value::Object(a), Value::Object(b)) => {
             a.len() == b.len()
-                && a.iter().all(|(k, x)| b.get(k).is_some_and(|y| deep_equal_decoded(x, y)))
+                && a.iter()
+                    .all(|(k, x)| b.get(k).is_some_and(|y| deep_equal_decoded(x, y)))
         }
         (a, b) => a == b,
     }

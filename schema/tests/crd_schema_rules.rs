@@ -1,4 +1,5 @@
 //! `validate_crd_schema`: one test per upstream rule, asserting upstream's rendered message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use schema::validate_crd_schema;
@@ -8,12 +9,18 @@ const P: &str = "spec.versions[0].schema.openAPIV3Schema";
 
 fn errs(schema: serde_json::Value) -> Vec<String> {
     let props: JSONSchemaProps = serde_json::from_value(schema).expect("schema");
-    validate_crd_schema(&props, P).iter().map(|e| e.to_string()).collect()
+    validate_crd_schema(&props, P)
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
 }
 
 fn has(schema: serde_json::Value, want: &str) {
     let got = errs(schema);
-    assert!(got.iter().any(|e| e == want), "want {want:?}\n got {got:#?}");
+    assert!(
+        got.iter().any(|e| e == want),
+        "want {want:?}\n got {got:#?}"
+    );
 }
 
 fn obj(props: serde_json::Value) -> serde_json::Value {
@@ -39,23 +46,49 @@ fn a_structural_schema_has_no_errors() {
 
 #[test]
 fn types_must_be_specified() {
-    has(json!({"properties": {}}), &format!("{P}.type: Required value: must not be empty at the root"));
+    has(
+        json!({"properties": {}}),
+        &format!("{P}.type: Required value: must not be empty at the root"),
+    );
     has(obj(json!({"spec": {}})), &format!("{P}.properties[spec].type: Required value: must not be empty for specified object fields"));
     has(obj(json!({"l": {"type": "array", "items": {}}})), &format!("{P}.properties[l].items.type: Required value: must not be empty for specified array items"));
-    has(obj(json!({"l": {"type": "array"}})), &format!("{P}.properties[l].items: Required value: must be specified"));
-    has(json!({"type": "string"}), &format!("{P}.type: Invalid value: \"string\": must be object at the root"));
+    has(
+        obj(json!({"l": {"type": "array"}})),
+        &format!("{P}.properties[l].items: Required value: must be specified"),
+    );
+    has(
+        json!({"type": "string"}),
+        &format!("{P}.type: Invalid value: \"string\": must be object at the root"),
+    );
 }
 
 #[test]
 fn junctors_hold_value_validations_only() {
-    let s = obj(json!({"spec": {"type": "object", "properties": {"a": {"type": "string"}},
-        "anyOf": [{"type": "object", "description": "x", "nullable": true, "default": {}, "properties": {"b": {}}}]}}));
+    let s = obj(
+        json!({"spec": {"type": "object", "properties": {"a": {"type": "string"}},
+        "anyOf": [{"type": "object", "description": "x", "nullable": true, "default": {}, "properties": {"b": {}}}]}}),
+    );
     let base = format!("{P}.properties[spec].anyOf[0]");
-    has(s.clone(), &format!("{base}.type: Forbidden: must be empty to be structural"));
-    has(s.clone(), &format!("{base}.description: Forbidden: must be empty to be structural"));
-    has(s.clone(), &format!("{base}.nullable: Forbidden: must be false to be structural"));
-    has(s.clone(), &format!("{base}.default: Forbidden: must be undefined to be structural"));
-    has(s, &format!("{base}.type: Forbidden: must be empty to be structural"));
+    has(
+        s.clone(),
+        &format!("{base}.type: Forbidden: must be empty to be structural"),
+    );
+    has(
+        s.clone(),
+        &format!("{base}.description: Forbidden: must be empty to be structural"),
+    );
+    has(
+        s.clone(),
+        &format!("{base}.nullable: Forbidden: must be false to be structural"),
+    );
+    has(
+        s.clone(),
+        &format!("{base}.default: Forbidden: must be undefined to be structural"),
+    );
+    has(
+        s,
+        &format!("{base}.type: Forbidden: must be empty to be structural"),
+    );
     // Completeness is checked for the root's junctors (upstream does not descend further).
     has(
         json!({"type": "object", "properties": {"a": {"type": "string"}}, "anyOf": [{"properties": {"b": {}}}]}),
@@ -89,7 +122,10 @@ fn extension_rules() {
         obj(json!({"a": {"type": "object", "x-kubernetes-preserve-unknown-fields": false}})),
         &format!("{P}.properties[a].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
     );
-    has(json!({"type": "object", "additionalProperties": {"type": "string"}}), &format!("{P}.additionalProperties: Forbidden: must not be used at the root"));
+    has(
+        json!({"type": "object", "additionalProperties": {"type": "string"}}),
+        &format!("{P}.additionalProperties: Forbidden: must not be used at the root"),
+    );
 }
 
 #[test]
@@ -98,17 +134,28 @@ fn root_metadata_may_only_restrict_name_and_generate_name() {
         obj(json!({"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}})),
         &format!("{P}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"),
     );
-    has(obj(json!({"metadata": {"type": "string"}})), &format!("{P}.properties[metadata].type: Invalid value: \"string\": must be object"));
-    has(obj(json!({"kind": {"type": "integer"}})), &format!("{P}.properties[kind].type: Invalid value: \"integer\": must be string"));
+    has(
+        obj(json!({"metadata": {"type": "string"}})),
+        &format!("{P}.properties[metadata].type: Invalid value: \"string\": must be object"),
+    );
+    has(
+        obj(json!({"kind": {"type": "integer"}})),
+        &format!("{P}.properties[kind].type: Invalid value: \"integer\": must be string"),
+    );
     has(
         obj(json!({"metadata": {"type": "object", "default": {"name": "x"}}})),
-        &format!("{P}.properties[metadata].default: Forbidden: must not be set in top-level metadata"),
+        &format!(
+            "{P}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
+        ),
     );
 }
 
 #[test]
 fn openapi_schema_rules() {
-    has(obj(json!({"a": {"$ref": "#/x", "type": "string"}})), &format!("{P}.properties[a].$ref: Forbidden: $ref is not supported"));
+    has(
+        obj(json!({"a": {"$ref": "#/x", "type": "string"}})),
+        &format!("{P}.properties[a].$ref: Forbidden: $ref is not supported"),
+    );
     has(
         obj(json!({"a": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}})),
         &format!("{P}.properties[a].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"),
@@ -118,7 +165,10 @@ fn openapi_schema_rules() {
         &format!("{P}.properties[a].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"),
     );
     has(obj(json!({"a": {"type": "strin"}})), &format!("{P}.properties[a].type: Unsupported value: \"strin\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""));
-    has(json!({"type": "object", "nullable": true}), &format!("{P}.nullable: Forbidden: nullable cannot be true at the root"));
+    has(
+        json!({"type": "object", "nullable": true}),
+        &format!("{P}.nullable: Forbidden: nullable cannot be true at the root"),
+    );
     has(obj(json!({"a": {"type": "string", "pattern": "("}})), &format!("{P}.properties[a].pattern: Invalid value: \"(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(`"));
 }
 
@@ -172,7 +222,10 @@ fn defaults_are_validated_and_pruned() {
         &format!("{P}.properties[a].default: Too long: may not be more than 2 bytes"),
     );
     // A null default is no default.
-    assert!(errs(obj(json!({"a": {"type": "string", "nullable": true, "default": null}}))).is_empty());
+    assert!(errs(obj(
+        json!({"a": {"type": "string", "nullable": true, "default": null}})
+    ))
+    .is_empty());
 }
 
 #[test]
@@ -189,7 +242,10 @@ fn validation_rule_static_checks() {
 
 #[test]
 fn hostile_depth_is_refused_without_overflow() {
-    let mut props = JSONSchemaProps { type_: Some("string".into()), ..Default::default() };
+    let mut props = JSONSchemaProps {
+        type_: Some("string".into()),
+        ..Default::default()
+    };
     for _ in 0..(schema::MAX_DEPTH + 5) {
         props = JSONSchemaProps {
             type_: Some("object".into()),
