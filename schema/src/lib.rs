@@ -24,8 +24,10 @@
 //!
 //! # Bounds
 //! Every walk stops at [`MAX_DEPTH`] levels of nesting (`serde_json` refuses deeper JSON
-//! anyway); validation has a work budget so that nested `anyOf`/`oneOf` cannot blow up; list
-//! uniqueness is hash-based. Nothing here panics on any schema or value.
+//! anyway); every walk is linear in the value, except validation, which is at most schema size
+//! times value size (each `anyOf` branch sees the value again) and has a work budget on top;
+//! `uniqueItems` and list-type uniqueness are hash-based. Nothing here panics on any schema or
+//! value.
 
 mod crd_schema;
 mod defaulting;
@@ -166,6 +168,17 @@ impl Structural {
     /// object-meta validation of the root `metadata` is the caller's.
     pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = validator::validate(&self.root, obj, "");
+        errs.extend(objectmeta::validate(obj, &self.root, false));
+        errs.extend(listtype::validate(obj, &self.root));
+        errs
+    }
+
+    /// [`Structural::validate`] of an update, with upstream's ratcheting of the schema
+    /// validation (`CRDValidationRatcheting`, on by default in 1.33): a value that fails but is
+    /// unchanged from the old object (object fields correlated by name, `map` list items by
+    /// their keys) is not an error. Embedded metadata and list uniqueness are not ratcheted.
+    pub fn validate_update(&self, obj: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validator::validate_update(&self.root, obj, old);
         errs.extend(objectmeta::validate(obj, &self.root, false));
         errs.extend(listtype::validate(obj, &self.root));
         errs

@@ -440,3 +440,24 @@ fn deep_values_are_refused_not_overflowed() {
     assert!(st.coerce_metadata(&mut v2, true).is_ok());
     assert_eq!(v, v2);
 }
+
+#[test]
+fn updates_ratchet_unchanged_invalid_values() {
+    let st = spec(
+        json!({"a": {"type": "string", "maxLength": 2}, "b": {"type": "string", "maxLength": 2},
+                         "l": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                               "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}, "v": {"type": "string", "maxLength": 1}}}}}),
+    );
+    let old = json!({"spec": {"a": "long", "b": "ok", "l": [{"k": "x", "v": "long"}]}});
+    let new = json!({"spec": {"a": "long", "b": "okay", "l": [{"k": "y", "v": "z"}, {"k": "x", "v": "long"}]}});
+    let errs: Vec<String> = st
+        .validate_update(&new, &old)
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(
+        errs,
+        vec!["spec.b: Too long: may not be more than 2 bytes".to_string()]
+    );
+    assert_eq!(st.validate(&new).len(), 3);
+}

@@ -7,14 +7,22 @@
 //! the branch with the most successful checks. Messages are kube-openapi's (`spec.x in body must
 //! be of type string: "integer"`), paths are its dotted names.
 //!
-//! Bounded: recursion stops at [`crate::MAX_DEPTH`]; every sub-validator call spends one unit of
-//! a per-object work budget ([`MAX_STEPS`]), so nested `anyOf`s cannot make the work exponential
-//! without limit; an exhausted budget is reported as an internal error, never a hang.
+//! Bounded: recursion stops at [`crate::MAX_DEPTH`]. Schemas are trees (no `$ref`), so the work
+//! is at most the schema's size times the value's; every sub-validator call spends one unit of a
+//! per-object budget ([`MAX_STEPS`]) that bounds that product (a schema with hundreds of failing
+//! `anyOf` branches over a 3 MiB list); an exhausted budget is reported as an internal error,
+//! never a hang.
+//!
+//! Updates are ratcheted as upstream's `CRDValidationRatcheting` (on by default in 1.33): the
+//! errors of a value equal to its correlated old value are dropped.
 
-use crate::formats;
-use crate::gofmt::{bad_value, child, go_float, or_nil, quote, Num};
+mod checks;
+
+use crate::gofmt::{child, or_nil, quote, Num};
 use crate::node::{Additional, Node};
 use api::validation::{FieldError, FieldErrorKind};
+pub(crate) use checks::canonical;
+use checks::{enum_check, format_check, has_duplicates, number_check, string_check};
 use serde_json::{Map, Value};
 
 /// Sub-validator calls allowed for one object: far above what a real schema needs for a
@@ -23,7 +31,7 @@ pub(crate) const MAX_STEPS: u64 = 20_000_000;
 
 /// What a kube-openapi error turns into (its error code).
 #[derive(Debug, Clone)]
-enum Code {
+pub(super) enum Code {
     Required,
     Enum(Vec<String>),
     TooLong(i64),
@@ -37,7 +45,7 @@ enum Code {
 }
 
 #[derive(Debug, Clone)]
-struct OErr {
+pub(super) struct OErr {
     code: Code,
     /// kube-openapi's `Name`: the dotted path (may start with `.`).
     name: String,
@@ -47,7 +55,7 @@ struct OErr {
 }
 
 #[derive(Default)]
-struct Res {
+pub(super) struct Res {
     errs: Vec<OErr>,
     count: u64,
 }
@@ -70,6 +78,7 @@ impl Res {
 
 struct Ctx {
     steps: u64,
+    budget: u64,
     exhausted: bool,
     too_deep: Option<String>,
 }
@@ -77,12 +86,30 @@ struct Ctx {
 /// Validates `data` against `node` and returns upstream's field errors, their paths under
 /// `prefix` ("" for the object root).
 pub(crate) fn validate(node: &Node, data: &Value, prefix: &str) -> Vec<FieldError> {
+    validate_with(node, data, None, prefix, MAX_STEPS)
+}
+
+/// [`validate`] of an update: errors of values equal to their correlated old values are
+/// ratcheted away (upstream's `NewRatchetingSchemaValidator`; object fields correlate by name,
+/// items of `x-kubernetes-list-type: map` lists by their keys, other list items not at all).
+pub(crate) fn validate_update(node: &Node, data: &Value, old: &Value) -> Vec<FieldError> {
+    validate_with(node, data, Some(old), "", MAX_STEPS)
+}
+
+pub(crate) fn validate_with(
+    node: &Node,
+    data: &Value,
+    old: Option<&Value>,
+    prefix: &str,
+    budget: u64,
+) -> Vec<FieldError> {
     let mut ctx = Ctx {
         steps: 0,
+        budget,
         exhausted: false,
         too_deep: None,
     };
-    let res = schema(node, data, "", 0, &mut ctx);
+    let res = schema(node, data, old, "", 0, &mut ctx);
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for e in res.errs {
@@ -166,9 +193,9 @@ pub(crate) fn too_long_msg(max: i64) -> String {
     }
 }
 
-const IN: &str = "body";
+pub(super) const IN: &str = "body";
 
-fn verr(code: Code, name: &str, value: String, message: String) -> OErr {
+pub(super) fn verr(code: Code, name: &str, value: String, message: String) -> OErr {
     OErr {
         code,
         name: name.to_string(),
@@ -179,7 +206,7 @@ fn verr(code: Code, name: &str, value: String, message: String) -> OErr {
 
 /// `errors.InvalidType(name, "body", type, value)`; `value` is a Go string (quoted in the
 /// message) or, when `None`, something else (no data in the message).
-fn invalid_type(path: &str, type_name: &str, value: Option<&str>) -> OErr {
+pub(super) fn invalid_type(path: &str, type_name: &str, value: Option<&str>) -> OErr {
     match value {
         Some(v) => verr(
             Code::InvalidType,
@@ -197,9 +224,33 @@ fn invalid_type(path: &str, type_name: &str, value: Option<&str>) -> OErr {
 }
 
 /// `SchemaValidator.Validate`.
-fn schema(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut Ctx) -> Res {
+fn schema(
+    node: &Node,
+    data: &Value,
+    old: Option<&Value>,
+    path: &str,
+    depth: usize,
+    ctx: &mut Ctx,
+) -> Res {
+    let mut result = schema_unratcheted(node, data, old, path, depth, ctx);
+    // Ratcheting (CRDValidationRatcheting, on by default): errors of a value unchanged from the
+    // correlated old value become warnings, i.e. are dropped here.
+    if !result.is_valid() && old == Some(data) {
+        result.errs.clear();
+    }
+    result
+}
+
+fn schema_unratcheted(
+    node: &Node,
+    data: &Value,
+    old: Option<&Value>,
+    path: &str,
+    depth: usize,
+    ctx: &mut Ctx,
+) -> Res {
     ctx.steps += 1;
-    if ctx.steps > MAX_STEPS {
+    if ctx.steps > ctx.budget {
         ctx.exhausted = true;
         return Res::default();
     }
@@ -228,7 +279,7 @@ fn schema(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut Ctx) ->
     if type_applies {
         run(&mut result, type_check(node, data, path));
     }
-    let props = schema_props(node, data, path, depth, ctx);
+    let props = schema_props(node, data, old, path, depth, ctx);
     run(&mut result, props);
     if let Value::String(s) = data {
         run(&mut result, string_check(node, s, path));
@@ -240,12 +291,12 @@ fn schema(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut Ctx) ->
         run(&mut result, number_check(node, Num::of(n), path));
     }
     if let Value::Array(items) = data {
-        let r = slice_check(node, items, path, depth, ctx);
+        let r = slice_check(node, items, old, path, depth, ctx);
         run(&mut result, r);
     }
     run(&mut result, enum_check(node, data, path));
     if let Value::Object(map) = data {
-        let r = object_check(node, map, path, depth, ctx);
+        let r = object_check(node, map, old, path, depth, ctx);
         run(&mut result, r);
     }
     result.count += 1;
@@ -268,7 +319,7 @@ fn schema_info(data: &Value) -> (&'static str, &'static str) {
 }
 
 /// swag.IsFloat64AJSONInteger.
-fn is_json_integer(f: f64) -> bool {
+pub(super) fn is_json_integer(f: f64) -> bool {
     f.is_finite() && f.abs() <= (1u64 << 53) as f64 && f.fract() == 0.0
 }
 
@@ -322,13 +373,20 @@ fn type_check(node: &Node, data: &Value, path: &str) -> Res {
 }
 
 /// `schemaPropsValidator.Validate`: allOf, anyOf, oneOf, not.
-fn schema_props(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut Ctx) -> Res {
+fn schema_props(
+    node: &Node,
+    data: &Value,
+    old: Option<&Value>,
+    path: &str,
+    depth: usize,
+    ctx: &mut Ctx,
+) -> Res {
     let mut main = Res::default();
     if !node.any_of.is_empty() {
         let mut best: Option<Res> = None;
         let mut first_success: Option<Res> = None;
         for s in &node.any_of {
-            let r = schema(s, data, path, depth, ctx);
+            let r = schema(s, data, old, path, depth, ctx);
             if r.is_valid() {
                 best = None;
                 first_success = Some(r);
@@ -355,7 +413,7 @@ fn schema_props(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut C
         let mut first_success: Option<Res> = None;
         let mut validated = 0;
         for s in &node.one_of {
-            let r = schema(s, data, path, depth, ctx);
+            let r = schema(s, data, old, path, depth, ctx);
             if r.is_valid() {
                 validated += 1;
                 best = None;
@@ -388,7 +446,7 @@ fn schema_props(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut C
     if !node.all_of.is_empty() {
         let mut validated = 0;
         for s in &node.all_of {
-            let r = schema(s, data, path, depth, ctx);
+            let r = schema(s, data, old, path, depth, ctx);
             if r.is_valid() {
                 validated += 1;
             }
@@ -407,7 +465,7 @@ fn schema_props(node: &Node, data: &Value, path: &str, depth: usize, ctx: &mut C
         }
     }
     if let Some(not) = &node.not {
-        let r = schema(not, data, path, depth, ctx);
+        let r = schema(not, data, old, path, depth, ctx);
         if r.is_valid() {
             main.errs.push(composite(format!(
                 "{} must not validate the schema (not)",
@@ -423,161 +481,23 @@ fn composite(message: String) -> OErr {
     verr(Code::Composite, "", String::new(), message)
 }
 
-/// `stringValidator.Validate`: the first failing check only.
-fn string_check(node: &Node, s: &str, path: &str) -> Res {
-    let len = s.chars().count() as i64;
-    if let Some(max) = node.max_length {
-        if len > max {
-            return Res::err(verr(
-                Code::TooLong(max),
-                path,
-                quote(s),
-                format!("{path} in {IN} should be at most {max} chars long"),
-            ));
-        }
-    }
-    if let Some(min) = node.min_length {
-        if len < min {
-            return Res::err(verr(
-                Code::Other,
-                path,
-                quote(s),
-                format!("{path} in {IN} should be at least {min} chars long"),
-            ));
-        }
-    }
-    if let Some(p) = &node.pattern {
-        let shown = match &p.re {
-            Ok(re) if re.is_match(s) => return Res::default(),
-            Ok(_) => p.src.clone(),
-            Err(e) => format!("{}, but pattern is invalid: {e}", p.src),
-        };
-        return Res::err(verr(
-            Code::Other,
-            path,
-            quote(s),
-            format!("{path} in {IN} should match '{shown}'"),
-        ));
-    }
-    Res::default()
-}
-
-/// `formatValidator.Validate`.
-fn format_check(node: &Node, s: &str, path: &str) -> Res {
-    if formats::validates(&node.format, s) {
-        Res::default()
-    } else {
-        Res::err(invalid_type(path, &node.format, Some(s)))
-    }
-}
-
-/// `numberValidator.Validate`: multipleOf, minimum, maximum, with native integer arithmetic for
-/// integer values.
-fn number_check(node: &Node, n: Num, path: &str) -> Res {
-    let mut res = Res::default();
-    let value = n.go();
-    if let Some(factor) = node.multiple_of {
-        let e = match n {
-            Num::Int(i) if (factor as i64) != 0 => {
-                let f = factor as i64;
-                if f < 0 {
-                    Some(must_be_positive(path, &f.to_string()))
-                } else if i % f != 0 {
-                    Some(not_multiple(path, &f.to_string(), &value))
-                } else {
-                    None
-                }
-            }
-            _ => {
-                let data = n.as_f64();
-                if factor < 0.0 {
-                    Some(must_be_positive(path, &go_float(factor)))
-                } else {
-                    let mult = if factor < 1.0 {
-                        1.0 / factor * data
-                    } else {
-                        data / factor
-                    };
-                    (!is_json_integer(mult)).then(|| not_multiple(path, &go_float(factor), &value))
-                }
-            }
-        };
-        res.errs.extend(e);
-    }
-    if let Some(min) = node.minimum {
-        let excl = node.exclusive_minimum;
-        let (fails, shown) = match n {
-            Num::Int(i) => {
-                let m = min as i64;
-                ((!excl && i < m) || (excl && i <= m), m.to_string())
-            }
-            Num::Float(f) => ((!excl && f < min) || (excl && f <= min), go_float(min)),
-        };
-        if fails {
-            let op = if excl {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
-            res.errs.push(verr(
-                Code::Other,
-                path,
-                value.clone(),
-                format!("{path} in {IN} should be {op} {shown}"),
-            ));
-        }
-    }
-    if let Some(max) = node.maximum {
-        let excl = node.exclusive_maximum;
-        let (fails, shown) = match n {
-            Num::Int(i) => {
-                let m = max as i64;
-                ((!excl && i > m) || (excl && i >= m), m.to_string())
-            }
-            Num::Float(f) => ((!excl && f > max) || (excl && f >= max), go_float(max)),
-        };
-        if fails {
-            let op = if excl {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
-            res.errs.push(verr(
-                Code::Other,
-                path,
-                value.clone(),
-                format!("{path} in {IN} should be {op} {shown}"),
-            ));
-        }
-    }
-    res.count += 1;
-    res
-}
-
-fn must_be_positive(path: &str, factor: &str) -> OErr {
-    verr(
-        Code::Other,
-        path,
-        factor.to_string(),
-        format!("factor MultipleOf declared for {path} must be positive: {factor}"),
-    )
-}
-
-fn not_multiple(path: &str, factor: &str, value: &str) -> OErr {
-    verr(
-        Code::Other,
-        path,
-        value.to_string(),
-        format!("{path} in {IN} should be a multiple of {factor}"),
-    )
-}
-
 /// `schemaSliceValidator.Validate`.
-fn slice_check(node: &Node, items: &[Value], path: &str, depth: usize, ctx: &mut Ctx) -> Res {
+fn slice_check(
+    node: &Node,
+    items: &[Value],
+    old: Option<&Value>,
+    path: &str,
+    depth: usize,
+    ctx: &mut Ctx,
+) -> Res {
     let mut result = Res::default();
     if let Some(item) = &node.items {
+        let old_items = correlate_items(node, old);
         for (i, v) in items.iter().enumerate() {
-            let r = schema(item, v, &format!("{path}[{i}]"), depth + 1, ctx);
+            let old_item = old_items
+                .as_ref()
+                .and_then(|m| m.get(&map_key(node, v)).copied());
+            let r = schema(item, v, old_item, &format!("{path}[{i}]"), depth + 1, ctx);
             result.merge(r);
         }
     }
@@ -614,172 +534,33 @@ fn slice_check(node: &Node, items: &[Value], path: &str, depth: usize, ctx: &mut
     result
 }
 
-/// `reflect.DeepEqual` duplicates, found by hashing a canonical rendering (object keys sorted),
-/// so a long list costs linear, not quadratic, time.
-fn has_duplicates(items: &[Value]) -> bool {
-    let mut seen = std::collections::HashSet::with_capacity(items.len());
-    items.iter().any(|v| !seen.insert(canonical(v)))
+/// The old items of a map list by their key values (`None`: items do not correlate).
+fn correlate_items<'a>(
+    node: &Node,
+    old: Option<&'a Value>,
+) -> Option<std::collections::HashMap<String, &'a Value>> {
+    if node.list_type.as_deref() != Some("map") {
+        return None;
+    }
+    let old = old?.as_array()?;
+    Some(old.iter().map(|o| (map_key(node, o), o)).collect())
 }
 
-/// A rendering equal for values `reflect.DeepEqual` finds equal: object keys sorted, `1` and
-/// `1.0` distinct (int64 and float64 differ in Go).
-pub(crate) fn canonical(v: &Value) -> String {
-    fn go(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                out.push('{');
-                for k in keys {
-                    out.push_str(&quote(k));
-                    out.push(':');
-                    if let Some(x) = m.get(k) {
-                        go(x, out);
-                    }
-                    out.push(',');
-                }
-                out.push('}');
-            }
-            Value::Array(a) => {
-                out.push('[');
-                for x in a {
-                    go(x, out);
-                    out.push(',');
-                }
-                out.push(']');
-            }
-            Value::Number(n) => match Num::of(n) {
-                Num::Int(i) => out.push_str(&format!("i{i}")),
-                Num::Float(f) => out.push_str(&format!("f{}", f.to_bits())),
-            },
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut s = String::new();
-    go(v, &mut s);
-    s
-}
-
-/// `basicCommonValidator.Validate`: `enum`.
-fn enum_check(node: &Node, data: &Value, path: &str) -> Res {
-    let Some(values) = &node.enum_ else {
-        return Res::default();
-    };
-    if values.is_empty() || values.iter().any(|e| enum_matches(data, e)) {
-        return Res::default();
-    }
-    let shown: Vec<String> = values.iter().map(enum_value_text).collect();
-    let listed: Vec<String> = values.iter().map(go_v).collect();
-    Res::err(verr(
-        Code::Enum(shown),
-        path,
-        bad_value(data),
-        format!("{path} in {IN} should be one of [{}]", listed.join(" ")),
-    ))
-}
-
-/// How `kubeOpenAPIResultToFieldErrors` lists an allowed value: strings as they are, anything
-/// else as JSON.
-fn enum_value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => go_json(other),
-    }
-}
-
-/// Go `json.Marshal` of a value decoded into `interface{}` (numbers are float64).
-fn go_json(v: &Value) -> String {
-    match v {
-        Value::Number(n) => {
-            let f = n.as_f64().unwrap_or(0.0);
-            if f.fract() == 0.0 && f.abs() < 1e21 {
-                format!("{}", f as i128)
-            } else {
-                n.to_string()
-            }
-        }
-        Value::Array(a) => format!("[{}]", a.iter().map(go_json).collect::<Vec<_>>().join(",")),
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .iter()
-                .map(|k| {
-                    format!(
-                        "{}:{}",
-                        Value::String((*k).clone()),
-                        m.get(*k).map(go_json).unwrap_or_default()
-                    )
-                })
-                .collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        other => other.to_string(),
-    }
-}
-
-/// Go `%v` of an enum value in kube-openapi's message.
-fn go_v(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => go_float(n.as_f64().unwrap_or(0.0)),
-        Value::Null => "<nil>".to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// Whether decoded `data` equals the enum value (decoded as float64 numbers): `DeepEqual`, or
-/// equal after Go's conversion of `data` to the enum value's type (an integer converts to a
-/// float, and to a string as the rune with that code point).
-fn enum_matches(data: &Value, e: &Value) -> bool {
-    match (data, e) {
-        (Value::Null, _) => false,
-        (Value::Number(d), Value::Number(ev)) => {
-            Num::of(d).as_f64() == ev.as_f64().unwrap_or(f64::NAN)
-        }
-        (Value::Number(d), Value::String(s)) => match Num::of(d) {
-            Num::Int(i) => {
-                let c = u32::try_from(i)
-                    .ok()
-                    .and_then(char::from_u32)
-                    .unwrap_or('\u{FFFD}');
-                c.to_string() == *s
-            }
-            Num::Float(_) => false,
-        },
-        (Value::String(a), Value::String(b)) => a == b,
-        (Value::Bool(a), Value::Bool(b)) => a == b,
-        (Value::Array(_), Value::Array(_)) | (Value::Object(_), Value::Object(_)) => {
-            deep_equal_decoded(data, e)
-        }
-        _ => false,
-    }
-}
-
-/// `reflect.DeepEqual` of request data (int64 or float64 numbers) and a decoded enum value
-/// (float64 numbers): nested integers never equal.
-fn deep_equal_decoded(d: &Value, e: &Value) -> bool {
-    match (d, e) {
-        (Value::Number(a), Value::Number(b)) => match Num::of(a) {
-            Num::Int(_) => false,
-            Num::Float(f) => Some(f) == b.as_f64(),
-        },
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| deep_equal_decoded(x, y))
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .all(|(k, x)| b.get(k).is_some_and(|y| deep_equal_decoded(x, y)))
-        }
-        (a, b) => a == b,
-    }
+/// The key values of a map-list item, canonically rendered.
+fn map_key(node: &Node, item: &Value) -> String {
+    let keys: Vec<Value> = node
+        .list_map_keys
+        .iter()
+        .map(|k| item.get(k).cloned().unwrap_or(Value::Null))
+        .collect();
+    canonical(&Value::Array(keys))
 }
 
 /// `objectValidator.Validate`.
 fn object_check(
     node: &Node,
     map: &Map<String, Value>,
+    old: Option<&Value>,
     path: &str,
     depth: usize,
     ctx: &mut Ctx,
@@ -822,7 +603,8 @@ fn object_check(
         Some(Additional::Schema(s)) => {
             for (k, v) in map {
                 if !node.properties.contains_key(k) {
-                    let r = schema(s, v, &format!("{path}.{k}"), depth + 1, ctx);
+                    let o = old.and_then(|o| o.get(k));
+                    let r = schema(s, v, o, &format!("{path}.{k}"), depth + 1, ctx);
                     res.merge(r);
                 }
             }
@@ -836,7 +618,8 @@ fn object_check(
             } else {
                 format!("{path}.{name}")
             };
-            let r = schema(prop, v, &r_name, depth + 1, ctx);
+            let o = old.and_then(|o| o.get(name));
+            let r = schema(prop, v, o, &r_name, depth + 1, ctx);
             res.merge(r);
         }
     }
@@ -852,4 +635,73 @@ fn object_check(
         }
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+    fn never() -> JSONSchemaProps {
+        JSONSchemaProps {
+            pattern: Some("^never$".into()),
+            ..Default::default()
+        }
+    }
+
+    /// `anyOf` nested `d` deep (two branches, one of them the next level): linear in size.
+    fn nested_any_of(d: usize) -> JSONSchemaProps {
+        let mut s = never();
+        for _ in 0..d {
+            s = JSONSchemaProps {
+                any_of: Some(vec![never(), s]),
+                ..Default::default()
+            };
+        }
+        s
+    }
+
+    #[test]
+    fn work_is_bounded_by_the_budget() {
+        // Schemas are trees, so work is at most schema size times value size; the budget bounds
+        // that product: 200 failing branches over a list of 1000 items.
+        let wide = JSONSchemaProps {
+            any_of: Some(
+                (0..200)
+                    .map(|_| JSONSchemaProps {
+                        items: Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(Box::new(never()))),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let node = Node::build(&wide);
+        let data = Value::Array(vec![Value::String("x".into()); 1000]);
+        let errs = validate_with(&node, &data, None, "spec.x", 10_000);
+        let last = errs.last().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            last,
+            "spec.x: Internal error: validation exceeded its work budget"
+        );
+    }
+
+    #[test]
+    fn small_junctor_trees_report_the_best_branch() {
+        let node = Node::build(&nested_any_of(3));
+        let errs: Vec<String> = validate(&node, &Value::String("x".into()), "")
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errs.contains(
+            &"<nil>: Invalid value: \"\": \"\" must validate at least one schema (anyOf)"
+                .to_string()
+        ));
+        assert!(
+            errs.contains(
+                &"<nil>: Invalid value: \"x\":  in body should match '^never$'".to_string()
+            ),
+            "{errs:?}"
+        );
+    }
 }
