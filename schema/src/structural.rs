@@ -228,6 +228,12 @@ fn metadata_invariants(
         example: None,
         id: None,
         schema: None,
+        external_docs: None,
+        ref_path: None,
+        definitions: None,
+        dependencies: None,
+        pattern_properties: None,
+        additional_items: None,
         x_kubernetes_preserve_unknown_fields: s.x_kubernetes_preserve_unknown_fields.filter(|b| *b),
         x_kubernetes_embedded_resource: s.x_kubernetes_embedded_resource.filter(|b| *b),
         x_kubernetes_int_or_string: s.x_kubernetes_int_or_string.filter(|b| *b),
@@ -356,9 +362,6 @@ fn nested(
     }
     if yes(v.nullable) {
         forbid(errs, "nullable", "must be false to be structural");
-    }
-    if v.external_docs.is_some() {
-        forbid(errs, "externalDocs", "must be undefined to be structural");
     }
     if yes(v.x_kubernetes_preserve_unknown_fields) {
         forbid(
