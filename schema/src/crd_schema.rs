@@ -597,5 +597,13 @@ fn validation_rules(s: &JSONSchemaProps, path: &str, errs: &mut Vec<FieldError>)
                 "fieldPath must not contain line breaks",
             ));
         }
+        // `pathValid`, resolved from the schema the rule sits on.
+        if !fp.is_empty() && crate::fieldpath::valid_field_path(fp, s).is_err() {
+            errs.push(FieldError::invalid(
+                child(&rpath, "fieldPath"),
+                fp,
+                "fieldPath must be a valid path",
+            ));
+        }
     }
 }

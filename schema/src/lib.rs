@@ -31,6 +31,7 @@
 
 mod crd_schema;
 mod defaulting;
+mod fieldpath;
 mod formats;
 mod gofmt;
 mod listtype;
@@ -41,6 +42,7 @@ mod structural;
 mod validator;
 
 use api::validation::FieldError;
+pub use fieldpath::valid_field_path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };

@@ -241,6 +241,17 @@ fn validation_rule_static_checks() {
 }
 
 #[test]
+fn validation_rule_field_paths_must_resolve() {
+    has(
+        obj(json!({"a": {"type": "object", "properties": {"b": {"type": "string"}},
+                         "x-kubernetes-validations": [{"rule": "true", "fieldPath": ".c"}]}})),
+        &format!("{P}.properties[a].x-kubernetes-validations[0].fieldPath: Invalid value: \".c\": fieldPath must be a valid path"),
+    );
+    assert!(errs(obj(json!({"a": {"type": "object", "properties": {"b": {"type": "string"}},
+                                  "x-kubernetes-validations": [{"rule": "true", "fieldPath": ".b"}]}}))).is_empty());
+}
+
+#[test]
 fn hostile_depth_is_refused_without_overflow() {
     let mut props = JSONSchemaProps {
         type_: Some("string".into()),

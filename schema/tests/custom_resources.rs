@@ -461,3 +461,37 @@ fn updates_ratchet_unchanged_invalid_values() {
     );
     assert_eq!(st.validate(&new).len(), 3);
 }
+
+#[test]
+fn deep_schemas_and_values_stop_at_max_depth() {
+    let mut props = JSONSchemaProps {
+        type_: Some("string".into()),
+        ..Default::default()
+    };
+    let mut v = json!("x");
+    for _ in 0..(schema::MAX_DEPTH + 20) {
+        props = JSONSchemaProps {
+            type_: Some("object".into()),
+            properties: Some([("a".to_string(), props)].into_iter().collect()),
+            x_kubernetes_embedded_resource: Some(true),
+            default: Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(json!({})),
+            ),
+            ..Default::default()
+        };
+        v = json!({"a": v, "b": [1]});
+    }
+    let st = Structural::new(&props);
+    let errs: Vec<String> = st.validate(&v).iter().map(|e| e.to_string()).collect();
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("must not be nested more than 128 levels deep")),
+        "{:?}",
+        errs.len()
+    );
+    let mut w = v.clone();
+    st.prune(&mut w);
+    st.apply_defaults(&mut w);
+    let _ = st.coerce_metadata(&mut w, false);
+    assert!(!schema::validate_crd_schema(&props, "s").is_empty());
+}
