@@ -2,25 +2,34 @@
 //! `apiextensions-apiserver/pkg/apiserver/schema` and the CRD schema rules of
 //! `pkg/apis/apiextensions/validation`), Kubernetes 1.33.
 //!
-//! - [`validate_crd_schema`]: what kube-apiserver refuses in a CRD version's `openAPIV3Schema`.
+//! - [`validate_crd_schema`]: what kube-apiserver refuses in a CRD version's `openAPIV3Schema`;
+//!   [`validate_status_root`] for versions with the status subresource.
+//! - [`valid_field_path`]: an `x-kubernetes-validations` `fieldPath` resolved against a schema
+//!   (the error path of a failing rule).
 //! - [`Structural`]: a schema that passed it, compiled once, for the CR serving path:
 //!   [`Structural::validate`] (kube-openapi's validator, embedded-resource metadata, list-type
-//!   uniqueness), [`Structural::prune`], [`Structural::coerce_metadata`],
+//!   uniqueness), [`Structural::validate_update`] (the same, ratcheted),
+//!   [`Structural::prune`], [`Structural::coerce_metadata`],
 //!   [`Structural::apply_defaults`], and the lookups server-side apply, printer columns and the
 //!   scale subresource need ([`Structural::list_type`], [`Structural::map_is_atomic`],
 //!   [`Structural::schema_at`]).
 //!
 //! # Order on the request path (upstream's codec, then strategy)
 //! Decoding a create/update body, kube-apiserver does, in this order:
-//! 1. [`Structural::coerce_metadata`] with `drop_invalid = false` (request bodies; `true` when
-//!    reading stored objects): root and embedded `metadata` re-encoded as `ObjectMeta`; its
-//!    unknown-field paths are the first part of the unknown-field list.
-//! 2. [`Structural::prune`]: unknown fields removed (their paths follow), then non-nullable
-//!    `null`s without a default dropped. With `fieldValidation=Strict` each path becomes
+//! 1. [`Structural::coerce_root_metadata`] with `drop_invalid = false` (request bodies; `true`
+//!    when reading stored objects): the root `metadata` re-encoded as `ObjectMeta`; its
+//!    unknown-field paths come first in the unknown-field list.
+//! 2. [`Structural::prune`]: unknown fields removed (their paths, sorted, follow), then
+//!    non-nullable `null`s without a default dropped.
+//! 3. [`Structural::coerce_embedded_metadata`]: embedded resources' metadata (its unknown-field
+//!    paths come last). With `fieldValidation=Strict` each unknown path becomes
 //!    `unknown field "spec.foo"`; with `Warn` a warning.
-//! 3. [`Structural::apply_defaults`] (also when reading stored objects).
-//! 4. [`Structural::validate`] (with the apiserver's object-meta validation of the root
-//!    `metadata`, and CEL rules, beside it).
+//! 4. [`Structural::apply_defaults`] (also when reading stored objects).
+//! 5. [`Structural::validate`] on create, [`Structural::validate_update`] on update (with the
+//!    apiserver's object-meta validation of the root `metadata`, and CEL rules, beside it).
+//!
+//! [`Structural::coerce_metadata`] is steps 1 and 3 in one call (reading stored objects, where
+//! the unknown paths are not reported).
 //!
 //! # Bounds
 //! Every walk stops at [`MAX_DEPTH`] levels of nesting (`serde_json` refuses deeper JSON
@@ -203,17 +212,53 @@ impl Structural {
     }
 
     /// Upstream's ObjectMeta coercion of the root `metadata` and of every embedded resource's
-    /// `apiVersion`, `kind` and `metadata`: metadata re-encoded as `ObjectMeta` (unknown fields
-    /// dropped, empty fields omitted, timestamps normalized). Returns the dropped unknown
-    /// fields' paths (`metadata.foo`, `spec.template.metadata.foo`). An ill-typed field is an
-    /// error (`metadata: Invalid value: …`), or, with `drop_invalid` (reading stored objects),
-    /// dropped.
+    /// `apiVersion`, `kind` and `metadata` ([`Structural::coerce_root_metadata`] then
+    /// [`Structural::coerce_embedded_metadata`]); returns the dropped unknown fields' paths.
     pub fn coerce_metadata(
         &self,
         obj: &mut Value,
         drop_invalid: bool,
     ) -> Result<Vec<String>, FieldError> {
-        objectmeta::coerce(obj, &self.root, true, drop_invalid)
+        let mut unknown = self.coerce_root_metadata(obj, drop_invalid)?;
+        unknown.extend(self.coerce_embedded_metadata(obj, drop_invalid)?);
+        Ok(unknown)
+    }
+
+    /// `GetObjectMeta` + `SetObjectMeta` of the root: `metadata` re-encoded as `ObjectMeta`
+    /// (unknown fields dropped, empty fields omitted, timestamps normalized to UTC seconds).
+    /// Returns the unknown fields' paths (`metadata.foo`), which upstream lists before the pruned
+    /// ones. An ill-typed field is an error (`metadata: Invalid value: …`; upstream's decoder
+    /// fails the request), or, with `drop_invalid` (reading stored objects), dropped.
+    pub fn coerce_root_metadata(
+        &self,
+        obj: &mut Value,
+        drop_invalid: bool,
+    ) -> Result<Vec<String>, FieldError> {
+        let mut unknown = Vec::new();
+        let Some(map) = obj.as_object_mut() else {
+            return Ok(unknown);
+        };
+        if let Some(meta) = map.get("metadata") {
+            match objectmeta::coerce_meta(meta, "metadata", drop_invalid, &mut unknown) {
+                Ok(m) => {
+                    map.insert("metadata".to_string(), m);
+                }
+                Err(e) => return Err(FieldError::invalid_value("metadata", meta, e)),
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// `objectmeta.Coerce` of the embedded resources (after pruning, upstream): their
+    /// `apiVersion`/`kind` must be strings and their `metadata` is coerced as the root's.
+    /// Returns the unknown metadata fields' paths (`spec.template.metadata.foo`), which upstream
+    /// lists after the pruned ones.
+    pub fn coerce_embedded_metadata(
+        &self,
+        obj: &mut Value,
+        drop_invalid: bool,
+    ) -> Result<Vec<String>, FieldError> {
+        objectmeta::coerce(obj, &self.root, false, drop_invalid)
     }
 
     /// The schema of the field at `path` (field names from the root; list positions omitted:
