@@ -11,25 +11,25 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 fn tokens(path: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
-    let bytes = path.as_bytes();
-    let mut i = 0;
     let mut in_quote = false;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c == b'\\' && in_quote {
-            i += 2;
+    let mut escaped = false;
+    for (i, c) in path.char_indices() {
+        if escaped {
+            escaped = false;
             continue;
         }
-        if c == b'\'' {
-            in_quote = !in_quote;
-        } else if !in_quote && matches!(c, b'.' | b'[' | b']') {
-            if start < i {
-                out.push(&path[start..i]);
+        match c {
+            '\\' if in_quote => escaped = true,
+            '\'' => in_quote = !in_quote,
+            '.' | '[' | ']' if !in_quote => {
+                if start < i {
+                    out.push(&path[start..i]);
+                }
+                out.push(&path[i..i + 1]);
+                start = i + 1;
             }
-            out.push(&path[i..i + 1]);
-            start = i + 1;
+            _ => {}
         }
-        i += 1;
     }
     if start < path.len() {
         out.push(&path[start..]);

@@ -284,7 +284,7 @@ fn is_credit_card(s: &str) -> bool {
 /// `time.Parse("2006-01-02", s)`.
 pub(crate) fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+    if !s.is_ascii() || b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return false;
     }
     let num = |r: std::ops::Range<usize>| -> Option<u32> {

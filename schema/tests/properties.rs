@@ -37,7 +37,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         (-1e6f64..1e6).prop_map(|f| json!(f)),
-        "[a-c0-9:. -]{0,6}".prop_map(Value::String),
+        "[a-c0-9:. \\-'\\[\\]\\\\éµ💥T]{0,8}".prop_map(Value::String),
     ];
     leaf.prop_recursive(5, 48, 5, |inner| {
         prop_oneof![
@@ -226,6 +226,25 @@ fn defaulting_is_idempotent() {
             let once = obj.clone();
             st.apply_defaults(&mut obj);
             prop_assert_eq!(obj, once);
+            Ok(())
+        })
+        .expect("property");
+}
+
+#[test]
+fn field_paths_never_panic() {
+    let s = JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some(
+            [("a".to_string(), JSONSchemaProps::default())]
+                .into_iter()
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    runner()
+        .run(&"[a.\\[\\]'\\\\éµ💥 ]{0,12}", |p| {
+            let _ = schema::valid_field_path(&p, &s);
             Ok(())
         })
         .expect("property");
