@@ -117,7 +117,9 @@ const ALLOWED_AT_ROOT_WITH_STATUS: [&str; 22] = [
 
 /// Upstream's restriction of the root of `openAPIV3Schema` (at `path`) when the version has the
 /// status subresource: type `object`, and only fields whose meaning survives splitting off
-/// `properties[status]`. (Upstream shows the whole schema as the bad value; here it is `""`.)
+/// `properties[status]`. `path` is the `openAPIV3Schema` path, as for [`validate_crd_schema`];
+/// upstream reports these errors before that function's. (Upstream shows the whole schema as
+/// the bad value of the second error; here it is `""`.)
 pub fn validate_status_root(props: &JSONSchemaProps, path: &str) -> Vec<FieldError> {
     let Ok(Value::Object(fields)) = serde_json::to_value(props) else {
         return Vec::new();
