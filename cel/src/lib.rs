@@ -3,32 +3,85 @@
 //! on a maintained CEL implementation (the `cel` crate) with Kubernetes' libraries added, their
 //! estimated and run-time cost limits.
 //!
-//! WORK IN PROGRESS (issue 15): the interface the apiserver calls; the bodies land with the CEL
-//! branch.
+//! - [`schema`]: the CEL types of schema nodes; [`convert`]: JSON to CEL values by schema.
+//! - [`compile`]: parsing, the field-reference check, run-time cost instrumentation;
+//!   [`cost`]: static cost estimation and the limits.
+//! - [`rules`]: the compiled rule tree and the CRD-time errors; [`validate`]: evaluation.
+//! - [`env`]: the shared environment and the cost meter; [`library`]: Kubernetes' libraries.
+//!
+//! Compilation happens once per schema ([`Validator::compile`]); validation converts the object
+//! once and evaluates the pre-parsed programs.
+
+pub mod compile;
+pub mod convert;
+pub mod cost;
+pub mod env;
+pub mod errors;
+pub mod library;
+pub mod rules;
+pub mod schema;
+pub mod validate;
 
 use api::validation::FieldError;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Every `x-kubernetes-validations` rule of one schema, compiled.
 #[derive(Debug, Clone, Default)]
-pub struct Validator {}
+pub struct Validator {
+    tree: Option<Arc<rules::Tree>>,
+    rule_count: usize,
+}
+
+fn count(t: &rules::Tree) -> usize {
+    t.rules.len()
+        + t.properties.iter().map(|(_, _, s)| count(s)).sum::<usize>()
+        + t.items.as_deref().map_or(0, count)
+        + t.additional.as_deref().map_or(0, count)
+        + t.all_of.iter().map(count).sum::<usize>()
+}
 
 impl Validator {
-    /// Compiles the rules of `props` and everything under it. Errors (compilation, estimated cost
-    /// over budget) carry the CRD field paths under `path`, as upstream reports them.
-    pub fn compile(_props: &JSONSchemaProps, _path: &str) -> Result<Validator, Vec<FieldError>> {
-        Ok(Validator {})
+    /// Compiles the rules of `props` (the schema of a whole resource) and everything under it.
+    /// Errors (compilation, estimated cost over budget) carry the CRD field paths under `path`
+    /// (e.g. `spec.versions[0].schema.openAPIV3Schema`), as upstream reports them.
+    pub fn compile(props: &JSONSchemaProps, path: &str) -> Result<Validator, Vec<FieldError>> {
+        let node = schema::node(props, true);
+        let mut compiler = rules::Compiler::new();
+        let tree = compiler.tree(props, props, node, &rules::root_at(path));
+        compiler.finish(path);
+        if !compiler.errors.is_empty() {
+            return Err(compiler.errors);
+        }
+        let rule_count = tree.as_ref().map_or(0, count);
+        Ok(Validator {
+            tree: tree.map(Arc::new),
+            rule_count,
+        })
     }
 
     /// Whether the schema has no rules.
     pub fn is_empty(&self) -> bool {
-        true
+        self.rule_count == 0
     }
 
-    /// Evaluates the rules against `obj` (and `old` on update, for transition rules), within the
-    /// per-request cost budget.
-    pub fn validate(&self, _obj: &Value, _old: Option<&Value>) -> Vec<FieldError> {
-        Vec::new()
+    /// How many rules were compiled.
+    pub fn len(&self) -> usize {
+        self.rule_count
+    }
+
+    /// Evaluates the rules against `obj` (and `old` on update, for transition rules and
+    /// ratcheting), within the per-request cost budget.
+    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let Some(tree) = &self.tree else {
+            return Vec::new();
+        };
+        let val = convert::to_val(obj, &tree.node);
+        let old_val = old.map(|o| (o, convert::to_val(o, &tree.node)));
+        let old_ref = old_val.as_ref().map(|(json, v)| validate::Old::new(json, v.as_ref()));
+        let mut run = validate::Run::new();
+        tree.validate(&mut run, "", obj, val.as_ref(), old_ref.as_ref(), false);
+        run.errors
     }
 }
