@@ -123,6 +123,9 @@ fn result_may_be(expr: &Expression, ty: Option<&Node>, want: Want) -> bool {
             if arithmetic.contains(&call.func_name.as_str()) {
                 return false;
             }
+            if call.func_name == operators::ADD && want == Want::Bool {
+                return false;
+            }
             let boolean = [
                 operators::EQUALS,
                 operators::NOT_EQUALS,

@@ -170,6 +170,11 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                     out.cost = base.saturating_add(1);
                     out
                 }
+                operators::ADD if args.iter().any(|a| matches!(a.node.as_ref().map(|n| &n.kind), Some(Kind::List(_)))) => Est {
+                    cost: base.saturating_add(1),
+                    size: arg_size(0).saturating_add(arg_size(1)),
+                    node: args.first().and_then(|a| a.node.clone()),
+                },
                 operators::ADD => Est {
                     cost: base.saturating_add(traversal(arg_size(0).saturating_add(arg_size(1))).max(1)),
                     size: arg_size(0).saturating_add(arg_size(1)),
@@ -192,7 +197,11 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                         node: None,
                     }
                 }
-                "contains" | "startsWith" | "endsWith" | "charAt" | "lowerAscii" | "upperAscii"
+                "contains" => Est {
+                    cost: base.saturating_add(traversal(recv_size).max(1).saturating_mul(traversal(arg_size(1)).max(1))),
+                    ..Est::default()
+                },
+                "startsWith" | "endsWith" | "charAt" | "lowerAscii" | "upperAscii"
                 | "replace" | "split" | "substring" | "trim" | "url" | "isURL" | "ip" | "isIP"
                 | "cidr" | "isCIDR" | "quantity" | "isQuantity" | "ip.isCanonical" | "validate"
                 | "reverse" | "format" | "strings.quote" => Est {
