@@ -375,6 +375,15 @@ fn wrap(e: &mut IdedExpr, cost: u64) {
     };
 }
 
+/// The identifier a chain of selects starts from (`a` of `a.b.c`).
+fn chain_root(e: &IdedExpr) -> Option<&str> {
+    match &e.expr {
+        Expr::Ident(n) => Some(n),
+        Expr::Select(s) if !s.test => chain_root(&s.operand),
+        _ => None,
+    }
+}
+
 fn is_ident(e: &IdedExpr, name: &str) -> bool {
     matches!(&e.expr, Expr::Ident(n) if n == name)
 }
@@ -409,7 +418,24 @@ pub fn instrument(e: &mut IdedExpr) {
             }
             c.args.iter_mut().for_each(instrument);
         }
-        Expr::Select(s) => instrument(&mut s.operand),
+        Expr::Select(s) => {
+            instrument(&mut s.operand);
+            // `x.f` on a variable is `x['f']`: the same lookup, without the interpreter first
+            // trying `x.f` as a qualified variable name (a string join and a scope walk).
+            let root = chain_root(&s.operand).is_none_or(|r| !KNOWN_IDENTS.contains(&r));
+            if !s.test && root {
+                let id = e.id;
+                let Expr::Select(sel) = std::mem::take(&mut e.expr) else { return };
+                e.expr = Expr::Call(CallExpr {
+                    func_name: operators::INDEX.to_owned(),
+                    target: None,
+                    args: vec![
+                        *sel.operand,
+                        IdedExpr { id, expr: Expr::Literal(LiteralValue::String(sel.field.into())) },
+                    ],
+                });
+            }
+        }
         Expr::List(l) => l.elements.iter_mut().for_each(instrument),
         Expr::Map(m) => {
             for entry in &mut m.entries {

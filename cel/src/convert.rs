@@ -49,12 +49,20 @@ pub fn to_val<'a>(v: &'a Value, node: &Node) -> Box<dyn Val + 'a> {
                 .collect();
             Box::new(CelMap::from(map))
         }
-        (Kind::Object { fields, .. }, Value::Object(m)) => {
+        (Kind::Object { fields, open }, Value::Object(m)) => {
             let mut map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> =
                 HashMap::with_capacity(fields.len().min(m.len()));
             for (name, field) in fields {
                 if let Some(v) = m.get(&field.json) {
                     map.insert(CelMapKey::from(name.clone()), to_val(v, &field.node));
+                }
+            }
+            if *open {
+                // Undeclared fields of a preserve-unknown-fields object are `dyn`.
+                for (k, v) in m {
+                    if !fields.values().any(|f| f.json == *k) {
+                        map.insert(CelMapKey::from(k.as_str()), untyped(v));
+                    }
                 }
             }
             Box::new(CelMap::from(map))

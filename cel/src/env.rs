@@ -31,8 +31,43 @@ fn build() -> Env {
     // error caught by every test, not a request-time condition.
     let _ = env.add_extension(cel::extensions::strings);
     let _ = env.add_overload(COST_FN, "@k8s.cost", vec![INT_TYPE, DYN_TYPE], cost);
+    let _ = env.add_macro(cel::parser::Macro::receiver("bind", 3, bind_macro));
     library::register(&mut env);
     env
+}
+
+/// cel-go's `ext.Bindings()`: `cel.bind(name, init, expr)` is `expr` with `name` bound to `init`,
+/// expanded as cel-go does into a comprehension over an empty list.
+fn bind_macro(
+    helper: &mut cel::parser::MacroExprHelper<'_>,
+    target: &mut Option<cel::IdedExpr>,
+    args: &mut Vec<cel::IdedExpr>,
+) -> Result<Option<cel::IdedExpr>, cel::ParseError> {
+    use cel::common::ast::{ComprehensionExpr, Expr, ListExpr, LiteralValue};
+    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(n)) if n == "cel") {
+        return Ok(None);
+    }
+    let name = match args.first().map(|a| &a.expr) {
+        Some(Expr::Ident(n)) => n.clone(),
+        _ => {
+            let id = args.first().map_or(0, |a| a.id);
+            return Err(helper.new_error(id, "cel.bind() variable names must be simple identifiers"));
+        }
+    };
+    let body = args.pop().unwrap_or_default();
+    let init = args.pop().unwrap_or_default();
+    target.take();
+    let bind = ComprehensionExpr {
+        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: name.clone(),
+        accu_init: init,
+        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into()))),
+        loop_step: helper.next_expr(Expr::Ident(name)),
+        result: body,
+    };
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bind)))))
 }
 
 pub type CelResult<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;

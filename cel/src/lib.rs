@@ -81,7 +81,7 @@ impl Validator {
         let old_val = old.map(|o| (o, convert::to_val(o, &tree.node)));
         let old_ref = old_val.as_ref().map(|(json, v)| validate::Old::new(json, v.as_ref()));
         let mut run = validate::Run::new();
-        tree.validate(&mut run, "", obj, val.as_ref(), old_ref.as_ref(), false);
+        tree.validate(&mut run, &validate::Path::Root, obj, val.as_ref(), old_ref.as_ref(), false);
         run.errors
     }
 }

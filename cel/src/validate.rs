@@ -94,6 +94,27 @@ impl<'a> Old<'a> {
     }
 }
 
+/// A field path, rendered only when an error needs it.
+#[derive(Clone, Copy)]
+pub enum Path<'p> {
+    Root,
+    Field(&'p Path<'p>, &'p str),
+    Key(&'p Path<'p>, &'p str),
+    Index(&'p Path<'p>, usize),
+}
+
+impl Path<'_> {
+    /// `field.Path.String()`; the root is the empty string.
+    pub fn render(&self) -> String {
+        match self {
+            Path::Root => String::new(),
+            Path::Field(p, name) => child_path(&p.render(), name),
+            Path::Key(p, k) => format!("{}[{k}]", p.render()),
+            Path::Index(p, i) => format!("{}[{i}]", p.render()),
+        }
+    }
+}
+
 fn child_path(path: &str, name: &str) -> String {
     if path.is_empty() {
         name.to_owned()
@@ -130,7 +151,7 @@ impl Tree {
     pub fn validate<'a>(
         &self,
         run: &mut Run,
-        path: &str,
+        path: &Path<'_>,
         obj: &'a Value,
         val: &'a (dyn Val + 'a),
         old: Option<&Old<'a>>,
@@ -164,7 +185,7 @@ impl Tree {
                             let ov = map_child(o.val.get(), k).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &additional.node)));
                             Some(Old { json, val: ov })
                         });
-                        additional.validate(run, &format!("{path}[{k}]"), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                        additional.validate(run, &Path::Key(path, k), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
                         if run.budget < 0 {
                             return;
                         }
@@ -179,7 +200,7 @@ impl Tree {
                         let ov = lookup_in(o.val.get(), escaped.as_deref()).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &sub.node)));
                         Some(Old { json, val: ov })
                     });
-                    sub.validate(run, &child_path(path, name), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                    sub.validate(run, &Path::Field(path, name), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
                     if run.budget < 0 {
                         return;
                     }
@@ -198,7 +219,7 @@ impl Tree {
                         let ov = list_child(o.val.get(), j).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &item_tree.node)));
                         Some(Old { json, val: ov })
                     });
-                    item_tree.validate(run, &format!("{path}[{i}]"), item, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                    item_tree.validate(run, &Path::Index(path, i), item, cv_ref(&cv), old_child.as_ref(), child_ratchet);
                     if run.budget < 0 {
                         return;
                     }
@@ -208,7 +229,7 @@ impl Tree {
         }
     }
 
-    fn expressions<'a>(&self, run: &mut Run, path: &str, val: &'a (dyn Val + 'a), old: Option<&'a (dyn Val + 'a)>, ratchet: bool) {
+    fn expressions<'a>(&self, run: &mut Run, path: &Path<'_>, val: &'a (dyn Val + 'a), old: Option<&'a (dyn Val + 'a)>, ratchet: bool) {
         if self.rules.is_empty() {
             return;
         }
@@ -220,7 +241,7 @@ impl Tree {
             message,
         };
         if run.budget <= 0 {
-            run.errors.push(invalid(shown(path), "validation failed due to running out of cost budget, no further validation rules will be run".to_owned()));
+            run.errors.push(invalid(shown(&path.render()), "validation failed due to running out of cost budget, no further validation rules will be run".to_owned()));
             run.budget = -1;
             return;
         }
@@ -244,12 +265,12 @@ impl Tree {
             };
             let (result, usage) = evaluate(&rule.program, activation);
             if usage.exceeded {
-                run.errors.push(invalid(shown(path), format!("'{COST_EXCEEDED}': no further validation rules will be run due to call cost exceeds limit for rule: {}", rule.error_string())));
+                run.errors.push(invalid(shown(&path.render()), format!("'{COST_EXCEEDED}': no further validation rules will be run due to call cost exceeds limit for rule: {}", rule.error_string())));
                 run.budget = -1;
                 return;
             }
             if usage.cost as i64 > run.budget {
-                run.errors.push(invalid(shown(path), "validation failed due to running out of cost budget, no further validation rules will be run".to_owned()));
+                run.errors.push(invalid(shown(&path.render()), "validation failed due to running out of cost budget, no further validation rules will be run".to_owned()));
                 run.budget = -1;
                 return;
             }
@@ -262,13 +283,13 @@ impl Tree {
                     } else {
                         format!("{msg} evaluating rule: {}", rule.error_string())
                     };
-                    run.errors.push(invalid(shown(path), text));
+                    run.errors.push(invalid(shown(&path.render()), text));
                 }
                 Ok(true) => {}
                 Ok(false) => {
                     let at = match &rule.field_path {
-                        Some(fp) if !fp.is_empty() => child_path(path, fp),
-                        _ => path.to_owned(),
+                        Some(fp) if !fp.is_empty() => child_path(&path.render(), fp),
+                        _ => path.render(),
                     };
                     let detail = match self.message(run, rule, &vars, &at, type_name) {
                         Ok(Some(m)) => m,

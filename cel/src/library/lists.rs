@@ -150,5 +150,6 @@ mod tests {
         assert_eq!(eval("[1, 2, 3, 2].lastIndexOf(2)"), "3");
         assert_eq!(eval("[1, 2].indexOf(5)"), "-1");
         assert_eq!(eval("'abcb'.indexOf('b')"), "1");
+        assert_eq!(eval("cel.bind(x, [1, 2], x.sum() + x.size())"), "5");
     }
 }

@@ -91,3 +91,45 @@ macro_rules! library_type {
     };
 }
 pub(crate) use library_type;
+
+#[cfg(test)]
+mod tests {
+    use super::testing::eval;
+
+    /// cel-go's strings extension, which Kubernetes enables, comes from the `cel` crate.
+    #[test]
+    fn strings_extension() {
+        assert_eq!(eval("'hello'.charAt(1)"), "\"e\"");
+        assert_eq!(eval("'hello'.indexOf('l')"), "2");
+        assert_eq!(eval("'hello'.lastIndexOf('l')"), "3");
+        assert_eq!(eval("'HeLLo'.lowerAscii()"), "\"hello\"");
+        assert_eq!(eval("'HeLLo'.upperAscii()"), "\"HELLO\"");
+        assert_eq!(eval("'a-b-c'.replace('-', '+')"), "\"a+b+c\"");
+        assert_eq!(eval("'a-b-c'.replace('-', '+', 1)"), "\"a+b-c\"");
+        assert_eq!(eval("'a,b'.split(',') == ['a', 'b']"), "true");
+        assert_eq!(eval("'hello'.substring(1, 3)"), "\"el\"");
+        assert_eq!(eval("'  x '.trim()"), "\"x\"");
+        assert_eq!(eval("['a', 'b'].join('/')"), "\"a/b\"");
+        assert_eq!(eval("strings.quote('a\"b')"), "\"\\\"a\\\\\\\"b\\\"\"");
+    }
+
+    #[test]
+    fn standard_macros() {
+        assert_eq!(eval("[1, 2, 3].all(x, x > 0)"), "true");
+        assert_eq!(eval("[1, 2, 3].exists(x, x > 2)"), "true");
+        assert_eq!(eval("[1, 2, 3].exists_one(x, x > 1)"), "false");
+        assert_eq!(eval("[1, 2, 3].map(x, x * 2) == [2, 4, 6]"), "true");
+        assert_eq!(eval("[1, 2, 3].filter(x, x > 1) == [2, 3]"), "true");
+        assert_eq!(eval("has({'a': 1}.a)"), "true");
+    }
+
+    #[test]
+    fn the_meter_stops_long_loops() {
+        let (out, usage) = crate::env::Meter::run(0, 1000, || eval("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(c, a + b + c > 0)))"));
+        assert!(usage.exceeded);
+        assert!(out.contains("actual cost limit exceeded"), "{out}");
+        let (out, usage) = crate::env::Meter::run(0, 1_000_000, || eval("[1, 2].all(a, a > 0)"));
+        assert_eq!(out, "true");
+        assert!(!usage.exceeded && usage.cost > 0);
+    }
+}
