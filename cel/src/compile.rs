@@ -384,29 +384,12 @@ fn chain_root(e: &IdedExpr) -> Option<&str> {
     }
 }
 
-fn is_ident(e: &IdedExpr, name: &str) -> bool {
-    matches!(&e.expr, Expr::Ident(n) if n == name)
-}
 
-/// `accu + [x]`: the appended list.
-fn appended<'e>(e: &'e mut IdedExpr, accu: &str) -> Option<&'e mut IdedExpr> {
-    match &mut e.expr {
-        Expr::Call(c) if c.func_name == operators::ADD && c.target.is_none() && c.args.len() == 2 => {
-            if !is_ident(&c.args[0], accu) {
-                return None;
-            }
-            match &mut c.args[1].expr {
-                Expr::List(l) => l.elements.first_mut(),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-/// Rewrites `matches` to the cached-regex version and makes every comprehension iteration
-/// charge its cost. The wrapping keeps the shapes the crate's interpreter optimises
-/// (`map`/`filter` appending in place; `all`/`exists` folding `&&`/`||`).
+/// Rewrites `matches` to the cached-regex version, selects on variables to index lookups, and
+/// makes every comprehension charge its range's size times the cost of one iteration before it
+/// starts (so work is refused before it is done; a loop that stops early, as `exists` may, is
+/// charged as if it ran to the end). Only the range is wrapped, which keeps the loop shapes the
+/// crate's interpreter optimises (`map`/`filter` appending in place, `all`/`exists` folding).
 pub fn instrument(e: &mut IdedExpr) {
     match &mut e.expr {
         Expr::Call(c) => {
@@ -457,24 +440,7 @@ pub fn instrument(e: &mut IdedExpr) {
             for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
                 instrument(x);
             }
-            let accu = c.accu_var.clone();
-            let appends = is_ident(&c.result, &accu) && matches!(c.loop_cond.expr, Expr::Literal(_));
-            if appends {
-                // `g ? accu + [x] : accu` or `accu + [x]`.
-                if let Expr::Call(step) = &mut c.loop_step.expr {
-                    if step.func_name == operators::CONDITIONAL && step.args.len() == 3 && is_ident(&step.args[2], &accu) {
-                        if appended(&mut step.args[1], &accu).is_some() {
-                            wrap(&mut step.args[0], per_iteration);
-                            return;
-                        }
-                    }
-                }
-                if let Some(x) = appended(&mut c.loop_step, &accu) {
-                    wrap(x, per_iteration);
-                    return;
-                }
-            }
-            wrap(&mut c.loop_cond, per_iteration);
+            wrap(&mut c.iter_range, per_iteration);
         }
         _ => {}
     }

@@ -40,14 +40,14 @@ pub fn to_val<'a>(v: &'a Value, node: &Node) -> Box<dyn Val + 'a> {
         }
         (Kind::List(item), Value::Array(items)) => {
             let list: Vec<Box<dyn Val + 'a>> = items.iter().map(|i| to_val(i, item)).collect();
-            Box::new(CelList::from(list))
+            shared_list(list)
         }
         (Kind::Map(value), Value::Object(m)) => {
             let map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = m
                 .iter()
                 .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v, value)))
                 .collect();
-            Box::new(CelMap::from(map))
+            shared_map(map)
         }
         (Kind::Object { fields, open }, Value::Object(m)) => {
             let mut map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> =
@@ -65,7 +65,7 @@ pub fn to_val<'a>(v: &'a Value, node: &Node) -> Box<dyn Val + 'a> {
                     }
                 }
             }
-            Box::new(CelMap::from(map))
+            shared_map(map)
         }
         _ => untyped(v),
     }
@@ -83,14 +83,14 @@ pub fn untyped(v: &Value) -> Box<dyn Val + '_> {
         Value::String(s) => Box::new(CelString::from(s.as_str())),
         Value::Array(items) => {
             let list: Vec<Box<dyn Val + '_>> = items.iter().map(untyped).collect();
-            Box::new(CelList::from(list))
+            shared_list(list)
         }
         Value::Object(m) => {
             let map: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = m
                 .iter()
                 .map(|(k, v)| (CelMapKey::from(k.as_str()), untyped(v)))
                 .collect();
-            Box::new(CelMap::from(map))
+            shared_map(map)
         }
     }
 }
@@ -160,4 +160,91 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Some(chrono::Duration::milliseconds(1500)));
         assert_eq!(parse_duration("10x"), None);
     }
+}
+
+/// Maps and lists of converted objects, shared: cloning one (the interpreter clones every item a
+/// comprehension visits) is a reference count, not a deep copy. Everything else is the built-in
+/// `CelMap`/`CelList` inside, which `as_builtin` exposes, so every operation sees a built-in.
+macro_rules! shared {
+    ($name:ident, $inner:ident, $variant:ident, $ty:ident, [$($extra:ident),*]) => {
+        #[derive(Debug, Clone)]
+        pub struct $name<'v>(std::sync::Arc<$inner<'v>>);
+
+        impl<'v> Val for $name<'v> {
+            fn get_type(&self) -> &cel::common::types::Type {
+                self.0.get_type()
+            }
+            fn cel_type() -> &'static cel::common::types::Type {
+                &cel::common::types::$ty
+            }
+            fn as_container(&self) -> Option<&dyn cel::common::traits::Container> {
+                self.0.as_container()
+            }
+            fn as_indexer<'b, 'w>(&'b self) -> Option<&'b (dyn cel::common::traits::Indexer + 'w)>
+            where
+                Self: 'w,
+            {
+                self.0.as_indexer()
+            }
+            fn into_indexer<'w>(self: Box<Self>) -> Option<Box<dyn cel::common::traits::Indexer + 'w>>
+            where
+                Self: 'w,
+            {
+                Box::new(std::sync::Arc::unwrap_or_clone(self.0)).into_indexer()
+            }
+            fn as_iterable<'b, 'w>(&'b self) -> Option<&'b (dyn cel::common::traits::Iterable + 'w)>
+            where
+                Self: 'w,
+            {
+                self.0.as_iterable()
+            }
+            fn as_sizer(&self) -> Option<&dyn cel::common::traits::Sizer> {
+                self.0.as_sizer()
+            }
+            fn as_zeroer(&self) -> Option<&dyn cel::common::traits::Zeroer> {
+                self.0.as_zeroer()
+            }
+            $(shared!(@$extra);)*
+            fn equals(&self, other: &dyn Val) -> bool {
+                self.0.equals(other)
+            }
+            fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
+            where
+                Self: 'w,
+            {
+                Box::new(self.clone())
+            }
+            fn as_builtin<'b, 'w>(&'b self) -> cel::common::value::BuiltinRef<'b, 'w>
+            where
+                Self: 'w,
+            {
+                cel::common::value::BuiltinRef::$variant(&self.0)
+            }
+            fn into_builtin<'w>(self: Box<Self>) -> Option<cel::common::value::Builtin<'w>>
+            where
+                Self: 'w,
+            {
+                Some(cel::common::value::Builtin::$variant(std::sync::Arc::unwrap_or_clone(self.0)))
+            }
+        }
+    };
+    (@adder) => {
+        fn as_adder<'b, 'w>(&'b self) -> Option<&'b (dyn cel::common::traits::Adder + 'w)>
+        where
+            Self: 'w,
+        {
+            self.0.as_adder()
+        }
+    };
+}
+
+shared!(SharedMap, CelMap, Map, MAP_TYPE, []);
+shared!(SharedList, CelList, List, LIST_TYPE, [adder]);
+
+fn shared_map<'a>(m: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>>) -> Box<dyn Val + 'a> {
+    Box::new(SharedMap(std::sync::Arc::new(CelMap::from(m))))
+}
+
+fn shared_list<'a>(l: Vec<Box<dyn Val + 'a>>) -> Box<dyn Val + 'a> {
+    Box::new(SharedList(std::sync::Arc::new(CelList::from(l))))
 }

@@ -2,8 +2,8 @@
 //! extension as the crate provides it, and the Kubernetes libraries (`library/`), built once and
 //! shared.
 //!
-//! Run-time cost is metered here. Compilation rewrites every comprehension so that each iteration
-//! calls [`COST_FN`] with the estimated cost of one iteration (see `compile::instrument`), and the
+//! Run-time cost is metered here. Compilation rewrites every comprehension so that its range goes
+//! through [`COST_FN`] with the cost of one iteration (see `compile::instrument`), and the
 //! libraries charge size-dependent work through [`charge`]. The meter is per thread and armed by
 //! [`Meter::run`] around one evaluation, so a rule can never do more than the per-call limit of
 //! work: evaluation stops with cel-go's `operation cancelled: actual cost limit exceeded`.
@@ -15,8 +15,8 @@ use cel::{Env, ExecutionError};
 use std::cell::Cell;
 use std::sync::{Arc, LazyLock};
 
-/// The function compilation inserts into comprehensions: `@k8s.cost(n, x)` charges `n` and
-/// returns `x`.
+/// The function compilation wraps comprehension ranges in: `@k8s.cost(n, range)` charges `n`
+/// per element and returns the range.
 pub const COST_FN: &str = "@k8s.cost";
 
 /// cel-go's message when the cost limit is hit.
@@ -92,13 +92,18 @@ pub fn charge(n: u64) -> Result<(), ExecutionError> {
     Ok(())
 }
 
+/// `@k8s.cost(n, range)`: charges `n` per element of `range` and returns it.
 fn cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let n = args
         .first()
         .and_then(|a| a.downcast_ref::<CelInt>())
         .map(|i| *i.inner())
         .unwrap_or(1);
-    charge(n.max(0) as u64)?;
+    let size = args
+        .get(1)
+        .and_then(|r| r.as_sizer())
+        .map_or(1, |s| *s.size().inner());
+    charge((n.max(0) as u64).saturating_mul(size.max(0) as u64))?;
     args.pop()
         .ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))
 }
