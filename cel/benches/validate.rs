@@ -8,7 +8,10 @@ use std::time::Instant;
 
 fn main() {
     micro();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds/gateway-api/gateway.networking.k8s.io_httproutes.yaml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/crds/gateway-api/gateway.networking.k8s.io_httproutes.yaml"
+    );
     let Ok(text) = std::fs::read_to_string(path) else {
         eprintln!("no CRD at {path}");
         return;
@@ -21,7 +24,11 @@ fn main() {
         eprintln!("no CRD in {path}");
         return;
     };
-    let Some(schema) = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()) else {
+    let Some(schema) = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+    else {
         return;
     };
     let t = Instant::now();
@@ -53,7 +60,11 @@ fn main() {
         std::hint::black_box(k8s_cel::convert::to_val(&route, &node));
     }
     println!("convert: {:?} per object", t.elapsed() / 2000);
-    for (name, old) in [("warm-up", None), ("create", None), ("update", Some(&route))] {
+    for (name, old) in [
+        ("warm-up", None),
+        ("create", None),
+        ("update", Some(&route)),
+    ] {
         let n: u32 = 4000;
         let t = Instant::now();
         let mut errs = 0;
@@ -61,7 +72,11 @@ fn main() {
         for _ in 0..n {
             errs += v.validate(&route, old).len();
         }
-        println!("{name}: {:?} per validation wall, {:.1}µs CPU ({errs} errors)", t.elapsed() / n, (cpu_ms() - c0) * 1000.0 / f64::from(n));
+        println!(
+            "{name}: {:?} per validation wall, {:.1}µs CPU ({errs} errors)",
+            t.elapsed() / n,
+            (cpu_ms() - c0) * 1000.0 / f64::from(n)
+        );
     }
 }
 
@@ -72,7 +87,9 @@ fn micro() {
         "properties": {"type": {"type": "string"}, "urlRewrite": {"type": "object", "properties": {"hostname": {"type": "string"}}}},
         "x-kubernetes-validations": [{"rule": "self.type == 'URLRewrite' ? has(self.urlRewrite) : true"}]
     })).unwrap_or_default();
-    let Ok(v) = Validator::compile(&schema, "s") else { return };
+    let Ok(v) = Validator::compile(&schema, "s") else {
+        return;
+    };
     let obj = json!({"type": "URLRewrite", "urlRewrite": {"hostname": "x"}});
     let n = 20000;
     let t = Instant::now();
@@ -86,7 +103,17 @@ fn micro() {
 /// wall time.
 fn cpu_ms() -> f64 {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (tick(11) + tick(12)) * 10.0
 }

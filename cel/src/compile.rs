@@ -13,9 +13,9 @@ use crate::env::{COST_FN, ENV};
 use crate::errors;
 use crate::library::regex::MATCHES_FN;
 use crate::schema::{Kind, Node};
+use cel::common::ast::SourceInfo;
 use cel::common::ast::{operators, CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::common::types::CelInt;
-use cel::common::ast::SourceInfo;
 use cel::parser::Expression;
 use std::sync::Arc;
 
@@ -153,9 +153,28 @@ fn result_may_be(expr: &Expression, ty: Option<&Node>, want: Want) -> bool {
 /// Identifiers that are not variables but may appear in expressions: type names and the
 /// namespaces of qualified functions.
 const KNOWN_IDENTS: &[&str] = &[
-    "int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn",
-    "timestamp", "duration", "optional", "format", "strings", "math", "ip", "lists", "sets",
-    "cel", "google",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+    "timestamp",
+    "duration",
+    "optional",
+    "format",
+    "strings",
+    "math",
+    "ip",
+    "lists",
+    "sets",
+    "cel",
+    "google",
 ];
 
 type Ty = Option<Arc<Node>>;
@@ -205,7 +224,10 @@ impl Checker<'_> {
                     }
                     n if KNOWN_IDENTS.contains(&n) || n.starts_with('@') => None,
                     n => {
-                        self.issue(e.id, format!("undeclared reference to '{n}' (in container '')"));
+                        self.issue(
+                            e.id,
+                            format!("undeclared reference to '{n}' (in container '')"),
+                        );
                         None
                     }
                 }
@@ -281,8 +303,13 @@ impl Checker<'_> {
                 _ => None,
             },
             operators::OPT_SELECT => {
-                if let (Some(operand), Some(IdedExpr { expr: Expr::Literal(LiteralValue::String(f)), .. })) =
-                    (args.first().cloned(), call.args.get(1))
+                if let (
+                    Some(operand),
+                    Some(IdedExpr {
+                        expr: Expr::Literal(LiteralValue::String(f)),
+                        ..
+                    }),
+                ) = (args.first().cloned(), call.args.get(1))
                 {
                     self.field(id, operand, f.inner());
                 }
@@ -332,7 +359,13 @@ fn visit(e: &IdedExpr, f: &mut dyn FnMut(&IdedExpr) -> bool) {
         }
         Expr::Select(s) => visit(&s.operand, f),
         Expr::Comprehension(c) => {
-            for x in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+            for x in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
                 visit(x, f);
             }
         }
@@ -367,7 +400,9 @@ fn wrap(e: &mut IdedExpr, cost: u64) {
             args: vec![
                 IdedExpr {
                     id,
-                    expr: Expr::Literal(LiteralValue::Int(CelInt::from(cost.min(i64::MAX as u64) as i64))),
+                    expr: Expr::Literal(LiteralValue::Int(CelInt::from(
+                        cost.min(i64::MAX as u64) as i64
+                    ))),
                 },
                 inner,
             ],
@@ -383,7 +418,6 @@ fn chain_root(e: &IdedExpr) -> Option<&str> {
         _ => None,
     }
 }
-
 
 /// Rewrites `matches` to the cached-regex version, selects on variables to index lookups, and
 /// makes every comprehension charge its range's size times the cost of one iteration before it
@@ -408,13 +442,18 @@ pub fn instrument(e: &mut IdedExpr) {
             let root = chain_root(&s.operand).is_none_or(|r| !KNOWN_IDENTS.contains(&r));
             if !s.test && root {
                 let id = e.id;
-                let Expr::Select(sel) = std::mem::take(&mut e.expr) else { return };
+                let Expr::Select(sel) = std::mem::take(&mut e.expr) else {
+                    return;
+                };
                 e.expr = Expr::Call(CallExpr {
                     func_name: operators::INDEX.to_owned(),
                     target: None,
                     args: vec![
                         *sel.operand,
-                        IdedExpr { id, expr: Expr::Literal(LiteralValue::String(sel.field.into())) },
+                        IdedExpr {
+                            id,
+                            expr: Expr::Literal(LiteralValue::String(sel.field.into())),
+                        },
                     ],
                 });
             }
@@ -437,7 +476,13 @@ pub fn instrument(e: &mut IdedExpr) {
         }
         Expr::Comprehension(c) => {
             let per_iteration = 1 + count_nodes(&c.loop_cond) + count_nodes(&c.loop_step);
-            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
                 instrument(x);
             }
             wrap(&mut c.iter_range, per_iteration);

@@ -23,7 +23,9 @@ pub fn to_val<'a>(v: &'a Value, node: &Node) -> Box<dyn Val + 'a> {
             Some(i) => Box::new(CelInt::from(i)),
             None => Box::new(CelDouble::from(n.as_f64().unwrap_or_default())),
         },
-        (Kind::Double, Value::Number(n)) => Box::new(CelDouble::from(n.as_f64().unwrap_or_default())),
+        (Kind::Double, Value::Number(n)) => {
+            Box::new(CelDouble::from(n.as_f64().unwrap_or_default()))
+        }
         (Kind::Timestamp, Value::String(s)) => match parse_timestamp(s) {
             Some(t) => Box::new(CelTimestamp::from(t)),
             None => Box::new(CelString::from(s.as_str())),
@@ -101,7 +103,7 @@ fn parse_timestamp(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     }
     let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
     let utc = chrono::FixedOffset::east_opt(0)?;
-    Some(date.and_hms_opt(0, 0, 0)?.and_local_timezone(utc).single()?)
+    date.and_hms_opt(0, 0, 0)?.and_local_timezone(utc).single()
 }
 
 /// go-openapi's `strfmt.ParseDuration`: Go durations plus `d` and `w` units.
@@ -157,7 +159,10 @@ mod tests {
     fn durations_parse_like_strfmt() {
         assert_eq!(parse_duration("1h30m"), Some(chrono::Duration::minutes(90)));
         assert_eq!(parse_duration("2d"), Some(chrono::Duration::hours(48)));
-        assert_eq!(parse_duration("1.5s"), Some(chrono::Duration::milliseconds(1500)));
+        assert_eq!(
+            parse_duration("1.5s"),
+            Some(chrono::Duration::milliseconds(1500))
+        );
         assert_eq!(parse_duration("10x"), None);
     }
 }

@@ -50,7 +50,11 @@ pub fn estimate(e: &IdedExpr, root: &Arc<Node>) -> u64 {
 
 fn of_node(node: Option<Arc<Node>>) -> Est {
     let size = node.as_ref().map_or(0, |n| n.max_elements);
-    Est { cost: 1, size, node }
+    Est {
+        cost: 1,
+        size,
+        node,
+    }
 }
 
 fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>>)>) -> Est {
@@ -70,7 +74,10 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
             }
             match name.as_str() {
                 "self" | "oldSelf" => of_node(Some(root.clone())),
-                _ => Est { cost: 1, ..Est::default() },
+                _ => Est {
+                    cost: 1,
+                    ..Est::default()
+                },
             }
         }
         Expr::Select(s) => {
@@ -93,7 +100,11 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
             for el in &l.elements {
                 cost = cost.saturating_add(est(el, root, scope).cost);
             }
-            Est { cost, size: l.elements.len() as u64, node: None }
+            Est {
+                cost,
+                size: l.elements.len() as u64,
+                node: None,
+            }
         }
         Expr::Map(m) => {
             let mut cost = 30u64; // `common.MapCreateBaseCost`.
@@ -104,9 +115,16 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                         .saturating_add(est(&me.value, root, scope).cost);
                 }
             }
-            Est { cost, size: m.entries.len() as u64, node: None }
+            Est {
+                cost,
+                size: m.entries.len() as u64,
+                node: None,
+            }
         }
-        Expr::Struct(_) => Est { cost: 40, ..Est::default() },
+        Expr::Struct(_) => Est {
+            cost: 40,
+            ..Est::default()
+        },
         Expr::Comprehension(c) => {
             let range = est(&c.iter_range, root, scope);
             let init = est(&c.accu_init, root, scope);
@@ -140,7 +158,10 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
             let target = call.target.as_ref().map(|t| est(t, root, scope));
             let args: Vec<Est> = call.args.iter().map(|a| est(a, root, scope)).collect();
             let sum = |items: &[Est]| items.iter().fold(0u64, |a, e| a.saturating_add(e.cost));
-            let base = target.as_ref().map_or(0, |t| t.cost).saturating_add(sum(&args));
+            let base = target
+                .as_ref()
+                .map_or(0, |t| t.cost)
+                .saturating_add(sum(&args));
             let recv = target.as_ref().or(args.first());
             let recv_size = recv.map_or(0, |r| r.size);
             let arg_size = |i: usize| {
@@ -149,12 +170,19 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
             };
             let name = call.func_name.as_str();
             match name {
-                operators::LOGICAL_AND | operators::LOGICAL_OR => Est { cost: base, ..Est::default() },
+                operators::LOGICAL_AND | operators::LOGICAL_OR => Est {
+                    cost: base,
+                    ..Est::default()
+                },
                 operators::CONDITIONAL => {
                     let c = args.first().map_or(0, |a| a.cost);
                     let t = args.get(1).cloned().unwrap_or_default();
                     let f = args.get(2).cloned().unwrap_or_default();
-                    let branch = if t.cost >= f.cost { t.clone() } else { f.clone() };
+                    let branch = if t.cost >= f.cost {
+                        t.clone()
+                    } else {
+                        f.clone()
+                    };
                     Est {
                         cost: c.saturating_add(branch.cost),
                         size: t.size.max(f.size),
@@ -162,21 +190,31 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                     }
                 }
                 operators::INDEX | operators::OPT_INDEX => {
-                    let item = args.first().and_then(|a| a.node.as_ref()).and_then(|n| match &n.kind {
-                        Kind::List(i) | Kind::Map(i) => Some(i.clone()),
-                        _ => None,
-                    });
+                    let item =
+                        args.first()
+                            .and_then(|a| a.node.as_ref())
+                            .and_then(|n| match &n.kind {
+                                Kind::List(i) | Kind::Map(i) => Some(i.clone()),
+                                _ => None,
+                            });
                     let mut out = of_node(item);
                     out.cost = base.saturating_add(1);
                     out
                 }
-                operators::ADD if args.iter().any(|a| matches!(a.node.as_ref().map(|n| &n.kind), Some(Kind::List(_)))) => Est {
-                    cost: base.saturating_add(1),
-                    size: arg_size(0).saturating_add(arg_size(1)),
-                    node: args.first().and_then(|a| a.node.clone()),
-                },
+                operators::ADD
+                    if args.iter().any(|a| {
+                        matches!(a.node.as_ref().map(|n| &n.kind), Some(Kind::List(_)))
+                    }) =>
+                {
+                    Est {
+                        cost: base.saturating_add(1),
+                        size: arg_size(0).saturating_add(arg_size(1)),
+                        node: args.first().and_then(|a| a.node.clone()),
+                    }
+                }
                 operators::ADD => Est {
-                    cost: base.saturating_add(traversal(arg_size(0).saturating_add(arg_size(1))).max(1)),
+                    cost: base
+                        .saturating_add(traversal(arg_size(0).saturating_add(arg_size(1))).max(1)),
                     size: arg_size(0).saturating_add(arg_size(1)),
                     node: None,
                 },
@@ -198,14 +236,19 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                     }
                 }
                 "contains" => Est {
-                    cost: base.saturating_add(traversal(recv_size).max(1).saturating_mul(traversal(arg_size(1)).max(1))),
+                    cost: base.saturating_add(
+                        traversal(recv_size)
+                            .max(1)
+                            .saturating_mul(traversal(arg_size(1)).max(1)),
+                    ),
                     ..Est::default()
                 },
-                "startsWith" | "endsWith" | "charAt" | "lowerAscii" | "upperAscii"
-                | "replace" | "split" | "substring" | "trim" | "url" | "isURL" | "ip" | "isIP"
-                | "cidr" | "isCIDR" | "quantity" | "isQuantity" | "ip.isCanonical" | "validate"
+                "startsWith" | "endsWith" | "charAt" | "lowerAscii" | "upperAscii" | "replace"
+                | "split" | "substring" | "trim" | "url" | "isURL" | "ip" | "isIP" | "cidr"
+                | "isCIDR" | "quantity" | "isQuantity" | "ip.isCanonical" | "validate"
                 | "reverse" | "format" | "strings.quote" => Est {
-                    cost: base.saturating_add(traversal(recv_size.saturating_add(arg_size(1))).max(1)),
+                    cost: base
+                        .saturating_add(traversal(recv_size.saturating_add(arg_size(1))).max(1)),
                     size: recv_size,
                     node: None,
                 },

@@ -51,7 +51,9 @@ fn bind_macro(
         Some(Expr::Ident(n)) => n.clone(),
         _ => {
             let id = args.first().map_or(0, |a| a.id);
-            return Err(helper.new_error(id, "cel.bind() variable names must be simple identifiers"));
+            return Err(
+                helper.new_error(id, "cel.bind() variable names must be simple identifiers")
+            );
         }
     };
     let body = args.pop().unwrap_or_default();
@@ -146,13 +148,10 @@ pub fn arg<'a, 'b, 'v>(
         .ok_or_else(|| ExecutionError::invalid_argument_count(i + 1, args.len()))
 }
 
-pub fn typed<'a, 'b, 'v, T: cel::common::value::FromVal<'a, 'v> + Val>(
+pub fn typed<'a, 'b, 'v, T: cel::common::value::FromVal<'a, 'v> + Val + 'a>(
     args: &'a [CowVal<'b, 'v>],
     i: usize,
-) -> Result<&'a T, ExecutionError>
-where
-    T: 'a,
-{
+) -> Result<&'a T, ExecutionError> {
     let a = arg(args, i)?;
     a.downcast_ref::<T>()
         .ok_or_else(|| ExecutionError::UnexpectedType {
@@ -161,7 +160,10 @@ where
         })
 }
 
-pub fn str_arg<'a, 'b, 'v>(args: &'a [CowVal<'b, 'v>], i: usize) -> Result<&'a str, ExecutionError> {
+pub fn str_arg<'a, 'b, 'v>(
+    args: &'a [CowVal<'b, 'v>],
+    i: usize,
+) -> Result<&'a str, ExecutionError> {
     Ok(typed::<cel::common::types::CelString>(args, i)?.inner())
 }
 

@@ -74,14 +74,33 @@ impl Validator {
     /// Evaluates the rules against `obj` (and `old` on update, for transition rules and
     /// ratcheting), within the per-request cost budget.
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.validate_with_budget(obj, old, cost::RUNTIME_CEL_COST_BUDGET)
+    }
+
+    /// [`Validator::validate`] with another request budget (upstream's `costBudget` argument).
+    pub fn validate_with_budget(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        budget: u64,
+    ) -> Vec<FieldError> {
         let Some(tree) = &self.tree else {
             return Vec::new();
         };
         let val = convert::to_val(obj, &tree.node);
         let old_val = old.map(|o| (o, convert::to_val(o, &tree.node)));
-        let old_ref = old_val.as_ref().map(|(json, v)| validate::Old::new(json, v.as_ref()));
-        let mut run = validate::Run::new();
-        tree.validate(&mut run, &validate::Path::Root, obj, val.as_ref(), old_ref.as_ref(), false);
+        let old_ref = old_val
+            .as_ref()
+            .map(|(json, v)| validate::Old::new(json, v.as_ref()));
+        let mut run = validate::Run::new(budget);
+        tree.validate(
+            &mut run,
+            &validate::Path::Root,
+            obj,
+            val.as_ref(),
+            old_ref.as_ref(),
+            false,
+        );
         run.errors
     }
 }

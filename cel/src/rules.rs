@@ -8,7 +8,9 @@
 //! often the node can occur) and for the whole schema.
 
 use crate::compile::{compile, Compiled, Want};
-use crate::cost::{cost_error_message, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT};
+use crate::cost::{
+    cost_error_message, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
+};
 use crate::errors::rule_go_syntax;
 use crate::schema::{self, Node};
 use api::validation::{FieldError, FieldErrorKind};
@@ -109,7 +111,10 @@ pub struct Compiler {
 
 impl Compiler {
     pub fn new() -> Self {
-        Compiler { errors: Vec::new(), total_cost: 0 }
+        Compiler {
+            errors: Vec::new(),
+            total_cost: 0,
+        }
     }
 
     /// Compiles the rules at `validation` (applying to the node `node_props`) and below.
@@ -140,29 +145,47 @@ impl Compiler {
                     _ => schema::node(np, false),
                 };
                 let path = format!("{}.properties[{name}]", at.path);
-                let sub = At { path, cardinality: at.cardinality, uncorrelatable: at.uncorrelatable };
+                let sub = At {
+                    path,
+                    cardinality: at.cardinality,
+                    uncorrelatable: at.uncorrelatable,
+                };
                 if let Some(t) = self.tree(vp, np, child, &sub) {
                     tree.properties.push((name.clone(), escaped, t));
                 }
             }
         }
-        if let (Some(vi), Some(ni), schema::Kind::List(item)) = (items_of(validation), items_of(node_props), &node.kind) {
+        if let (Some(vi), Some(ni), schema::Kind::List(item)) =
+            (items_of(validation), items_of(node_props), &node.kind)
+        {
             let path = format!("{}.items", at.path);
             let correlatable = node.list_type.as_deref() == Some("map");
             let sub = At {
                 path,
                 cardinality: at.cardinality.saturating_mul(node.max_elements.max(1)),
-                uncorrelatable: if correlatable { at.uncorrelatable } else { Some(&at.path) },
+                uncorrelatable: if correlatable {
+                    at.uncorrelatable
+                } else {
+                    Some(&at.path)
+                },
             };
             tree.items = self.tree(vi, ni, item.clone(), &sub).map(Box::new);
         }
-        if let (Some(va), Some(na), schema::Kind::Map(value)) = (additional_of(validation), additional_of(node_props), &node.kind) {
+        if let (Some(va), Some(na), schema::Kind::Map(value)) = (
+            additional_of(validation),
+            additional_of(node_props),
+            &node.kind,
+        ) {
             let path = format!("{}.additionalProperties", at.path);
             let correlatable = node.map_type.as_deref() != Some("atomic");
             let sub = At {
                 path,
                 cardinality: at.cardinality.saturating_mul(node.max_elements.max(1)),
-                uncorrelatable: if correlatable { at.uncorrelatable } else { Some(&at.path) },
+                uncorrelatable: if correlatable {
+                    at.uncorrelatable
+                } else {
+                    Some(&at.path)
+                },
             };
             tree.additional = self.tree(va, na, value.clone(), &sub).map(Box::new);
         }
@@ -181,14 +204,28 @@ impl Compiler {
 
     fn observe(&mut self, path: &str, cost: u64, what: &str) {
         if cost > STATIC_ESTIMATED_COST_LIMIT {
-            self.errors.push(FieldError::forbidden(path, cost_error_message(what, cost, STATIC_ESTIMATED_COST_LIMIT)));
+            self.errors.push(FieldError::forbidden(
+                path,
+                cost_error_message(what, cost, STATIC_ESTIMATED_COST_LIMIT),
+            ));
         }
         self.total_cost = self.total_cost.saturating_add(cost);
     }
 
-    fn rules(&mut self, validation: &JSONSchemaProps, node_props: &JSONSchemaProps, node: &Arc<Node>, at: &At<'_>) -> Vec<Rule> {
+    fn rules(
+        &mut self,
+        validation: &JSONSchemaProps,
+        node_props: &JSONSchemaProps,
+        node: &Arc<Node>,
+        at: &At<'_>,
+    ) -> Vec<Rule> {
         let mut out = Vec::new();
-        for (i, rule) in validation.x_kubernetes_validations.iter().flatten().enumerate() {
+        for (i, rule) in validation
+            .x_kubernetes_validations
+            .iter()
+            .flatten()
+            .enumerate()
+        {
             let base = format!("{}.x-kubernetes-validations[{i}]", at.path);
             let before = self.errors.len();
             self.rule_fields(rule, node_props, &base);
@@ -199,8 +236,13 @@ impl Compiler {
             let program = match compile(&rule.rule, node, Want::Bool) {
                 Ok(p) => p,
                 Err(detail) => {
-                    let detail = if detail.starts_with("ERROR:") { format!("compilation failed: {detail}") } else { detail };
-                    self.errors.push(invalid_rule(&format!("{base}.rule"), rule, detail));
+                    let detail = if detail.starts_with("ERROR:") {
+                        format!("compilation failed: {detail}")
+                    } else {
+                        detail
+                    };
+                    self.errors
+                        .push(invalid_rule(&format!("{base}.rule"), rule, detail));
                     continue;
                 }
             };
@@ -227,7 +269,11 @@ impl Compiler {
                 Some(m) if !m.is_empty() => match compile(m, node, Want::String) {
                     Ok(p) => {
                         let cost = p.max_cost.saturating_mul(at.cardinality);
-                        self.observe(&format!("{base}.messageExpression"), cost, "estimated messageExpression cost");
+                        self.observe(
+                            &format!("{base}.messageExpression"),
+                            cost,
+                            "estimated messageExpression cost",
+                        );
                         Some(p)
                     }
                     Err(detail) => {
@@ -272,33 +318,66 @@ impl Compiler {
         let trimmed_rule = rule.rule.trim();
         let trimmed_msg = msg.trim();
         if trimmed_rule.is_empty() {
-            self.errors.push(FieldError::required(format!("{base}.rule"), "rule is not specified"));
+            self.errors.push(FieldError::required(
+                format!("{base}.rule"),
+                "rule is not specified",
+            ));
         } else if !msg.is_empty() && trimmed_msg.is_empty() {
-            self.errors.push(FieldError::invalid(format!("{base}.message"), msg, "message must be non-empty if specified"));
+            self.errors.push(FieldError::invalid(
+                format!("{base}.message"),
+                msg,
+                "message must be non-empty if specified",
+            ));
         } else if trimmed_msg.contains('\n') {
-            self.errors.push(FieldError::invalid(format!("{base}.message"), msg, "message must not contain line breaks"));
+            self.errors.push(FieldError::invalid(
+                format!("{base}.message"),
+                msg,
+                "message must not contain line breaks",
+            ));
         } else if trimmed_rule.contains('\n') && trimmed_msg.is_empty() {
-            self.errors.push(FieldError::required(format!("{base}.message"), "message must be specified if rule contains line breaks"));
+            self.errors.push(FieldError::required(
+                format!("{base}.message"),
+                "message must be specified if rule contains line breaks",
+            ));
         }
         if let Some(me) = &rule.message_expression {
             if !me.is_empty() && me.trim().is_empty() {
-                self.errors.push(FieldError::required(format!("{base}.messageExpression"), "messageExpression must be non-empty if specified"));
+                self.errors.push(FieldError::required(
+                    format!("{base}.messageExpression"),
+                    "messageExpression must be non-empty if specified",
+                ));
             }
         }
         if let Some(reason) = &rule.reason {
             if !SUPPORTED_REASONS.contains(&reason.as_str()) {
-                self.errors.push(FieldError::not_supported(format!("{base}.reason"), &Value::String(reason.clone()), SUPPORTED_REASONS));
+                self.errors.push(FieldError::not_supported(
+                    format!("{base}.reason"),
+                    &Value::String(reason.clone()),
+                    SUPPORTED_REASONS,
+                ));
             }
         }
         if let Some(fp) = &rule.field_path {
             if !fp.is_empty() && fp.trim().is_empty() {
-                self.errors.push(FieldError::invalid(format!("{base}.fieldPath"), fp, "fieldPath must be non-empty if specified"));
+                self.errors.push(FieldError::invalid(
+                    format!("{base}.fieldPath"),
+                    fp,
+                    "fieldPath must be non-empty if specified",
+                ));
             }
             if fp.contains('\n') {
-                self.errors.push(FieldError::invalid(format!("{base}.fieldPath"), fp, "fieldPath must not contain line breaks"));
+                self.errors.push(FieldError::invalid(
+                    format!("{base}.fieldPath"),
+                    fp,
+                    "fieldPath must not contain line breaks",
+                ));
             }
             if !fp.trim().is_empty() && valid_field_path(fp, node_props).is_err() {
-                self.errors.push(FieldError::invalid(format!("{base}.fieldPath"), fp, "fieldPath must be a valid path"));
+                self.errors.push(FieldError::invalid(
+                    format!("{base}.fieldPath"),
+                    fp,
+                    "fieldPath must be a valid path",
+                ));
             }
         }
     }
@@ -308,7 +387,11 @@ impl Compiler {
         if self.total_cost > STATIC_ESTIMATED_CRD_COST_LIMIT {
             self.errors.push(FieldError::forbidden(
                 path,
-                cost_error_message("total CRD cost", self.total_cost, STATIC_ESTIMATED_CRD_COST_LIMIT),
+                cost_error_message(
+                    "total CRD cost",
+                    self.total_cost,
+                    STATIC_ESTIMATED_CRD_COST_LIMIT,
+                ),
             ));
         }
     }
@@ -321,7 +404,11 @@ impl Default for Compiler {
 }
 
 pub fn root_at(path: &str) -> At<'static> {
-    At { path: path.to_owned(), cardinality: 1, uncorrelatable: None }
+    At {
+        path: path.to_owned(),
+        cardinality: 1,
+        uncorrelatable: None,
+    }
 }
 
 fn invalid_rule(field: &str, rule: &ValidationRule, detail: String) -> FieldError {

@@ -60,8 +60,27 @@ pub struct Node {
 }
 
 const RESERVED: &[&str] = &[
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-    "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
 ];
 
 /// `cel.Escape`: the CEL field name of a property, or `None` if it cannot be expressed.
@@ -138,7 +157,10 @@ fn additional_of(p: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
 /// generateName) as upstream's `WithTypeAndObjectMeta` does for the resource root and embedded
 /// resources.
 pub fn node(p: &JSONSchemaProps, resource_root: bool) -> Arc<Node> {
-    Arc::new(build(p, resource_root || p.x_kubernetes_embedded_resource == Some(true)))
+    Arc::new(build(
+        p,
+        resource_root || p.x_kubernetes_embedded_resource == Some(true),
+    ))
 }
 
 fn build(p: &JSONSchemaProps, with_meta: bool) -> Node {
@@ -189,7 +211,8 @@ fn build(p: &JSONSchemaProps, with_meta: bool) -> Node {
         }
         _ => {
             // "object", or no type (preserve-unknown-fields / embedded resources).
-            let open = p.x_kubernetes_preserve_unknown_fields == Some(true) && p.properties.is_none();
+            let open =
+                p.x_kubernetes_preserve_unknown_fields == Some(true) && p.properties.is_none();
             let max_props = |per: u64| bound(p.max_properties, per + 4);
             if let Some(value) = additional_of(p) {
                 return Node {
@@ -290,7 +313,10 @@ mod tests {
     #[test]
     fn escapes_like_cel_escape() {
         assert_eq!(escape("foo").as_deref(), Some("foo"));
-        assert_eq!(escape("a-b.c/d_e").as_deref(), Some("a__dash__b__dot__c__slash__d__underscores__e"));
+        assert_eq!(
+            escape("a-b.c/d_e").as_deref(),
+            Some("a__dash__b__dot__c__slash__d__underscores__e")
+        );
         assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
         assert_eq!(escape("1a"), None);
         assert_eq!(escape("a b"), None);

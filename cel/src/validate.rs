@@ -71,14 +71,17 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn new() -> Self {
-        Run { errors: Vec::new(), budget: RUNTIME_CEL_COST_BUDGET as i64 }
+    pub fn new(budget: u64) -> Self {
+        Run {
+            errors: Vec::new(),
+            budget: budget.min(i64::MAX as u64) as i64,
+        }
     }
 }
 
 impl Default for Run {
     fn default() -> Self {
-        Self::new()
+        Self::new(RUNTIME_CEL_COST_BUDGET)
     }
 }
 
@@ -90,7 +93,10 @@ pub struct Old<'a> {
 
 impl<'a> Old<'a> {
     pub fn new(json: &'a Value, val: &'a (dyn Val + 'a)) -> Self {
-        Old { json, val: V::Borrowed(val) }
+        Old {
+            json,
+            val: V::Borrowed(val),
+        }
     }
 }
 
@@ -142,7 +148,11 @@ fn map_child<'a>(parent: &'a (dyn Val + 'a), key: &str) -> Option<&'a (dyn Val +
 }
 
 fn list_child<'a>(parent: &'a (dyn Val + 'a), i: usize) -> Option<&'a (dyn Val + 'a)> {
-    parent.downcast_ref::<CelList>()?.inner().get(i).map(|b| b.as_ref())
+    parent
+        .downcast_ref::<CelList>()?
+        .inner()
+        .get(i)
+        .map(|b| b.as_ref())
 }
 
 impl Tree {
@@ -179,13 +189,24 @@ impl Tree {
                 let correlatable = self.node.map_type.as_deref() != Some("atomic");
                 if let Some(additional) = &self.additional {
                     for (k, v) in map {
-                        let cv = map_child(val, k).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(v, &additional.node)));
+                        let cv = map_child(val, k)
+                            .map(V::Borrowed)
+                            .unwrap_or_else(|| V::Owned(to_val(v, &additional.node)));
                         let old_child = old.filter(|_| correlatable).and_then(|o| {
                             let json = o.json.get(k)?;
-                            let ov = map_child(o.val.get(), k).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &additional.node)));
+                            let ov = map_child(o.val.get(), k)
+                                .map(V::Borrowed)
+                                .unwrap_or_else(|| V::Owned(to_val(json, &additional.node)));
                             Some(Old { json, val: ov })
                         });
-                        additional.validate(run, &Path::Key(path, k), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                        additional.validate(
+                            run,
+                            &Path::Key(path, k),
+                            v,
+                            cv_ref(&cv),
+                            old_child.as_ref(),
+                            child_ratchet,
+                        );
                         if run.budget < 0 {
                             return;
                         }
@@ -193,14 +214,27 @@ impl Tree {
                 }
                 for (name, escaped, sub) in &self.properties {
                     let Some(v) = map.get(name) else { continue };
-                    let lookup = |parent: &'a (dyn Val + 'a)| escaped.as_deref().and_then(|e| map_child(parent, e));
-                    let cv = lookup(val).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(v, &sub.node)));
+                    let lookup = |parent: &'a (dyn Val + 'a)| {
+                        escaped.as_deref().and_then(|e| map_child(parent, e))
+                    };
+                    let cv = lookup(val)
+                        .map(V::Borrowed)
+                        .unwrap_or_else(|| V::Owned(to_val(v, &sub.node)));
                     let old_child = old.filter(|_| correlatable).and_then(|o| {
                         let json = o.json.get(name)?;
-                        let ov = lookup_in(o.val.get(), escaped.as_deref()).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &sub.node)));
+                        let ov = lookup_in(o.val.get(), escaped.as_deref())
+                            .map(V::Borrowed)
+                            .unwrap_or_else(|| V::Owned(to_val(json, &sub.node)));
                         Some(Old { json, val: ov })
                     });
-                    sub.validate(run, &Path::Field(path, name), v, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                    sub.validate(
+                        run,
+                        &Path::Field(path, name),
+                        v,
+                        cv_ref(&cv),
+                        old_child.as_ref(),
+                        child_ratchet,
+                    );
                     if run.budget < 0 {
                         return;
                     }
@@ -211,15 +245,28 @@ impl Tree {
                 let keys = &self.node.list_map_keys;
                 let is_map = self.node.list_type.as_deref() == Some("map") && !keys.is_empty();
                 for (i, item) in items.iter().enumerate() {
-                    let cv = list_child(val, i).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(item, &item_tree.node)));
+                    let cv = list_child(val, i)
+                        .map(V::Borrowed)
+                        .unwrap_or_else(|| V::Owned(to_val(item, &item_tree.node)));
                     let old_child = old.filter(|_| is_map).and_then(|o| {
                         let old_items = o.json.as_array()?;
-                        let j = old_items.iter().position(|oi| keys.iter().all(|k| oi.get(k) == item.get(k)))?;
+                        let j = old_items
+                            .iter()
+                            .position(|oi| keys.iter().all(|k| oi.get(k) == item.get(k)))?;
                         let json = &old_items[j];
-                        let ov = list_child(o.val.get(), j).map(V::Borrowed).unwrap_or_else(|| V::Owned(to_val(json, &item_tree.node)));
+                        let ov = list_child(o.val.get(), j)
+                            .map(V::Borrowed)
+                            .unwrap_or_else(|| V::Owned(to_val(json, &item_tree.node)));
                         Some(Old { json, val: ov })
                     });
-                    item_tree.validate(run, &Path::Index(path, i), item, cv_ref(&cv), old_child.as_ref(), child_ratchet);
+                    item_tree.validate(
+                        run,
+                        &Path::Index(path, i),
+                        item,
+                        cv_ref(&cv),
+                        old_child.as_ref(),
+                        child_ratchet,
+                    );
                     if run.budget < 0 {
                         return;
                     }
@@ -229,7 +276,14 @@ impl Tree {
         }
     }
 
-    fn expressions<'a>(&self, run: &mut Run, path: &Path<'_>, val: &'a (dyn Val + 'a), old: Option<&'a (dyn Val + 'a)>, ratchet: bool) {
+    fn expressions<'a>(
+        &self,
+        run: &mut Run,
+        path: &Path<'_>,
+        val: &'a (dyn Val + 'a),
+        old: Option<&'a (dyn Val + 'a)>,
+        ratchet: bool,
+    ) {
         if self.rules.is_empty() {
             return;
         }
@@ -245,7 +299,11 @@ impl Tree {
             run.budget = -1;
             return;
         }
-        let vars = Vars { this: val, old, optional_old: None };
+        let vars = Vars {
+            this: val,
+            old,
+            optional_old: None,
+        };
         let mut optional_vars: Option<Vars<'a>> = None;
         for rule in &self.rules {
             if rule.program.uses_old_self && old.is_none() && !rule.optional_old_self {
@@ -303,7 +361,9 @@ impl Tree {
                     run.errors.push(match rule.kind() {
                         FieldErrorKind::Forbidden => FieldError::forbidden(at, detail),
                         FieldErrorKind::Required => FieldError::required(at, detail),
-                        FieldErrorKind::Duplicate => FieldError::duplicate(at, &Value::String(type_name.clone())),
+                        FieldErrorKind::Duplicate => {
+                            FieldError::duplicate(at, &Value::String(type_name.clone()))
+                        }
                         _ => invalid(at, detail),
                     });
                 }
@@ -313,13 +373,23 @@ impl Tree {
 
     /// The messageExpression's result: `Ok(None)` to use the default message, `Err` when the
     /// budget ran out (the error is recorded and validation stops).
-    fn message(&self, run: &mut Run, rule: &Rule, vars: &Vars<'_>, at: &str, type_name: &str) -> Result<Option<String>, ()> {
-        let Some(program) = &rule.message else { return Ok(None) };
+    fn message(
+        &self,
+        run: &mut Run,
+        rule: &Rule,
+        vars: &Vars<'_>,
+        at: &str,
+        type_name: &str,
+    ) -> Result<Option<String>, ()> {
+        let Some(program) = &rule.message else {
+            return Ok(None);
+        };
         let ctx_result = {
             let mut ctx = Context::with_env(ENV.clone());
             ctx.set_variable_resolver(vars);
             let (r, usage) = Meter::run(program.base_cost, PER_CALL_LIMIT, || {
-                cel::Value::resolve_val(&program.expr, &ctx).map(|v| v.downcast_ref::<CelString>().map(|s| s.inner().to_owned()))
+                cel::Value::resolve_val(&program.expr, &ctx)
+                    .map(|v| v.downcast_ref::<CelString>().map(|s| s.inner().to_owned()))
             });
             (r, usage)
         };
@@ -375,11 +445,15 @@ fn default_message(rule: &Rule) -> String {
 
 /// Runs one rule: `Ok(true)` only for the bool `true` (anything else fails the rule, as a
 /// non-`true` result does upstream).
-fn evaluate(program: &crate::compile::Compiled, vars: &Vars<'_>) -> (Result<bool, ExecutionError>, crate::env::Usage) {
+fn evaluate(
+    program: &crate::compile::Compiled,
+    vars: &Vars<'_>,
+) -> (Result<bool, ExecutionError>, crate::env::Usage) {
     let mut ctx = Context::with_env(ENV.clone());
     ctx.set_variable_resolver(vars);
     Meter::run(program.base_cost, PER_CALL_LIMIT, || {
-        cel::Value::resolve_val(&program.expr, &ctx).map(|v| v.downcast_ref::<CelBool>().is_some_and(|b| *b.inner()))
+        cel::Value::resolve_val(&program.expr, &ctx)
+            .map(|v| v.downcast_ref::<CelBool>().is_some_and(|b| *b.inner()))
     })
 }
 

@@ -1,6 +1,8 @@
 //! Gateway API's own CRDs (`shared/crds/gateway-api`): every rule compiles within the cost
 //! budget, and HTTPRoutes are validated with upstream's messages and paths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use k8s_cel::Validator;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{json, Value};
@@ -12,7 +14,11 @@ fn crd_dir() -> PathBuf {
 
 fn crds() -> Vec<(String, CustomResourceDefinition)> {
     let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(crd_dir()).expect("crd dir").flatten().map(|e| e.path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(crd_dir())
+        .expect("crd dir")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     files.sort();
     for file in files {
         if file.extension().and_then(|e| e.to_str()) != Some("yaml") {
@@ -35,10 +41,27 @@ fn crds() -> Vec<(String, CustomResourceDefinition)> {
 }
 
 fn validator(name: &str, version: &str) -> Validator {
-    let (_, crd) = crds().into_iter().find(|(_, c)| c.metadata.name.as_deref() == Some(name)).expect("crd");
-    let (i, v) = crd.spec.versions.iter().enumerate().find(|(_, v)| v.name == version).expect("version");
-    let schema = v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
-    Validator::compile(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema")).expect("compiles")
+    let (_, crd) = crds()
+        .into_iter()
+        .find(|(_, c)| c.metadata.name.as_deref() == Some(name))
+        .expect("crd");
+    let (i, v) = crd
+        .spec
+        .versions
+        .iter()
+        .enumerate()
+        .find(|(_, v)| v.name == version)
+        .expect("version");
+    let schema = v
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("schema");
+    Validator::compile(
+        schema,
+        &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+    )
+    .expect("compiles")
 }
 
 #[test]
@@ -48,7 +71,13 @@ fn every_gateway_api_rule_compiles_within_budget() {
     assert!(all.len() >= 9, "found {} CRDs", all.len());
     for (file, crd) in &all {
         for (i, v) in crd.spec.versions.iter().enumerate() {
-            let Some(schema) = v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()) else { continue };
+            let Some(schema) = v
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+            else {
+                continue;
+            };
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
             match Validator::compile(schema, &path) {
                 Ok(val) => total += val.len(),
@@ -61,7 +90,10 @@ fn every_gateway_api_rule_compiles_within_budget() {
 
 #[test]
 fn httproute_v1_has_its_89_rules() {
-    assert_eq!(validator("httproutes.gateway.networking.k8s.io", "v1").len(), 89);
+    assert_eq!(
+        validator("httproutes.gateway.networking.k8s.io", "v1").len(),
+        89
+    );
 }
 
 fn route(filters: Value) -> Value {
@@ -82,7 +114,9 @@ fn route(filters: Value) -> Value {
 }
 
 fn render(errs: &[api::validation::FieldError]) -> Vec<String> {
-    errs.iter().map(|e| format!("{}: {}", e.field, e.body())).collect()
+    errs.iter()
+        .map(|e| format!("{}: {}", e.field, e.body()))
+        .collect()
 }
 
 #[test]
@@ -109,7 +143,8 @@ fn url_rewrite_filter_without_url_rewrite_is_refused() {
 fn path_match_rules_report_at_the_path() {
     let v = validator("httproutes.gateway.networking.k8s.io", "v1");
     let mut bad = route(json!([]));
-    bad["spec"]["rules"][0]["matches"][0]["path"] = json!({"type": "PathPrefix", "value": "no-slash"});
+    bad["spec"]["rules"][0]["matches"][0]["path"] =
+        json!({"type": "PathPrefix", "value": "no-slash"});
     let errs = render(&v.validate(&bad, None));
     assert!(
         errs.iter().any(|e| e.starts_with("spec.rules[0].matches[0].path: Invalid value: \"object\": value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']")),

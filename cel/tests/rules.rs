@@ -1,5 +1,7 @@
 //! Rule compilation and evaluation on small schemas: upstream's error texts and paths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use k8s_cel::Validator;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use serde_json::{json, Value};
@@ -9,8 +11,11 @@ fn schema(v: Value) -> JSONSchemaProps {
 }
 
 fn compile(v: Value) -> Result<Validator, Vec<String>> {
-    Validator::compile(&schema(v), "spec.validation.openAPIV3Schema")
-        .map_err(|errs| errs.iter().map(|e| format!("{}: {}", e.field, e.body())).collect())
+    Validator::compile(&schema(v), "spec.validation.openAPIV3Schema").map_err(|errs| {
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect()
+    })
 }
 
 fn ok(v: Value) -> Validator {
@@ -42,7 +47,11 @@ fn spec_with(rules: Value, props: Value) -> Value {
 
 #[test]
 fn undefined_field_is_a_compile_error_at_the_rule() {
-    let errs = compile(spec_with(json!([{"rule": "self.foo > 0"}]), json!({"bar": {"type": "integer"}}))).unwrap_err();
+    let errs = compile(spec_with(
+        json!([{"rule": "self.foo > 0"}]),
+        json!({"bar": {"type": "integer"}}),
+    ))
+    .unwrap_err();
     assert_eq!(
         errs,
         vec!["spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.foo > 0\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'foo'\n | self.foo > 0\n | ....^".to_owned()]
@@ -51,10 +60,24 @@ fn undefined_field_is_a_compile_error_at_the_rule() {
 
 #[test]
 fn syntax_errors_and_non_bool_rules_are_refused() {
-    let errs = compile(spec_with(json!([{"rule": "self.bar >"}]), json!({"bar": {"type": "integer"}}))).unwrap_err();
-    assert!(errs[0].contains("compilation failed: ERROR: <input>:1:"), "{errs:?}");
-    let errs = compile(spec_with(json!([{"rule": "self.bar + 1"}]), json!({"bar": {"type": "integer"}}))).unwrap_err();
-    assert!(errs[0].ends_with(": cel expression must evaluate to a bool"), "{errs:?}");
+    let errs = compile(spec_with(
+        json!([{"rule": "self.bar >"}]),
+        json!({"bar": {"type": "integer"}}),
+    ))
+    .unwrap_err();
+    assert!(
+        errs[0].contains("compilation failed: ERROR: <input>:1:"),
+        "{errs:?}"
+    );
+    let errs = compile(spec_with(
+        json!([{"rule": "self.bar + 1"}]),
+        json!({"bar": {"type": "integer"}}),
+    ))
+    .unwrap_err();
+    assert!(
+        errs[0].ends_with(": cel expression must evaluate to a bool"),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -71,8 +94,20 @@ fn rule_fields_are_checked() {
     .unwrap_err();
     let base = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
     assert!(errs.contains(&format!("{base}[0].reason: Unsupported value: \"Nope\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"")), "{errs:#?}");
-    assert!(errs.contains(&format!("{base}[1].fieldPath: Invalid value: \".missing\": fieldPath must be a valid path")), "{errs:#?}");
-    assert!(errs.iter().any(|e| e.starts_with(&format!("{base}[2].messageExpression: Invalid value: apiextensions.ValidationRule{{")) && e.contains("messageExpression compilation failed: ERROR: <input>:1:5: undefined field 'nope'")), "{errs:#?}");
+    assert!(
+        errs.contains(&format!(
+            "{base}[1].fieldPath: Invalid value: \".missing\": fieldPath must be a valid path"
+        )),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!(
+            "{base}[2].messageExpression: Invalid value: apiextensions.ValidationRule{{"
+        )) && e.contains(
+            "messageExpression compilation failed: ERROR: <input>:1:5: undefined field 'nope'"
+        )),
+        "{errs:#?}"
+    );
     assert!(errs.contains(&format!("{base}[3].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule")), "{errs:#?}");
 }
 
@@ -87,10 +122,22 @@ fn failures_render_as_upstream() {
         ]),
         json!({"replicas": {"type": "integer"}}),
     ));
-    assert_eq!(check(&v, json!({"spec": {"replicas": 0}}), None), vec!["spec: Invalid value: \"object\": failed rule: self.replicas >= 1"]);
-    assert_eq!(check(&v, json!({"spec": {"replicas": 6}}), None), vec!["spec: Invalid value: \"object\": too many"]);
-    assert_eq!(check(&v, json!({"spec": {"replicas": 3}}), None), vec!["spec: Forbidden: replicas is 3"]);
-    assert_eq!(check(&v, json!({"spec": {"replicas": 4}}), None), vec!["spec.replicas: Required value: failed rule: self.replicas != 4"]);
+    assert_eq!(
+        check(&v, json!({"spec": {"replicas": 0}}), None),
+        vec!["spec: Invalid value: \"object\": failed rule: self.replicas >= 1"]
+    );
+    assert_eq!(
+        check(&v, json!({"spec": {"replicas": 6}}), None),
+        vec!["spec: Invalid value: \"object\": too many"]
+    );
+    assert_eq!(
+        check(&v, json!({"spec": {"replicas": 3}}), None),
+        vec!["spec: Forbidden: replicas is 3"]
+    );
+    assert_eq!(
+        check(&v, json!({"spec": {"replicas": 4}}), None),
+        vec!["spec.replicas: Required value: failed rule: self.replicas != 4"]
+    );
     assert!(check(&v, json!({"spec": {"replicas": 2}}), None).is_empty());
 }
 
@@ -118,7 +165,10 @@ fn absent_fields_are_no_such_key_and_has_works() {
         check(&v, json!({"spec": {"b": 1}}), None),
         vec!["spec: Invalid value: \"object\": no such key: a evaluating rule: self.a > 0"]
     );
-    assert_eq!(check(&v, json!({"spec": {"a": 1, "b": 0}}), None), vec!["spec: Invalid value: \"object\": failed rule: !has(self.b) || self.b > 0"]);
+    assert_eq!(
+        check(&v, json!({"spec": {"a": 1, "b": 0}}), None),
+        vec!["spec: Invalid value: \"object\": failed rule: !has(self.b) || self.b > 0"]
+    );
 }
 
 #[test]
@@ -140,7 +190,10 @@ fn transition_rules_run_only_on_update_and_correlate_map_lists() {
     let new = json!({"spec": {"items": [{"name": "b", "value": "2"}, {"name": "a", "value": "changed"}]}});
     let old = json!({"spec": {"items": [{"name": "a", "value": "1"}]}});
     assert!(check(&v, new.clone(), None).is_empty());
-    assert_eq!(check(&v, new, Some(old)), vec!["spec.items[1]: Invalid value: \"object\": value is immutable"]);
+    assert_eq!(
+        check(&v, new, Some(old)),
+        vec!["spec.items[1]: Invalid value: \"object\": value is immutable"]
+    );
 }
 
 #[test]
@@ -164,12 +217,20 @@ fn optional_old_self_runs_on_create() {
     ));
     assert_eq!(check(&v, json!({"spec": {"x": "other"}}), None).len(), 1);
     assert!(check(&v, json!({"spec": {"x": "init"}}), None).is_empty());
-    assert!(check(&v, json!({"spec": {"x": "other"}}), Some(json!({"spec": {"x": "other"}}))).is_empty());
+    assert!(check(
+        &v,
+        json!({"spec": {"x": "other"}}),
+        Some(json!({"spec": {"x": "other"}}))
+    )
+    .is_empty());
 }
 
 #[test]
 fn unchanged_values_ratchet() {
-    let v = ok(spec_with(json!([{"rule": "self.n > 0"}]), json!({"n": {"type": "integer"}})));
+    let v = ok(spec_with(
+        json!([{"rule": "self.n > 0"}]),
+        json!({"n": {"type": "integer"}}),
+    ));
     let bad = json!({"spec": {"n": 0}});
     assert_eq!(check(&v, bad.clone(), None).len(), 1);
     assert!(check(&v, bad.clone(), Some(bad)).is_empty());
@@ -244,9 +305,40 @@ fn an_expensive_evaluation_is_stopped_at_run_time() {
 
 #[test]
 fn runtime_overload_errors_are_reported() {
-    let v = ok(spec_with(json!([{"rule": "self.x > 1"}]), json!({"x": {"x-kubernetes-int-or-string": true}})));
+    let v = ok(spec_with(
+        json!([{"rule": "self.x > 1"}]),
+        json!({"x": {"x-kubernetes-int-or-string": true}}),
+    ));
     assert_eq!(
         check(&v, json!({"spec": {"x": "a"}}), None),
         vec!["spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: self.x > 1"]
+    );
+}
+
+#[test]
+fn the_request_budget_stops_further_rules() {
+    // Each rule is within its static budget over the 12 items, but together they need more than
+    // a request may spend: the default 10,000,000, and here (to keep the test quick) 3,000,000.
+    let inner = json!({"type": "array", "maxItems": 280, "items": {"type": "integer"},
+    "x-kubernetes-validations": [
+        {"rule": "self.all(a, self.all(b, a <= b || a > b))"},
+        {"rule": "self.all(a, self.all(b, b <= a || b > a))"}
+    ]});
+    let v = ok(json!({
+        "type": "object",
+        "properties": {"l": {"type": "array", "maxItems": 12, "items": inner}}
+    }));
+    let item: Vec<i64> = (0..280).collect();
+    let obj = json!({"l": vec![item; 12]});
+    let errs: Vec<String> = v
+        .validate_with_budget(&obj, None, 3_000_000)
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.body()))
+        .collect();
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(
+        errs.last().map(String::as_str),
+        Some("l[1]: Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run"),
+        "{errs:#?}"
     );
 }

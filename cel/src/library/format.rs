@@ -62,7 +62,12 @@ constructors! {
 
 pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     register_constructors(env)?;
-    env.add_overload("format.named", "format_named", vec![STRING_TYPE.to_owned()], named)?;
+    env.add_overload(
+        "format.named",
+        "format_named",
+        vec![STRING_TYPE.to_owned()],
+        named,
+    )?;
     env.add_member_overload(
         "validate",
         "format_validate",
@@ -99,7 +104,11 @@ fn problems(format: &str, s: &str) -> Vec<String> {
                     8 | 13 | 18 | 23 => c == '-',
                     _ => c.is_ascii_hexdigit(),
                 });
-            if ok { vec![] } else { vec!["does not match the UUID format".to_owned()] }
+            if ok {
+                vec![]
+            } else {
+                vec!["does not match the UUID format".to_owned()]
+            }
         }
         "byte" => match base64::engine::general_purpose::STANDARD.decode(s) {
             Ok(_) => vec![],
@@ -136,14 +145,42 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(eval("!format.dns1123Label().validate('my-name').hasValue()"), "true");
-        assert_eq!(eval("format.dns1123Label().validate('My_Name').hasValue()"), "true");
-        assert_eq!(eval("format.named('dns1123Subdomain').value().validate('a.b').hasValue()"), "false");
+        assert_eq!(
+            eval("!format.dns1123Label().validate('my-name').hasValue()"),
+            "true"
+        );
+        assert_eq!(
+            eval("format.dns1123Label().validate('My_Name').hasValue()"),
+            "true"
+        );
+        assert_eq!(
+            eval("format.named('dns1123Subdomain').value().validate('a.b').hasValue()"),
+            "false"
+        );
         assert_eq!(eval("format.named('nope').hasValue()"), "false");
-        assert_eq!(eval("format.labelValue().validate('a'.repeat(3)).hasValue()").starts_with("error") || true, true);
-        assert_eq!(eval("format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()"), "false");
-        assert_eq!(eval("format.uuid().validate('123e4567').hasValue()"), "true");
-        assert_eq!(eval("format.date().validate('2024-01-31').hasValue()"), "false");
-        assert_eq!(eval("format.datetime().validate('2024-01-31').hasValue()"), "true");
+        assert_eq!(
+            eval("format.labelValue().validate('a_b').hasValue()"),
+            "false"
+        );
+        assert_eq!(
+            eval("format.labelValue().validate('-a').hasValue()"),
+            "true"
+        );
+        assert_eq!(
+            eval("format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()"),
+            "false"
+        );
+        assert_eq!(
+            eval("format.uuid().validate('123e4567').hasValue()"),
+            "true"
+        );
+        assert_eq!(
+            eval("format.date().validate('2024-01-31').hasValue()"),
+            "false"
+        );
+        assert_eq!(
+            eval("format.datetime().validate('2024-01-31').hasValue()"),
+            "true"
+        );
     }
 }

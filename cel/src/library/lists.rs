@@ -13,8 +13,20 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_member_overload("min", "list_min", LIST_TYPE, vec![], min)?;
     env.add_member_overload("max", "list_max", LIST_TYPE, vec![], max)?;
     let dyn_ = cel::common::types::DYN_TYPE;
-    env.add_member_overload("indexOf", "list_index_of", LIST_TYPE, vec![dyn_.to_owned()], index_of)?;
-    env.add_member_overload("lastIndexOf", "list_last_index_of", LIST_TYPE, vec![dyn_], last_index_of)?;
+    env.add_member_overload(
+        "indexOf",
+        "list_index_of",
+        LIST_TYPE,
+        vec![dyn_.to_owned()],
+        index_of,
+    )?;
+    env.add_member_overload(
+        "lastIndexOf",
+        "list_last_index_of",
+        LIST_TYPE,
+        vec![dyn_],
+        last_index_of,
+    )?;
     Ok(())
 }
 
@@ -32,7 +44,9 @@ fn items<'a, 'v>(
 
 fn compare(a: &dyn Val, b: &dyn Val) -> Result<Ordering, ExecutionError> {
     a.as_comparer()
-        .ok_or_else(|| ExecutionError::function_error("compare", "list elements are not comparable"))?
+        .ok_or_else(|| {
+            ExecutionError::function_error("compare", "list elements are not comparable")
+        })?
         .compare(b)
 }
 
@@ -54,31 +68,49 @@ fn sum<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     if first.downcast_ref::<CelInt>().is_some() {
         let mut acc: i64 = 0;
         for i in items {
-            let v = i.downcast_ref::<CelInt>().map(|v| *v.inner()).ok_or_else(mixed)?;
-            acc = acc.checked_add(v).ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?;
+            let v = i
+                .downcast_ref::<CelInt>()
+                .map(|v| *v.inner())
+                .ok_or_else(mixed)?;
+            acc = acc
+                .checked_add(v)
+                .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?;
         }
         return owned(CelInt::from(acc));
     }
     if first.downcast_ref::<CelUInt>().is_some() {
         let mut acc: u64 = 0;
         for i in items {
-            let v = i.downcast_ref::<CelUInt>().map(|v| *v.inner()).ok_or_else(mixed)?;
-            acc = acc.checked_add(v).ok_or_else(|| ExecutionError::function_error("sum", "unsigned integer overflow"))?;
+            let v = i
+                .downcast_ref::<CelUInt>()
+                .map(|v| *v.inner())
+                .ok_or_else(mixed)?;
+            acc = acc.checked_add(v).ok_or_else(|| {
+                ExecutionError::function_error("sum", "unsigned integer overflow")
+            })?;
         }
         return owned(CelUInt::from(acc));
     }
     if first.downcast_ref::<CelDouble>().is_some() {
         let mut acc = 0.0;
         for i in items {
-            acc += i.downcast_ref::<CelDouble>().map(|v| *v.inner()).ok_or_else(mixed)?;
+            acc += i
+                .downcast_ref::<CelDouble>()
+                .map(|v| *v.inner())
+                .ok_or_else(mixed)?;
         }
         return owned(CelDouble::from(acc));
     }
     if first.downcast_ref::<CelDuration>().is_some() {
         let mut acc = chrono::Duration::zero();
         for i in items {
-            let d = i.downcast_ref::<CelDuration>().map(|v| *v.inner()).ok_or_else(mixed)?;
-            acc = acc.checked_add(&d).ok_or_else(|| ExecutionError::function_error("sum", "duration overflow"))?;
+            let d = i
+                .downcast_ref::<CelDuration>()
+                .map(|v| *v.inner())
+                .ok_or_else(mixed)?;
+            acc = acc
+                .checked_add(&d)
+                .ok_or_else(|| ExecutionError::function_error("sum", "duration overflow"))?;
         }
         return owned(CelDuration::from(acc));
     }
@@ -113,11 +145,12 @@ fn max<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
 fn position(args: &[CowVal<'_, '_>], function: &str, last: bool) -> Result<i64, ExecutionError> {
     let items = items(args, function)?;
     let needle = crate::env::arg(args, 1)?;
-    let found = |i: &Box<dyn Val + '_>| i.as_ref().equals(needle) || needle.equals(i.as_ref());
+    let found = |i: &dyn Val| i.equals(needle) || needle.equals(i);
+    let mut values = items.iter().map(|b| b.as_ref());
     let pos = if last {
-        items.iter().rposition(found)
+        values.rposition(found)
     } else {
-        items.iter().position(found)
+        values.position(found)
     };
     Ok(pos.map_or(-1, |p| p as i64))
 }

@@ -57,7 +57,6 @@ pub(crate) mod testing {
             Err(e) => format!("error: {}", crate::errors::runtime_message(&e)),
         }
     }
-
 }
 
 /// Implements `Val` for a library's own value type (`URL`, `Quantity`, `net.IP`, ...): owned,
@@ -125,7 +124,9 @@ mod tests {
 
     #[test]
     fn the_meter_stops_long_loops() {
-        let (out, usage) = crate::env::Meter::run(0, 1000, || eval("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(c, a + b + c > 0)))"));
+        let (out, usage) = crate::env::Meter::run(0, 1000, || {
+            eval("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(c, a + b + c > 0)))")
+        });
         assert!(usage.exceeded);
         assert!(out.contains("actual cost limit exceeded"), "{out}");
         let (out, usage) = crate::env::Meter::run(0, 1_000_000, || eval("[1, 2].all(a, a > 0)"));

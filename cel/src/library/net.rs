@@ -31,21 +31,75 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_overload("ip.isCanonical", "ip_is_canonical", vec![s()], is_canonical)?;
     env.add_overload("string", "ip_to_string", vec![i()], ip_string)?;
     env.add_member_overload("family", "ip_family", i(), vec![], family)?;
-    env.add_member_overload("isUnspecified", "ip_is_unspecified", i(), vec![], is_unspecified)?;
+    env.add_member_overload(
+        "isUnspecified",
+        "ip_is_unspecified",
+        i(),
+        vec![],
+        is_unspecified,
+    )?;
     env.add_member_overload("isLoopback", "ip_is_loopback", i(), vec![], is_loopback)?;
-    env.add_member_overload("isLinkLocalMulticast", "ip_is_link_local_multicast", i(), vec![], is_llm)?;
-    env.add_member_overload("isLinkLocalUnicast", "ip_is_link_local_unicast", i(), vec![], is_llu)?;
-    env.add_member_overload("isGlobalUnicast", "ip_is_global_unicast", i(), vec![], is_gu)?;
+    env.add_member_overload(
+        "isLinkLocalMulticast",
+        "ip_is_link_local_multicast",
+        i(),
+        vec![],
+        is_llm,
+    )?;
+    env.add_member_overload(
+        "isLinkLocalUnicast",
+        "ip_is_link_local_unicast",
+        i(),
+        vec![],
+        is_llu,
+    )?;
+    env.add_member_overload(
+        "isGlobalUnicast",
+        "ip_is_global_unicast",
+        i(),
+        vec![],
+        is_gu,
+    )?;
 
     env.add_overload("cidr", "string_to_cidr", vec![s()], cidr)?;
     env.add_overload("isCIDR", "is_cidr", vec![s()], is_cidr)?;
     env.add_overload("string", "cidr_to_string", vec![c()], cidr_string)?;
-    env.add_member_overload("containsIP", "cidr_contains_ip_string", c(), vec![s()], contains_ip)?;
-    env.add_member_overload("containsIP", "cidr_contains_ip_ip", c(), vec![i()], contains_ip)?;
-    env.add_member_overload("containsCIDR", "cidr_contains_cidr_string", c(), vec![s()], contains_cidr)?;
-    env.add_member_overload("containsCIDR", "cidr_contains_cidr", c(), vec![c()], contains_cidr)?;
+    env.add_member_overload(
+        "containsIP",
+        "cidr_contains_ip_string",
+        c(),
+        vec![s()],
+        contains_ip,
+    )?;
+    env.add_member_overload(
+        "containsIP",
+        "cidr_contains_ip_ip",
+        c(),
+        vec![i()],
+        contains_ip,
+    )?;
+    env.add_member_overload(
+        "containsCIDR",
+        "cidr_contains_cidr_string",
+        c(),
+        vec![s()],
+        contains_cidr,
+    )?;
+    env.add_member_overload(
+        "containsCIDR",
+        "cidr_contains_cidr",
+        c(),
+        vec![c()],
+        contains_cidr,
+    )?;
     env.add_member_overload("ip", "cidr_ip", c(), vec![], cidr_ip)?;
-    env.add_member_overload("prefixLength", "cidr_prefix_length", c(), vec![], prefix_length)?;
+    env.add_member_overload(
+        "prefixLength",
+        "cidr_prefix_length",
+        c(),
+        vec![],
+        prefix_length,
+    )?;
     env.add_member_overload("masked", "cidr_masked", c(), vec![], masked)?;
     Ok(())
 }
@@ -60,17 +114,26 @@ fn parse_ip(s: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("IP Address {} parse error during conversion from string: ParseAddr({}): unable to parse IP", crate::errors::go_quote(s), crate::errors::go_quote(s)))?;
     if let IpAddr::V6(v6) = addr {
         if v6.to_ipv4_mapped().is_some() && s.contains('.') {
-            return Err(format!("IPv4-mapped IPv6 address {} is not allowed", crate::errors::go_quote(s)));
+            return Err(format!(
+                "IPv4-mapped IPv6 address {} is not allowed",
+                crate::errors::go_quote(s)
+            ));
         }
     }
     Ok(addr)
 }
 
 fn parse_cidr(s: &str) -> Result<Cidr, String> {
-    let bad = || format!("network address {} parse error during conversion from string: netip.ParsePrefix({}): invalid prefix", crate::errors::go_quote(s), crate::errors::go_quote(s));
+    let bad = || {
+        format!("network address {} parse error during conversion from string: netip.ParsePrefix({}): invalid prefix", crate::errors::go_quote(s), crate::errors::go_quote(s))
+    };
     let (a, p) = s.split_once('/').ok_or_else(bad)?;
     let addr = parse_ip(a).map_err(|_| bad())?;
-    if p.is_empty() || p.len() > 3 || !p.chars().all(|c| c.is_ascii_digit()) || (p.len() > 1 && p.starts_with('0')) {
+    if p.is_empty()
+        || p.len() > 3
+        || !p.chars().all(|c| c.is_ascii_digit())
+        || (p.len() > 1 && p.starts_with('0'))
+    {
         return Err(bad());
     }
     let prefix: u8 = p.parse().map_err(|_| bad())?;
@@ -85,12 +148,20 @@ fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
     match addr {
         IpAddr::V4(v4) => {
             let bits = u32::from(v4);
-            let m = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) };
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(prefix))
+            };
             IpAddr::V4(Ipv4Addr::from(bits & m))
         }
         IpAddr::V6(v6) => {
             let bits = u128::from(v6);
-            let m = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(prefix))
+            };
             IpAddr::V6(Ipv6Addr::from(bits & m))
         }
     }
@@ -274,11 +345,23 @@ mod tests {
         assert_eq!(eval("isCIDR('10.0.0.0/33')"), "false");
         assert_eq!(eval("isCIDR('10.0.0.0')"), "false");
         assert_eq!(eval("cidr('10.0.0.0/8').containsIP('10.1.2.3')"), "true");
-        assert_eq!(eval("cidr('10.0.0.0/8').containsIP(ip('11.1.2.3'))"), "false");
-        assert_eq!(eval("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')"), "true");
-        assert_eq!(eval("cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')"), "false");
+        assert_eq!(
+            eval("cidr('10.0.0.0/8').containsIP(ip('11.1.2.3'))"),
+            "false"
+        );
+        assert_eq!(
+            eval("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')"),
+            "true"
+        );
+        assert_eq!(
+            eval("cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')"),
+            "false"
+        );
         assert_eq!(eval("cidr('10.1.2.3/8').prefixLength()"), "8");
-        assert_eq!(eval("string(cidr('10.1.2.3/8').masked())"), "\"10.0.0.0/8\"");
+        assert_eq!(
+            eval("string(cidr('10.1.2.3/8').masked())"),
+            "\"10.0.0.0/8\""
+        );
         assert_eq!(eval("string(cidr('10.1.2.3/8').ip())"), "\"10.1.2.3\"");
         assert_eq!(eval("cidr('::1/128').ip().family()"), "6");
     }

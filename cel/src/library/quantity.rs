@@ -23,7 +23,8 @@ impl PartialEq for Quantity {
 
 library_type!(Quantity, QUANTITY_TYPE, "kubernetes.Quantity");
 
-const FORMAT_ERROR: &str = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+const FORMAT_ERROR: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /// `resource.ParseQuantity`.
 pub fn parse(s: &str) -> Result<Quantity, &'static str> {
@@ -64,7 +65,9 @@ pub fn parse(s: &str) -> Result<Quantity, &'static str> {
                 "Pi" => 5,
                 _ => 6,
             };
-            mantissa = mantissa.checked_mul(1i128 << (10 * power)).ok_or(FORMAT_ERROR)?;
+            mantissa = mantissa
+                .checked_mul(1i128 << (10 * power))
+                .ok_or(FORMAT_ERROR)?;
         }
         "n" => exponent -= 9,
         "u" => exponent -= 6,
@@ -106,15 +109,22 @@ impl Quantity {
     /// Both mantissas at the smaller exponent, when that fits.
     fn aligned(&self, other: &Self) -> Option<(i128, i128, i32)> {
         let e = self.exponent.min(other.exponent);
-        let a = self.mantissa.checked_mul(pow10((self.exponent - e) as u32)?)?;
-        let b = other.mantissa.checked_mul(pow10((other.exponent - e) as u32)?)?;
+        let a = self
+            .mantissa
+            .checked_mul(pow10((self.exponent - e) as u32)?)?;
+        let b = other
+            .mantissa
+            .checked_mul(pow10((other.exponent - e) as u32)?)?;
         Some((a, b, e))
     }
 
     fn cmp_to(&self, other: &Self) -> Ordering {
         match self.aligned(other) {
             Some((a, b, _)) => a.cmp(&b),
-            None => self.approx().partial_cmp(&other.approx()).unwrap_or(Ordering::Equal),
+            None => self
+                .approx()
+                .partial_cmp(&other.approx())
+                .unwrap_or(Ordering::Equal),
         }
     }
 
@@ -147,16 +157,34 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_overload("quantity", "string_to_quantity", vec![s()], quantity)?;
     env.add_overload("isQuantity", "is_quantity_string", vec![s()], is_quantity)?;
     env.add_member_overload("sign", "quantity_sign", q(), vec![], sign)?;
-    env.add_member_overload("isGreaterThan", "quantity_is_greater_than", q(), vec![q()], greater)?;
+    env.add_member_overload(
+        "isGreaterThan",
+        "quantity_is_greater_than",
+        q(),
+        vec![q()],
+        greater,
+    )?;
     env.add_member_overload("isLessThan", "quantity_is_less_than", q(), vec![q()], less)?;
-    env.add_member_overload("compareTo", "quantity_compare_to", q(), vec![q()], compare_to)?;
+    env.add_member_overload(
+        "compareTo",
+        "quantity_compare_to",
+        q(),
+        vec![q()],
+        compare_to,
+    )?;
     env.add_member_overload("add", "quantity_add", q(), vec![q()], add)?;
     env.add_member_overload("add", "quantity_add_int", q(), vec![INT_TYPE], add)?;
     env.add_member_overload("sub", "quantity_sub", q(), vec![q()], sub)?;
     env.add_member_overload("sub", "quantity_sub_int", q(), vec![INT_TYPE], sub)?;
     env.add_member_overload("asInteger", "quantity_as_integer", q(), vec![], as_integer)?;
     env.add_member_overload("isInteger", "quantity_is_integer", q(), vec![], is_integer)?;
-    env.add_member_overload("asApproximateFloat", "quantity_as_float", q(), vec![], as_float)?;
+    env.add_member_overload(
+        "asApproximateFloat",
+        "quantity_as_float",
+        q(),
+        vec![],
+        as_float,
+    )?;
     Ok(())
 }
 
@@ -254,10 +282,16 @@ mod tests {
         assert_eq!(eval("quantity('1500m').asApproximateFloat()"), "1.5");
         assert_eq!(eval("quantity('-1').sign()"), "-1");
         assert_eq!(eval("quantity('0').sign()"), "0");
-        assert_eq!(eval("quantity('1Gi').isGreaterThan(quantity('1G'))"), "true");
+        assert_eq!(
+            eval("quantity('1Gi').isGreaterThan(quantity('1G'))"),
+            "true"
+        );
         assert_eq!(eval("quantity('1G').isLessThan(quantity('1Gi'))"), "true");
         assert_eq!(eval("quantity('1000m').compareTo(quantity('1'))"), "0");
-        assert_eq!(eval("quantity('1').add(quantity('500m')).compareTo(quantity('1.5'))"), "0");
+        assert_eq!(
+            eval("quantity('1').add(quantity('500m')).compareTo(quantity('1.5'))"),
+            "0"
+        );
         assert_eq!(eval("quantity('1').add(2).asInteger()"), "3");
         assert_eq!(eval("quantity('1').sub(quantity('2')).sign()"), "-1");
         assert_eq!(eval("quantity('1').sub(1).sign()"), "0");

@@ -46,7 +46,13 @@ pub fn cached_regex(pattern: &str) -> Result<Arc<Regex>, String> {
 pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     let s = || STRING_TYPE.to_owned();
     env.add_member_overload("find", "string_find_string", s(), vec![s()], find)?;
-    env.add_member_overload("findAll", "string_find_all_string", s(), vec![s()], find_all)?;
+    env.add_member_overload(
+        "findAll",
+        "string_find_all_string",
+        s(),
+        vec![s()],
+        find_all,
+    )?;
     env.add_member_overload(
         "findAll",
         "string_find_all_string_int",
@@ -80,7 +86,11 @@ fn all(args: &[CowVal<'_, '_>], limit: i64) -> Result<CelList<'static>, Executio
     let (s, p) = (str_arg(args, 0)?, str_arg(args, 1)?);
     charge(s.len() as u64 / 10 + 1)?;
     let re = regex_of("findAll", p)?;
-    let limit = if limit < 0 { usize::MAX } else { limit as usize };
+    let limit = if limit < 0 {
+        usize::MAX
+    } else {
+        limit as usize
+    };
     let found: Vec<Box<dyn Val>> = re
         .find_iter(s)
         .take(limit)
@@ -109,8 +119,14 @@ mod tests {
     fn regex() {
         assert_eq!(eval("'abc 123'.find('[0-9]+')"), "\"123\"");
         assert_eq!(eval("'abc'.find('[0-9]+')"), "\"\"");
-        assert_eq!(eval("'123 abc 456'.findAll('[0-9]+') == ['123', '456']"), "true");
-        assert_eq!(eval("'123 abc 456'.findAll('[0-9]+', 1) == ['123']"), "true");
+        assert_eq!(
+            eval("'123 abc 456'.findAll('[0-9]+') == ['123', '456']"),
+            "true"
+        );
+        assert_eq!(
+            eval("'123 abc 456'.findAll('[0-9]+', 1) == ['123']"),
+            "true"
+        );
         assert_eq!(eval("'123 abc 456'.findAll('[0-9]+', 0) == []"), "true");
         assert!(eval("'x'.find('[')").contains("error parsing regexp"));
         assert_eq!(eval("'foo'.matches('^f.o$')"), "true");

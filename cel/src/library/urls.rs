@@ -28,7 +28,13 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_member_overload("getHost", "url_get_host", u(), vec![], get_host)?;
     env.add_member_overload("getHostname", "url_get_hostname", u(), vec![], get_hostname)?;
     env.add_member_overload("getPort", "url_get_port", u(), vec![], get_port)?;
-    env.add_member_overload("getEscapedPath", "url_get_escaped_path", u(), vec![], get_escaped_path)?;
+    env.add_member_overload(
+        "getEscapedPath",
+        "url_get_escaped_path",
+        u(),
+        vec![],
+        get_escaped_path,
+    )?;
     env.add_member_overload("getQuery", "url_get_query", u(), vec![], get_query)?;
     env.add_overload("string", "url_to_string", vec![u()], to_string)?;
     Ok(())
@@ -93,7 +99,10 @@ fn validate_host(host: &str) -> Result<(), String> {
     let (name, port) = split_host_port(host);
     if let Some(port) = port {
         if !port.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("invalid port {} after host", crate::errors::go_quote(&format!(":{port}"))));
+            return Err(format!(
+                "invalid port {} after host",
+                crate::errors::go_quote(&format!(":{port}"))
+            ));
         }
     }
     if name.starts_with('[') {
@@ -106,7 +115,10 @@ fn validate_host(host: &str) -> Result<(), String> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=%".contains(*c)) && c.is_ascii())
     {
-        return Err(format!("invalid character {} in host name", crate::errors::go_quote(&bad.to_string())));
+        return Err(format!(
+            "invalid character {} in host name",
+            crate::errors::go_quote(&bad.to_string())
+        ));
     }
     Ok(())
 }
@@ -174,7 +186,11 @@ fn get_port<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
 
 fn get_escaped_path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let u = this(&args)?;
-    string(if u.opaque { String::new() } else { u.path.clone() })
+    string(if u.opaque {
+        String::new()
+    } else {
+        u.path.clone()
+    })
 }
 
 fn percent_decode(s: &str) -> String {
@@ -219,7 +235,10 @@ fn get_query<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
                 .into_iter()
                 .map(|v| Box::new(CelString::from(v)) as Box<dyn Val>)
                 .collect();
-            (CelMapKey::from(k), Box::new(CelList::from(list)) as Box<dyn Val>)
+            (
+                CelMapKey::from(k),
+                Box::new(CelList::from(list)) as Box<dyn Val>,
+            )
         })
         .collect();
     owned(CelMap::from(map))
@@ -254,13 +273,31 @@ mod tests {
         assert_eq!(eval("isURL('/absolute-path')"), "true");
         assert_eq!(eval("isURL('example.com')"), "false");
         assert_eq!(eval("isURL('https://exa mple.com')"), "false");
-        assert_eq!(eval("url('https://example.com:80/path').getScheme()"), "\"https\"");
-        assert_eq!(eval("url('https://example.com:80/path').getHost()"), "\"example.com:80\"");
-        assert_eq!(eval("url('https://example.com:80/path').getHostname()"), "\"example.com\"");
-        assert_eq!(eval("url('https://[::1]:80/path').getHostname()"), "\"::1\"");
-        assert_eq!(eval("url('https://example.com:80/path').getPort()"), "\"80\"");
+        assert_eq!(
+            eval("url('https://example.com:80/path').getScheme()"),
+            "\"https\""
+        );
+        assert_eq!(
+            eval("url('https://example.com:80/path').getHost()"),
+            "\"example.com:80\""
+        );
+        assert_eq!(
+            eval("url('https://example.com:80/path').getHostname()"),
+            "\"example.com\""
+        );
+        assert_eq!(
+            eval("url('https://[::1]:80/path').getHostname()"),
+            "\"::1\""
+        );
+        assert_eq!(
+            eval("url('https://example.com:80/path').getPort()"),
+            "\"80\""
+        );
         assert_eq!(eval("url('https://example.com/path').getPort()"), "\"\"");
-        assert_eq!(eval("url('https://example.com/a%20b').getEscapedPath()"), "\"/a%20b\"");
+        assert_eq!(
+            eval("url('https://example.com/a%20b').getEscapedPath()"),
+            "\"/a%20b\""
+        );
         assert_eq!(eval("url('https://example.com/?k=a&k=b&j=c').getQuery() == {'k': ['a', 'b'], 'j': ['c']}"), "true");
         assert!(eval("url('bad')").contains("URL parse error during conversion from string"));
     }
