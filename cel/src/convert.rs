@@ -42,7 +42,12 @@ pub fn to_val<'a>(v: &'a Value, node: &Node) -> Box<dyn Val + 'a> {
         }
         (Kind::List(item), Value::Array(items)) => {
             let list: Vec<Box<dyn Val + 'a>> = items.iter().map(|i| to_val(i, item)).collect();
-            shared_list(list)
+            match node.list_type.as_deref() {
+                Some("set") | Some("map") => {
+                    Box::new(UnorderedList(std::sync::Arc::new(CelList::from(list))))
+                }
+                _ => shared_list(list),
+            }
         }
         (Kind::Map(value), Value::Object(m)) => {
             let map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = m
@@ -171,7 +176,7 @@ mod tests {
 /// comprehension visits) is a reference count, not a deep copy. Everything else is the built-in
 /// `CelMap`/`CelList` inside, which `as_builtin` exposes, so every operation sees a built-in.
 macro_rules! shared {
-    ($name:ident, $inner:ident, $variant:ident, $ty:ident, [$($extra:ident),*]) => {
+    ($name:ident, $inner:ident, $variant:ident, $ty:ident, $eq:expr, [$($extra:ident),*]) => {
         #[derive(Debug, Clone)]
         pub struct $name<'v>(std::sync::Arc<$inner<'v>>);
 
@@ -211,7 +216,8 @@ macro_rules! shared {
             }
             $(shared!(@$extra);)*
             fn equals(&self, other: &dyn Val) -> bool {
-                self.0.equals(other)
+                let eq: fn(&$inner<'_>, &dyn Val) -> bool = $eq;
+                eq(&self.0, other)
             }
             fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
             where
@@ -243,8 +249,43 @@ macro_rules! shared {
     };
 }
 
-shared!(SharedMap, CelMap, Map, MAP_TYPE, []);
-shared!(SharedList, CelList, List, LIST_TYPE, [adder]);
+shared!(SharedMap, CelMap, Map, MAP_TYPE, |a, b| a.equals(b), []);
+shared!(
+    SharedList,
+    CelList,
+    List,
+    LIST_TYPE,
+    |a, b| a.equals(b),
+    [adder]
+);
+// `x-kubernetes-list-type: set` and `map` lists are equal regardless of order, as upstream's
+// `unstructuredSetList` / `unstructuredMapList`.
+shared!(
+    UnorderedList,
+    CelList,
+    List,
+    LIST_TYPE,
+    unordered_equals,
+    [adder]
+);
+
+fn unordered_equals(a: &CelList<'_>, b: &dyn Val) -> bool {
+    let Some(b) = b.downcast_ref::<CelList>() else {
+        return false;
+    };
+    let (a, b) = (a.inner(), b.inner());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut used = vec![false; b.len()];
+    a.iter().all(|x| {
+        let found = b
+            .iter()
+            .enumerate()
+            .position(|(i, y)| !used[i] && x.as_ref().equals(y.as_ref()));
+        found.map(|i| used[i] = true).is_some()
+    })
+}
 
 fn shared_map<'a>(m: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>>) -> Box<dyn Val + 'a> {
     Box::new(SharedMap(std::sync::Arc::new(CelMap::from(m))))

@@ -11,6 +11,27 @@
 //!
 //! Compilation happens once per schema ([`Validator::compile`]); validation converts the object
 //! once and evaluates the pre-parsed programs.
+//!
+//! # Known differences from Kubernetes 1.33
+//!
+//! - No type checker (the `cel` crate has none). Compile time catches syntax errors, fields the
+//!   schema does not declare (`undefined field 'x'`), unknown identifiers and visibly non-bool
+//!   (non-string, for `messageExpression`) results; overload mismatches (`1 + 'a'`,
+//!   `self.name > 3`) surface at run time as `no such overload` instead of at CRD creation.
+//! - Static cost follows cel-go's estimator for the operators, macros, string functions and the
+//!   Kubernetes libraries; functions it does not model cost 1. Run-time cost is charged per
+//!   comprehension (range size times the nodes of one iteration, before the loop runs, so an
+//!   `exists` that stops early is charged in full) and per library call by input size, not
+//!   node-by-node as cel-go's tracker does: limits trip at approximately, not exactly, the same
+//!   point.
+//! - Ratcheted errors (unchanged values) are dropped; upstream returns them as warnings.
+//! - The `%#v` of a rule in compile errors shows set pointer fields (`reason`,
+//!   `optionalOldSelf`) with a fixed address `0xc000000000` where Go prints the real one.
+//! - The strings extension is the `cel` crate's (cel-go's latest: it also has `reverse` and
+//!   `format`); cel-go's `sets`, two-variable comprehensions and `semver` are not provided;
+//!   `cel.bind` is.
+//! - URL parsing is a reduction of Go's `url.ParseRequestURI`; quantities are exact decimals up to
+//!   38 digits (larger ones are refused).
 
 pub mod compile;
 pub mod convert;

@@ -342,3 +342,17 @@ fn the_request_budget_stops_further_rules() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn set_lists_compare_without_order() {
+    let v = ok(spec_with(
+        json!([{"rule": "self.s == oldSelf.s", "message": "immutable"}]),
+        json!({"s": {"type": "array", "maxItems": 5, "x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 5}}}),
+    ));
+    let old = json!({"spec": {"s": ["a", "b"]}});
+    assert!(check(&v, json!({"spec": {"s": ["b", "a"]}}), Some(old.clone())).is_empty());
+    assert_eq!(
+        check(&v, json!({"spec": {"s": ["b", "c"]}}), Some(old)),
+        vec!["spec: Invalid value: \"object\": immutable"]
+    );
+}
