@@ -103,8 +103,41 @@ fn line_col_offset(src: &str, line: isize, col: isize) -> u32 {
     src.len() as u32
 }
 
+/// The type of an expression built from literals alone (`1 + 2`, `'a' + 'b'`), when evident.
+fn literal_type(e: &IdedExpr) -> Option<&'static str> {
+    match &e.expr {
+        Expr::Literal(LiteralValue::Boolean(_)) => Some("bool"),
+        Expr::Literal(LiteralValue::Int(_)) => Some("int"),
+        Expr::Literal(LiteralValue::UInt(_)) => Some("uint"),
+        Expr::Literal(LiteralValue::Double(_)) => Some("double"),
+        Expr::Literal(LiteralValue::String(_)) => Some("string"),
+        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
+        Expr::Literal(LiteralValue::Null) => Some("null"),
+        Expr::List(_) => Some("list"),
+        Expr::Map(_) => Some("map"),
+        Expr::Call(c) if c.target.is_none() && c.args.len() == 2 => {
+            let arithmetic = [
+                operators::ADD,
+                operators::SUBSTRACT,
+                operators::MULTIPLY,
+                operators::DIVIDE,
+                operators::MODULO,
+            ];
+            if !arithmetic.contains(&c.func_name.as_str()) {
+                return None;
+            }
+            let (a, b) = (literal_type(&c.args[0])?, literal_type(&c.args[1])?);
+            (a == b).then_some(a)
+        }
+        _ => None,
+    }
+}
+
 /// Whether an expression of this shape and type can produce `want`.
 fn result_may_be(expr: &Expression, ty: Option<&Node>, want: Want) -> bool {
+    if let Some(t) = literal_type(expr) {
+        return t == if want == Want::Bool { "bool" } else { "string" };
+    }
     let literal_ok = |l: &LiteralValue| match want {
         Want::Bool => matches!(l, LiteralValue::Boolean(_)),
         Want::String => matches!(l, LiteralValue::String(_)),

@@ -280,7 +280,7 @@ impl Compiler {
                         let detail = if detail.starts_with("ERROR:") {
                             format!("messageExpression compilation failed: {detail}")
                         } else {
-                            format!("messageExpression {detail}")
+                            detail
                         };
                         self.errors.push(FieldError {
                             field: format!("{base}.messageExpression"),

@@ -356,3 +356,27 @@ fn set_lists_compare_without_order() {
         vec!["spec: Invalid value: \"object\": immutable"]
     );
 }
+
+#[test]
+fn message_expression_must_be_a_string_and_falls_back_when_it_fails() {
+    let errs = compile(spec_with(
+        json!([{"rule": "true", "messageExpression": "1 + 2"}]),
+        json!({"n": {"type": "integer"}}),
+    ))
+    .unwrap_err();
+    assert!(errs[0].ends_with(": must evaluate to a string"), "{errs:?}");
+    let v = ok(spec_with(
+        json!([{"rule": "self.n > 0", "messageExpression": "'bad: ' + self.missing", "message": "n must be positive"}]),
+        json!({"n": {"type": "integer"}, "missing": {"type": "string"}}),
+    ));
+    assert_eq!(
+        check(&v, json!({"spec": {"n": 0}}), None),
+        vec!["spec: Invalid value: \"object\": n must be positive"]
+    );
+}
+
+#[test]
+fn validators_can_be_shared_across_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Validator>();
+}
