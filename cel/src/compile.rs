@@ -475,8 +475,12 @@ pub fn instrument(e: &mut IdedExpr) {
             let root = chain_root(&s.operand).is_none_or(|r| !KNOWN_IDENTS.contains(&r));
             if !s.test && root {
                 let id = e.id;
-                let Expr::Select(sel) = std::mem::take(&mut e.expr) else {
-                    return;
+                let sel = match std::mem::take(&mut e.expr) {
+                    Expr::Select(sel) => sel,
+                    other => {
+                        e.expr = other;
+                        return;
+                    }
                 };
                 e.expr = Expr::Call(CallExpr {
                     func_name: operators::INDEX.to_owned(),

@@ -18,7 +18,6 @@ use crate::cost::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
 use crate::env::{Meter, COST_EXCEEDED, ENV};
 use crate::errors::{go_quote, runtime_message};
 use crate::rules::{Rule, Tree};
-use crate::schema::Kind;
 use api::validation::{FieldError, FieldErrorKind};
 use cel::common::types::{CelBool, CelList, CelMap, CelOptional, CelString};
 use cel::common::value::{CowVal, Val};
@@ -455,10 +454,4 @@ fn evaluate(
         cel::Value::resolve_val(&program.expr, &ctx)
             .map(|v| v.downcast_ref::<CelBool>().is_some_and(|b| *b.inner()))
     })
-}
-
-/// Whether the node holds a list of the kind that correlates items.
-#[allow(dead_code)]
-fn is_list(kind: &Kind) -> bool {
-    matches!(kind, Kind::List(_))
 }
