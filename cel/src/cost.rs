@@ -169,6 +169,17 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                 all.get(i).map_or(0, |a| a.size)
             };
             let name = call.func_name.as_str();
+            if matches!(call.target.as_deref().map(|t| &t.expr), Some(Expr::Ident(ns)) if ns == "sets")
+            {
+                let product = args
+                    .first()
+                    .map_or(0, |a| a.size)
+                    .saturating_mul(args.get(1).map_or(0, |a| a.size));
+                return Est {
+                    cost: base.saturating_add(product.max(1)),
+                    ..Est::default()
+                };
+            }
             match name {
                 operators::LOGICAL_AND | operators::LOGICAL_OR => Est {
                     cost: base,

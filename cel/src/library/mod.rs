@@ -6,6 +6,7 @@ mod lists;
 mod net;
 mod quantity;
 pub mod regex;
+mod sets;
 mod urls;
 
 pub use self::regex::cached_regex;
@@ -22,6 +23,7 @@ pub fn register(env: &mut Env) {
         quantity::register(env),
         net::register(env),
         format::register(env),
+        sets::register(env),
     ];
     debug_assert!(results.iter().all(Result::is_ok), "{results:?}");
 }
