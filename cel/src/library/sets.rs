@@ -29,9 +29,12 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
+/// The elements of a list argument.
+type Items<'a, 'v> = &'a [Box<dyn Val + 'v>];
+
 fn lists<'a, 'v>(
     args: &'a [CowVal<'_, 'v>],
-) -> Result<(&'a [Box<dyn Val + 'v>], &'a [Box<dyn Val + 'v>]), ExecutionError> {
+) -> Result<(Items<'a, 'v>, Items<'a, 'v>), ExecutionError> {
     let list = |i: usize| {
         args.get(i)
             .and_then(|a| a.downcast_ref::<CelList>())
