@@ -166,3 +166,36 @@ fn refs_to_the_same_parent_with_and_without_section_are_refused() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn gateway_listener_rules() {
+    let v = validator("gateways.gateway.networking.k8s.io", "v1");
+    let gw = |listeners: Value, addresses: Value| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw"},
+            "spec": {"gatewayClassName": "c", "listeners": listeners, "addresses": addresses}
+        })
+    };
+    let ok = gw(
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+        json!([{"type": "Hostname", "value": "lb.example.com"}]),
+    );
+    assert_eq!(render(&v.validate(&ok, None)), Vec::<String>::new());
+    let bad = gw(
+        json!([
+            {"name": "http", "port": 80, "protocol": "HTTP", "tls": {"mode": "Terminate"}},
+            {"name": "http", "port": 81, "protocol": "HTTP"}
+        ]),
+        json!([{"type": "Hostname", "value": "Not_A_Host"}]),
+    );
+    let errs = render(&v.validate(&bad, None));
+    for want in [
+        "spec.listeners: Invalid value: \"array\": tls must not be specified for protocols ['HTTP', 'TCP', 'UDP']",
+        "spec.listeners: Invalid value: \"array\": Listener name must be unique within the Gateway",
+        "spec.addresses[0]: Invalid value: \"object\": Hostname value must be empty or contain only valid characters (matching ^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)",
+    ] {
+        assert!(errs.contains(&want.to_owned()), "missing {want}\n{errs:#?}");
+    }
+}
