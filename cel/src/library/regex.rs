@@ -14,8 +14,15 @@ use std::sync::Arc;
 /// The `matches` that compiled rules call.
 pub const MATCHES_FN: &str = "@k8s.matches";
 
-/// Patterns kept per thread; the cache is cleared when full, which bounds its memory.
-const CACHE_LIMIT: usize = 256;
+/// Patterns kept per thread; the cache is cleared when full, which bounds its memory together
+/// with [`CACHED_PATTERN_LIMIT`] and the compiled-size limit.
+const CACHE_LIMIT: usize = 128;
+
+/// Longer patterns (rarely rule literals) are compiled for each call instead of cached.
+const CACHED_PATTERN_LIMIT: usize = 512;
+
+/// The compiled-size limit of one regex (the `regex` crate's default is 10 MiB).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 thread_local! {
     static CACHE: RefCell<HashMap<String, Arc<Regex>>> = RefCell::new(HashMap::new());
@@ -29,10 +36,13 @@ pub fn cached_regex(pattern: &str) -> Result<Arc<Regex>, String> {
     }
     let re = Arc::new(
         regex::RegexBuilder::new(pattern)
-            .size_limit(1 << 22)
+            .size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map_err(|e| format!("error parsing regexp: {e}"))?,
     );
+    if pattern.len() > CACHED_PATTERN_LIMIT {
+        return Ok(re);
+    }
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CACHE_LIMIT {
@@ -65,26 +75,33 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
+/// cel-go's cost of matching: the string's traversal times the pattern's length factor.
+fn regex_cost(s: &str, pattern: &str) -> u64 {
+    let str_cost = (s.len() as u64 + 1).div_ceil(10);
+    let re_cost = (pattern.len() as u64).div_ceil(4).max(1);
+    str_cost.saturating_mul(re_cost)
+}
+
 fn regex_of(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
     cached_regex(pattern).map_err(|e| ExecutionError::function_error(function, e))
 }
 
 fn matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let (s, p) = (str_arg(&args, 0)?, str_arg(&args, 1)?);
-    charge(s.len() as u64 / 10 + 1)?;
+    charge(regex_cost(s, p))?;
     owned(CelBool::from(regex_of("matches", p)?.is_match(s)))
 }
 
 fn find<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let (s, p) = (str_arg(&args, 0)?, str_arg(&args, 1)?);
-    charge(s.len() as u64 / 10 + 1)?;
+    charge(regex_cost(s, p))?;
     let found = regex_of("find", p)?.find(s).map(|m| m.as_str().to_owned());
     owned(CelString::from(found.unwrap_or_default()))
 }
 
 fn all(args: &[CowVal<'_, '_>], limit: i64) -> Result<CelList<'static>, ExecutionError> {
     let (s, p) = (str_arg(args, 0)?, str_arg(args, 1)?);
-    charge(s.len() as u64 / 10 + 1)?;
+    charge(regex_cost(s, p))?;
     let re = regex_of("findAll", p)?;
     let limit = if limit < 0 {
         usize::MAX
