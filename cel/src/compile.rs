@@ -3,7 +3,8 @@
 //!
 //! The `cel` crate has no type checker, so the check here is partial, by design of what is
 //! decidable without one: a field selected (or tested with `has()`) on a value whose schema type
-//! is an object without that property is `undefined field 'x'`, an unknown identifier is
+//! is an object without that property is `undefined field 'x'`, one selected on a scalar is
+//! `type 'int' does not support field selection`, an unknown identifier is
 //! `undeclared reference to 'x'`, and a rule whose result is visibly not a bool (a literal, an
 //! arithmetic result, a non-boolean field) is refused. Everything typed `dyn` passes, and
 //! overload mismatches surface at run time (`no such overload`), where upstream reports them at
@@ -239,7 +240,23 @@ impl Checker<'_> {
                 }
             },
             Kind::Map(value) => Some(value.clone()),
-            _ => None,
+            scalar => {
+                let name = match scalar {
+                    Kind::Bool => "bool",
+                    Kind::Int => "int",
+                    Kind::Double => "double",
+                    Kind::String => "string",
+                    Kind::Bytes => "bytes",
+                    Kind::Timestamp => "google.protobuf.Timestamp",
+                    Kind::Duration => "google.protobuf.Duration",
+                    _ => return None,
+                };
+                self.issue(
+                    id,
+                    format!("type '{name}' does not support field selection"),
+                );
+                None
+            }
         }
     }
 

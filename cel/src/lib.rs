@@ -15,7 +15,8 @@
 //! # Known differences from Kubernetes 1.33
 //!
 //! - No type checker (the `cel` crate has none). Compile time catches syntax errors, fields the
-//!   schema does not declare (`undefined field 'x'`), unknown identifiers and visibly non-bool
+//!   schema does not declare (`undefined field 'x'`), fields selected on scalars (`type 'int'
+//!   does not support field selection`), unknown identifiers and visibly non-bool
 //!   (non-string, for `messageExpression`) results; overload mismatches (`1 + 'a'`,
 //!   `self.name > 3`) surface at run time as `no such overload` instead of at CRD creation.
 //! - Static cost follows cel-go's estimator for the operators, macros, string functions and the
