@@ -298,13 +298,14 @@ impl Checker<'_> {
                     Some(Kind::List(item)) => Some(item.clone()),
                     _ => None,
                 };
-                self.check(&c.accu_init);
+                let init = self.check(&c.accu_init);
                 let depth = self.scope.len();
                 self.scope.push((c.iter_var.clone(), item));
                 if let Some(v2) = &c.iter_var2 {
                     self.scope.push((v2.clone(), None));
                 }
-                self.scope.push((c.accu_var.clone(), None));
+                // A bound value (`cel.bind`, two-variable comprehensions) keeps its type.
+                self.scope.push((c.accu_var.clone(), init));
                 self.check(&c.loop_cond);
                 self.check(&c.loop_step);
                 self.check(&c.result);

@@ -138,7 +138,8 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
             if let Some(v2) = &c.iter_var2 {
                 scope.push((v2.clone(), None));
             }
-            scope.push((c.accu_var.clone(), None));
+            // A bound value (`cel.bind`, two-variable comprehensions) keeps its schema node.
+            scope.push((c.accu_var.clone(), init.node.clone()));
             let cond = est(&c.loop_cond, root, scope);
             let step = est(&c.loop_step, root, scope);
             let result = est(&c.result, root, scope);
@@ -181,6 +182,11 @@ fn est(e: &IdedExpr, root: &Arc<Node>, scope: &mut Vec<(String, Option<Arc<Node>
                 };
             }
             match name {
+                crate::comprehensions::KEYS_FN => Est {
+                    cost: base.saturating_add(arg_size(0).max(1)),
+                    size: arg_size(0),
+                    node: None,
+                },
                 operators::LOGICAL_AND | operators::LOGICAL_OR => Est {
                     cost: base,
                     ..Est::default()

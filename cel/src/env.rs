@@ -32,6 +32,7 @@ fn build() -> Env {
     let _ = env.add_extension(cel::extensions::strings);
     let _ = env.add_overload(COST_FN, "@k8s.cost", vec![INT_TYPE, DYN_TYPE], cost);
     let _ = env.add_macro(cel::parser::Macro::receiver("bind", 3, bind_macro));
+    let _ = crate::comprehensions::register(&mut env);
     library::register(&mut env);
     env
 }

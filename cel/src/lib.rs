@@ -29,12 +29,14 @@
 //! - The `%#v` of a rule in compile errors shows set pointer fields (`reason`,
 //!   `optionalOldSelf`) with a fixed address `0xc000000000` where Go prints the real one.
 //! - The strings extension is the `cel` crate's (cel-go's latest: it also has `reverse` and
-//!   `format`); cel-go's two-variable comprehensions and Kubernetes' `semver` and `authz`
-//!   libraries are not provided; `cel.bind` and `sets` are.
+//!   `format`); Kubernetes' `semver` and `authz` libraries are not provided; `cel.bind`, `sets`
+//!   and the two-variable comprehensions (expanded to one-variable ones, see
+//!   [`comprehensions`]) are.
 //! - URL parsing is a reduction of Go's `url.ParseRequestURI`; quantities are exact decimals up to
 //!   38 digits (larger ones are refused).
 
 pub mod compile;
+pub mod comprehensions;
 pub mod convert;
 pub mod cost;
 pub mod env;

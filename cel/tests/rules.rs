@@ -380,3 +380,31 @@ fn validators_can_be_shared_across_threads() {
     fn shared<T: Send + Sync>() {}
     shared::<Validator>();
 }
+
+#[test]
+fn two_variable_comprehensions_are_typed_and_costed() {
+    let errs = compile(spec_with(
+        json!([{"rule": "self.items.all(i, v, v.nope > 0)"}]),
+        json!({"items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}}),
+    ))
+    .unwrap_err();
+    assert!(errs[0].contains("undefined field 'nope'"), "{errs:?}");
+    let errs = compile(spec_with(
+        json!([{"rule": "self.items.all(i, a, self.items.all(j, b, self.items.all(k, c, a + b + c != '')))"}]),
+        json!({"items": {"type": "array", "items": {"type": "string"}}}),
+    ))
+    .unwrap_err();
+    assert!(
+        errs[0].contains("estimated rule cost exceeds budget"),
+        "{errs:?}"
+    );
+    let v = ok(spec_with(
+        json!([{"rule": "self.items.all(i, v, v.n == i)", "message": "n is the index"}]),
+        json!({"items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}}),
+    ));
+    assert!(check(&v, json!({"spec": {"items": [{"n": 0}, {"n": 1}]}}), None).is_empty());
+    assert_eq!(
+        check(&v, json!({"spec": {"items": [{"n": 1}]}}), None),
+        vec!["spec: Invalid value: \"object\": n is the index"]
+    );
+}
