@@ -47,12 +47,6 @@ const MAX_SELECTABLE_FIELDS: usize = 8;
 const CONVERSION_REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
 /// The annotation protected groups need (`KubeAPIApprovedAnnotation`).
 pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
-/// Root schema fields allowed when the status subresource is enabled (`allowedFieldsAtRootSchema`,
-/// Go field names as the message lists them).
-const ALLOWED_AT_ROOT: &str = "[Description Type Format Title Maximum ExclusiveMaximum Minimum \
-ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items \
-Properties ExternalDocs Example XPreserveUnknownFields XValidations]";
-
 /// Errors of a new CRD (`ValidateCustomResourceDefinition`); `crd` carries the defaults and the
 /// status `prepare_for_create` set.
 pub fn validate_crd(crd: &CustomResourceDefinition) -> Vec<FieldError> {
@@ -520,30 +514,7 @@ fn validate_validation(
     };
     let schema_path = format!("{path}.openAPIV3Schema");
     if status_enabled {
-        if let Some(t) = schema.type_.as_deref().filter(|t| *t != "object") {
-            errs.push(FieldError::invalid(
-                format!("{schema_path}.type"),
-                t,
-                r#"only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#,
-            ));
-        } else if has_fields_not_allowed_at_root(schema) {
-            errs.push(FieldError {
-                field: schema_path.clone(),
-                kind: FieldErrorKind::Invalid,
-                message: format!(
-                    "only {ALLOWED_AT_ROOT} fields are allowed at the root of the schema if the status subresource is enabled"
-                ),
-                value: Some(api::validation::go_quote(
-                    &serde_json::to_string(schema).unwrap_or_default(),
-                )),
-            });
-        }
-    }
-    if schema.nullable == Some(true) {
-        errs.push(FieldError::forbidden(
-            format!("{schema_path}.nullable"),
-            "nullable cannot be true at the root",
-        ));
+        errs.extend(schema::validate_status_root(schema, &schema_path));
     }
     let schema_errs = schema::validate_crd_schema(schema, &schema_path);
     let structural_ok = schema_errs.is_empty();
@@ -556,33 +527,6 @@ fn validate_validation(
         }
     }
     errs
-}
-
-/// Whether the root schema sets anything outside `allowedFieldsAtRootSchema` (the type is checked
-/// on its own).
-fn has_fields_not_allowed_at_root(s: &JSONSchemaProps) -> bool {
-    s.additional_items.is_some()
-        || s.additional_properties.is_some()
-        || s.all_of.is_some()
-        || s.any_of.is_some()
-        || s.one_of.is_some()
-        || s.not.is_some()
-        || s.default.is_some()
-        || s.definitions.is_some()
-        || s.dependencies.is_some()
-        || s.enum_.is_some()
-        || s.id.is_some()
-        || s.max_properties.is_some()
-        || s.min_properties.is_some()
-        || s.nullable.is_some_and(|n| n)
-        || s.pattern_properties.is_some()
-        || s.ref_path.is_some()
-        || s.schema.is_some()
-        || s.x_kubernetes_embedded_resource.is_some_and(|b| b)
-        || s.x_kubernetes_int_or_string.is_some_and(|b| b)
-        || s.x_kubernetes_list_map_keys.is_some()
-        || s.x_kubernetes_list_type.is_some()
-        || s.x_kubernetes_map_type.is_some()
 }
 
 fn schema_has_defaults(s: &JSONSchemaProps) -> bool {

@@ -141,7 +141,9 @@ fn the_root_schema_is_restricted_when_status_is_a_subresource() {
     assert_eq!(
         messages(&validate_crd(&crd(v.clone()))),
         [
-            r#"spec.validation.openAPIV3Schema.type: Invalid value: "array": only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#
+            r#"spec.validation.openAPIV3Schema.type: Invalid value: "array": only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#,
+            "spec.validation.openAPIV3Schema.items: Required value: must be specified",
+            r#"spec.validation.openAPIV3Schema.type: Invalid value: "array": must be object at the root"#,
         ]
     );
     v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["type"] = json!("object");
@@ -343,5 +345,27 @@ fn deprecation_warnings_only_on_deprecated_versions() {
         [
             r#"spec.versions[0].deprecationWarning: Invalid value: "bad\a": must only contain printable UTF-8 characters; non-printable character found at index 3"#
         ]
+    );
+}
+
+#[test]
+fn schemas_must_be_structural_and_their_rules_compile() {
+    let mut v = widget();
+    v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["size"] = json!({});
+    let got = messages(&validate_crd(&crd(v)));
+    assert_eq!(
+        got,
+        ["spec.validation.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields"]
+    );
+    let mut v = widget();
+    v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["x-kubernetes-validations"] = json!([{"rule": "self.sise > 1"}]);
+    let got = messages(&validate_crd(&crd(v)));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: ")
+            && got[0].contains("compilation failed: ERROR: <input>:1:5: undefined field 'sise'"),
+        "{got:?}"
     );
 }
