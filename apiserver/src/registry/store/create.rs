@@ -237,3 +237,26 @@ impl Store<'_> {
         Err(api::status::server_timeout(&self.group_resource(), "POST", 1).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_validation_refuses_unknown_fields_with_upstreams_message() {
+        let unknown = ["spec.foo".to_string(), "spec.bar".to_string()];
+        let refused = unknown_fields_refused(&unknown, FieldValidation::Strict);
+        let status = refused.err().map(|e| (e.code(), e.to_status()));
+        assert_eq!(
+            status.map(|(code, s)| (code, s["message"].clone())),
+            Some((
+                400,
+                serde_json::json!(
+                    "strict decoding error: unknown field \"spec.foo\", unknown field \"spec.bar\""
+                )
+            ))
+        );
+        assert!(unknown_fields_refused(&unknown, FieldValidation::Warn).is_ok());
+        assert!(unknown_fields_refused(&[], FieldValidation::Strict).is_ok());
+    }
+}
