@@ -18,5 +18,7 @@ pub async fn convert(
     _objects: Vec<Value>,
     _desired_api_version: &str,
 ) -> Result<Vec<Value>, ConversionError> {
-    Err(ConversionError("conversion webhooks are not wired yet".into()))
+    Err(ConversionError(
+        "conversion webhooks are not wired yet".into(),
+    ))
 }
