@@ -77,6 +77,12 @@ impl Resource {
             .as_ref()
     }
 
+    /// What the patch code needs of the kind: its description and, for a custom resource, the
+    /// schema its list and map types come from.
+    pub fn patch_kind(&self) -> crate::patch::schema::PatchKind<'_> {
+        crate::patch::schema::PatchKind::custom(&self.info, self.strategy.structural())
+    }
+
     /// Whether the kind splits status into a subresource.
     pub fn has_status(&self) -> bool {
         self.info.has_status_subresource()

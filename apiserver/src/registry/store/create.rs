@@ -141,7 +141,7 @@ impl Store<'_> {
         }
         self.resource.prepare_for_create(&mut obj);
         crate::patch::update_managed_fields(
-            info,
+            self.resource.patch_kind(),
             None,
             &mut obj,
             &opts.field_manager,

@@ -96,7 +96,7 @@ impl Store<'_> {
         }
         let subresource = (scope == WriteScope::Status).then_some("status");
         crate::patch::update_managed_fields(
-            info,
+            self.resource.patch_kind(),
             Some(old),
             new,
             manager,
@@ -218,7 +218,7 @@ impl Store<'_> {
             let Some(current) = current else {
                 if apply && scope == WriteScope::Main {
                     let mut obj = crate::patch::server_side_apply(
-                        info,
+                        self.resource.patch_kind(),
                         None,
                         patch.body,
                         &opts.field_manager,
@@ -238,7 +238,7 @@ impl Store<'_> {
                 let converted = !self.resource.is_presentable(old);
                 let shown = converted.then(|| self.resource.present(Value::clone(old)));
                 let mut r = crate::patch::server_side_apply(
-                    info,
+                    self.resource.patch_kind(),
                     Some(shown.as_ref().unwrap_or(old)),
                     patch.body,
                     &opts.field_manager,

@@ -300,6 +300,10 @@ impl Strategy for CustomResourceStrategy {
         false
     }
 
+    fn structural(&self) -> Option<&schema::Structural> {
+        self.v.structural.as_deref()
+    }
+
     fn scale(&self) -> Option<&dyn ScaleAccess> {
         self.v.scale.as_ref().map(|_| self as &dyn ScaleAccess)
     }

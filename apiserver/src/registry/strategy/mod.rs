@@ -196,6 +196,12 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// The structural schema of a custom resource's version (its list and map types for
+    /// server-side apply); `None` for built-in kinds.
+    fn structural(&self) -> Option<&schema::Structural> {
+        None
+    }
+
     /// Whether strategic merge patches apply (every custom resource refuses them with a 415).
     fn strategic_merge(&self) -> bool {
         true
