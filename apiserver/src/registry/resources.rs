@@ -194,6 +194,9 @@ pub struct Served {
     pub generation: u64,
     /// In registration order (discovery order).
     pub resources: Vec<Arc<Resource>>,
+    /// The aggregated discovery documents of this set, built on first request: discovery is
+    /// built once per change of the served set, not per request.
+    pub discovery: crate::discovery::Documents,
 }
 
 impl Served {
@@ -311,6 +314,7 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Ok(resource)
@@ -338,6 +342,7 @@ impl ResourceRegistry {
                 })
                 .cloned()
                 .collect(),
+            ..Served::default()
         };
         for resource in added {
             let info = &resource.info;
@@ -377,6 +382,7 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Some(gone)
