@@ -644,3 +644,26 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn warn_field_validation_answers_with_warning_headers() {
+    // A built-in kind's unknown fields (custom resources' come from pruning, with the schema).
+    let app = common::router().await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                    "data": {"a": "b"}, "extra": 1});
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/configmaps?fieldValidation=Warn")
+        .header("content-type", "application/json")
+        .body(Body::from(cm.to_string()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(warnings, ["299 - \"unknown field \\\"extra\\\"\""]);
+}

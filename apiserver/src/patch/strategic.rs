@@ -141,10 +141,6 @@ fn strip_directives(
     merge_map(kind, Map::new(), &p, path)
 }
 
-fn key_of<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.as_object().and_then(|m| m.get(key))
-}
-
 fn merge_list(
     kind: &PatchKind<'_>,
     original: Vec<Value>,
