@@ -705,3 +705,30 @@ async fn names_freed_by_a_deleted_crd_go_to_one_of_the_crds_waiting_for_them() {
     .await;
     assert!(served.0, "{}", served.1);
 }
+
+#[tokio::test]
+async fn a_restarted_server_serves_its_stored_crds() {
+    let store: std::sync::Arc<dyn store::Store> =
+        std::sync::Arc::new(store::MemoryStore::new(store::StoreConfig::default()).unwrap());
+    let (app, state) = common::router_and_state_over(store.clone()).await;
+    establish(&app, &widget_crd()).await;
+    assert_eq!(post(&app, WIDGETS, &widget("a", "blue")).await.code, 201);
+    state.shutdown.cancel();
+    // A second server over the same store: the CRD is served again from what is stored.
+    let (again, _state) = common::router_and_state_over(store).await;
+    let (ok, body) = wait_for(&again, &format!("{WIDGETS}/a"), |w| {
+        w["spec"]["color"] == "blue"
+    })
+    .await;
+    assert!(ok, "{body}");
+}
+
+#[tokio::test]
+async fn a_custom_resource_over_the_request_limit_is_refused() {
+    let app = common::router().await;
+    establish(&app, &widget_crd()).await;
+    let mut big = widget("big", "blue");
+    big["spec"]["tags"] = json!(vec!["x".repeat(1024); 3 * 1024 + 1]);
+    let r = post(&app, WIDGETS, &big).await;
+    assert_eq!(r.code, 413, "{}", r.body);
+}
