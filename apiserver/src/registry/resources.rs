@@ -161,7 +161,8 @@ impl Resource {
     /// Whether a stored object is already in this endpoint's form (the strategies' storage
     /// conversion is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
     pub fn is_presentable(&self, obj: &Value) -> bool {
-        obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
+        !self.strategy.reads_need_conversion()
+            && obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
             && obj.get("apiVersion").and_then(Value::as_str)
                 == Some(self.info.api_version().as_str())
     }

@@ -355,6 +355,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether a stored object must go through [`from_storage`](Self::from_storage) even when
+    /// it is in this endpoint's version (a custom resource whose schema has defaults: they are
+    /// applied on read too, to objects stored before the default existed).
+    fn reads_need_conversion(&self) -> bool {
+        false
+    }
+
     /// Converts an object of this endpoint's version into the storage form (identity except for
     /// `events.k8s.io/v1`, stored as core `v1` Events). Called before validation and writes.
     fn to_storage(&self, obj: Value) -> Value {
