@@ -174,3 +174,33 @@ async fn crds_with_kubectl() {
     .await;
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_api_crds_with_kubectl_server_side_apply() {
+    let server = common::start().await;
+    let k = Kube::new(&server.url());
+    blocking(move || {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/crds/gateway-api");
+        let out = k.ok(&["apply", "--server-side", "-f", dir.to_str().unwrap()]);
+        assert!(
+            out.contains("customresourcedefinition.apiextensions.k8s.io/httproutes.gateway.networking.k8s.io serverside-applied"),
+            "{out}"
+        );
+        let out = k.ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "--timeout=30s",
+            "crd",
+            "--all",
+        ]);
+        assert!(out.contains("httproutes.gateway.networking.k8s.io condition met"), "{out}");
+        let out = k.ok(&["get", "gatewayclasses"]);
+        assert!(out.contains("No resources found") || out.is_empty(), "{out}");
+        let out = k.ok(&["explain", "httproute.spec.hostnames"]);
+        assert!(out.contains("Hostnames defines a set of hostnames"), "{out}");
+    })
+    .await;
+    server.stop().await.unwrap();
+}
