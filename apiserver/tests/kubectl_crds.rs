@@ -129,6 +129,11 @@ async fn crds_with_kubectl() {
         );
         let out = k.ok(&["get", "all"]);
         assert!(out.contains("widget.example.com/w1"), "{out}");
+        let w2 = k.write("w2.yaml", &WIDGET.replace("blue", "green"));
+        let out = k.ok(&["apply", "-f", w2.to_str().unwrap()]);
+        assert!(out.contains("widget.example.com/w1 configured"), "{out}");
+        let out = k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.color}"]);
+        assert_eq!(out, "green");
 
         let out = k.ok(&["explain", "widget.spec"]);
         assert!(out.contains("What the widget should be."), "{out}");
