@@ -34,6 +34,8 @@ pub struct Resource {
     pub schema: Option<SchemaFn>,
     /// That schema generated, on first use (the typed kinds' schemas take milliseconds).
     generated: OnceLock<Option<KindSchema>>,
+    /// The OpenAPI v3 schema of a kind without a typed one (a custom resource's, from its CRD).
+    pub openapi: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -52,6 +54,7 @@ impl Resource {
             strategy,
             schema: None,
             generated: OnceLock::new(),
+            openapi: None,
         }
     }
 
@@ -61,11 +64,23 @@ impl Resource {
         self
     }
 
+    /// With an OpenAPI schema (custom resources).
+    pub fn with_openapi(mut self, schema: serde_json::Value) -> Self {
+        self.openapi = Some(schema);
+        self
+    }
+
     /// The kind's typed schema, generated on first use; `None` for kinds without one.
     pub fn kind_schema(&self) -> Option<&KindSchema> {
         self.generated
             .get_or_init(|| self.schema.map(crate::openapi::schemas::kind_schema))
             .as_ref()
+    }
+
+    /// What the patch code needs of the kind: its description and, for a custom resource, the
+    /// schema its list and map types come from.
+    pub fn patch_kind(&self) -> crate::patch::schema::PatchKind<'_> {
+        crate::patch::schema::PatchKind::custom(&self.info, self.strategy.structural())
     }
 
     /// Whether the kind splits status into a subresource.
@@ -97,6 +112,7 @@ impl Resource {
             let old_gen = api::meta::generation(old).unwrap_or(1);
             api::meta::set_generation(new, if changed { old_gen + 1 } else { old_gen });
         }
+        self.strategy.finish_update(new, old);
     }
 
     /// `/status` rules: everything but status comes from `old`.
@@ -145,7 +161,8 @@ impl Resource {
     /// Whether a stored object is already in this endpoint's form (the strategies' storage
     /// conversion is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
     pub fn is_presentable(&self, obj: &Value) -> bool {
-        obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
+        !self.strategy.reads_need_conversion()
+            && obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
             && obj.get("apiVersion").and_then(Value::as_str)
                 == Some(self.info.api_version().as_str())
     }
@@ -178,6 +195,9 @@ pub struct Served {
     pub generation: u64,
     /// In registration order (discovery order).
     pub resources: Vec<Arc<Resource>>,
+    /// The aggregated discovery documents of this set, built on first request: discovery is
+    /// built once per change of the served set, not per request.
+    pub discovery: crate::discovery::Documents,
 }
 
 impl Served {
@@ -295,9 +315,59 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Ok(resource)
+    }
+
+    /// Replaces, in one change, the resources `gone` names as `(group, version, plural)` with
+    /// `added` (a CRD's served versions as they now are): readers see the old set or the new one,
+    /// never a mix. Refused as a whole, with the served set unchanged, when an added resource
+    /// collides with one that stays.
+    pub fn replace(
+        &self,
+        gone: &[(String, String, String)],
+        added: Vec<Resource>,
+    ) -> Result<(), RegisterError> {
+        let mut served = self.served.write();
+        let mut next = Served {
+            generation: served.generation + 1,
+            resources: served
+                .resources
+                .iter()
+                .filter(|r| {
+                    !gone.iter().any(|(g, v, p)| {
+                        r.info.group == *g && r.info.version == *v && r.info.plural == *p
+                    })
+                })
+                .cloned()
+                .collect(),
+            ..Served::default()
+        };
+        for resource in added {
+            let info = &resource.info;
+            if next
+                .find(&info.group, &info.version, &info.plural)
+                .is_some()
+            {
+                return Err(RegisterError::AlreadyServed(format!(
+                    "{}/{}",
+                    info.api_version(),
+                    info.plural
+                )));
+            }
+            if next
+                .of(&info.group, &info.version)
+                .any(|r| r.info.kind == info.kind)
+            {
+                return Err(RegisterError::KindTaken(info.kind.clone()));
+            }
+            next.resources.push(Arc::new(resource));
+        }
+        *served = Arc::new(next);
+        self.changes.send_replace(served.generation);
+        Ok(())
     }
 
     /// Stops serving `/{group}/{version}/{plural}`; its stored objects stay in storage.
@@ -313,6 +383,7 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Some(gone)
