@@ -209,6 +209,7 @@ pub fn builtin() -> Vec<ResourceInfo> {
         flowcontrol(),
         admissionregistration(),
         apiregistration(),
+        apiextensions(),
         apps(),
         batch(),
         coordination(),
@@ -491,6 +492,20 @@ fn apiregistration() -> Vec<ResourceInfo> {
             .categories(&["api-extensions"])
             .with_status(),
     ]
+}
+
+/// `apiextensions.k8s.io/v1`: CustomResourceDefinitions.
+fn apiextensions() -> Vec<ResourceInfo> {
+    vec![ResourceInfo::new(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    )
+    .cluster_scoped()
+    .short_names(&["crd", "crds"])
+    .categories(&["api-extensions"])
+    .with_status()]
 }
 
 /// `authentication.k8s.io/v1`: the create-only review kinds.

@@ -230,6 +230,12 @@ pub fn method_not_allowed() -> Status {
     )
 }
 
+/// 405 MethodNotAllowed with its own message (`create not allowed while custom resource
+/// definition is terminating`).
+pub fn method_not_allowed_because(msg: &str) -> Status {
+    failure(405, "MethodNotAllowed", msg, None)
+}
+
 /// 415 UnsupportedMediaType.
 pub fn unsupported_media_type(msg: &str) -> Status {
     failure(415, "UnsupportedMediaType", msg, None)

@@ -146,5 +146,6 @@ pub async fn seed(state: &AppState) -> Result<()> {
     ensure_all(state, APF, "flowschemas", &flowcontrol::flow_schemas()).await?;
     apiservices::sync(state).await?;
     apiservices::keep_in_step(state);
+    crate::registry::customresource::keep_in_step(state);
     Ok(())
 }

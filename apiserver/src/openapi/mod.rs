@@ -105,7 +105,10 @@ pub fn document_for(served: &Served, group: &str, version: &str) -> Option<Value
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("#/components/schemas/"))
             .map(String::from)
-            .unwrap_or_else(|| schema_name(info));
+            .unwrap_or_else(|| match &resource.openapi {
+                Some(_) => crate::registry::customresource::schema_name(info),
+                None => schema_name(info),
+            });
         let schema_ref = json!({ "$ref": format!("#/components/schemas/{name}") });
         let gvk = json!({ "group": info.group, "version": info.version, "kind": info.kind });
         paths.insert(
@@ -137,9 +140,12 @@ pub fn document_for(served: &Served, group: &str, version: &str) -> Option<Value
                 },
             }),
         );
-        let schema = schemas
-            .entry(name)
-            .or_insert_with(|| schemas::open_schema(info));
+        let schema = schemas.entry(name).or_insert_with(|| {
+            resource
+                .openapi
+                .clone()
+                .unwrap_or_else(|| schemas::open_schema(info))
+        });
         if let Some(o) = schema.as_object_mut() {
             o.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
         }

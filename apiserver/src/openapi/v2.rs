@@ -91,7 +91,10 @@ pub fn document(served: &Served) -> Value {
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("#/components/schemas/"))
             .map(String::from)
-            .unwrap_or_else(|| super::schema_name(info));
+            .unwrap_or_else(|| match &resource.openapi {
+                Some(_) => crate::registry::customresource::schema_name(info),
+                None => super::schema_name(info),
+            });
         let gvk = json!({ "group": info.group, "version": info.version, "kind": info.kind });
         let mut params = vec![param("name", "path", "string")];
         if info.namespaced {
@@ -127,9 +130,12 @@ pub fn document(served: &Served) -> Value {
                 },
             }),
         );
-        let def = definitions
-            .entry(name)
-            .or_insert_with(|| schemas::open_schema(info));
+        let def = definitions.entry(name).or_insert_with(|| {
+            resource
+                .openapi
+                .clone()
+                .unwrap_or_else(|| schemas::open_schema(info))
+        });
         if let Some(o) = def.as_object_mut() {
             // A definition served by several group-versions (none today) lists each.
             match o.get_mut("x-kubernetes-group-version-kind") {

@@ -22,6 +22,10 @@ pub const MAX_DEPTH: usize = 100;
 /// The accepted patch media types, as the 415 message lists them.
 pub const PATCH_MEDIA_TYPES: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml";
 
+/// The patch media types custom resources accept (no strategic merge), as their 415 lists them.
+pub const CUSTOM_RESOURCE_PATCH_MEDIA_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
 /// The four patch flavours, chosen by the request's `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {

@@ -50,6 +50,7 @@ fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>
     match group {
         "" => core(plural, ips),
         "apiregistration.k8s.io" => apiregistration_group(plural),
+        "apiextensions.k8s.io" => apiextensions_group(plural),
         "authentication.k8s.io" => authentication_group(plural),
         "authorization.k8s.io" => authorization_group(plural),
         "certificates.k8s.io" => certificates_group(plural),
@@ -272,6 +273,17 @@ fn apiregistration_group(plural: &str) -> Option<Parts> {
         "apiservices" => Some((
             Arc::new(ApiServiceStrategy),
             schema::<apiregistration::v1::APIService>,
+        )),
+        _ => None,
+    }
+}
+
+fn apiextensions_group(plural: &str) -> Option<Parts> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    match plural {
+        "customresourcedefinitions" => Some((
+            Arc::new(super::strategy::CustomResourceDefinitionStrategy),
+            schema::<ext::CustomResourceDefinition>,
         )),
         _ => None,
     }

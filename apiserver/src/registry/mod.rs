@@ -20,6 +20,7 @@
 
 pub mod builtin;
 pub mod conversion_webhook;
+pub mod customresource;
 pub mod eviction;
 pub mod options;
 pub mod pod_subresources;

@@ -34,6 +34,8 @@ pub struct Resource {
     pub schema: Option<SchemaFn>,
     /// That schema generated, on first use (the typed kinds' schemas take milliseconds).
     generated: OnceLock<Option<KindSchema>>,
+    /// The OpenAPI v3 schema of a kind without a typed one (a custom resource's, from its CRD).
+    pub openapi: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -52,12 +54,19 @@ impl Resource {
             strategy,
             schema: None,
             generated: OnceLock::new(),
+            openapi: None,
         }
     }
 
     /// With a typed schema.
     pub fn with_schema(mut self, schema: SchemaFn) -> Self {
         self.schema = Some(schema);
+        self
+    }
+
+    /// With an OpenAPI schema (custom resources).
+    pub fn with_openapi(mut self, schema: serde_json::Value) -> Self {
+        self.openapi = Some(schema);
         self
     }
 
@@ -97,6 +106,7 @@ impl Resource {
             let old_gen = api::meta::generation(old).unwrap_or(1);
             api::meta::set_generation(new, if changed { old_gen + 1 } else { old_gen });
         }
+        self.strategy.finish_update(new, old);
     }
 
     /// `/status` rules: everything but status comes from `old`.
@@ -298,6 +308,51 @@ impl ResourceRegistry {
         });
         self.changes.send_replace(served.generation);
         Ok(resource)
+    }
+
+    /// Replaces, in one change, the resources `gone` names as `(group, version, plural)` with
+    /// `added` (a CRD's served versions as they now are): readers see the old set or the new one,
+    /// never a mix. Refused as a whole, with the served set unchanged, when an added resource
+    /// collides with one that stays.
+    pub fn replace(
+        &self,
+        gone: &[(String, String, String)],
+        added: Vec<Resource>,
+    ) -> Result<(), RegisterError> {
+        let mut served = self.served.write();
+        let mut next = Served {
+            generation: served.generation + 1,
+            resources: served
+                .resources
+                .iter()
+                .filter(|r| {
+                    !gone.iter().any(|(g, v, p)| {
+                        r.info.group == *g && r.info.version == *v && r.info.plural == *p
+                    })
+                })
+                .cloned()
+                .collect(),
+        };
+        for resource in added {
+            let info = &resource.info;
+            if next.find(&info.group, &info.version, &info.plural).is_some() {
+                return Err(RegisterError::AlreadyServed(format!(
+                    "{}/{}",
+                    info.api_version(),
+                    info.plural
+                )));
+            }
+            if next
+                .of(&info.group, &info.version)
+                .any(|r| r.info.kind == info.kind)
+            {
+                return Err(RegisterError::KindTaken(info.kind.clone()));
+            }
+            next.resources.push(Arc::new(resource));
+        }
+        *served = Arc::new(next);
+        self.changes.send_replace(served.generation);
+        Ok(())
     }
 
     /// Stops serving `/{group}/{version}/{plural}`; its stored objects stay in storage.

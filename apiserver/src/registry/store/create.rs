@@ -35,6 +35,22 @@ pub fn generate_name(prefix: &str) -> String {
     p
 }
 
+/// `fieldValidation=Strict` refuses unknown fields (400 `strict decoding error: unknown field
+/// "spec.foo", …`); `Ignore` and `Warn` let them be dropped.
+fn unknown_fields_refused(unknown: &[String], validation: FieldValidation) -> Result<()> {
+    if unknown.is_empty() || validation != FieldValidation::Strict {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    Err(ApiError::bad_request(format!(
+        "strict decoding error: {}",
+        list.join(", ")
+    )))
+}
+
 impl Store<'_> {
     /// Checks `kind`/`apiVersion` of a body against the resource (absent is fine).
     pub fn check_type_meta(&self, obj: &Value) -> Result<()> {
@@ -80,20 +96,14 @@ impl Store<'_> {
     /// fields the kind's schema does not define; `Ignore` and `Warn` drop them, as typed decoding
     /// does (the `Warn` header is not sent).
     pub fn validate_fields(&self, obj: &mut Value, validation: FieldValidation) -> Result<()> {
+        if let Some(unknown) = self.resource.strategy.prune_unknown(obj) {
+            return unknown_fields_refused(&unknown, validation);
+        }
         let unknown = crate::openapi::schemas::unknown_fields(&self.resource, obj);
         if unknown.is_empty() {
             return Ok(());
         }
-        if validation == FieldValidation::Strict {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            return Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )));
-        }
+        unknown_fields_refused(&unknown, validation)?;
         crate::openapi::schemas::prune(obj, &unknown);
         Ok(())
     }
@@ -152,6 +162,9 @@ impl Store<'_> {
     /// stored. First waits until the watch cache has every write acknowledged so far: the
     /// namespace check and admission read it as consistently as a store read, without one.
     pub async fn create(&self, obj: Value, opts: &WriteOptions) -> Result<Written> {
+        if let Some(reason) = self.resource.strategy.create_refused() {
+            return Err(api::status::method_not_allowed_because(&reason).into());
+        }
         self.wait_consistent().await?;
         let obj = self.prepare_create(obj, opts)?;
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
@@ -222,5 +235,28 @@ impl Store<'_> {
             };
         }
         Err(api::status::server_timeout(&self.group_resource(), "POST", 1).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_validation_refuses_unknown_fields_with_upstreams_message() {
+        let unknown = ["spec.foo".to_string(), "spec.bar".to_string()];
+        let refused = unknown_fields_refused(&unknown, FieldValidation::Strict);
+        let status = refused.err().map(|e| (e.code(), e.to_status()));
+        assert_eq!(
+            status.map(|(code, s)| (code, s["message"].clone())),
+            Some((
+                400,
+                serde_json::json!(
+                    "strict decoding error: unknown field \"spec.foo\", unknown field \"spec.bar\""
+                )
+            ))
+        );
+        assert!(unknown_fields_refused(&unknown, FieldValidation::Warn).is_ok());
+        assert!(unknown_fields_refused(&[], FieldValidation::Strict).is_ok());
     }
 }

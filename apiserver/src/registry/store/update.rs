@@ -203,6 +203,13 @@ impl Store<'_> {
         opts: &WriteOptions,
     ) -> Result<Outcome> {
         let apply = patch.ty == PatchType::Apply;
+        if patch.ty == PatchType::StrategicMerge && !self.resource.strategy.strategic_merge() {
+            return Err(api::status::unsupported_media_type(&format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                crate::patch::CUSTOM_RESOURCE_PATCH_MEDIA_TYPES
+            ))
+            .into());
+        }
         let info = &self.resource.info;
         let gr = self.group_resource();
         let now = api::meta::now_rfc3339();
