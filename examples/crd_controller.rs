@@ -44,7 +44,10 @@ struct GreetingController {
 
 /// The ConfigMap a Greeting should have.
 fn desired_config_map(greeting: &DynamicObject) -> ConfigMap {
-    let name = greeting.pointer("/spec/name").and_then(|v| v.as_str()).unwrap_or_default();
+    let name = greeting
+        .pointer("/spec/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
     let word = greeting
         .pointer("/spec/greeting")
         .and_then(|v| v.as_str())
@@ -85,7 +88,11 @@ impl GreetingController {
                 .find(|r| r.controller == Some(true) && r.kind == KIND)?;
             let (group, _) = owner.api_version.split_once('/')?;
             (group == GROUP).then(|| {
-                format!("{}/{}", cm.metadata.namespace.as_deref().unwrap_or_default(), owner.name)
+                format!(
+                    "{}/{}",
+                    cm.metadata.namespace.as_deref().unwrap_or_default(),
+                    owner.name
+                )
             })
         };
         let (q3, q4) = (self.queue.clone(), self.queue.clone());
@@ -152,7 +159,9 @@ impl GreetingController {
             Some(_) => {}
         }
         let generation = greeting.metadata.generation.unwrap_or_default();
-        let status_ok = greeting.pointer("/status/configMap").and_then(|v| v.as_str())
+        let status_ok = greeting
+            .pointer("/status/configMap")
+            .and_then(|v| v.as_str())
             == Some(cm_name.as_str())
             && greeting
                 .pointer("/status/observedGeneration")
@@ -255,9 +264,12 @@ async fn scenario() {
         (cm.data?.get("message")? == "Hi, World!").then_some(())
     })
     .await;
-    cms.patch("greeting-world", &Patch::Merge(json!({"data": {"message": "tampered"}})))
-        .await
-        .unwrap_or_else(|e| panic!("tamper: {e}"));
+    cms.patch(
+        "greeting-world",
+        &Patch::Merge(json!({"data": {"message": "tampered"}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("tamper: {e}"));
     eventually("the message restored", Duration::from_secs(10), || async {
         let cm = cms.get("greeting-world").await.ok()?;
         (cm.data?.get("message")? == "Hi, World!").then_some(())
@@ -271,7 +283,12 @@ async fn scenario() {
         .await
         .unwrap_or_else(|e| panic!("delete: {e}"));
     eventually("the Greeting gone", Duration::from_secs(10), || async {
-        greetings.get_opt("world").await.ok()?.is_none().then_some(())
+        greetings
+            .get_opt("world")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
 

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use client::{Api, ListParams, WatchEvent};
 use futures::StreamExt;
-use serde::Deserialize;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Deserialize;
 
 /// envtest's `defaultMaxWait` for CRDs to be served.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -338,9 +338,14 @@ spec:
 "#;
         let crds = parse_documents(Path::new("a.yaml"), text).unwrap_or_default();
         assert_eq!(crds.len(), 1);
-        assert_eq!(crds[0].metadata.name.as_deref(), Some("widgets.example.com"));
+        assert_eq!(
+            crds[0].metadata.name.as_deref(),
+            Some("widgets.example.com")
+        );
         let beta = "apiVersion: apiextensions.k8s.io/v1beta1\nkind: CustomResourceDefinition\nmetadata: {name: a}\n";
-        let err = parse_documents(Path::new("b.yaml"), beta).err().map(|e| e.to_string());
+        let err = parse_documents(Path::new("b.yaml"), beta)
+            .err()
+            .map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
             Some("b.yaml: document 1: CustomResourceDefinition of apiVersion \"apiextensions.k8s.io/v1beta1\": only apiextensions.k8s.io/v1 is served")
@@ -361,9 +366,18 @@ spec:
         };
         std::fs::create_dir_all(dir.path().join("nested/deeper"))?;
         std::fs::write(dir.path().join("b.yaml"), crd("b.x"))?;
-        std::fs::write(dir.path().join("a.yml"), format!("{}---\n{}", crd("a1.x"), crd("a2.x")))?;
-        std::fs::write(dir.path().join("nested/deeper/c.json"), r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"c.x"}}"#)?;
-        std::fs::write(dir.path().join("notes.txt"), "kind: CustomResourceDefinition")?;
+        std::fs::write(
+            dir.path().join("a.yml"),
+            format!("{}---\n{}", crd("a1.x"), crd("a2.x")),
+        )?;
+        std::fs::write(
+            dir.path().join("nested/deeper/c.json"),
+            r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"c.x"}}"#,
+        )?;
+        std::fs::write(
+            dir.path().join("notes.txt"),
+            "kind: CustomResourceDefinition",
+        )?;
         let names: Vec<String> = read_dir(dir.path())?
             .into_iter()
             .filter_map(|c| c.metadata.name)

@@ -70,7 +70,10 @@ async fn review(
         seen.queries.push(query);
     }
     let req = &review["request"];
-    let desired = req["desiredAPIVersion"].as_str().unwrap_or_default().to_string();
+    let desired = req["desiredAPIVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let mut objects: Vec<Value> = req["objects"].as_array().cloned().unwrap_or_default();
     for o in &mut objects {
         o["apiVersion"] = json!(desired);
@@ -122,7 +125,8 @@ struct Pki {
 fn pki() -> Pki {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "webhook test CA");
+    ca.distinguished_name
+        .push(DnType::CommonName, "webhook test CA");
     let ca_key = KeyPair::generate().unwrap();
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
@@ -286,20 +290,30 @@ async fn bad_responses_fail_with_upstreams_messages() {
         assert_eq!(got, Err(ConversionError(want)), "{mode:?}");
     }
     server.set(Mode::WrongUid);
-    let err = convert(&webhook, one(), "example.com/v2").await.unwrap_err().0;
+    let err = convert(&webhook, one(), "example.com/v2")
+        .await
+        .unwrap_err()
+        .0;
     assert!(
-        err.starts_with("conversion webhook for example.com/v1, Kind=Widget failed: expected response.uid=")
-            && err.ends_with(r#", got "someone-else""#),
+        err.starts_with(
+            "conversion webhook for example.com/v1, Kind=Widget failed: expected response.uid="
+        ) && err.ends_with(r#", got "someone-else""#),
         "{err}"
     );
     server.set(Mode::BadLabel);
-    let err = convert(&webhook, one(), "example.com/v2").await.unwrap_err().0;
+    let err = convert(&webhook, one(), "example.com/v2")
+        .await
+        .unwrap_err()
+        .0;
     assert!(
         err.starts_with(r#"conversion webhook for example.com/v1, Kind=Widget returned invalid metadata: metadata.labels.bad: Invalid value: "no spaces allowed""#),
         "{err}"
     );
     server.set(Mode::Huge);
-    let err = convert(&webhook, one(), "example.com/v2").await.unwrap_err().0;
+    let err = convert(&webhook, one(), "example.com/v2")
+        .await
+        .unwrap_err()
+        .0;
     assert_eq!(
         err,
         format!("conversion webhook for example.com/v1, Kind=Widget failed: response body larger than {MAX_RESPONSE_BYTES} bytes")
@@ -311,10 +325,14 @@ async fn an_untrusted_certificate_and_a_service_reference_are_refused() {
     let server = Server::start().await;
     // Another CA than the one that signed the server's certificate.
     let other = pki();
-    let err = convert(&server.webhook(&other.ca_pem), vec![widget("a", "v1")], "example.com/v2")
-        .await
-        .unwrap_err()
-        .0;
+    let err = convert(
+        &server.webhook(&other.ca_pem),
+        vec![widget("a", "v1")],
+        "example.com/v2",
+    )
+    .await
+    .unwrap_err()
+    .0;
     assert!(
         err.starts_with(&format!(
             "conversion webhook for example.com/v1, Kind=Widget failed: Post \"https://{}/convert?timeout=30s\": ",

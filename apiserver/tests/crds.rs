@@ -307,7 +307,10 @@ async fn custom_resources_take_every_verb() {
     )
     .await;
     assert_eq!(applied.code, 201, "{}", applied.body);
-    assert_eq!(applied.body["metadata"]["managedFields"][0]["manager"], "me");
+    assert_eq!(
+        applied.body["metadata"]["managedFields"][0]["manager"],
+        "me"
+    );
     // Delete and delete-collection.
     assert_eq!(delete(&app, &format!("{WIDGETS}/c")).await.code, 200);
     assert_eq!(get(&app, &format!("{WIDGETS}/c")).await.code, 404);
@@ -519,12 +522,10 @@ async fn a_new_version_is_served_from_the_storage_version_and_recorded() {
     let mut updated = crd.clone();
     let mut v2 = updated["spec"]["versions"][0].clone();
     v2["name"] = json!("v2");
-    v2["additionalPrinterColumns"] = json!([{"name": "Colour", "type": "string", "jsonPath": ".spec.color"}]);
+    v2["additionalPrinterColumns"] =
+        json!([{"name": "Colour", "type": "string", "jsonPath": ".spec.color"}]);
     updated["spec"]["versions"][0]["storage"] = json!(false);
-    updated["spec"]["versions"]
-        .as_array_mut()
-        .unwrap()
-        .push(v2);
+    updated["spec"]["versions"].as_array_mut().unwrap().push(v2);
     let r = put(&app, &format!("{CRDS}/widgets.example.com"), &updated).await;
     assert_eq!(r.code, 200, "{}", r.body);
     assert_eq!(r.body["status"]["storedVersions"], json!(["v1", "v2"]));
@@ -637,10 +638,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         let p = entry.path();
         if p.is_dir() {
             out.extend(walk(&p));
-        } else if p
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(p);
         }
     }

@@ -397,9 +397,7 @@ fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
     }
 }
 
-impl<K: crate::Object + Send + Sync + 'static> ReflectorStore<K>
-    for DeltaFifo<K>
-{
+impl<K: crate::Object + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) {
         DeltaFifo::add(self, obj)
     }

@@ -58,9 +58,7 @@ pub fn namespace_index_func<K: crate::Object>(obj: &K) -> Vec<String> {
 pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
 
 /// `[uid of the ownerReference with controller=true]`, or nothing.
-pub fn controller_uid_index_func<K: crate::Object>(
-    obj: &K,
-) -> Vec<String> {
+pub fn controller_uid_index_func<K: crate::Object>(obj: &K) -> Vec<String> {
     obj.meta()
         .owner_references
         .iter()

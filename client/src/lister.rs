@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-
 use crate::indexer::{Indexer, NAMESPACE_INDEX};
 use api::labels::Selector;
 
@@ -23,10 +22,7 @@ impl<K> Clone for Lister<K> {
     }
 }
 
-fn select<K: crate::Object>(
-    objs: Vec<Arc<K>>,
-    sel: &Selector,
-) -> Vec<Arc<K>> {
+fn select<K: crate::Object>(objs: Vec<Arc<K>>, sel: &Selector) -> Vec<Arc<K>> {
     if sel.is_empty() {
         return objs;
     }

@@ -5,7 +5,7 @@
 #![allow(clippy::result_large_err)] // client::Error carries a full Status by design
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,7 +13,6 @@ use minik8s::client::{
     self, Action, DeleteParams, DynamicObject, Error, FnHandler, GroupVersionKind, ListParams,
     Patch, RateLimitingQueue, RestMapper, Runner, SharedInformerFactory, WatchEvent,
 };
-use parking_lot::Mutex;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -75,8 +74,14 @@ async fn the_rest_mapper_resolves_kinds_and_resources_through_discovery() -> cli
         err.map(|e| e.to_string()).as_deref(),
         Some(r#"no matches for kind "Widget" in group "example.com""#)
     );
-    let err = mapper.resolve_resource("", Some("v1"), "widgets").await.err();
-    assert!(matches!(err, Some(Error::NoResourceMatch { .. })), "{err:?}");
+    let err = mapper
+        .resolve_resource("", Some("v1"), "widgets")
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(Error::NoResourceMatch { .. })),
+        "{err:?}"
+    );
     sandbox.stop().await;
     Ok(())
 }
@@ -97,7 +102,10 @@ async fn every_verb_of_the_dynamic_api_on_config_maps() -> client::Result<()> {
     assert!(api.create(&obj).await.is_err_and(|e| e.is_already_exists()));
 
     let got = api.get("one").await?;
-    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(
+        got.metadata.resource_version,
+        created.metadata.resource_version
+    );
     assert!(api.get_opt("missing").await?.is_none());
 
     let web = api.list(&ListParams::default().labels("app=web")).await?;
@@ -111,7 +119,10 @@ async fn every_verb_of_the_dynamic_api_on_config_maps() -> client::Result<()> {
     update.data.insert("data".into(), json!({"k": "v2"}));
     let updated = api.replace("one", &update).await?;
     assert_eq!(updated.pointer("/data/k"), Some(&json!("v2")));
-    assert!(api.replace("one", &update).await.is_err_and(|e| e.is_conflict()));
+    assert!(api
+        .replace("one", &update)
+        .await
+        .is_err_and(|e| e.is_conflict()));
 
     // Merge, JSON and apply patches.
     let merged = api
@@ -147,12 +158,21 @@ async fn every_verb_of_the_dynamic_api_on_config_maps() -> client::Result<()> {
 
     // Status of a kind that has the subresource: a cluster-scoped Namespace.
     let ns_api = mapper
-        .api(&GroupVersionKind::new("", "v1", "Namespace"), Some("ignored"))
+        .api(
+            &GroupVersionKind::new("", "v1", "Namespace"),
+            Some("ignored"),
+        )
         .await?;
     assert_eq!(ns_api.namespace(), None);
     let ns = ns_api
-        .create(&serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "dyn"}})).map_err(|e| Error::Decode { what: "ns".into(), source: e })?)
+        .create(
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "dyn"}}))
+            .map_err(|e| Error::Decode {
+                what: "ns".into(),
+                source: e,
+            })?,
+        )
         .await?;
     let status = ns_api
         .patch_status(
@@ -165,10 +185,15 @@ async fn every_verb_of_the_dynamic_api_on_config_maps() -> client::Result<()> {
         Some(&json!("Dyn"))
     );
     let mut replaced = status.clone();
-    replaced.data.insert("status".into(), json!({"phase": "Active"}));
+    replaced
+        .data
+        .insert("status".into(), json!({"phase": "Active"}));
     let replaced = ns_api.replace_status("dyn", &replaced).await?;
     assert_eq!(replaced.pointer("/status/phase"), Some(&json!("Active")));
-    assert_ne!(replaced.metadata.resource_version, ns.metadata.resource_version);
+    assert_ne!(
+        replaced.metadata.resource_version,
+        ns.metadata.resource_version
+    );
     sandbox.stop().await;
     Ok(())
 }
@@ -178,7 +203,10 @@ async fn a_dynamic_watch_delivers_typed_events() -> client::Result<()> {
     let sandbox = sandbox().await;
     let mapper = RestMapper::new(sandbox.client());
     let api = mapper
-        .api(&GroupVersionKind::new("", "v1", "ConfigMap"), Some("default"))
+        .api(
+            &GroupVersionKind::new("", "v1", "ConfigMap"),
+            Some("default"),
+        )
         .await?;
     let rv = api.list(&ListParams::default()).await?.resource_version;
     let mut watch = api.watch(&ListParams::default(), &rv).await?;
@@ -214,13 +242,21 @@ async fn a_dynamic_informer_feeds_listers_and_a_work_queue() -> client::Result<(
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let informer = factory.dynamic_informer(&resource);
     // The factory shares one informer per resource.
-    assert!(factory.dynamic_informer(&resource).lister().get("x").is_none());
+    assert!(factory
+        .dynamic_informer(&resource)
+        .lister()
+        .get("x")
+        .is_none());
     let queue = RateLimitingQueue::<String>::with_default_controller_rate_limiter("configmaps");
     let q = (queue.clone(), queue.clone(), queue.clone());
     informer.add_event_handler(
         FnHandler::new()
-            .on_add(move |o: &Arc<DynamicObject>, _| q.0.add(client::meta_namespace_key(o.as_ref())))
-            .on_update(move |_, o: &Arc<DynamicObject>| q.1.add(client::meta_namespace_key(o.as_ref())))
+            .on_add(move |o: &Arc<DynamicObject>, _| {
+                q.0.add(client::meta_namespace_key(o.as_ref()))
+            })
+            .on_update(move |_, o: &Arc<DynamicObject>| {
+                q.1.add(client::meta_namespace_key(o.as_ref()))
+            })
             .on_delete(move |d| q.2.add(d.key())),
     );
     let shutdown = CancellationToken::new();
@@ -228,7 +264,10 @@ async fn a_dynamic_informer_feeds_listers_and_a_work_queue() -> client::Result<(
     assert!(factory.wait_for_cache_sync(&shutdown).await);
     let lister = informer.lister();
     assert_eq!(
-        lister.get("default/before").map(|o| o.kind.clone()).as_deref(),
+        lister
+            .get("default/before")
+            .map(|o| o.kind.clone())
+            .as_deref(),
         Some("ConfigMap")
     );
 
@@ -243,10 +282,13 @@ async fn a_dynamic_informer_feeds_listers_and_a_work_queue() -> client::Result<(
                 .workers(2)
                 .run_workers(queue, &[&informer], &shutdown, move |key: String| {
                     let state = match lister.get(&key) {
-                        Some(o) => format!("{key}={}", o.pointer("/data/k").and_then(|v| v.as_str()).unwrap_or("")),
+                        Some(o) => format!(
+                            "{key}={}",
+                            o.pointer("/data/k").and_then(|v| v.as_str()).unwrap_or("")
+                        ),
                         None => format!("{key} gone"),
                     };
-                    seen.lock().insert(state);
+                    seen.lock().unwrap_or_else(|p| p.into_inner()).insert(state);
                     async move { Ok::<_, Error>(Action::AwaitChange) }
                 })
                 .await
@@ -257,13 +299,14 @@ async fn a_dynamic_informer_feeds_listers_and_a_work_queue() -> client::Result<(
         .await?;
     api.delete("after", &DeleteParams::default()).await?;
     eventually("the reconciler to see every change", || {
-        let s = seen.lock();
+        let s = seen.lock().unwrap_or_else(|p| p.into_inner());
         s.contains("default/before=changed") && s.contains("default/after gone")
     })
     .await;
-    let web = lister
-        .namespace("default")
-        .list(&minik8s::api::labels::Selector::parse("app=web").unwrap_or_else(|_| minik8s::api::labels::Selector::nothing()));
+    let web = lister.namespace("default").list(
+        &api::labels::Selector::parse("app=web")
+            .unwrap_or_else(|_| api::labels::Selector::nothing()),
+    );
     assert_eq!(web.len(), 1);
     assert!(lister.get("default/after").is_none());
     shutdown.cancel();

@@ -83,7 +83,8 @@ pub async fn convert(
             "objects": to_send.iter().map(|&i| &objects[i]).collect::<Vec<_>>(),
         },
     });
-    let fail = |m: String| ConversionError(format!("conversion webhook for {} failed: {m}", input.gvk));
+    let fail =
+        |m: String| ConversionError(format!("conversion webhook for {} failed: {m}", input.gvk));
     let response = post(webhook, &request).await.map_err(fail)?;
     let converted =
         converted_objects(&response, &uid, review_version == ReviewVersion::V1).map_err(fail)?;
@@ -174,7 +175,9 @@ impl Input {
                     "conversion webhook for {gvk} returned invalid converted object at index {index}: {m}"
                 ))
             } else {
-                err(format!("conversion webhook for {gvk} returned invalid object: {m}"))
+                err(format!(
+                    "conversion webhook for {gvk} returned invalid object: {m}"
+                ))
             };
         }
         match restore_object_meta(original, converted) {
@@ -215,7 +218,9 @@ fn review_version(webhook: &WebhookConversion) -> Result<ReviewVersion, Conversi
 }
 
 fn api_version(v: &Value) -> &str {
-    v.get("apiVersion").and_then(Value::as_str).unwrap_or_default()
+    v.get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn kind(v: &Value) -> &str {
@@ -231,9 +236,8 @@ fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
 
 /// `isEmptyUnstructuredObject`: nothing but `apiVersion` and `kind`.
 fn is_empty_object(v: &Value) -> bool {
-    v.as_object().is_some_and(|m| {
-        m.len() == 2 && m.contains_key("apiVersion") && m.contains_key("kind")
-    })
+    v.as_object()
+        .is_some_and(|m| m.len() == 2 && m.contains_key("apiVersion") && m.contains_key("kind"))
 }
 
 fn with_api_version(mut v: Value, api_version: &str) -> Value {
@@ -301,7 +305,10 @@ fn restore_object_meta(original: &Value, mut converted: Value) -> Result<Value, 
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
-    for (field, path) in [("labels", "metadata.labels"), ("annotations", "metadata.annotation")] {
+    for (field, path) in [
+        ("labels", "metadata.labels"),
+        ("annotations", "metadata.annotation"),
+    ] {
         let response_field = match response_meta.get(field) {
             None | Some(Value::Null) => {
                 meta.remove(field);
@@ -574,8 +581,13 @@ mod tests {
             Err("invalid metadata of type []interface {} in converted object".into())
         );
         let invalid = json!({"metadata": {"labels": {"a": "not a valid value!"}}});
-        let err = restore_object_meta(&original, invalid).err().unwrap_or_default();
-        assert!(err.starts_with("metadata.labels.a: Invalid value: \"not a valid value!\""), "{err}");
+        let err = restore_object_meta(&original, invalid)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.starts_with("metadata.labels.a: Invalid value: \"not a valid value!\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -593,7 +605,10 @@ mod tests {
             Err("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got /v1, Kind=Status".into())
         );
         let none = json!({"apiVersion": REVIEW_GROUP_VERSION, "kind": "ConversionReview"});
-        assert_eq!(converted_objects(&none, "u", true), Err("no response provided".into()));
+        assert_eq!(
+            converted_objects(&none, "u", true),
+            Err("no response provided".into())
+        );
         let failed = json!({"apiVersion": REVIEW_GROUP_VERSION, "kind": "ConversionReview",
             "response": {"uid": "u", "result": {"status": "Failure", "message": "no way"}}});
         assert_eq!(converted_objects(&failed, "u", true), Err("no way".into()));
@@ -618,11 +633,16 @@ mod tests {
             Ok(vec![json!({"apiVersion": "a.io/v2", "kind": "W"})])
         );
         let current = vec![json!({"apiVersion": "a.io/v2", "kind": "W", "metadata": {}})];
-        assert_eq!(convert(&webhook, current.clone(), "a.io/v2").await, Ok(current));
+        assert_eq!(
+            convert(&webhook, current.clone(), "a.io/v2").await,
+            Ok(current)
+        );
         let old = vec![json!({"apiVersion": "a.io/v1", "kind": "W", "metadata": {}})];
         assert_eq!(
             convert(&webhook, old.clone(), "a.io/v2").await,
-            Err(ConversionError("no supported conversion review versions".into()))
+            Err(ConversionError(
+                "no supported conversion review versions".into()
+            ))
         );
         let webhook = WebhookConversion {
             conversion_review_versions: vec!["v2".into(), "v1".into()],

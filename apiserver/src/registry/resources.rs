@@ -335,7 +335,10 @@ impl ResourceRegistry {
         };
         for resource in added {
             let info = &resource.info;
-            if next.find(&info.group, &info.version, &info.plural).is_some() {
+            if next
+                .find(&info.group, &info.version, &info.plural)
+                .is_some()
+            {
                 return Err(RegisterError::AlreadyServed(format!(
                     "{}/{}",
                     info.api_version(),

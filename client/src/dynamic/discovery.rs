@@ -81,16 +81,17 @@ impl Discovery {
             .flat_map(|(g, _, vs)| vs.iter().map(move |v| (g.clone(), v.clone())))
             .collect();
         let fetches = gvs.into_iter().map(|(g, v)| async move {
-                let path = if g.is_empty() {
-                    format!("/api/{v}")
-                } else {
-                    format!("/apis/{g}/{v}")
-                };
-                let list = get::<APIResourceList>(client, &path).await;
-                (g, v, list)
-            });
+            let path = if g.is_empty() {
+                format!("/api/{v}")
+            } else {
+                format!("/apis/{g}/{v}")
+            };
+            let list = get::<APIResourceList>(client, &path).await;
+            (g, v, list)
+        });
         let mut fetched: Vec<(String, String, APIResourceList)> = Vec::new();
-        let mut results = futures::stream::iter(fetches).buffer_unordered(CONCURRENT_GROUP_VERSIONS);
+        let mut results =
+            futures::stream::iter(fetches).buffer_unordered(CONCURRENT_GROUP_VERSIONS);
         while let Some((g, v, list)) = results.next().await {
             match list {
                 Ok(l) => fetched.push((g, v, l)),
@@ -106,7 +107,9 @@ impl Discovery {
             let versions = ordered
                 .into_iter()
                 .filter_map(|v| {
-                    let i = fetched.iter().position(|(g, fv, _)| *g == group && *fv == v)?;
+                    let i = fetched
+                        .iter()
+                        .position(|(g, fv, _)| *g == group && *fv == v)?;
                     let (_, _, list) = fetched.swap_remove(i);
                     Some(GroupVersionResources {
                         resources: resources_of(&group, &v, list.resources),
@@ -359,7 +362,10 @@ impl RestMapper {
 
     /// The dynamic [`Api`](crate::Api) an object is written through: its kind's resource, in
     /// its namespace when the resource is namespaced (`default` when it names none, as kubectl).
-    pub async fn api_for(&self, obj: &super::DynamicObject) -> Result<crate::Api<super::DynamicObject>> {
+    pub async fn api_for(
+        &self,
+        obj: &super::DynamicObject,
+    ) -> Result<crate::Api<super::DynamicObject>> {
         let r = self.resolve(&obj.gvk()).await?;
         let ns = r.namespaced.then(|| obj.namespace().unwrap_or("default"));
         Ok(self.client.dynamic(&r, ns))

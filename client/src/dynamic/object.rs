@@ -200,7 +200,10 @@ mod tests {
             what: "w".into(),
             source: e,
         })?;
-        assert_eq!(o.gvk(), GroupVersionKind::new("example.com", "v1", "Widget"));
+        assert_eq!(
+            o.gvk(),
+            GroupVersionKind::new("example.com", "v1", "Widget")
+        );
         assert_eq!(o.meta().resource_version.as_deref(), Some("7"));
         assert_eq!(o.namespace(), Some("ns"));
         assert_eq!(o.pointer("/spec/size"), Some(&json!(3)));
@@ -227,7 +230,10 @@ mod tests {
         assert_eq!(back.data, cm.data);
         // k8s-openapi writes apiVersion and kind itself.
         let d = DynamicObject::from_typed(&cm)?;
-        assert_eq!((d.api_version.as_str(), d.kind.as_str()), ("v1", "ConfigMap"));
+        assert_eq!(
+            (d.api_version.as_str(), d.kind.as_str()),
+            ("v1", "ConfigMap")
+        );
         // Not an object, or metadata of the wrong shape: decode errors, not panics.
         assert!(serde_json::from_str::<DynamicObject>("[1]").is_err());
         assert!(serde_json::from_str::<DynamicObject>(r#"{"metadata":3}"#).is_err());

@@ -26,7 +26,10 @@ use crate::rest::watch::{decode_body, WatchStream};
 /// The bounds of every object an [`Api`] sends and receives: typed k8s-openapi objects and
 /// [`DynamicObject`](crate::dynamic::DynamicObject)s.
 pub trait ApiObject: Object + Clone + DeserializeOwned + Serialize + Send + Sync + 'static {}
-impl<K> ApiObject for K where K: Object + Clone + DeserializeOwned + Serialize + Send + Sync + 'static {}
+impl<K> ApiObject for K where
+    K: Object + Clone + DeserializeOwned + Serialize + Send + Sync + 'static
+{
+}
 
 /// The bounds every typed resource in this crate satisfies: an [`ApiObject`] whose type names
 /// its group, version, kind and plural.
@@ -246,7 +249,11 @@ impl Client {
 
     /// Access to `resource` with objects decoded as `K` (a typed view of a resource the type
     /// does not name, e.g. a custom resource's own Rust struct).
-    pub fn api_with<K: ApiObject>(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<K> {
+    pub fn api_with<K: ApiObject>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<K> {
         Api {
             client: self.clone(),
             resource: Arc::new(resource.clone()),
@@ -420,14 +427,20 @@ impl<K: ApiObject> Api<K> {
     }
 
     pub async fn replace_status(&self, name: &str, obj: &K) -> Result<K> {
-        decode(&self.resource.kind, &self.send_replace_status(name, obj).await?)
+        decode(
+            &self.resource.kind,
+            &self.send_replace_status(name, obj).await?,
+        )
     }
 
     /// [`replace_status`](Self::replace_status) for a writer that needs only the stored object's
     /// metadata (its new resourceVersion): the response is decoded no further than `metadata`,
     /// without managedFields.
     pub async fn replace_status_metadata(&self, name: &str, obj: &K) -> Result<ObjectMeta> {
-        decode_metadata(&self.resource.kind, &self.send_replace_status(name, obj).await?)
+        decode_metadata(
+            &self.resource.kind,
+            &self.send_replace_status(name, obj).await?,
+        )
     }
 
     /// PUT of `obj` to the `status` subresource; the raw response body.

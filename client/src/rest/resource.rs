@@ -18,7 +18,11 @@ pub struct GroupVersionKind {
 }
 
 impl GroupVersionKind {
-    pub fn new(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+    ) -> Self {
         GroupVersionKind {
             group: group.into(),
             version: version.into(),
@@ -154,7 +158,10 @@ mod tests {
     fn typed_resources_and_paths() {
         let cm = ApiResource::of::<ConfigMap>();
         assert!(cm.namespaced);
-        assert_eq!(cm.collection_path(Some("ns")), "/api/v1/namespaces/ns/configmaps");
+        assert_eq!(
+            cm.collection_path(Some("ns")),
+            "/api/v1/namespaces/ns/configmaps"
+        );
         assert!(!ApiResource::of::<Node>().namespaced);
         let d = ApiResource::of::<Deployment>();
         assert_eq!(d.collection_path(None), "/apis/apps/v1/deployments");
@@ -165,6 +172,9 @@ mod tests {
             GroupVersionKind::from_api_version("v1", "Pod"),
             GroupVersionKind::new("", "v1", "Pod")
         );
-        assert_eq!(GroupVersionKind::new("a.io", "v2", "X").api_version(), "a.io/v2");
+        assert_eq!(
+            GroupVersionKind::new("a.io", "v2", "X").api_version(),
+            "a.io/v2"
+        );
     }
 }

@@ -118,9 +118,7 @@ fn decode_framed<K: DeserializeOwned>(line: &[u8], strip: bool) -> Option<WatchE
 }
 
 /// Decodes one watch line.
-pub fn decode_event<K: DeserializeOwned + crate::Object>(
-    line: &[u8],
-) -> Result<WatchEvent<K>> {
+pub fn decode_event<K: DeserializeOwned + crate::Object>(line: &[u8]) -> Result<WatchEvent<K>> {
     decode_line(line, false)
 }
 

@@ -78,7 +78,8 @@ pub fn keep_in_step(state: &AppState) {
                 WatchStart::Expired { .. } => continue,
             };
             // The snapshot: every CRD, including those served before a relist.
-            let mut names: BTreeSet<String> = watch.initial.iter().map(|e| key_name(&e.key)).collect();
+            let mut names: BTreeSet<String> =
+                watch.initial.iter().map(|e| key_name(&e.key)).collect();
             names.extend(controller.served.keys().cloned());
             for name in names {
                 controller.sync(&state, &name).await;
@@ -179,10 +180,15 @@ impl Controller {
         }
         self.serve(state, name, &crd);
         if !condition_true(&crd, "Established") && api::meta::deletion_timestamp(&crd).is_none() {
-            write_status(&store, name, |obj| set_condition(obj, naming::established())).await?;
+            write_status(&store, name, |obj| {
+                set_condition(obj, naming::established())
+            })
+            .await?;
         }
         if api::meta::deletion_timestamp(&crd).is_some()
-            && api::meta::finalizers(&crd).iter().any(|f| f == CLEANUP_FINALIZER)
+            && api::meta::finalizers(&crd)
+                .iter()
+                .any(|f| f == CLEANUP_FINALIZER)
         {
             self.clean_up(state, &store, name, &crd).await?;
         }
@@ -272,13 +278,14 @@ impl Controller {
             return Ok(());
         };
         let prefix = format!("/registry/{}/", serving::storage_segment(crd));
-        let instances = match state
-            .cache
-            .list(&prefix, &prefix, ListAt::Current, None, None, &|_| true)
-        {
-            SnapshotOutcome::Listed(s) => s.items,
-            _ => Vec::new(),
-        };
+        let instances =
+            match state
+                .cache
+                .list(&prefix, &prefix, ListAt::Current, None, None, &|_| true)
+            {
+                SnapshotOutcome::Listed(s) => s.items,
+                _ => Vec::new(),
+            };
         let mut failed = None;
         for obj in &instances {
             if api::meta::deletion_timestamp(obj).is_some() {
@@ -356,7 +363,12 @@ async fn write_status(store: &Store<'_>, name: &str, change: impl Fn(&mut Value)
             if new == *current.object {
                 return Ok(Attempt::Keep);
             }
-            store.prepare_update(&mut new, &current.object, WriteScope::Internal, FIELD_MANAGER)?;
+            store.prepare_update(
+                &mut new,
+                &current.object,
+                WriteScope::Internal,
+                FIELD_MANAGER,
+            )?;
             Ok(Attempt::Write(new))
         })
         .await;

@@ -98,7 +98,10 @@ pub fn decide(crd: &Value, others: &[&Value]) -> Naming {
             }
         }
     }
-    let (want_short, have_short) = (list(&requested, "shortNames"), list(&accepted, "shortNames"));
+    let (want_short, have_short) = (
+        list(&requested, "shortNames"),
+        list(&accepted, "shortNames"),
+    );
     if want_short != have_short {
         let own = [text(&accepted, "plural"), text(&accepted, "singular")];
         let errs: Vec<String> = want_short
@@ -134,7 +137,9 @@ pub fn decide(crd: &Value, others: &[&Value]) -> Naming {
         Some((reason, message)) => {
             json!({"type": "NamesAccepted", "status": "False", "reason": reason, "message": message})
         }
-        None => json!({"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"}),
+        None => {
+            json!({"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"})
+        }
     };
     let old_established = super::super::strategy::condition(crd, "Established").cloned();
     let established = match old_established {
@@ -204,7 +209,11 @@ mod tests {
 
     #[test]
     fn settled_names_need_no_decision() {
-        assert!(settled(&crd("widgets", "Widget", Some(("widgets", "Widget")))));
+        assert!(settled(&crd(
+            "widgets",
+            "Widget",
+            Some(("widgets", "Widget"))
+        )));
         assert!(!settled(&crd("widgets", "Widget", None)));
     }
 }

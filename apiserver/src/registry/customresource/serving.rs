@@ -104,10 +104,16 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
             info.list_kind = text("listKind");
             info.storage = storage.clone();
             let subresources = version.get("subresources");
-            if subresources.and_then(|s| s.get("status")).is_some_and(Value::is_object) {
+            if subresources
+                .and_then(|s| s.get("status"))
+                .is_some_and(Value::is_object)
+            {
                 info = info.with_status();
             }
-            if subresources.and_then(|s| s.get("scale")).is_some_and(Value::is_object) {
+            if subresources
+                .and_then(|s| s.get("scale"))
+                .is_some_and(Value::is_object)
+            {
                 info = info.subresource(Subresource::scale());
             }
             let strategy = CustomResourceStrategy::new(CustomVersion::from_crd(crd, version));
@@ -127,9 +133,7 @@ fn openapi_schema(crd: &Value, version: &Value, info: &ResourceInfo) -> Value {
         .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
     let _ = crd;
     if let Some(o) = schema.as_object_mut() {
-        let props = o
-            .entry("properties")
-            .or_insert_with(|| json!({}));
+        let props = o.entry("properties").or_insert_with(|| json!({}));
         if let Some(p) = props.as_object_mut() {
             p.insert("apiVersion".into(), json!({
                 "type": "string",
@@ -178,7 +182,9 @@ mod tests {
 
     #[test]
     fn versions_sort_as_kubernetes_sorts_them() {
-        let mut vs = vec!["v1alpha1", "foo", "v1", "v2beta1", "v2", "v1beta2", "v10", "bar"];
+        let mut vs = vec![
+            "v1alpha1", "foo", "v1", "v2beta1", "v2", "v1beta2", "v10", "bar",
+        ];
         vs.sort_by_key(|v| version_priority(v));
         assert_eq!(
             vs,

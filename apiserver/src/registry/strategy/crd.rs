@@ -76,7 +76,10 @@ pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
 
 /// Whether a CRD object's condition `ty` is `True`.
 pub fn condition_true(obj: &Value, ty: &str) -> bool {
-    condition(obj, ty).and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True")
+    condition(obj, ty)
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+        == Some("True")
 }
 
 fn default_spec(obj: &mut Value) {

@@ -60,7 +60,10 @@ pub struct CustomVersion {
 
 /// The `/`-joined form of a JSONPath of a CRD (`.spec.replicas` → `["spec", "replicas"]`).
 fn path_segments(path: &str) -> Vec<&str> {
-    path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).collect()
+    path.trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn value_at<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
@@ -72,7 +75,10 @@ fn value_at<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 impl CustomVersion {
     /// The strategy parts of `version` (a JSON object of `spec.versions`) of the CRD `crd`.
     pub fn from_crd(crd: &Value, version: &Value) -> CustomVersion {
-        let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let name = version.get("name").and_then(Value::as_str).unwrap_or("");
         let storage = super::crd::storage_version(crd).unwrap_or(name);
         let kind = crd
@@ -212,11 +218,7 @@ impl CustomResourceStrategy {
                         &format!("should be less than or equal to {}", i32::MAX),
                     )),
                     Some(_) => {}
-                    None => errs.push(FieldError::invalid_value(
-                        field,
-                        v,
-                        "should be an integer",
-                    )),
+                    None => errs.push(FieldError::invalid_value(field, v, "should be an integer")),
                 },
             }
         }
@@ -471,7 +473,9 @@ mod tests {
         assert_eq!(scale["status"], json!({"replicas": 1, "selector": "app=w"}));
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
         let mut obj = json!({"metadata": {"name": "w"}});
-        assert!(s.apply_scale(&mut obj, &json!({"spec": {"replicas": 4}})).is_ok());
+        assert!(s
+            .apply_scale(&mut obj, &json!({"spec": {"replicas": 4}}))
+            .is_ok());
         assert_eq!(obj["spec"]["replicas"], 4);
         let refused = s.apply_scale(&mut obj, &json!({"spec": {"replicas": -1}}));
         assert!(refused.is_err());

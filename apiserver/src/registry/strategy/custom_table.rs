@@ -254,7 +254,11 @@ impl PrinterColumn {
     }
 
     fn cell(&self, obj: &Value, now: jiff::Timestamp) -> Value {
-        let Some(value) = self.path.as_ref().and_then(|p| p.find(obj).first().copied()) else {
+        let Some(value) = self
+            .path
+            .as_ref()
+            .and_then(|p| p.find(obj).first().copied())
+        else {
             return Value::Null;
         };
         match (self.ty.as_str(), value) {
@@ -347,7 +351,16 @@ mod tests {
         let obj = json!({"metadata": {"name": "w"}, "spec": {"replicas": 2.0, "on": true},
                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         let row = cells(&cols, &obj, jiff::Timestamp::now());
-        assert_eq!(row, [json!("w"), json!(2), json!("True"), json!(true), Value::Null]);
+        assert_eq!(
+            row,
+            [
+                json!("w"),
+                json!(2),
+                json!("True"),
+                json!(true),
+                Value::Null
+            ]
+        );
         let age = PrinterColumn::of_version(&json!({}));
         assert_eq!(columns(&age)[1]["name"], "Age");
         assert_eq!(columns(&age)[1]["type"], "date");

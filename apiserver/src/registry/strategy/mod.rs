@@ -17,13 +17,13 @@ mod common;
 mod componentstatus;
 mod config;
 mod controllerrevision;
-mod cron;
-mod crd_validation;
 mod crd;
+mod crd_validation;
+mod cron;
 mod cronjob;
+mod csi;
 mod custom;
 mod custom_table;
-mod csi;
 mod daemonset;
 mod endpoints;
 mod event;
@@ -90,13 +90,13 @@ pub(crate) use common::{object_at, prepare_status_common, prepare_update_common,
 pub(crate) use componentstatus::{BindingStrategy, ComponentStatusStrategy};
 pub(crate) use config::{ConfigMapStrategy, SecretStrategy, ServiceAccountStrategy};
 pub(crate) use controllerrevision::ControllerRevisionStrategy;
-pub(crate) use cronjob::CronJobStrategy;
 pub use crd::{
     accepted_names, condition, condition_true, set_condition, storage_version,
     CustomResourceDefinitionStrategy, CLEANUP_FINALIZER,
 };
-pub use custom::{CustomResourceStrategy, CustomVersion};
+pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use csi::{CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
+pub use custom::{CustomResourceStrategy, CustomVersion};
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub(crate) use event::EventStrategy;
