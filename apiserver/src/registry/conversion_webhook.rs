@@ -422,8 +422,11 @@ fn converted_objects(response: &Value, uid: &str, v1: bool) -> Result<Vec<Value>
     })
 }
 
-/// The hook clients, by (url, caBundle).
-static CLIENTS: LazyLock<Mutex<HashMap<(String, Vec<u8>), reqwest::Client>>> =
+/// A hook client's identity: its URL and CA bundle.
+type ClientKey = (String, Vec<u8>);
+
+/// The hook clients.
+static CLIENTS: LazyLock<Mutex<HashMap<ClientKey, reqwest::Client>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn hook_client(url: &str, ca_bundle: &[u8]) -> Result<reqwest::Client, String> {
