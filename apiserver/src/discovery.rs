@@ -1,7 +1,8 @@
 //! Discovery (spec §3): `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`, and
 //! aggregated discovery (`apidiscovery.k8s.io/v2` and `v2beta1`) negotiated exactly by `Accept`
 //! with the chosen media type echoed in `Content-Type`. Everything is derived from the runtime
-//! resource registry at the moment of the request; aggregated documents carry an `ETag` (their
+//! resource registry's current served set; the aggregated documents are serialised once per set
+//! ([`Documents`], rebuilt when a CRD or any resource comes or goes) and carry an `ETag` (their
 //! content hash) and answer `If-None-Match` with 304, so a change of the served set is seen by the
 //! next discovery request and an unchanged one costs clients nothing.
 
@@ -15,6 +16,24 @@ use crate::http::negotiate::{
     DISCOVERY_V2_CONTENT_TYPE,
 };
 use crate::registry::resources::Served;
+
+/// The serialised aggregated documents of one served set (`/api` and `/apis`, `v2` and
+/// `v2beta1`), each built once.
+#[derive(Debug, Default)]
+pub struct Documents {
+    built: [std::sync::OnceLock<bytes::Bytes>; 4],
+}
+
+impl Documents {
+    fn get(&self, served: &Served, core: bool, v2beta1: bool) -> &bytes::Bytes {
+        let i = usize::from(core) * 2 + usize::from(v2beta1);
+        self.built[i].get_or_init(|| {
+            bytes::Bytes::from(api::wire::to_vec_with_newline(&aggregated(
+                served, core, v2beta1,
+            )))
+        })
+    }
+}
 
 /// The `/version` document. `minor` selects the kubectl behind the dispatcher (§0.1).
 pub fn version() -> Value {
@@ -154,9 +173,13 @@ fn json_response(body: &Value, content_type: &'static str) -> Response {
 
 /// An aggregated document with its `ETag` (a hash of its content), or 304 Not Modified when the
 /// client's `If-None-Match` names it.
-fn tagged_response(headers: &HeaderMap, body: &Value, content_type: &'static str) -> Response {
+fn tagged_response(
+    headers: &HeaderMap,
+    bytes: &bytes::Bytes,
+    content_type: &'static str,
+) -> Response {
     use std::hash::{Hash, Hasher};
-    let bytes = api::wire::to_vec_with_newline(body);
+    let bytes = bytes.clone();
     let mut h = std::hash::DefaultHasher::new();
     bytes.hash(&mut h);
     let etag = format!("\"{:016X}\"", h.finish());
@@ -184,12 +207,12 @@ pub fn root(served: &Served, headers: &HeaderMap, core: bool, advertise: &str) -
         Negotiated::NotAcceptable => ApiError::not_acceptable().into_response(),
         Negotiated::Chosen(DiscoveryOutput::AggregatedV2) => tagged_response(
             headers,
-            &aggregated(served, core, false),
+            served.discovery.get(served, core, false),
             DISCOVERY_V2_CONTENT_TYPE,
         ),
         Negotiated::Chosen(DiscoveryOutput::AggregatedV2Beta1) => tagged_response(
             headers,
-            &aggregated(served, core, true),
+            served.discovery.get(served, core, true),
             DISCOVERY_V2BETA1_CONTENT_TYPE,
         ),
         Negotiated::Chosen(DiscoveryOutput::Legacy) if core => json_response(

@@ -414,31 +414,31 @@ async fn the_table_has_the_printer_columns() {
 }
 
 #[tokio::test]
-async fn a_second_crd_with_a_taken_plural_is_not_accepted() {
+async fn a_second_crd_with_a_taken_kind_is_not_accepted() {
     let app = common::router().await;
     establish(&app, &widget_crd()).await;
     let mut other = widget_crd();
-    other["metadata"]["name"] = json!("widgets.other.example.com");
-    // The same group is what conflicts: a CRD's name must be <plural>.<group>, so the second
-    // one keeps the group and plural under another kind via a different CRD name the lead's
-    // validation would refuse; the naming step decides on the names alone.
-    other["spec"]["names"] = json!({"plural": "widgets", "kind": "Gadget"});
+    other["metadata"]["name"] = json!("gadgets.example.com");
+    other["spec"]["names"] =
+        json!({"plural": "gadgets", "kind": "Widget", "listKind": "GadgetList"});
     let created = post(&app, CRDS, &other).await;
     assert_eq!(created.code, 201, "{}", created.body);
-    let (ok, last) = wait_for(&app, &format!("{CRDS}/widgets.other.example.com"), |crd| {
+    let (ok, last) = wait_for(&app, &format!("{CRDS}/gadgets.example.com"), |crd| {
         condition(crd, "NamesAccepted").is_some()
     })
     .await;
     assert!(ok, "{last}");
     let cond = condition(&last, "NamesAccepted").unwrap();
     assert_eq!(cond["status"], "False");
-    assert_eq!(cond["reason"], "PluralConflict");
-    assert_eq!(cond["message"], "\"widgets\" is already in use");
-    assert_eq!(last["status"]["acceptedNames"]["kind"], "Gadget");
-    assert_eq!(last["status"]["acceptedNames"]["plural"], "");
+    assert_eq!(cond["reason"], "KindConflict");
+    assert_eq!(cond["message"], "\"Widget\" is already in use");
+    // The names that do not conflict are accepted anyway.
+    assert_eq!(last["status"]["acceptedNames"]["plural"], "gadgets");
+    assert_eq!(last["status"]["acceptedNames"]["kind"], "");
     let est = condition(&last, "Established").unwrap();
     assert_eq!(est["status"], "False");
     assert_eq!(est["reason"], "NotAccepted");
+    assert_eq!(get(&app, "/apis/example.com/v1/gadgets").await.code, 404);
     // The first CRD keeps serving its kind.
     assert_eq!(post(&app, WIDGETS, &widget("a", "blue")).await.code, 201);
 }
@@ -643,4 +643,92 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[tokio::test]
+async fn warn_field_validation_answers_with_warning_headers() {
+    // A built-in kind's unknown fields (custom resources' come from pruning, with the schema).
+    let app = common::router().await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                    "data": {"a": "b"}, "extra": 1});
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/configmaps?fieldValidation=Warn")
+        .header("content-type", "application/json")
+        .body(Body::from(cm.to_string()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(warnings, ["299 - \"unknown field \\\"extra\\\"\""]);
+}
+
+#[tokio::test]
+async fn names_freed_by_a_deleted_crd_go_to_one_of_the_crds_waiting_for_them() {
+    let app = common::router().await;
+    establish(&app, &widget_crd()).await;
+    for plural in ["gadgets", "gizmos"] {
+        let name = format!("{plural}.example.com");
+        let mut crd = widget_crd();
+        crd["metadata"]["name"] = json!(name);
+        crd["spec"]["names"] =
+            json!({"plural": plural, "kind": "Widget", "listKind": format!("{plural}List")});
+        assert_eq!(post(&app, CRDS, &crd).await.code, 201);
+        let (ok, body) = wait_for(&app, &format!("{CRDS}/{name}"), |c| {
+            condition(c, "NamesAccepted").is_some_and(|c| c["status"] == "False")
+        })
+        .await;
+        assert!(ok, "{body}");
+    }
+    delete(&app, &format!("{CRDS}/widgets.example.com")).await;
+    let accepted = |c: &Value| condition(c, "NamesAccepted").is_some_and(|c| c["status"] == "True");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let winners = loop {
+        let g = get(&app, &format!("{CRDS}/gadgets.example.com")).await.body;
+        let z = get(&app, &format!("{CRDS}/gizmos.example.com")).await.body;
+        let winners = [accepted(&g), accepted(&z)];
+        if winners.contains(&true) || std::time::Instant::now() > deadline {
+            break winners;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(winners.iter().filter(|w| **w).count(), 1, "{winners:?}");
+    let plural = if winners[0] { "gadgets" } else { "gizmos" };
+    let served = wait_for(&app, "/apis/example.com/v1", |l| {
+        l["resources"][0]["name"] == plural && l["resources"][0]["kind"] == "Widget"
+    })
+    .await;
+    assert!(served.0, "{}", served.1);
+}
+
+#[tokio::test]
+async fn a_restarted_server_serves_its_stored_crds() {
+    let store: std::sync::Arc<dyn store::Store> =
+        std::sync::Arc::new(store::MemoryStore::new(store::StoreConfig::default()).unwrap());
+    let (app, state) = common::router_and_state_over(store.clone()).await;
+    establish(&app, &widget_crd()).await;
+    assert_eq!(post(&app, WIDGETS, &widget("a", "blue")).await.code, 201);
+    state.shutdown.cancel();
+    // A second server over the same store: the CRD is served again from what is stored.
+    let (again, _state) = common::router_and_state_over(store).await;
+    let (ok, body) = wait_for(&again, &format!("{WIDGETS}/a"), |w| {
+        w["spec"]["color"] == "blue"
+    })
+    .await;
+    assert!(ok, "{body}");
+}
+
+#[tokio::test]
+async fn a_custom_resource_over_the_request_limit_is_refused() {
+    let app = common::router().await;
+    establish(&app, &widget_crd()).await;
+    let mut big = widget("big", "blue");
+    big["spec"]["tags"] = json!(vec!["x".repeat(1024); 3 * 1024 + 1]);
+    let r = post(&app, WIDGETS, &big).await;
+    assert_eq!(r.code, 413, "{}", r.body);
 }

@@ -36,7 +36,7 @@ async fn read_request(ctx: &Ctx, body: Body) -> Result<Value> {
     }
     let store = ctx.store();
     store.check_type_meta(&obj)?;
-    store.validate_fields(&mut obj, opts.field_validation)?;
+    store.validate_fields(&mut obj, &opts)?;
     Ok(crate::registry::with_type_meta(
         &ctx.target.resource.info,
         obj,

@@ -11,6 +11,7 @@ use crate::http::render::{respond_outcome, respond_written};
 use crate::http::request::Ctx;
 use crate::patch::PatchType;
 use crate::registry::store::{PatchRequest, WriteScope};
+use crate::registry::Warnings;
 
 /// POST to a collection.
 pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
@@ -21,12 +22,28 @@ pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let obj = decode_object(&ctx.headers, &bytes)?;
     let written = ctx.store().create(obj, &opts).await?;
-    respond_written(
+    let resp = respond_written(
         &ctx.target.resource,
         ctx.accept(),
         written,
         StatusCode::CREATED,
-    )
+    );
+    with_warnings(resp, &opts.warnings)
+}
+
+/// Adds the write's warnings to its response as `Warning: 299 - "<text>"` headers.
+fn with_warnings(resp: Result<Response>, warnings: &Warnings) -> Result<Response> {
+    let mut resp = resp?;
+    for text in warnings.all() {
+        let quoted = format!(
+            "299 - \"{}\"",
+            text.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        if let Ok(v) = axum::http::HeaderValue::from_str(&quoted) {
+            resp.headers_mut().append(axum::http::header::WARNING, v);
+        }
+    }
+    Ok(resp)
 }
 
 /// PUT of an object or of its `/status`.
@@ -37,7 +54,8 @@ pub async fn update(ctx: Ctx, body: Body, scope: WriteScope) -> Result<Response>
     let obj = decode_object(&ctx.headers, &bytes)?;
     let decode = || decode_object(&ctx.headers, &bytes);
     let outcome = ctx.store().update(name, obj, &decode, scope, &opts).await?;
-    respond_outcome(&ctx.target.resource, ctx.accept(), outcome)
+    let resp = respond_outcome(&ctx.target.resource, ctx.accept(), outcome);
+    with_warnings(resp, &opts.warnings)
 }
 
 /// PATCH of an object or of its `/status`.
@@ -79,5 +97,6 @@ pub async fn patch(ctx: Ctx, body: Body, scope: WriteScope) -> Result<Response> 
     }
     let patch = PatchRequest { ty, body: &bytes };
     let outcome = ctx.store().patch(name, patch, scope, &opts).await?;
-    respond_outcome(&ctx.target.resource, ctx.accept(), outcome)
+    let resp = respond_outcome(&ctx.target.resource, ctx.accept(), outcome);
+    with_warnings(resp, &opts.warnings)
 }

@@ -120,6 +120,7 @@ impl Ctx {
             field_manager: self.field_manager(),
             field_validation: q.field_validation,
             force: q.force.unwrap_or(false),
+            warnings: Default::default(),
         })
     }
 

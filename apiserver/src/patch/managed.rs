@@ -13,10 +13,9 @@
 //! Simplifications against structured-merge-diff: keyed-list keys are the single patch merge key
 //! (`k:{"containerPort":80}` rather than `containerPort`+`protocol`); maps carry no `.` entries.
 
-use super::schema::{list_kind, map_is_atomic, ListKind};
+use super::schema::{key_segment, same_key, ListKind, PatchKind};
 use super::strategic::merge_map;
 use super::{PatchError, MAX_DEPTH};
-use api::ResourceInfo;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -40,7 +39,8 @@ const SYSTEM_META: &[&str] = &[
 ];
 
 /// The field set of `obj` (`status` excluded unless `with_status`, `spec`-side excluded when `only_status`).
-pub fn field_set(kind: &ResourceInfo, obj: &Value, scope: Scope) -> FieldSet {
+pub fn field_set<'k>(kind: impl Into<PatchKind<'k>>, obj: &Value, scope: Scope) -> FieldSet {
+    let kind = &kind.into();
     let mut out = FieldSet::new();
     let Some(m) = obj.as_object() else { return out };
     for (k, v) in m {
@@ -87,7 +87,7 @@ pub enum Scope {
 }
 
 fn collect<'a>(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     v: &'a Value,
     names: &mut Vec<&'a str>,
     prefix: &mut FieldPath,
@@ -99,7 +99,7 @@ fn collect<'a>(
         return;
     }
     match v {
-        Value::Object(m) if !m.is_empty() && !map_is_atomic(kind, names) => {
+        Value::Object(m) if !m.is_empty() && !kind.map_is_atomic(names) => {
             for (k, child) in m {
                 names.push(k);
                 prefix.push(format!("f:{k}"));
@@ -108,7 +108,7 @@ fn collect<'a>(
                 prefix.pop();
             }
         }
-        Value::Array(items) => match list_kind(kind, names) {
+        Value::Array(items) => match kind.list_kind(names) {
             ListKind::Atomic => {
                 out.insert(prefix.clone());
             }
@@ -122,12 +122,12 @@ fn collect<'a>(
                     out.insert(prefix.clone());
                 }
             }
-            ListKind::Keyed(key) => {
+            ListKind::Keyed(keys) => {
                 for it in items {
-                    let Some(kv) = it.get(key) else { continue };
-                    let mut km = Map::new();
-                    km.insert(key.to_string(), kv.clone());
-                    prefix.push(format!("k:{}", Value::Object(km)));
+                    let Some(seg) = key_segment(&keys, it) else {
+                        continue;
+                    };
+                    prefix.push(seg);
                     prefix.push(".".to_string());
                     out.insert(prefix.clone());
                     prefix.pop();
@@ -156,12 +156,13 @@ fn collect<'a>(
 /// The leaves whose values differ between `old` and `new` (present in `new`), and the leaves of `old`
 /// that `new` no longer has. Walks both objects together and skips equal subtrees, so the cost is
 /// proportional to what changed.
-pub fn diff_sets(
-    kind: &ResourceInfo,
+pub fn diff_sets<'k>(
+    kind: impl Into<PatchKind<'k>>,
     old: Option<&Value>,
     new: &Value,
     scope: Scope,
 ) -> (FieldSet, FieldSet) {
+    let kind = &kind.into();
     let mut changed = FieldSet::new();
     let mut gone = FieldSet::new();
     let empty = Map::new();
@@ -225,7 +226,7 @@ pub fn diff_sets(
 
 #[allow(clippy::too_many_arguments)]
 fn diff<'a>(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     old: Option<&'a Value>,
     new: Option<&'a Value>,
     names: &mut Vec<&'a str>,
@@ -247,7 +248,7 @@ fn diff<'a>(
     }
     match (o, n) {
         (Value::Object(om), Value::Object(nm))
-            if !om.is_empty() && !nm.is_empty() && !map_is_atomic(kind, names) =>
+            if !om.is_empty() && !nm.is_empty() && !kind.map_is_atomic(names) =>
         {
             let mut keys: BTreeSet<&String> = nm.keys().collect();
             keys.extend(om.keys());
@@ -269,20 +270,12 @@ fn diff<'a>(
             }
         }
         (Value::Array(oa), Value::Array(na)) if !oa.is_empty() && !na.is_empty() => {
-            match list_kind(kind, names) {
-                ListKind::Keyed(key) => {
-                    let seg = |e: &Value| {
-                        e.get(key).map(|kv| {
-                            let mut km = Map::new();
-                            km.insert(key.to_string(), kv.clone());
-                            format!("k:{}", Value::Object(km))
-                        })
-                    };
+            match kind.list_kind(names) {
+                ListKind::Keyed(keys) => {
+                    let seg = |e: &Value| key_segment(&keys, e);
                     for ne in na {
                         let Some(ks) = seg(ne) else { continue };
-                        let oe = oa
-                            .iter()
-                            .find(|e| e.get(key).is_some() && e.get(key) == ne.get(key));
+                        let oe = oa.iter().find(|e| same_key(&keys, e, ne));
                         prefix.push(ks);
                         match oe {
                             Some(oe) if oe == ne => {}
@@ -329,10 +322,7 @@ fn diff<'a>(
                     }
                     for oe in oa {
                         let Some(ks) = seg(oe) else { continue };
-                        if na
-                            .iter()
-                            .any(|e| e.get(key).is_some() && e.get(key) == oe.get(key))
-                        {
+                        if na.iter().any(|e| same_key(&keys, e, oe)) {
                             continue;
                         }
                         prefix.push(ks);
@@ -701,7 +691,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// applied client-side (upstream's `allowedConflictsFromLastApplied`): those of the
 /// last-applied configuration whose values the live object still has. `None` without a usable
 /// annotation (absent, not JSON, or of another apiVersion).
-fn allowed_from_last_applied(kind: &ResourceInfo, live: &Value, scope: Scope) -> Option<FieldSet> {
+fn allowed_from_last_applied(kind: &PatchKind<'_>, live: &Value, scope: Scope) -> Option<FieldSet> {
     let text = live
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(LAST_APPLIED))
@@ -741,14 +731,15 @@ fn parse_apply(patch: &[u8]) -> Result<Value, PatchError> {
 /// `live: None` means the object does not exist: the result is the applied object with its managed
 /// fields, which the HTTP side creates (201). `now` is the `metav1.Time` text for the entry. The
 /// caller still checks the URL name and runs the kind's strategy on the result.
-pub fn server_side_apply(
-    kind: &ResourceInfo,
+pub fn server_side_apply<'k>(
+    kind: impl Into<PatchKind<'k>>,
     live: Option<&Value>,
     patch: &[u8],
     field_manager: &str,
     force: bool,
     now: &str,
 ) -> Result<Value, PatchError> {
+    let kind = &kind.into();
     if field_manager.is_empty() {
         return Err(PatchError::FieldManagerRequired);
     }
@@ -948,14 +939,15 @@ fn sort_keys_deep(v: &mut Value) {
 /// carried over from `old`; `managedFields: [{}]` clears them (upstream's reset). `subresource` is
 /// `Some("status")` for `/status` writes, whose request entries are ignored. An empty `manager` only carries the entries over. A create (`old: None`) whose
 /// object already has entries (a server-side apply create) keeps exactly those.
-pub fn update_managed_fields(
-    kind: &ResourceInfo,
+pub fn update_managed_fields<'k>(
+    kind: impl Into<PatchKind<'k>>,
     old: Option<&Value>,
     new: &mut Value,
     manager: &str,
     now: &str,
     subresource: Option<&str>,
 ) {
+    let kind = &kind.into();
     // A subresource write never sets the entries: the stored ones are kept, as upstream's
     // `ignoreManagedFieldsFromRequestObject` for subresources.
     let from_request = subresource.is_none() || old.is_none();

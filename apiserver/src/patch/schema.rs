@@ -3,38 +3,126 @@
 //! which maps are atomic. Paths are the field names from the object root, list positions omitted
 //! (`["spec", "containers", "ports"]`).
 
+use std::borrow::Cow;
+
 use api::ResourceInfo;
+use serde_json::Value;
 
 /// How a list field merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListKind {
     /// Replaced as a whole (`atomic`; no patch strategy).
     Atomic,
-    /// Merged element-wise by this key (`patchStrategy: merge`, `patchMergeKey`).
-    Keyed(&'static str),
+    /// Merged element-wise by these keys (`patchStrategy: merge`, `patchMergeKey`; a custom
+    /// resource's `x-kubernetes-list-type: map` with its `x-kubernetes-list-map-keys`).
+    Keyed(Vec<Cow<'static, str>>),
     /// A set of primitives (`patchStrategy: merge` on a scalar list, e.g. `finalizers`).
     Set,
+}
+
+impl ListKind {
+    /// A list merged by one key of a built-in kind.
+    pub fn keyed(key: &'static str) -> ListKind {
+        ListKind::Keyed(vec![Cow::Borrowed(key)])
+    }
+}
+
+/// The key of a list element under `keys`, as managed fields name it (`k:{"name":"c"}`), from
+/// the keys the element has; `None` when it has none of them.
+pub fn key_segment(keys: &[Cow<'static, str>], item: &Value) -> Option<String> {
+    let mut km = serde_json::Map::new();
+    for k in keys {
+        if let Some(v) = item.get(k.as_ref()) {
+            km.insert(k.to_string(), v.clone());
+        }
+    }
+    (!km.is_empty()).then(|| format!("k:{}", Value::Object(km)))
+}
+
+/// Whether two list elements have the same key under `keys` (each has at least one of them).
+pub fn same_key(keys: &[Cow<'static, str>], a: &Value, b: &Value) -> bool {
+    keys.iter().any(|k| a.get(k.as_ref()).is_some())
+        && keys.iter().all(|k| a.get(k.as_ref()) == b.get(k.as_ref()))
+}
+
+/// What the patch code knows of a kind: its description, and for a custom resource the
+/// structural schema its list and map types come from. Dereferences to the [`ResourceInfo`].
+#[derive(Clone, Copy)]
+pub struct PatchKind<'a> {
+    info: &'a ResourceInfo,
+    custom: Option<&'a schema::Structural>,
+}
+
+impl std::ops::Deref for PatchKind<'_> {
+    type Target = ResourceInfo;
+    fn deref(&self) -> &ResourceInfo {
+        self.info
+    }
+}
+
+impl<'a> From<&'a ResourceInfo> for PatchKind<'a> {
+    fn from(info: &'a ResourceInfo) -> Self {
+        PatchKind { info, custom: None }
+    }
+}
+
+impl<'a> From<&PatchKind<'a>> for PatchKind<'a> {
+    fn from(kind: &PatchKind<'a>) -> Self {
+        *kind
+    }
+}
+
+impl<'a> PatchKind<'a> {
+    /// A custom resource's kind with its schema.
+    pub fn custom(info: &'a ResourceInfo, schema: Option<&'a schema::Structural>) -> Self {
+        PatchKind {
+            info,
+            custom: schema,
+        }
+    }
+
+    /// The list kind at `path` (object metadata as for every kind).
+    pub fn list_kind(&self, path: &[&str]) -> ListKind {
+        match (self.custom, path) {
+            (Some(s), [first, ..]) if *first != "metadata" => match s.list_type(path) {
+                Some(schema::ListType::Set) => ListKind::Set,
+                Some(schema::ListType::Map(keys)) if !keys.is_empty() => {
+                    ListKind::Keyed(keys.into_iter().map(Cow::Owned).collect())
+                }
+                _ => ListKind::Atomic,
+            },
+            _ => list_kind(self.info, path),
+        }
+    }
+
+    /// Whether the map at `path` is atomic.
+    pub fn map_is_atomic(&self, path: &[&str]) -> bool {
+        match (self.custom, path) {
+            (Some(s), [first, ..]) if *first != "metadata" => s.map_is_atomic(path),
+            _ => map_is_atomic(self.info, path),
+        }
+    }
 }
 
 /// Lists inside a PodSpec, relative to the pod spec.
 fn pod_spec_list(rel: &[&str]) -> ListKind {
     match rel {
-        ["containers" | "initContainers" | "ephemeralContainers"] => ListKind::Keyed("name"),
+        ["containers" | "initContainers" | "ephemeralContainers"] => ListKind::keyed("name"),
         ["containers" | "initContainers" | "ephemeralContainers", rest @ ..] => match rest {
-            ["ports"] => ListKind::Keyed("containerPort"),
-            ["env"] => ListKind::Keyed("name"),
-            ["volumeMounts"] => ListKind::Keyed("mountPath"),
-            ["volumeDevices"] => ListKind::Keyed("devicePath"),
-            ["resizePolicy"] => ListKind::Keyed("resourceName"),
-            ["resources", "claims"] => ListKind::Keyed("name"),
+            ["ports"] => ListKind::keyed("containerPort"),
+            ["env"] => ListKind::keyed("name"),
+            ["volumeMounts"] => ListKind::keyed("mountPath"),
+            ["volumeDevices"] => ListKind::keyed("devicePath"),
+            ["resizePolicy"] => ListKind::keyed("resourceName"),
+            ["resources", "claims"] => ListKind::keyed("name"),
             _ => ListKind::Atomic,
         },
-        ["volumes"] => ListKind::Keyed("name"),
-        ["imagePullSecrets"] => ListKind::Keyed("name"),
-        ["hostAliases"] => ListKind::Keyed("ip"),
-        ["topologySpreadConstraints"] => ListKind::Keyed("topologyKey"),
-        ["schedulingGates"] => ListKind::Keyed("name"),
-        ["resourceClaims"] => ListKind::Keyed("name"),
+        ["volumes"] => ListKind::keyed("name"),
+        ["imagePullSecrets"] => ListKind::keyed("name"),
+        ["hostAliases"] => ListKind::keyed("ip"),
+        ["topologySpreadConstraints"] => ListKind::keyed("topologyKey"),
+        ["schedulingGates"] => ListKind::keyed("name"),
+        ["resourceClaims"] => ListKind::keyed("name"),
         _ => ListKind::Atomic,
     }
 }
@@ -49,7 +137,7 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
     };
     if let Some(rest) = meta_rel {
         return match rest {
-            ["ownerReferences"] => ListKind::Keyed("uid"),
+            ["ownerReferences"] => ListKind::keyed("uid"),
             ["finalizers"] => ListKind::Set,
             _ => ListKind::Atomic,
         };
@@ -60,20 +148,20 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
         | ("apps", "ReplicaSet" | "Deployment", ["spec", "template", "spec", rest @ ..]) => {
             pod_spec_list(rest)
         }
-        ("", "Pod", ["status", "podIPs" | "hostIPs"]) => ListKind::Keyed("ip"),
+        ("", "Pod", ["status", "podIPs" | "hostIPs"]) => ListKind::keyed("ip"),
         (
             "",
             "Pod" | "ReplicationController" | "Namespace" | "Node" | "Service",
             ["status", "conditions"],
-        ) => ListKind::Keyed("type"),
-        ("apps", "ReplicaSet" | "Deployment", ["status", "conditions"]) => ListKind::Keyed("type"),
-        ("", "Node", ["status", "addresses"]) => ListKind::Keyed("type"),
-        ("", "Node", ["status", "volumesAttached"]) => ListKind::Keyed("name"),
+        ) => ListKind::keyed("type"),
+        ("apps", "ReplicaSet" | "Deployment", ["status", "conditions"]) => ListKind::keyed("type"),
+        ("", "Node", ["status", "addresses"]) => ListKind::keyed("type"),
+        ("", "Node", ["status", "volumesAttached"]) => ListKind::keyed("name"),
         ("", "Node", ["spec", "podCIDRs"]) => ListKind::Set,
-        ("", "Service", ["spec", "ports"]) => ListKind::Keyed("port"),
-        ("", "ServiceAccount", ["secrets"]) => ListKind::Keyed("name"),
-        ("networking.k8s.io", "ServiceCIDR", ["status", "conditions"]) => ListKind::Keyed("type"),
-        ("storage.k8s.io", "CSINode", ["spec", "drivers"]) => ListKind::Keyed("name"),
+        ("", "Service", ["spec", "ports"]) => ListKind::keyed("port"),
+        ("", "ServiceAccount", ["secrets"]) => ListKind::keyed("name"),
+        ("networking.k8s.io", "ServiceCIDR", ["status", "conditions"]) => ListKind::keyed("type"),
+        ("storage.k8s.io", "CSINode", ["spec", "drivers"]) => ListKind::keyed("name"),
         (
             "admissionregistration.k8s.io",
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
@@ -88,14 +176,14 @@ pub fn list_kind(kind: &ResourceInfo, path: &[&str]) -> ListKind {
             "admissionregistration.k8s.io",
             "ValidatingAdmissionPolicy",
             ["spec", "matchConditions"],
-        ) => ListKind::Keyed("name"),
+        ) => ListKind::keyed("name"),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", ["status", "conditions"])
         | ("autoscaling", "HorizontalPodAutoscaler", ["status", "conditions"])
         | (
             "flowcontrol.apiserver.k8s.io",
             "FlowSchema" | "PriorityLevelConfiguration",
             ["status", "conditions"],
-        ) => ListKind::Keyed("type"),
+        ) => ListKind::keyed("type"),
         _ => ListKind::Atomic,
     }
 }

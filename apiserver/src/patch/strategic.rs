@@ -6,7 +6,7 @@
 //! `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>`. Directives are consumed, never
 //! copied into the result.
 
-use super::schema::{list_kind, ListKind};
+use super::schema::{same_key, ListKind, PatchKind};
 use super::PatchError;
 use api::ResourceInfo;
 use serde_json::{Map, Value};
@@ -22,6 +22,7 @@ pub fn strategic_merge(
     original: &Value,
     patch: &Value,
 ) -> Result<Value, PatchError> {
+    let kind = &PatchKind::from(kind);
     let Some(p) = patch.as_object() else {
         return Err(PatchError::Malformed(
             "error decoding patch: a strategic merge patch must be a JSON object".into(),
@@ -35,7 +36,7 @@ pub fn strategic_merge(
 
 /// Merges `patch` into `original` (used by server-side apply too, with applied config as patch).
 pub(crate) fn merge_map(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     mut original: Map<String, Value>,
     patch: &Map<String, Value>,
     path: &mut Vec<String>,
@@ -85,7 +86,7 @@ pub(crate) fn merge_map(
     for (k, v) in patch {
         if let Some(field) = k.strip_prefix(SET_ORDER) {
             path.push(field.to_string());
-            let lk = list_kind(kind, &as_strs(path));
+            let lk = kind.list_kind(&as_strs(path));
             path.pop();
             if let (Some(Value::Array(list)), Some(order)) = (original.get_mut(field), v.as_array())
             {
@@ -102,7 +103,7 @@ fn as_strs(path: &[String]) -> Vec<&str> {
 
 /// The merged value of one field, or None to delete it.
 fn merge_field(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     orig: Option<Value>,
     patch: &Value,
     path: &mut Vec<String>,
@@ -131,7 +132,7 @@ fn merge_field(
 
 /// A patch map with every directive consumed (for `$patch: replace` and new keys).
 fn strip_directives(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     patch: &Map<String, Value>,
     path: &mut Vec<String>,
 ) -> Result<Map<String, Value>, PatchError> {
@@ -140,17 +141,13 @@ fn strip_directives(
     merge_map(kind, Map::new(), &p, path)
 }
 
-fn key_of<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.as_object().and_then(|m| m.get(key))
-}
-
 fn merge_list(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     original: Vec<Value>,
     patch: &[Value],
     path: &mut Vec<String>,
 ) -> Result<Vec<Value>, PatchError> {
-    let lk = list_kind(kind, &as_strs(path));
+    let lk = kind.list_kind(&as_strs(path));
     // `{"$patch": "replace"}` as an element replaces the whole list with the other elements.
     let replace = patch.iter().any(|e| {
         e.get(PATCH).and_then(Value::as_str) == Some("replace")
@@ -181,23 +178,24 @@ fn merge_list(
             }
             Ok(out)
         }
-        ListKind::Keyed(key) => {
+        ListKind::Keyed(keys) => {
             let mut out = original;
             for e in patch {
                 let Some(em) = e.as_object() else {
                     // A scalar in a keyed list: upstream treats the list as replaced.
                     return clean_elements(kind, patch, path);
                 };
-                let Some(kv) = em.get(key) else {
+                if !keys.iter().any(|k| em.contains_key(k.as_ref())) {
                     return Err(PatchError::Malformed(format!(
-                        "map: {} does not contain declared merge key: {key}",
-                        Value::Object(em.clone())
+                        "map: {} does not contain declared merge key: {}",
+                        Value::Object(em.clone()),
+                        keys.first().map(|k| k.as_ref()).unwrap_or("")
                     )));
-                };
-                let pos = out.iter().position(|o| key_of(o, key) == Some(kv));
+                }
+                let pos = out.iter().position(|o| same_key(&keys, e, o));
                 match em.get(PATCH).and_then(Value::as_str) {
                     Some("delete") => {
-                        out.retain(|o| key_of(o, key) != Some(kv));
+                        out.retain(|o| !same_key(&keys, e, o));
                     }
                     Some("replace") => {
                         let clean = strip_directives(kind, em, path)?;
@@ -226,7 +224,7 @@ fn merge_list(
 
 /// Elements of a replaced list, with directives consumed inside maps.
 fn clean_elements(
-    kind: &ResourceInfo,
+    kind: &PatchKind<'_>,
     elems: &[Value],
     path: &mut Vec<String>,
 ) -> Result<Vec<Value>, PatchError> {
@@ -242,9 +240,10 @@ fn clean_elements(
 
 /// `$setElementOrder`: listed elements first, in the given order; the rest keep their relative order.
 fn reorder(list: &mut Vec<Value>, order: &[Value], lk: ListKind) {
+    let lk = &lk;
     let rank = |e: &Value| -> Option<usize> {
         order.iter().position(|o| match lk {
-            ListKind::Keyed(k) => key_of(o, k).is_some() && key_of(o, k) == key_of(e, k),
+            ListKind::Keyed(keys) => same_key(keys, o, e),
             _ => o == e,
         })
     };

@@ -29,7 +29,9 @@ pub mod store;
 pub mod strategy;
 pub mod subresources;
 
-pub use options::{DeleteOptions, FieldValidation, Preconditions, Propagation, WriteOptions};
+pub use options::{
+    DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings, WriteOptions,
+};
 pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};
 pub use strategy::{apply_binding, BindingError};

@@ -26,6 +26,32 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Server-side apply's `force`: take over conflicting fields.
     pub force: bool,
+    /// Where the write leaves its warnings (`fieldValidation=Warn`'s unknown fields) for the
+    /// response's `Warning` headers.
+    pub warnings: Warnings,
+}
+
+/// The warnings of one request, in order, without repeats (a retried attempt finds the same
+/// ones again). Bounded by [`MAX_WARNINGS`].
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(std::sync::Arc<parking_lot::Mutex<Vec<String>>>);
+
+/// Most warnings one response carries.
+pub const MAX_WARNINGS: usize = 64;
+
+impl Warnings {
+    /// Adds `text` unless it is there already or the bound is reached.
+    pub fn push(&self, text: String) {
+        let mut w = self.0.lock();
+        if w.len() < MAX_WARNINGS && !w.contains(&text) {
+            w.push(text);
+        }
+    }
+
+    /// The warnings so far.
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().clone()
+    }
 }
 
 /// `propagationPolicy`.

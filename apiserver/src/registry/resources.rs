@@ -77,6 +77,12 @@ impl Resource {
             .as_ref()
     }
 
+    /// What the patch code needs of the kind: its description and, for a custom resource, the
+    /// schema its list and map types come from.
+    pub fn patch_kind(&self) -> crate::patch::schema::PatchKind<'_> {
+        crate::patch::schema::PatchKind::custom(&self.info, self.strategy.structural())
+    }
+
     /// Whether the kind splits status into a subresource.
     pub fn has_status(&self) -> bool {
         self.info.has_status_subresource()
@@ -155,7 +161,8 @@ impl Resource {
     /// Whether a stored object is already in this endpoint's form (the strategies' storage
     /// conversion is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
     pub fn is_presentable(&self, obj: &Value) -> bool {
-        obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
+        !self.strategy.reads_need_conversion()
+            && obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
             && obj.get("apiVersion").and_then(Value::as_str)
                 == Some(self.info.api_version().as_str())
     }
@@ -188,6 +195,9 @@ pub struct Served {
     pub generation: u64,
     /// In registration order (discovery order).
     pub resources: Vec<Arc<Resource>>,
+    /// The aggregated discovery documents of this set, built on first request: discovery is
+    /// built once per change of the served set, not per request.
+    pub discovery: crate::discovery::Documents,
 }
 
 impl Served {
@@ -305,6 +315,7 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Ok(resource)
@@ -332,6 +343,7 @@ impl ResourceRegistry {
                 })
                 .cloned()
                 .collect(),
+            ..Served::default()
         };
         for resource in added {
             let info = &resource.info;
@@ -371,6 +383,7 @@ impl ResourceRegistry {
         *served = Arc::new(Served {
             generation: served.generation + 1,
             resources,
+            ..Served::default()
         });
         self.changes.send_replace(served.generation);
         Some(gone)

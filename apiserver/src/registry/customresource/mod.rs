@@ -64,6 +64,9 @@ struct Controller {
     served: HashMap<String, ServedCrd>,
     /// Terminating CRDs with instances left.
     cleaning: BTreeSet<String>,
+    /// CRDs to look at again (others of a group whose names changed), drained after each event;
+    /// a set, so a name is looked at once however many changes asked for it.
+    queue: BTreeSet<String>,
 }
 
 /// Starts the CRD controllers; they run until shutdown.
@@ -84,6 +87,7 @@ pub fn keep_in_step(state: &AppState) {
             for name in names {
                 controller.sync(&state, &name).await;
             }
+            controller.drain(&state).await;
             loop {
                 tokio::select! {
                     _ = state.shutdown.cancelled() => break 'watch,
@@ -91,6 +95,7 @@ pub fn keep_in_step(state: &AppState) {
                         Some(e) => {
                             let name = key_name(&e.key);
                             controller.sync(&state, &name).await;
+                            controller.drain(&state).await;
                         }
                         // Fell behind (or the cache relisted): start from a snapshot again.
                         None => continue 'watch,
@@ -134,6 +139,15 @@ fn group_of(crd: &Value) -> &str {
 }
 
 impl Controller {
+    /// Syncs the queued CRDs until none is queued. Terminates: a CRD is queued only by a status
+    /// write that changed another CRD's names (or its removal), and the accepted names of a group
+    /// only move towards the requested ones.
+    async fn drain(&mut self, state: &AppState) {
+        while let Some(name) = self.queue.pop_first() {
+            self.sync(state, &name).await;
+        }
+    }
+
     /// Brings the CRD `name` in step (the steps of the module docs); failures are logged and
     /// retried on the CRD's next event.
     async fn sync(&mut self, state: &AppState, name: &str) {
@@ -154,7 +168,8 @@ impl Controller {
                     tracing::warn!(crd = name, error = %e, "unserving a CRD failed");
                 }
             }
-            return self.requeue_group(state, name).await;
+            self.requeue_group(state, name);
+            return Ok(());
         };
         if !naming::settled(&crd) {
             let group = group_of(&crd).to_string();
@@ -164,7 +179,7 @@ impl Controller {
                 .collect();
             let others: Vec<&Value> = others.iter().map(|c| c.as_ref()).collect();
             let decided = naming::decide(&crd, &others);
-            write_status(&store, name, |obj| {
+            let changed = write_status(&store, name, |obj| {
                 if let Some(status) = super::strategy::object_at(obj, "status") {
                     status.insert("acceptedNames".into(), decided.accepted.clone());
                 }
@@ -172,14 +187,21 @@ impl Controller {
                 set_condition(obj, decided.established.clone());
             })
             .await?;
-            // Its own status event brings it to the next steps; freed names let others in.
-            return self.requeue_group(state, name).await;
+            // Its own status event brings it to the next steps; names it released or took change
+            // what the others of its group may accept.
+            if changed {
+                self.requeue_group(state, name);
+            }
+            return Ok(());
         }
         if !condition_true(&crd, "NamesAccepted") {
             return Ok(());
         }
-        self.serve(state, name, &crd);
-        if !condition_true(&crd, "Established") && api::meta::deletion_timestamp(&crd).is_none() {
+        let served = self.serve(state, name, &crd);
+        if served
+            && !condition_true(&crd, "Established")
+            && api::meta::deletion_timestamp(&crd).is_none()
+        {
             write_status(&store, name, |obj| {
                 set_condition(obj, naming::established())
             })
@@ -195,8 +217,9 @@ impl Controller {
         Ok(())
     }
 
-    /// Registers (or re-registers, when it changed) what `crd` serves.
-    fn serve(&mut self, state: &AppState, name: &str, crd: &Value) {
+    /// Registers (or re-registers, when it changed) what `crd` serves; whether it is served (a
+    /// resource colliding with one served already, such as a built-in, is not).
+    fn serve(&mut self, state: &AppState, name: &str, crd: &Value) -> bool {
         let fingerprint = serde_json::json!({
             "spec": crd.get("spec"),
             "names": crd.pointer("/status/acceptedNames"),
@@ -207,7 +230,7 @@ impl Controller {
             .get(name)
             .is_some_and(|s| s.fingerprint == fingerprint)
         {
-            return;
+            return true;
         }
         let resources = serving::resources(crd);
         let keys = serving::keys(&resources);
@@ -220,24 +243,26 @@ impl Controller {
             Ok(()) => {
                 self.served
                     .insert(name.to_string(), ServedCrd { keys, fingerprint });
+                true
             }
-            Err(e) => tracing::warn!(crd = name, error = %e, "serving a CRD failed"),
+            Err(e) => {
+                tracing::warn!(crd = name, error = %e, "serving a CRD failed");
+                false
+            }
         }
     }
 
-    /// Looks at the other CRDs of the group of the CRD `name` again (names may have been freed).
-    async fn requeue_group(&mut self, state: &AppState, name: &str) -> Result<()> {
+    /// Queues the other CRDs of the group of the CRD `name` whose names are not settled (names
+    /// may have been freed or taken).
+    fn requeue_group(&mut self, state: &AppState, name: &str) {
         let group = name.split_once('.').map(|(_, g)| g).unwrap_or("");
-        let others: Vec<String> = all_crds(state)
+        let others = all_crds(state);
+        let unsettled = others
             .iter()
             .filter(|c| group_of(c) == group && api::meta::name(c) != Some(name))
             .filter(|c| !naming::settled(c))
-            .filter_map(|c| api::meta::name(c).map(String::from))
-            .collect();
-        for other in others {
-            Box::pin(self.try_sync(state, &other)).await?;
-        }
-        Ok(())
+            .filter_map(|c| api::meta::name(c).map(String::from));
+        self.queue.extend(unsettled);
     }
 
     /// The finalizer: deletes every instance, then lets the CRD go.
@@ -344,15 +369,18 @@ async fn finish(store: &Store<'_>, name: &str, reason: &str, message: &str) -> R
         api::meta::set_finalizers(obj, &left);
     })
     .await
+    .map(|_| ())
 }
 
 /// Writes a change of a CRD's status (or, for the finalizer, its finalizers) computed from the
-/// stored object by `change`, through the generic store; a vanished CRD is not an error.
-async fn write_status(store: &Store<'_>, name: &str, change: impl Fn(&mut Value)) -> Result<()> {
+/// stored object by `change`, through the generic store; whether it changed anything. A vanished
+/// CRD is not an error.
+async fn write_status(store: &Store<'_>, name: &str, change: impl Fn(&mut Value)) -> Result<bool> {
     let opts = WriteOptions {
         field_manager: FIELD_MANAGER.to_string(),
         ..WriteOptions::default()
     };
+    let changed = std::sync::atomic::AtomicBool::new(false);
     let written = store
         .guaranteed_update(name, "PUT", &Preconditions::default(), &opts, |current| {
             let Some(current) = current else {
@@ -360,7 +388,9 @@ async fn write_status(store: &Store<'_>, name: &str, change: impl Fn(&mut Value)
             };
             let mut new = Value::clone(&current.object);
             change(&mut new);
-            if new == *current.object {
+            let differs = new != *current.object;
+            changed.store(differs, std::sync::atomic::Ordering::Relaxed);
+            if !differs {
                 return Ok(Attempt::Keep);
             }
             store.prepare_update(
@@ -373,8 +403,8 @@ async fn write_status(store: &Store<'_>, name: &str, change: impl Fn(&mut Value)
         })
         .await;
     match written {
-        Ok(_) => Ok(()),
-        Err(e) if e.code() == 404 => Ok(()),
+        Ok(_) => Ok(changed.load(std::sync::atomic::Ordering::Relaxed)),
+        Err(e) if e.code() == 404 => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -36,8 +36,18 @@ pub fn generate_name(prefix: &str) -> String {
 }
 
 /// `fieldValidation=Strict` refuses unknown fields (400 `strict decoding error: unknown field
-/// "spec.foo", …`); `Ignore` and `Warn` let them be dropped.
-fn unknown_fields_refused(unknown: &[String], validation: FieldValidation) -> Result<()> {
+/// "spec.foo", …`); `Warn` lets them be dropped with a warning each (`unknown field
+/// "spec.foo"`), `Ignore` silently.
+fn unknown_fields_refused(
+    unknown: &[String],
+    validation: FieldValidation,
+    warnings: &crate::registry::Warnings,
+) -> Result<()> {
+    if validation == FieldValidation::Warn {
+        for f in unknown {
+            warnings.push(format!("unknown field \"{f}\""));
+        }
+    }
     if unknown.is_empty() || validation != FieldValidation::Strict {
         return Ok(());
     }
@@ -94,16 +104,17 @@ impl Store<'_> {
 
     /// Applies `fieldValidation` to an object in the endpoint's form: `Strict` answers 400 for
     /// fields the kind's schema does not define; `Ignore` and `Warn` drop them, as typed decoding
-    /// does (the `Warn` header is not sent).
-    pub fn validate_fields(&self, obj: &mut Value, validation: FieldValidation) -> Result<()> {
+    /// (or a custom resource's pruning) does, `Warn` with a warning each in `opts.warnings`.
+    pub fn validate_fields(&self, obj: &mut Value, opts: &WriteOptions) -> Result<()> {
+        let validation = opts.field_validation;
         if let Some(unknown) = self.resource.strategy.prune_unknown(obj) {
-            return unknown_fields_refused(&unknown, validation);
+            return unknown_fields_refused(&unknown, validation, &opts.warnings);
         }
         let unknown = crate::openapi::schemas::unknown_fields(&self.resource, obj);
         if unknown.is_empty() {
             return Ok(());
         }
-        unknown_fields_refused(&unknown, validation)?;
+        unknown_fields_refused(&unknown, validation, &opts.warnings)?;
         crate::openapi::schemas::prune(obj, &unknown);
         Ok(())
     }
@@ -127,7 +138,7 @@ impl Store<'_> {
         }
         let strategy = &self.resource.strategy;
         let mut obj = crate::registry::with_type_meta(info, obj);
-        self.validate_fields(&mut obj, opts.field_validation)?;
+        self.validate_fields(&mut obj, opts)?;
         let mut obj = strategy.to_storage(obj);
         api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
         api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
@@ -141,7 +152,7 @@ impl Store<'_> {
         }
         self.resource.prepare_for_create(&mut obj);
         crate::patch::update_managed_fields(
-            info,
+            self.resource.patch_kind(),
             None,
             &mut obj,
             &opts.field_manager,
@@ -245,7 +256,8 @@ mod tests {
     #[test]
     fn strict_validation_refuses_unknown_fields_with_upstreams_message() {
         let unknown = ["spec.foo".to_string(), "spec.bar".to_string()];
-        let refused = unknown_fields_refused(&unknown, FieldValidation::Strict);
+        let warnings = crate::registry::Warnings::default();
+        let refused = unknown_fields_refused(&unknown, FieldValidation::Strict, &warnings);
         let status = refused.err().map(|e| (e.code(), e.to_status()));
         assert_eq!(
             status.map(|(code, s)| (code, s["message"].clone())),
@@ -256,7 +268,12 @@ mod tests {
                 )
             ))
         );
-        assert!(unknown_fields_refused(&unknown, FieldValidation::Warn).is_ok());
-        assert!(unknown_fields_refused(&[], FieldValidation::Strict).is_ok());
+        assert!(warnings.all().is_empty());
+        assert!(unknown_fields_refused(&unknown, FieldValidation::Warn, &warnings).is_ok());
+        assert_eq!(
+            warnings.all(),
+            ["unknown field \"spec.foo\"", "unknown field \"spec.bar\""]
+        );
+        assert!(unknown_fields_refused(&[], FieldValidation::Strict, &warnings).is_ok());
     }
 }

@@ -44,7 +44,6 @@ impl Store<'_> {
         scope: WriteScope,
         manager: &str,
     ) -> Result<()> {
-        let info = &self.resource.info;
         let name = api::meta::name(old).unwrap_or("").to_string();
         for k in [
             "uid",
@@ -96,7 +95,7 @@ impl Store<'_> {
         }
         let subresource = (scope == WriteScope::Status).then_some("status");
         crate::patch::update_managed_fields(
-            info,
+            self.resource.patch_kind(),
             Some(old),
             new,
             manager,
@@ -122,7 +121,7 @@ impl Store<'_> {
             return Ok(());
         };
         let mut only = Value::Object(serde_json::Map::from_iter([("status".to_string(), status)]));
-        let checked = self.validate_fields(&mut only, FieldValidation::Ignore);
+        let checked = self.validate_fields(&mut only, &WriteOptions::default());
         if let (Some(o), Value::Object(mut only)) = (obj.as_object_mut(), only) {
             if let Some(status) = only.remove("status") {
                 o.insert("status".to_string(), status);
@@ -138,7 +137,7 @@ impl Store<'_> {
         if scope == WriteScope::Status && opts.field_validation != FieldValidation::Strict {
             self.validate_status_fields(&mut obj)?;
         } else {
-            self.validate_fields(&mut obj, opts.field_validation)?;
+            self.validate_fields(&mut obj, opts)?;
         }
         Ok(self.resource.strategy.to_storage(obj))
     }
@@ -218,7 +217,7 @@ impl Store<'_> {
             let Some(current) = current else {
                 if apply && scope == WriteScope::Main {
                     let mut obj = crate::patch::server_side_apply(
-                        info,
+                        self.resource.patch_kind(),
                         None,
                         patch.body,
                         &opts.field_manager,
@@ -238,7 +237,7 @@ impl Store<'_> {
                 let converted = !self.resource.is_presentable(old);
                 let shown = converted.then(|| self.resource.present(Value::clone(old)));
                 let mut r = crate::patch::server_side_apply(
-                    info,
+                    self.resource.patch_kind(),
                     Some(shown.as_ref().unwrap_or(old)),
                     patch.body,
                     &opts.field_manager,
@@ -246,7 +245,7 @@ impl Store<'_> {
                     &now,
                 )
                 .map_err(patch_error)?;
-                self.validate_fields(&mut r, opts.field_validation)?;
+                self.validate_fields(&mut r, opts)?;
                 if converted {
                     self.resource.strategy.to_storage(r)
                 } else {
@@ -256,7 +255,7 @@ impl Store<'_> {
                 let shown = self.resource.present(Value::clone(old));
                 let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)
                     .map_err(patch_error)?;
-                self.validate_fields(&mut result, opts.field_validation)?;
+                self.validate_fields(&mut result, opts)?;
                 self.resource.strategy.to_storage(result)
             };
             self.check_patched(name, &patched, current)?;

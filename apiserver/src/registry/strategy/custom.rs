@@ -56,6 +56,43 @@ pub struct CustomVersion {
     pub selectable: Vec<(String, JsonPath)>,
     /// Whether the CRD is being deleted (creates are refused).
     pub terminating: bool,
+    /// Whether the schema has defaults (then they are applied on every read).
+    pub has_defaults: bool,
+}
+
+/// Most schema nodes [`has_defaults`] looks at (a CRD's schema is bounded by the request size;
+/// this bounds the walk of a pathological one).
+const MAX_SCHEMA_NODES: usize = 100_000;
+
+/// Whether a JSON schema (`openAPIV3Schema`) declares a `default` anywhere, walking only its
+/// sub-schemas (a property named `default` is not one).
+pub fn has_defaults(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    let mut seen = 0;
+    while let Some(s) = stack.pop() {
+        seen += 1;
+        if seen > MAX_SCHEMA_NODES {
+            return true;
+        }
+        let Some(o) = s.as_object() else { continue };
+        if o.get("default").is_some_and(|d| !d.is_null()) {
+            return true;
+        }
+        if let Some(props) = o.get("properties").and_then(Value::as_object) {
+            stack.extend(props.values());
+        }
+        for k in ["items", "additionalProperties", "not"] {
+            if let Some(v) = o.get(k) {
+                stack.push(v);
+            }
+        }
+        for k in ["allOf", "anyOf", "oneOf"] {
+            if let Some(list) = o.get(k).and_then(Value::as_array) {
+                stack.extend(list.iter());
+            }
+        }
+    }
+    false
 }
 
 /// The `/`-joined form of a JSONPath of a CRD (`.spec.replicas` → `["spec", "replicas"]`).
@@ -134,6 +171,9 @@ impl CustomVersion {
             columns: PrinterColumn::of_version(version),
             selectable,
             terminating: super::crd::condition_true(crd, "Terminating"),
+            has_defaults: version
+                .pointer("/schema/openAPIV3Schema")
+                .is_some_and(has_defaults),
         }
     }
 }
@@ -215,7 +255,7 @@ impl CustomResourceStrategy {
                     Some(n) if n > i64::from(i32::MAX) => errs.push(FieldError::invalid_value(
                         field,
                         v,
-                        &format!("should be less than or equal to {}", i32::MAX),
+                        format!("should be less than or equal to {}", i32::MAX),
                     )),
                     Some(_) => {}
                     None => errs.push(FieldError::invalid_value(field, v, "should be an integer")),
@@ -300,6 +340,10 @@ impl Strategy for CustomResourceStrategy {
         false
     }
 
+    fn structural(&self) -> Option<&schema::Structural> {
+        self.v.structural.as_deref()
+    }
+
     fn scale(&self) -> Option<&dyn ScaleAccess> {
         self.v.scale.as_ref().map(|_| self as &dyn ScaleAccess)
     }
@@ -319,6 +363,10 @@ impl Strategy for CustomResourceStrategy {
             Some(Value::Null) | None => String::new(),
             Some(v) => custom_table::print_value(v),
         })
+    }
+
+    fn reads_need_conversion(&self) -> bool {
+        self.v.has_defaults
     }
 
     fn to_storage(&self, mut obj: Value) -> Value {
@@ -482,6 +530,20 @@ mod tests {
         let errs = s.validate_create(&json!({"spec": {"replicas": -3}}));
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.replicas");
+    }
+
+    #[test]
+    fn defaults_are_found_in_sub_schemas_only() {
+        assert!(!has_defaults(&json!({"type": "object", "properties": {
+            "default": {"type": "string"}}})));
+        assert!(has_defaults(&json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "items": {"type": "array", "items": {"type": "object", "properties": {
+                    "x": {"type": "integer", "default": 1}}}}}}}})));
+        assert!(has_defaults(&json!({"anyOf": [{"default": "a"}]})));
+        assert!(!has_defaults(
+            &json!({"properties": {"a": {"default": null}}})
+        ));
     }
 
     #[test]

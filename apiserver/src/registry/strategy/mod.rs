@@ -196,6 +196,12 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// The structural schema of a custom resource's version (its list and map types for
+    /// server-side apply); `None` for built-in kinds.
+    fn structural(&self) -> Option<&schema::Structural> {
+        None
+    }
+
     /// Whether strategic merge patches apply (every custom resource refuses them with a 415).
     fn strategic_merge(&self) -> bool {
         true
@@ -347,6 +353,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// header, as upstream's deprecated APIs: `v1 ComponentStatus is deprecated in v1.19+`).
     fn deprecation_warning(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Whether a stored object must go through [`from_storage`](Self::from_storage) even when
+    /// it is in this endpoint's version (a custom resource whose schema has defaults: they are
+    /// applied on read too, to objects stored before the default existed).
+    fn reads_need_conversion(&self) -> bool {
+        false
     }
 
     /// Converts an object of this endpoint's version into the storage form (identity except for
