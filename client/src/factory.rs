@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::dynamic::DynamicObject;
+use crate::indexer::namespace_indexers;
 use crate::rest::{Api, ApiObject, ApiResource, Client, ListParams, Resource};
 use crate::shared_informer::{HasSynced, SharedIndexInformer};
 
@@ -117,7 +118,25 @@ impl SharedInformerFactory {
         if self.strip_managed_fields {
             api = api.without_managed_fields();
         }
-        let inf = SharedIndexInformer::new(api, tweak, self.default_resync);
+        // Named for its resource when it has one (every dynamic informer shares a type).
+        let inf = match &key.1 {
+            Some((group, _, plural)) => {
+                let name = if group.is_empty() {
+                    plural.clone()
+                } else {
+                    format!("{plural}.{group}")
+                };
+                let lw: Arc<dyn crate::ListerWatcher<K>> = Arc::new(api);
+                SharedIndexInformer::named(
+                    name,
+                    lw,
+                    tweak,
+                    self.default_resync,
+                    namespace_indexers(),
+                )
+            }
+            None => SharedIndexInformer::new(api, tweak, self.default_resync),
+        };
         let run = inf.clone();
         entries.insert(
             key,

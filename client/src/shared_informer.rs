@@ -103,16 +103,29 @@ where
         default_resync: Duration,
         indexers: Indexers<K>,
     ) -> Self {
+        let name = std::any::type_name::<K>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("object")
+            .to_string();
+        Self::named(name, lw, params, default_resync, indexers)
+    }
+
+    /// An informer called `name` in logs and spans (a dynamic informer's type name, which every
+    /// resource shares, would not say which resource it watches).
+    pub fn named(
+        name: impl Into<String>,
+        lw: Arc<dyn ListerWatcher<K>>,
+        params: ListParams,
+        default_resync: Duration,
+        indexers: Indexers<K>,
+    ) -> Self {
         let indexer = Indexer::new(indexers);
         let known: Arc<dyn KnownObjects<K>> = Arc::new(indexer.clone());
         let fifo = Arc::new(DeltaFifo::new(Some(known)));
         SharedIndexInformer {
             inner: Arc::new(Inner {
-                name: std::any::type_name::<K>()
-                    .rsplit("::")
-                    .next()
-                    .unwrap_or("object")
-                    .to_string(),
+                name: name.into(),
                 lw,
                 params,
                 indexer,
