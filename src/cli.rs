@@ -49,6 +49,11 @@ pub struct UpArgs {
     /// Where to write the kubeconfig (default: inside the data directory).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Install every CustomResourceDefinition in YAML/JSON files under DIR (recursively,
+    /// multi-document files included) and wait until all are Established before reporting
+    /// ready, as envtest's CRDDirectoryPaths. May be repeated.
+    #[arg(long = "crds", value_name = "DIR")]
+    pub crds: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -157,6 +162,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 storage: args.server.storage(),
                 nodes: args.nodes,
                 kubeconfig: args.kubeconfig.clone(),
+                crd_dirs: args.crds.clone(),
                 ..ControlPlaneConfig::default()
             };
             serve_plane(config, shutdown).await

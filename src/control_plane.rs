@@ -66,6 +66,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Crds(#[from] crate::crds::Error),
 }
 
 /// Where objects live.
@@ -92,6 +94,14 @@ pub struct ControlPlaneConfig {
     pub apiserver: apiserver::Config,
     pub controller_manager: controller::ControllerManagerConfig,
     pub kubelet: kubelet_fake::KubeletConfig,
+    /// Directories whose CustomResourceDefinitions are installed at start-up; `start` returns
+    /// once all are Established ([`crate::crds`]).
+    pub crd_dirs: Vec<PathBuf>,
+    /// CustomResourceDefinitions installed at start-up with those of `crd_dirs` (e.g. a kube-rs
+    /// `CustomResource`'s `crd()`).
+    pub crds: Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    /// How long `start` waits for those CRDs to be Established.
+    pub crd_wait: Duration,
 }
 
 impl Default for ControlPlaneConfig {
@@ -105,6 +115,9 @@ impl Default for ControlPlaneConfig {
             apiserver: apiserver::Config::default(),
             controller_manager: controller::ControllerManagerConfig::default(),
             kubelet: kubelet_fake::KubeletConfig::default(),
+            crd_dirs: Vec::new(),
+            crds: Vec::new(),
+            crd_wait: crate::crds::DEFAULT_WAIT,
         }
     }
 }
@@ -132,6 +145,11 @@ impl ControlPlane {
     pub async fn start(config: ControlPlaneConfig) -> Result<Self, Error> {
         if !config.listen.ip().is_loopback() {
             return Err(Error::NotLoopback(config.listen));
+        }
+        // Read before anything starts, so a bad file fails fast.
+        let mut crds = config.crds.clone();
+        for dir in &config.crd_dirs {
+            crds.extend(crate::crds::read_dir(dir)?);
         }
         let (store, data_dir): (Arc<dyn store::Store>, Option<DataDir>) = match &config.storage {
             Storage::InMemory => (
@@ -187,6 +205,18 @@ impl ControlPlane {
 
         let client = client::Client::new(client::Config::new(url.clone()))
             .map_err(|e| Error::Client(Box::new(e)))?;
+        if !crds.is_empty() {
+            if let Err(e) = crate::crds::install(&client, &crds, config.crd_wait).await {
+                // Nothing else started yet: stop the apiserver and close the store.
+                shutdown.cancel();
+                tracker.close();
+                let _ = tokio::time::timeout(SHUTDOWN_DEADLINE, tracker.wait()).await;
+                if let Err(e) = store.flush_and_close().await {
+                    tracing::error!(component = "store", error = %e, "store did not close cleanly");
+                }
+                return Err(e.into());
+            }
+        }
         // Each component its own client, named as upstream's (its field manager in managedFields).
         let component_client = |component: &str| {
             let mut cfg = client::Config::new(url.clone());

@@ -3,10 +3,12 @@
 //! - [`control_plane`]: starts the apiserver, controller manager and fake kubelets in one process.
 //! - [`Sandbox`]: the same for a Rust test, on an ephemeral port, in memory.
 //! - [`kubeconfig`], [`datadir`]: the files `minik8s up` writes and locks.
+//! - [`crds`]: CustomResourceDefinitions installed from directories (`--crds`, `crds_from_dir`).
 
 pub mod bench;
 pub mod cli;
 pub mod control_plane;
+pub mod crds;
 pub mod datadir;
 pub mod kubeconfig;
 pub mod sandbox;

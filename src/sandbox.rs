@@ -47,6 +47,30 @@ impl SandboxBuilder {
         self
     }
 
+    /// Install every CustomResourceDefinition in YAML/JSON files under `dir` (recursively,
+    /// multi-document files included, other documents skipped); `start` returns once all are
+    /// Established, as envtest's `CRDDirectoryPaths`. May be called for several directories.
+    pub fn crds_from_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.crd_dirs.push(dir.into());
+        self
+    }
+
+    /// Install `crd` (e.g. a kube-rs `#[derive(CustomResource)]` type's `crd()`) at start, with
+    /// those of [`crds_from_dir`](Self::crds_from_dir).
+    pub fn crd(
+        mut self,
+        crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    ) -> Self {
+        self.config.crds.push(crd);
+        self
+    }
+
+    /// How long `start` waits for the CRDs to be Established (default 10 s, envtest's).
+    pub fn crd_wait(mut self, timeout: std::time::Duration) -> Self {
+        self.config.crd_wait = timeout;
+        self
+    }
+
     /// Full access to the configuration of every component.
     pub fn configure(mut self, f: impl FnOnce(&mut ControlPlaneConfig)) -> Self {
         f(&mut self.config);

@@ -21,7 +21,6 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -85,7 +84,7 @@ impl<K> DeletedObject<K> {
     }
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta>> DeletedObject<K> {
+impl<K: crate::Object> DeletedObject<K> {
     /// `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone's stored key, else the object's key.
     pub fn key(&self) -> String {
         match self {
@@ -165,7 +164,7 @@ pub struct DeltaFifo<K> {
     emit_replaced: bool,
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> DeltaFifo<K> {
+impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
     /// `known`: the downstream store (informers pass their indexer). Emits `Replaced` deltas.
     pub fn new(known: Option<Arc<dyn KnownObjects<K>>>) -> Self {
         Self::with_options(known, true)
@@ -398,9 +397,7 @@ fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
     }
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> ReflectorStore<K>
-    for DeltaFifo<K>
-{
+impl<K: crate::Object + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) {
         DeltaFifo::add(self, obj)
     }

@@ -80,6 +80,35 @@ pub enum Error {
     /// A key was not `name` or `namespace/name`.
     #[error("unexpected key format: {0:?}")]
     InvalidKey(String),
+    /// Discovery serves no resource of this kind (apimachinery's `NoKindMatchError`).
+    #[error("{}", no_kind_match(.group, .kind, .version.as_deref()))]
+    NoKindMatch {
+        group: String,
+        kind: String,
+        /// The version asked for; `None`: any version of the group.
+        version: Option<String>,
+    },
+    /// Discovery serves no such resource (apimachinery's `NoResourceMatchError`).
+    #[error("no matches for {group}/{version}, Resource={resource}")]
+    NoResourceMatch {
+        group: String,
+        version: String,
+        resource: String,
+    },
+}
+
+fn no_kind_match(group: &str, kind: &str, version: Option<&str>) -> String {
+    match version {
+        None => format!("no matches for kind {kind:?} in group {group:?}"),
+        Some(v) => {
+            let gv = if group.is_empty() {
+                v.to_string()
+            } else {
+                format!("{group}/{v}")
+            };
+            format!("no matches for kind {kind:?} in version {gv:?}")
+        }
+    }
 }
 
 fn status_message(s: &Status) -> String {

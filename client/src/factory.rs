@@ -2,8 +2,10 @@
 //! `informers.SharedInformerFactory`).
 //!
 //! Guarantees: `informer::<K>()` returns the *same* instance on every call (all namespaces, no
-//! selectors), `informer_for::<K>(params)` the same instance per distinct `params`; `start` runs
-//! each informer not yet started exactly once, as a task on the current tokio runtime.
+//! selectors), `informer_for::<K>(params)` the same instance per distinct `params`;
+//! `dynamic_informer(resource)` likewise per resource (group, version, plural) and params
+//! (client-go's `dynamicinformer.DynamicSharedInformerFactory.ForResource`); `start` runs each
+//! informer not yet started exactly once, as a task on the current tokio runtime.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -14,7 +16,9 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::rest::{Client, ListParams, Resource};
+use crate::dynamic::DynamicObject;
+use crate::indexer::namespace_indexers;
+use crate::rest::{Api, ApiObject, ApiResource, Client, ListParams, Resource};
 use crate::shared_informer::{HasSynced, SharedIndexInformer};
 
 /// Spawns an informer's `run` on the factory's tracker.
@@ -27,12 +31,15 @@ struct Entry {
     started: bool,
 }
 
+/// One informer per object type, resource (`None`: the type's own) and list options.
+type EntryKey = (TypeId, Option<(String, String, String)>, ListParams);
+
 /// Creates and starts shared informers over one [`Client`].
 pub struct SharedInformerFactory {
     client: Client,
     default_resync: Duration,
     strip_managed_fields: bool,
-    entries: Mutex<HashMap<(TypeId, ListParams), Entry>>,
+    entries: Mutex<HashMap<EntryKey, Entry>>,
     tasks: TaskTracker,
 }
 
@@ -68,18 +75,68 @@ impl SharedInformerFactory {
     /// The informer for `K` restricted by `tweak` (label/field selectors, e.g.
     /// `spec.nodeName=node-1`).
     pub fn informer_for<K: Resource>(&self, tweak: ListParams) -> SharedIndexInformer<K> {
-        let key = (TypeId::of::<K>(), tweak.clone());
+        self.shared((TypeId::of::<K>(), None, tweak), || self.client.all::<K>())
+    }
+
+    /// The informer for every object of `resource` (all namespaces), as [`DynamicObject`]s: a
+    /// custom resource's informer, with the same listers, handlers and resync as typed ones.
+    pub fn dynamic_informer(&self, resource: &ApiResource) -> SharedIndexInformer<DynamicObject> {
+        self.informer_for_resource::<DynamicObject>(resource, ListParams::default())
+    }
+
+    /// The informer for `resource` restricted by `tweak`, with objects decoded as `K`
+    /// ([`DynamicObject`], or a custom resource's own Rust type).
+    pub fn informer_for_resource<K: ApiObject>(
+        &self,
+        resource: &ApiResource,
+        tweak: ListParams,
+    ) -> SharedIndexInformer<K> {
+        let r = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.plural.clone(),
+        );
+        self.shared((TypeId::of::<K>(), Some(r), tweak), || {
+            self.client.api_with::<K>(resource, None)
+        })
+    }
+
+    /// The informer under `key`, created over `api()` if there is none yet.
+    fn shared<K: ApiObject>(
+        &self,
+        key: EntryKey,
+        api: impl FnOnce() -> Api<K>,
+    ) -> SharedIndexInformer<K> {
+        let tweak = key.2.clone();
         let mut entries = self.entries.lock();
         if let Some(e) = entries.get(&key) {
             if let Some(i) = e.informer.downcast_ref::<SharedIndexInformer<K>>() {
                 return i.clone();
             }
         }
-        let mut api = self.client.all::<K>();
+        let mut api = api();
         if self.strip_managed_fields {
             api = api.without_managed_fields();
         }
-        let inf = SharedIndexInformer::new(api, tweak, self.default_resync);
+        // Named for its resource when it has one (every dynamic informer shares a type).
+        let inf = match &key.1 {
+            Some((group, _, plural)) => {
+                let name = if group.is_empty() {
+                    plural.clone()
+                } else {
+                    format!("{plural}.{group}")
+                };
+                let lw: Arc<dyn crate::ListerWatcher<K>> = Arc::new(api);
+                SharedIndexInformer::named(
+                    name,
+                    lw,
+                    tweak,
+                    self.default_resync,
+                    namespace_indexers(),
+                )
+            }
+            None => SharedIndexInformer::new(api, tweak, self.default_resync),
+        };
         let run = inf.clone();
         entries.insert(
             key,

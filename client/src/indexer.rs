@@ -26,8 +26,8 @@ pub type IndexFunc<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 pub type Indexers<K> = HashMap<String, IndexFunc<K>>;
 
 /// `MetaNamespaceKeyFunc`: `namespace/name`, or `name` for cluster-scoped objects.
-pub fn meta_namespace_key<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(obj: &K) -> String {
-    key_of_meta(obj.metadata())
+pub fn meta_namespace_key<K: crate::Object>(obj: &K) -> String {
+    key_of_meta(obj.meta())
 }
 
 /// Key of an `ObjectMeta`.
@@ -50,18 +50,16 @@ pub fn split_meta_namespace_key(key: &str) -> Result<(&str, &str)> {
 }
 
 /// `MetaNamespaceIndexFunc`: `[namespace]`.
-pub fn namespace_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(obj: &K) -> Vec<String> {
-    vec![obj.metadata().namespace.clone().unwrap_or_default()]
+pub fn namespace_index_func<K: crate::Object>(obj: &K) -> Vec<String> {
+    vec![obj.meta().namespace.clone().unwrap_or_default()]
 }
 
 /// Name of the controller-owner index the ReplicaSet controller installs (spec informer.md §6.1).
 pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
 
 /// `[uid of the ownerReference with controller=true]`, or nothing.
-pub fn controller_uid_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(
-    obj: &K,
-) -> Vec<String> {
-    obj.metadata()
+pub fn controller_uid_index_func<K: crate::Object>(obj: &K) -> Vec<String> {
+    obj.meta()
         .owner_references
         .iter()
         .flatten()
@@ -72,7 +70,7 @@ pub fn controller_uid_index_func<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(
 }
 
 /// The default indexers of an informer: just the namespace index.
-pub fn namespace_indexers<K: k8s_openapi::Metadata<Ty = ObjectMeta> + 'static>() -> Indexers<K> {
+pub fn namespace_indexers<K: crate::Object + 'static>() -> Indexers<K> {
     let mut m: Indexers<K> = HashMap::new();
     m.insert(
         NAMESPACE_INDEX.to_string(),

@@ -6,6 +6,9 @@
 //!
 //! * [`rest`]: `Config`, `Client`, typed `Api<K>` (get/list/watch/create/replace/patch/delete),
 //!   errors classified from `Status`, client-side token bucket, bounded retries.
+//! * [`dynamic`]: `DynamicObject`, discovery and the `RestMapper`; `Client::dynamic` gives an
+//!   `Api<DynamicObject>` for any resource (custom resources included), and every piece below
+//!   works over dynamic objects as over typed ones.
 //! * [`reflector`] → [`delta_fifo`] → [`indexer`] + [`processor`] listeners = [`shared_informer`];
 //!   [`factory`] shares one informer per type; [`lister`] reads the cache.
 //! * [`workqueue`]: dirty/processing queue, delaying queue, rate limiters, rate-limiting queue.
@@ -52,6 +55,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod delta_fifo;
+pub mod dynamic;
 pub mod error;
 pub mod factory;
 pub mod flowcontrol;
@@ -59,6 +63,7 @@ pub mod indexer;
 pub mod leaderelection;
 pub mod list_watch;
 pub mod lister;
+pub mod object;
 pub mod processor;
 pub mod record;
 pub mod reflector;
@@ -72,6 +77,7 @@ pub use delta_fifo::{
     DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, KnownObjects,
     ReflectorStore,
 };
+pub use dynamic::{DynamicObject, RestMapper};
 pub use error::{Error, Result};
 pub use factory::SharedInformerFactory;
 pub use indexer::{
@@ -81,12 +87,13 @@ pub use indexer::{
 pub use leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 pub use list_watch::ListerWatcher;
 pub use lister::{Lister, NamespaceLister};
+pub use object::Object;
 pub use processor::{FilteringHandler, FnHandler, HandlerRegistration, ResourceEventHandler};
 pub use record::{EventBroadcaster, EventRecorder, EventType};
 pub use reflector::Reflector;
 pub use rest::{
-    Api, Client, Config, DeleteParams, ListParams, ObjectList, Patch, Preconditions,
-    PropagationPolicy, Resource, WatchEvent, WatchStream,
+    Api, ApiObject, ApiResource, Client, Config, DeleteParams, GroupVersionKind, ListParams,
+    ObjectList, Patch, Preconditions, PropagationPolicy, Resource, WatchEvent, WatchStream,
 };
 pub use runner::{Action, Runner, Stopped};
 pub use shared_informer::{wait_for_cache_sync, HasSynced, SharedIndexInformer};

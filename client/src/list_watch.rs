@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::rest::{Api, ListParams, ObjectList, Resource, WatchStream};
+use crate::rest::{Api, ApiObject, ListParams, ObjectList, WatchStream};
 
 /// A source that can LIST (optionally paginated, at a resourceVersion) and WATCH from a
 /// resourceVersion.
@@ -22,7 +22,7 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
 }
 
 #[async_trait]
-impl<K: Resource> ListerWatcher<K> for Api<K> {
+impl<K: ApiObject> ListerWatcher<K> for Api<K> {
     async fn list(&self, params: &ListParams) -> Result<ObjectList<K>> {
         Api::list(self, params).await
     }

@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use crate::indexer::{Indexer, NAMESPACE_INDEX};
 use api::labels::Selector;
 
@@ -24,19 +22,16 @@ impl<K> Clone for Lister<K> {
     }
 }
 
-fn select<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(
-    objs: Vec<Arc<K>>,
-    sel: &Selector,
-) -> Vec<Arc<K>> {
+fn select<K: crate::Object>(objs: Vec<Arc<K>>, sel: &Selector) -> Vec<Arc<K>> {
     if sel.is_empty() {
         return objs;
     }
     objs.into_iter()
-        .filter(|o| sel.matches(o.metadata().labels.as_ref()))
+        .filter(|o| sel.matches(o.meta().labels.as_ref()))
         .collect()
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Lister<K> {
+impl<K: crate::Object + Send + Sync + 'static> Lister<K> {
     pub fn new(indexer: Indexer<K>) -> Self {
         Lister { indexer }
     }
@@ -66,7 +61,7 @@ pub struct NamespaceLister<K> {
     namespace: String,
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> NamespaceLister<K> {
+impl<K: crate::Object + Send + Sync + 'static> NamespaceLister<K> {
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
         if self.namespace.is_empty() {
             return select(self.indexer.list(), selector);
@@ -78,7 +73,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Namespac
                 self.indexer
                     .list()
                     .into_iter()
-                    .filter(|o| o.metadata().namespace.as_deref() == Some(self.namespace.as_str()))
+                    .filter(|o| o.meta().namespace.as_deref() == Some(self.namespace.as_str()))
                     .collect()
             }
         };

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::RwLock;
 use rand::Rng;
 use tokio::time::Instant;
@@ -78,7 +77,7 @@ pub struct Reflector<K> {
     last_sync_rv: Arc<RwLock<String>>,
 }
 
-impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflector<K> {
+impl<K: crate::Object + Send + Sync + 'static> Reflector<K> {
     /// `params` carries the selectors used for both LIST and WATCH.
     pub fn new(
         name: impl Into<String>,
@@ -336,7 +335,7 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
             };
             let rv = match ev {
                 WatchEvent::Added(o) => {
-                    let rv = o.metadata().resource_version.clone();
+                    let rv = o.meta().resource_version.clone();
                     self.store.add(o);
                     if delay_rv {
                         None
@@ -346,13 +345,13 @@ impl<K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static> Reflecto
                 }
                 WatchEvent::Modified(o) => {
                     delay_rv = false;
-                    let rv = o.metadata().resource_version.clone();
+                    let rv = o.meta().resource_version.clone();
                     self.store.update(o);
                     rv
                 }
                 WatchEvent::Deleted(o) => {
                     delay_rv = false;
-                    let rv = o.metadata().resource_version.clone();
+                    let rv = o.meta().resource_version.clone();
                     self.store.delete(o);
                     rv
                 }

@@ -17,7 +17,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -91,7 +90,7 @@ impl<K> Clone for SharedIndexInformer<K> {
 
 impl<K> SharedIndexInformer<K>
 where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: crate::Object + Send + Sync + 'static,
 {
     /// An informer with the namespace index; `params` carries label/field selectors.
     pub fn new(lw: impl ListerWatcher<K>, params: ListParams, default_resync: Duration) -> Self {
@@ -104,16 +103,29 @@ where
         default_resync: Duration,
         indexers: Indexers<K>,
     ) -> Self {
+        let name = std::any::type_name::<K>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("object")
+            .to_string();
+        Self::named(name, lw, params, default_resync, indexers)
+    }
+
+    /// An informer called `name` in logs and spans (a dynamic informer's type name, which every
+    /// resource shares, would not say which resource it watches).
+    pub fn named(
+        name: impl Into<String>,
+        lw: Arc<dyn ListerWatcher<K>>,
+        params: ListParams,
+        default_resync: Duration,
+        indexers: Indexers<K>,
+    ) -> Self {
         let indexer = Indexer::new(indexers);
         let known: Arc<dyn KnownObjects<K>> = Arc::new(indexer.clone());
         let fifo = Arc::new(DeltaFifo::new(Some(known)));
         SharedIndexInformer {
             inner: Arc::new(Inner {
-                name: std::any::type_name::<K>()
-                    .rsplit("::")
-                    .next()
-                    .unwrap_or("object")
-                    .to_string(),
+                name: name.into(),
                 lw,
                 params,
                 indexer,
@@ -284,7 +296,7 @@ where
                     match inner.indexer.update(&key, obj.clone()) {
                         Some(old) => {
                             let same_rv =
-                                old.metadata().resource_version == obj.metadata().resource_version;
+                                old.meta().resource_version == obj.meta().resource_version;
                             let sync = match d.type_ {
                                 DeltaType::Sync => true,
                                 DeltaType::Replaced => same_rv,
@@ -313,7 +325,7 @@ where
 
 impl<K> HasSynced for SharedIndexInformer<K>
 where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: crate::Object + Send + Sync + 'static,
 {
     fn has_synced(&self) -> bool {
         SharedIndexInformer::has_synced(self)

@@ -9,6 +9,7 @@
 //! idempotent and retried on 5xx; create/patch/subresource POSTs only on 429 and connection refused.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,30 +18,27 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::object::Object;
 use crate::rest::client::{Client, Request};
+use crate::rest::resource::ApiResource;
 use crate::rest::watch::{decode_body, WatchStream};
 
-/// The bounds every typed resource in this crate satisfies.
+/// The bounds of every object an [`Api`] sends and receives: typed k8s-openapi objects and
+/// [`DynamicObject`](crate::dynamic::DynamicObject)s.
+pub trait ApiObject: Object + Clone + DeserializeOwned + Serialize + Send + Sync + 'static {}
+impl<K> ApiObject for K where
+    K: Object + Clone + DeserializeOwned + Serialize + Send + Sync + 'static
+{
+}
+
+/// The bounds every typed resource in this crate satisfies: an [`ApiObject`] whose type names
+/// its group, version, kind and plural.
 pub trait Resource:
-    k8s_openapi::Resource
-    + k8s_openapi::Metadata<Ty = ObjectMeta>
-    + Clone
-    + DeserializeOwned
-    + Serialize
-    + Send
-    + Sync
-    + 'static
+    k8s_openapi::Resource<Scope: 'static> + k8s_openapi::Metadata<Ty = ObjectMeta> + ApiObject
 {
 }
 impl<K> Resource for K where
-    K: k8s_openapi::Resource
-        + k8s_openapi::Metadata<Ty = ObjectMeta>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + Send
-        + Sync
-        + 'static
+    K: k8s_openapi::Resource<Scope: 'static> + k8s_openapi::Metadata<Ty = ObjectMeta> + ApiObject
 {
 }
 
@@ -187,9 +185,13 @@ pub struct DeleteParams {
     pub preconditions: Option<Preconditions>,
 }
 
-/// Typed REST access to resources of type `K`, optionally within one namespace.
+/// REST access to one resource, optionally within one namespace: typed (`K` a k8s-openapi type)
+/// or dynamic (`K` = [`DynamicObject`](crate::dynamic::DynamicObject), client-go's
+/// `dynamic.NamespaceableResourceInterface`).
 pub struct Api<K> {
     client: Client,
+    /// Where requests go (group, version, plural) and what the objects are called in errors.
+    resource: Arc<ApiResource>,
     namespace: Option<String>,
     /// Lists and watches cut `metadata.managedFields` out before decoding (see
     /// [`without_managed_fields`](Api::without_managed_fields)).
@@ -201,6 +203,7 @@ impl<K> Clone for Api<K> {
     fn clone(&self) -> Self {
         Api {
             client: self.client.clone(),
+            resource: self.resource.clone(),
             namespace: self.namespace.clone(),
             strip_managed_fields: self.strip_managed_fields,
             _k: PhantomData,
@@ -211,6 +214,7 @@ impl<K> Clone for Api<K> {
 impl<K> std::fmt::Debug for Api<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Api")
+            .field("resource", &self.resource.plural)
             .field("namespace", &self.namespace)
             .finish()
     }
@@ -221,6 +225,7 @@ impl Client {
     pub fn api<K: Resource>(&self, namespace: Option<&str>) -> Api<K> {
         Api {
             client: self.clone(),
+            resource: Arc::new(ApiResource::of::<K>()),
             namespace: namespace.map(str::to_string),
             strip_managed_fields: false,
             _k: PhantomData,
@@ -229,6 +234,33 @@ impl Client {
     /// Typed access across all namespaces.
     pub fn all<K: Resource>(&self) -> Api<K> {
         self.api(None)
+    }
+
+    /// Dynamic access to `resource` within `namespace` (`None`: cluster-scoped resources, or all
+    /// namespaces): client-go's `dynamic.Interface.Resource(gvr).Namespace(ns)`. The resource
+    /// usually comes from a [`RestMapper`](crate::dynamic::RestMapper).
+    pub fn dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<crate::dynamic::DynamicObject> {
+        self.api_with(resource, namespace)
+    }
+
+    /// Access to `resource` with objects decoded as `K` (a typed view of a resource the type
+    /// does not name, e.g. a custom resource's own Rust struct).
+    pub fn api_with<K: ApiObject>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<K> {
+        Api {
+            client: self.clone(),
+            resource: Arc::new(resource.clone()),
+            namespace: namespace.map(str::to_string),
+            strip_managed_fields: false,
+            _k: PhantomData,
+        }
     }
 }
 
@@ -265,7 +297,7 @@ fn encode<T: Serialize>(what: &str, v: &T) -> Result<Vec<u8>> {
     })
 }
 
-impl<K: Resource> Api<K> {
+impl<K: ApiObject> Api<K> {
     /// This `Api`'s LISTs and WATCHes deliver objects without `metadata.managedFields`: client-go's
     /// `TransformStripManagedFields`, for caches whose readers never look at the entries (every
     /// controller here). The entries are cut from the text before decoding, so they cost neither
@@ -286,19 +318,13 @@ impl<K: Resource> Api<K> {
         &self.client
     }
 
+    /// The resource this `Api` addresses.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
     fn collection_path(&self, namespace: Option<&str>) -> String {
-        let mut p = if K::GROUP.is_empty() {
-            format!("/api/{}", K::VERSION)
-        } else {
-            format!("/apis/{}/{}", K::GROUP, K::VERSION)
-        };
-        if let Some(ns) = namespace {
-            p.push_str("/namespaces/");
-            p.push_str(ns);
-        }
-        p.push('/');
-        p.push_str(K::URL_PATH_SEGMENT);
-        p
+        self.resource.collection_path(namespace)
     }
 
     fn item_path(&self, name: &str) -> String {
@@ -311,7 +337,7 @@ impl<K: Resource> Api<K> {
 
     pub async fn get(&self, name: &str) -> Result<K> {
         let req = Request::new(Method::GET, self.item_path(name));
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        decode(&self.resource.kind, &self.client.send_bytes(&req).await?)
     }
 
     /// `get` with absence as a value: `Ok(None)` on 404.
@@ -336,12 +362,12 @@ impl<K: Resource> Api<K> {
         } else {
             std::borrow::Cow::Borrowed(body.as_ref())
         };
-        let raw: RawList<K> = decode(K::KIND, &body)?;
+        let raw: RawList<K> = decode(&self.resource.kind, &body)?;
         let mut items = raw.items.unwrap_or_default();
         if self.strip_managed_fields {
             // A no-op unless the text was laid out in a way the cutter does not follow.
             for o in &mut items {
-                o.metadata_mut().managed_fields = None;
+                o.meta_mut().managed_fields = None;
             }
         }
         Ok(ObjectList {
@@ -373,14 +399,14 @@ impl<K: Resource> Api<K> {
     }
 
     pub async fn create(&self, obj: &K) -> Result<K> {
-        decode(K::KIND, &self.send_create(obj).await?)
+        decode(&self.resource.kind, &self.send_create(obj).await?)
     }
 
     /// [`create`](Self::create) for a writer that needs only the created object's metadata (its
     /// generated name): the response is decoded no further than `metadata`, without
     /// managedFields.
     pub async fn create_metadata(&self, obj: &K) -> Result<ObjectMeta> {
-        decode_metadata(K::KIND, &self.send_create(obj).await?)
+        decode_metadata(&self.resource.kind, &self.send_create(obj).await?)
     }
 
     /// POST of `obj` to its collection; the raw response body.
@@ -388,33 +414,39 @@ impl<K: Resource> Api<K> {
         let ns = self
             .namespace
             .clone()
-            .or_else(|| obj.metadata().namespace.clone().filter(|n| !n.is_empty()));
+            .or_else(|| obj.meta().namespace.clone().filter(|n| !n.is_empty()));
         let mut req = Request::new(Method::POST, self.collection_path(ns.as_deref()));
-        req.body = Some((encode(K::KIND, obj)?, "application/json"));
+        req.body = Some((encode(&self.resource.kind, obj)?, "application/json"));
         self.client.send_bytes(&req).await
     }
 
     pub async fn replace(&self, name: &str, obj: &K) -> Result<K> {
         let mut req = Request::new(Method::PUT, self.item_path(name));
-        req.body = Some((encode(K::KIND, obj)?, "application/json"));
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        req.body = Some((encode(&self.resource.kind, obj)?, "application/json"));
+        decode(&self.resource.kind, &self.client.send_bytes(&req).await?)
     }
 
     pub async fn replace_status(&self, name: &str, obj: &K) -> Result<K> {
-        decode(K::KIND, &self.send_replace_status(name, obj).await?)
+        decode(
+            &self.resource.kind,
+            &self.send_replace_status(name, obj).await?,
+        )
     }
 
     /// [`replace_status`](Self::replace_status) for a writer that needs only the stored object's
     /// metadata (its new resourceVersion): the response is decoded no further than `metadata`,
     /// without managedFields.
     pub async fn replace_status_metadata(&self, name: &str, obj: &K) -> Result<ObjectMeta> {
-        decode_metadata(K::KIND, &self.send_replace_status(name, obj).await?)
+        decode_metadata(
+            &self.resource.kind,
+            &self.send_replace_status(name, obj).await?,
+        )
     }
 
     /// PUT of `obj` to the `status` subresource; the raw response body.
     async fn send_replace_status(&self, name: &str, obj: &K) -> Result<bytes::Bytes> {
         let mut req = Request::new(Method::PUT, format!("{}/status", self.item_path(name)));
-        req.body = Some((encode(K::KIND, obj)?, "application/json"));
+        req.body = Some((encode(&self.resource.kind, obj)?, "application/json"));
         self.client.send_bytes(&req).await
     }
 
@@ -438,12 +470,12 @@ impl<K: Resource> Api<K> {
 
     pub async fn patch(&self, name: &str, patch: &Patch) -> Result<K> {
         let req = self.patch_request(self.item_path(name), patch)?;
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        decode(&self.resource.kind, &self.client.send_bytes(&req).await?)
     }
 
     pub async fn patch_status(&self, name: &str, patch: &Patch) -> Result<K> {
         let req = self.patch_request(format!("{}/status", self.item_path(name)), patch)?;
-        decode(K::KIND, &self.client.send_bytes(&req).await?)
+        decode(&self.resource.kind, &self.client.send_bytes(&req).await?)
     }
 
     /// DELETE with options. The response (object or `Status`) is not decoded.

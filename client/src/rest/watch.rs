@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
-use k8s_openapi::Metadata;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -118,14 +118,12 @@ fn decode_framed<K: DeserializeOwned>(line: &[u8], strip: bool) -> Option<WatchE
 }
 
 /// Decodes one watch line.
-pub fn decode_event<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
-    line: &[u8],
-) -> Result<WatchEvent<K>> {
+pub fn decode_event<K: DeserializeOwned + crate::Object>(line: &[u8]) -> Result<WatchEvent<K>> {
     decode_line(line, false)
 }
 
 /// Decodes one watch line; `strip`: without the object's `metadata.managedFields`.
-fn decode_line<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
+fn decode_line<K: DeserializeOwned + crate::Object>(
     line: &[u8],
     strip: bool,
 ) -> Result<WatchEvent<K>> {
@@ -147,7 +145,7 @@ fn decode_line<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
                 serde_json::from_slice(line).map_err(|e| dec("watch event object", e))?;
             if strip {
                 // A line framed unlike our apiserver's: the entries were decoded; drop them.
-                obj.object.metadata_mut().managed_fields = None;
+                obj.object.meta_mut().managed_fields = None;
             }
             Ok(match ty.as_str() {
                 "ADDED" => WatchEvent::Added(obj.object),
@@ -175,7 +173,7 @@ fn decode_line<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(
 /// Turns a chunked HTTP body into decoded events.
 pub(crate) fn decode_body<K, S>(body: S, strip_managed_fields: bool) -> WatchStream<K>
 where
-    K: DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + 'static,
+    K: DeserializeOwned + crate::Object + Send + 'static,
     S: Stream<Item = std::result::Result<bytes::Bytes, reqwest::Error>> + Send + 'static,
 {
     struct St<S> {
