@@ -14,6 +14,7 @@ use futures::StreamExt;
 
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
+mod crds;
 mod scale;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,7 +30,11 @@ pub enum Which {
     /// `kubectl scale rc --replicas=N` on a whole control plane with fake nodes: time to all pods
     /// Running and Ready, and back to 0 (not part of `all`: it takes a few seconds per run).
     Scale,
-    /// All of the above but `scale`.
+    /// Custom resources: the Gateway API CRDs installed until Established, and durable creates/s of
+    /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
+    /// the CRDs' directory, `--gateway-crds`).
+    Crds,
+    /// All of the above but `scale` and `crds`.
     All,
 }
 
@@ -56,6 +61,9 @@ pub struct BenchArgs {
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
+    /// The Gateway API CRDs for the crds benchmark.
+    #[arg(long, default_value = "../shared/crds/gateway-api")]
+    pub gateway_crds: std::path::PathBuf,
 }
 
 /// Errors of a benchmark run.
@@ -97,6 +105,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             Duration::from_secs(args.seconds),
         )
         .await?;
+    }
+    if args.which == Which::Crds {
+        crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
     }
     if args.which == Which::Scale {
         scale::scale(

@@ -1,7 +1,8 @@
 //! `NamespaceController`: empties a namespace that is being deleted, then finalizes it.
 //!
 //! A namespace with a deletionTimestamp (phase `Terminating`) is purged kind by kind: every object of
-//! each known namespaced kind is deleted (Background; pods gracefully). Kinds the server does not serve
+//! each known namespaced kind is deleted (Background; pods gracefully), then of every other
+//! namespaced resource discovery lists (custom resources). Kinds the server does not serve
 //! answer 404 and count as empty. While anything remains (pods in their grace period, objects held by
 //! finalizers) the namespace is requeued after [`RECHECK_DELAY`]. When nothing remains, the `kubernetes`
 //! spec finalizer is removed through `PUT /api/v1/namespaces/{name}/finalize` and the apiserver removes
@@ -65,6 +66,67 @@ impl<K: client::Resource> Purge for TypedPurge<K> {
     }
 }
 
+/// The namespaced resources the typed purgers do not cover (custom resources, and any built-in
+/// kind added later), found through discovery at each purge, as upstream's deleter discovers
+/// every namespaced resource that can be listed and deleted.
+struct DiscoveredPurge {
+    client: Client,
+    /// `(group, plural)` of the typed purgers.
+    typed: Vec<(String, String)>,
+}
+
+#[async_trait]
+impl Purge for DiscoveredPurge {
+    async fn purge(&self, ns: &str) -> Result<usize> {
+        let discovery = client::dynamic::Discovery::run(&self.client)
+            .await
+            .map_err(|e| Error::api("discover namespaced resources", e))?;
+        let opts = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        let mut remaining = 0;
+        for group in &discovery.groups {
+            // The preferred version only: other versions are the same objects.
+            let Some(gv) = group
+                .versions
+                .iter()
+                .find(|v| v.version == group.preferred_version)
+            else {
+                continue;
+            };
+            for res in gv.resources.iter().filter(|r| r.namespaced) {
+                if self
+                    .typed
+                    .iter()
+                    .any(|(g, p)| *g == res.group && *p == res.plural)
+                {
+                    continue;
+                }
+                let api = self.client.dynamic(res, Some(ns));
+                let list = match api.list(&ListParams::default()).await {
+                    Ok(l) => l,
+                    // Not listable (create-only kinds such as bindings), or gone meanwhile.
+                    Err(e) if e.is_not_found() || e.code() == Some(405) => continue,
+                    Err(e) => return Err(Error::api("list namespace content", e)),
+                };
+                for obj in &list.items {
+                    remaining += 1;
+                    if obj.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    match api.delete(obj.name(), &opts).await {
+                        Ok(()) => {}
+                        Err(e) if e.is_not_found() || e.is_conflict() => {}
+                        Err(e) => return Err(Error::api("delete namespace content", e)),
+                    }
+                }
+            }
+        }
+        Ok(remaining)
+    }
+}
+
 fn purger<K: client::Resource>(client: &Client) -> Arc<dyn Purge> {
     Arc::new(TypedPurge::<K> {
         client: client.clone(),
@@ -73,6 +135,48 @@ fn purger<K: client::Resource>(client: &Client) -> Arc<dyn Purge> {
 }
 
 fn all_kinds(c: &Client) -> Vec<Arc<dyn Purge>> {
+    let mut kinds = typed_kinds(c);
+    kinds.push(Arc::new(DiscoveredPurge {
+        client: c.clone(),
+        typed: TYPED.iter().map(|(g, p)| (g.to_string(), p.to_string())).collect(),
+    }));
+    kinds
+}
+
+/// `(group, plural)` of [`typed_kinds`]; events are there twice (core and `events.k8s.io`
+/// share them), and both HPA versions are one storage.
+const TYPED: &[(&str, &str)] = &[
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("apps", "replicasets"),
+    ("", "replicationcontrollers"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    ("", "pods"),
+    ("", "services"),
+    ("", "endpoints"),
+    ("discovery.k8s.io", "endpointslices"),
+    ("", "configmaps"),
+    ("", "secrets"),
+    ("", "serviceaccounts"),
+    ("", "persistentvolumeclaims"),
+    ("", "podtemplates"),
+    ("", "limitranges"),
+    ("", "resourcequotas"),
+    ("coordination.k8s.io", "leases"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("policy", "poddisruptionbudgets"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("networking.k8s.io", "ingresses"),
+    ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+    ("", "events"),
+    ("events.k8s.io", "events"),
+];
+
+/// The kinds purged through their typed clients, in deletion order (workloads before pods).
+fn typed_kinds(c: &Client) -> Vec<Arc<dyn Purge>> {
     use k8s_openapi::api::{
         apps, autoscaling, batch, coordination, core, discovery, networking, policy, rbac,
     };

@@ -7,7 +7,9 @@
 //! patches removing owner references (UID precondition), and JSON patches that remove one finalizer
 //! only if the finalizer list is still the one decided on (`test` op). An owner absent from the graph
 //! is verified with a live GET before its dependents are deleted; confirmed-absent UIDs are remembered
-//! in a bounded set so that thousands of dependents of one deleted owner cost one GET.
+//! in a bounded set so that thousands of dependents of one deleted owner cost one GET. An owner of
+//! a kind no informer watches (a custom resource) is looked up through discovery and the dynamic
+//! client, so dependents of a deleted custom resource are collected too.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -63,20 +65,7 @@ impl<K: client::Resource> KindOps for TypedOps<K> {
 
     async fn delete(&self, id: &ObjectId, policy: Propagation) -> Result<(), client::Error> {
         let api: Api<K> = self.client.api::<K>(id.namespace.as_deref());
-        let propagation_policy = Some(match policy {
-            Propagation::Background => PropagationPolicy::Background,
-            Propagation::Foreground => PropagationPolicy::Foreground,
-            Propagation::Orphan => PropagationPolicy::Orphan,
-        });
-        let opts = DeleteParams {
-            propagation_policy,
-            preconditions: Some(Preconditions {
-                uid: Some(id.uid.clone()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        api.delete(&id.name, &opts).await
+        api.delete(&id.name, &delete_params(id, policy)).await
     }
 
     async fn patch(&self, id: &ObjectId, patch: Patch) -> Result<(), client::Error> {
@@ -85,9 +74,63 @@ impl<K: client::Resource> KindOps for TypedOps<K> {
     }
 }
 
+/// The requests for a kind no informer watches (a custom resource owner), through the dynamic
+/// client on the resource discovery resolved.
+struct DynamicOps {
+    client: Client,
+    resource: client::ApiResource,
+}
+
+fn delete_params(id: &ObjectId, policy: Propagation) -> DeleteParams {
+    let propagation_policy = Some(match policy {
+        Propagation::Background => PropagationPolicy::Background,
+        Propagation::Foreground => PropagationPolicy::Foreground,
+        Propagation::Orphan => PropagationPolicy::Orphan,
+    });
+    DeleteParams {
+        propagation_policy,
+        preconditions: Some(Preconditions {
+            uid: Some(id.uid.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    }
+}
+
+#[async_trait]
+impl KindOps for DynamicOps {
+    async fn get(&self, ns: Option<&str>, name: &str) -> Result<Option<GraphNode>, client::Error> {
+        let ns = if self.resource.namespaced { ns } else { None };
+        let api = self.client.dynamic(&self.resource, ns);
+        match api.get(name).await {
+            Ok(o) => Ok(GraphNode::from_meta(
+                &self.resource.api_version,
+                &self.resource.kind,
+                &o.metadata,
+            )),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(&self, id: &ObjectId, policy: Propagation) -> Result<(), client::Error> {
+        let api = self.client.dynamic(&self.resource, id.namespace.as_deref());
+        api.delete(&id.name, &delete_params(id, policy)).await
+    }
+
+    async fn patch(&self, id: &ObjectId, patch: Patch) -> Result<(), client::Error> {
+        let api = self.client.dynamic(&self.resource, id.namespace.as_deref());
+        api.patch(&id.name, &patch).await.map(|_| ())
+    }
+}
+
 struct Inner {
     graph: Mutex<Graph>,
     ops: HashMap<String, Arc<dyn KindOps>>,
+    /// Resolves owner kinds no informer watches (custom resources), through discovery.
+    mapper: client::RestMapper,
+    /// The ops of those kinds, by `group/kind`, once resolved.
+    dynamic_ops: Mutex<HashMap<String, Arc<dyn KindOps>>>,
     queue: RateLimitingQueue<String>,
     absent: Mutex<HashSet<String>>,
 }
@@ -143,6 +186,8 @@ impl GarbageCollector {
         let inner = Arc::new(Inner {
             graph: Mutex::new(Graph::new()),
             ops: std::mem::take(&mut self.ops),
+            mapper: client::RestMapper::new(self.client.clone()),
+            dynamic_ops: Mutex::new(HashMap::new()),
             queue: self.queue.clone(),
             absent: Mutex::new(HashSet::new()),
         });
@@ -169,6 +214,30 @@ impl Inner {
         self.ops.get(&group_kind(api_version, kind)).cloned()
     }
 
+    /// The ops of an owner kind no informer watches, resolved through discovery (rediscovered
+    /// on a miss, so a CRD installed after start-up is found).
+    async fn resolve_owner_kind(&self, api_version: &str, kind: &str) -> Option<Arc<dyn KindOps>> {
+        let key = group_kind(api_version, kind);
+        if let Some(ops) = self.dynamic_ops.lock().get(&key) {
+            return Some(ops.clone());
+        }
+        let (group, version) = match api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = client::GroupVersionKind::new(group, version, kind);
+        let resource = match self.mapper.resolve(&gvk).await {
+            Ok(r) => r,
+            Err(_) => self.mapper.resolve_kind(group, kind).await.ok()?,
+        };
+        let ops: Arc<dyn KindOps> = Arc::new(DynamicOps {
+            client: self.mapper.client().clone(),
+            resource,
+        });
+        self.dynamic_ops.lock().insert(key, ops.clone());
+        Some(ops)
+    }
+
     fn enqueue_all(&self, uids: Vec<String>) {
         for u in uids {
             self.queue.add(u);
@@ -183,9 +252,13 @@ impl Inner {
         if self.absent.lock().contains(&r.uid) {
             return Ok(OwnerState::Absent);
         }
-        let Some(ops) = self.ops_for(&r.api_version, &r.kind) else {
-            // A kind we cannot look up: never delete on its behalf.
-            return Ok(OwnerState::Solid);
+        let ops = match self.ops_for(&r.api_version, &r.kind) {
+            Some(ops) => ops,
+            None => match self.resolve_owner_kind(&r.api_version, &r.kind).await {
+                Some(ops) => ops,
+                // A kind discovery does not know: never delete on its behalf.
+                None => return Ok(OwnerState::Solid),
+            },
         };
         let found = ops
             .get(owner_ns, &r.name)

@@ -214,7 +214,11 @@ impl CustomResourceStrategy {
             .v
             .structural
             .as_ref()
-            .map(|s| s.validate(obj))
+            .map(|s| match old {
+                // 1.33 ratchets: values an update leaves unchanged are not refused again.
+                Some(old) => s.validate_update(obj, old),
+                None => s.validate(obj),
+            })
             .unwrap_or_default();
         errs.extend(self.validate_scale_paths(obj));
         if let Some(cel) = &self.v.validator {
@@ -331,7 +335,15 @@ impl Strategy for CustomResourceStrategy {
             self.v
                 .structural
                 .as_ref()
-                .map(|s| s.prune(obj))
+                .map(|s| {
+                    let mut unknown = s.prune(obj);
+                    // Embedded resources' metadata as ObjectMeta (upstream coerces after
+                    // pruning). Ill-typed metadata is left as it is for validation to refuse.
+                    if let Ok(more) = s.coerce_embedded_metadata(obj, false) {
+                        unknown.extend(more);
+                    }
+                    unknown
+                })
                 .unwrap_or_default(),
         )
     }
