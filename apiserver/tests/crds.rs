@@ -732,3 +732,23 @@ async fn a_custom_resource_over_the_request_limit_is_refused() {
     let r = post(&app, WIDGETS, &big).await;
     assert_eq!(r.code, 413, "{}", r.body);
 }
+
+#[tokio::test]
+async fn versions_of_a_group_follow_kubernetes_version_priority_across_crds() {
+    let app = common::router().await;
+    establish(&app, &widget_crd()).await;
+    let mut gadgets = widget_crd();
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget"});
+    gadgets["spec"]["versions"][0]["name"] = json!("v2");
+    establish(&app, &gadgets).await;
+    let group = get(&app, "/apis/example.com").await.body;
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["version"].as_str())
+        .collect();
+    assert_eq!(versions, ["v2", "v1"]);
+    assert_eq!(group["preferredVersion"]["groupVersion"], "example.com/v2");
+}

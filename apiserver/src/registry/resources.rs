@@ -219,7 +219,9 @@ impl Served {
             .filter(move |r| r.info.group == group && r.info.version == version)
     }
 
-    /// The distinct named groups in registration order, each with its versions in that order.
+    /// The distinct named groups in registration order, each with its versions in Kubernetes'
+    /// version priority (GA, then beta, then alpha, higher first: the preferred version first, as
+    /// the aggregator sorts a group's versions; versions of several CRDs of a group interleave).
     pub fn groups(&self) -> Vec<(&str, Vec<&str>)> {
         let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
         for r in self.resources.iter().filter(|r| !r.info.group.is_empty()) {
@@ -229,6 +231,9 @@ impl Served {
                 Some(_) => {}
                 None => out.push((g, vec![v])),
             }
+        }
+        for (_, vs) in &mut out {
+            vs.sort_by_key(|v| super::customresource::serving::version_priority(v));
         }
         out
     }
@@ -432,7 +437,7 @@ mod tests {
     }
 
     #[test]
-    fn groups_and_versions_follow_registration_order() {
+    fn groups_follow_registration_order_and_versions_their_priority() {
         let reg = ResourceRegistry::new();
         for (g, v, k, p) in [
             ("", "v1", "Pod", "pods"),
@@ -449,7 +454,7 @@ mod tests {
         let s = reg.snapshot();
         assert_eq!(
             s.group_versions(),
-            [("", "v1"), ("b.io", "v1"), ("b.io", "v2"), ("a.io", "v1")]
+            [("", "v1"), ("b.io", "v2"), ("b.io", "v1"), ("a.io", "v1")]
         );
     }
 }
