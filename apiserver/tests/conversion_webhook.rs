@@ -4,8 +4,8 @@
 //!
 //! Covered: a successful conversion (objects in the desired version not sent, metadata restored
 //! except labels and annotations, the request's form and `?timeout=30s`), every response check
-//! with upstream's message, a Status error body, an untrusted CA, an oversized response and a
-//! `service` reference.
+//! with upstream's message, a Status error body, an untrusted CA, nothing listening, an
+//! oversized response and a `service` reference.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -341,6 +341,25 @@ async fn an_untrusted_certificate_and_a_service_reference_are_refused() {
         "{err}"
     );
     assert!(server.hook.seen.lock().reviews.is_empty());
+
+    // Nothing listening: the transport's error after the URL, as Go's `Post "url": dial tcp …`.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut webhook = server.webhook(&server.ca_pem);
+    if let Some(c) = webhook.client_config.as_mut() {
+        c.url = Some(format!("https://127.0.0.1:{port}/convert"));
+    }
+    let err = convert(&webhook, vec![widget("a", "v1")], "example.com/v2")
+        .await
+        .unwrap_err()
+        .0;
+    assert!(
+        err.starts_with(&format!(
+            "conversion webhook for example.com/v1, Kind=Widget failed: Post \"https://127.0.0.1:{port}/convert?timeout=30s\": "
+        )) && err.to_lowercase().contains("connection refused"),
+        "{err}"
+    );
 
     let webhook = WebhookConversion {
         client_config: Some(WebhookClientConfig {

@@ -537,19 +537,24 @@ fn unsuccessful(code: http::StatusCode, body: &[u8]) -> String {
     }
 }
 
-/// An error and its causes, `a: b: c`.
+/// An error and its causes, `a: b: c`, without the transport's own wrappers (which repeat the
+/// URL the message already names), as Go's `Post "url": cause`.
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
         let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
+        let wrapper =
+            m.starts_with("error sending request for url") || m.starts_with("client error (");
+        if !wrapper && !parts.iter().any(|p| p.contains(&m)) {
+            parts.push(m);
         }
         cur = c.source();
     }
-    s
+    if parts.is_empty() {
+        return e.to_string();
+    }
+    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -11,9 +11,11 @@
 //! [`RestMapper`] caches one `Discovery` and, like the deferred mapper, rediscovers when asked for
 //! a kind or resource it does not know (a CRD installed since), then answers from the fresh
 //! document or fails with apimachinery's `NoKindMatchError` / `NoResourceMatchError` text.
-//! Guarantees: readers never block on a refresh of an unrelated lookup's making beyond one
-//! discovery round; concurrent misses share one refresh (single flight, by generation); a miss
-//! answered by a discovery that started after the lookup began is final (no second refresh).
+//! Guarantees: a hit never waits (the cached document is an `Arc` read under a short lock);
+//! concurrent misses share one discovery (single flight: a miss waits for a discovery already
+//! running and uses its result); a lookup runs at most one discovery, and a miss in a document
+//! discovered during the lookup is final. Like client-go's, the mapper does not rate-limit
+//! misses: a lookup of a kind that never appears rediscovers each time.
 
 use std::sync::Arc;
 
