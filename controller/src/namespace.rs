@@ -138,7 +138,10 @@ fn all_kinds(c: &Client) -> Vec<Arc<dyn Purge>> {
     let mut kinds = typed_kinds(c);
     kinds.push(Arc::new(DiscoveredPurge {
         client: c.clone(),
-        typed: TYPED.iter().map(|(g, p)| (g.to_string(), p.to_string())).collect(),
+        typed: TYPED
+            .iter()
+            .map(|(g, p)| (g.to_string(), p.to_string()))
+            .collect(),
     }));
     kinds
 }

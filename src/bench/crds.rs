@@ -56,17 +56,17 @@ fn certificate(name: &str) -> serde_json::Value {
 
 fn http_route(name: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": name},
-        "spec": {
-            "parentRefs": [{"name": "gw"}],
-            "hostnames": ["example.com"],
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
-                "filters": [{"type": "RequestHeaderModifier",
-                    "requestHeaderModifier": {"add": [{"name": "x-bench", "value": "1"}]}}],
-                "backendRefs": [{"name": "api", "port": 8080}]
-            }]
-        }})
+    "metadata": {"name": name},
+    "spec": {
+        "parentRefs": [{"name": "gw"}],
+        "hostnames": ["example.com"],
+        "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+            "filters": [{"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"add": [{"name": "x-bench", "value": "1"}]}}],
+            "backendRefs": [{"name": "api", "port": 8080}]
+        }]
+    }})
 }
 
 /// Creates/s with `clients` concurrent clients for `load`, each POSTing `make(name)` to `url`.
@@ -86,7 +86,8 @@ async fn creates_per_second(
     let deadline = start + load;
     let mut tasks = Vec::new();
     for c in 0..clients {
-        let (http, url, done, errors) = (http.clone(), url.to_string(), done.clone(), errors.clone());
+        let (http, url, done, errors) =
+            (http.clone(), url.to_string(), done.clone(), errors.clone());
         let label = label.to_string();
         tasks.push(tokio::spawn(async move {
             // Bounded by time and by count; a 429 is retried after a pause, at most 100 times.
@@ -117,7 +118,10 @@ async fn creates_per_second(
         let _ = t.await;
     }
     let n = done.load(Ordering::Relaxed);
-    Ok((n as f64 / start.elapsed().as_secs_f64(), errors.load(Ordering::Relaxed)))
+    Ok((
+        n as f64 / start.elapsed().as_secs_f64(),
+        errors.load(Ordering::Relaxed),
+    ))
 }
 
 /// The benchmark; `gateway_dir` holds the Gateway API CRDs (`../shared/crds/gateway-api`).
@@ -150,9 +154,11 @@ pub async fn crds(gateway_dir: &Path, load: Duration) -> Result<(), Error> {
 
     let base = plane.url().to_string();
     let runs: [(&str, String, fn(&str) -> serde_json::Value); 3] = [
-        ("ConfigMap (1 KiB)", format!("{base}/api/v1/namespaces/default/configmaps"), |n| {
-            super::configmap(n, &"x".repeat(1024))
-        }),
+        (
+            "ConfigMap (1 KiB)",
+            format!("{base}/api/v1/namespaces/default/configmaps"),
+            |n| super::configmap(n, &"x".repeat(1024)),
+        ),
         (
             "Certificate CR",
             format!("{base}/apis/bench.example.com/v1/namespaces/default/certificates"),

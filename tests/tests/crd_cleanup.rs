@@ -89,7 +89,12 @@ async fn custom_resources_are_collected_and_their_namespaces_emptied() {
         .await
         .unwrap();
     eventually("the namespace and its widget gone", || async {
-        let ns_gone = client.all::<Namespace>().get_opt("gc-b").await.unwrap().is_none();
+        let ns_gone = client
+            .all::<Namespace>()
+            .get_opt("gc-b")
+            .await
+            .unwrap()
+            .is_none();
         let widget_gone = api.get_opt("inside").await.unwrap().is_none();
         ns_gone && widget_gone
     })
