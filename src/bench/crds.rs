@@ -69,12 +69,15 @@ fn http_route(name: &str) -> serde_json::Value {
     }})
 }
 
+/// Builds the body of the object named by its argument.
+type MakeBody = fn(&str) -> serde_json::Value;
+
 /// Creates/s with `clients` concurrent clients for `load`, each POSTing `make(name)` to `url`.
 async fn creates_per_second(
     url: &str,
     clients: usize,
     load: Duration,
-    make: fn(&str) -> serde_json::Value,
+    make: MakeBody,
     label: &str,
 ) -> Result<(f64, u64), Error> {
     let http = reqwest::Client::builder()
@@ -153,7 +156,7 @@ pub async fn crds(gateway_dir: &Path, load: Duration) -> Result<(), Error> {
         .map_err(|e| Error::Failed(e.to_string()))?;
 
     let base = plane.url().to_string();
-    let runs: [(&str, String, fn(&str) -> serde_json::Value); 3] = [
+    let runs: [(&str, String, MakeBody); 3] = [
         (
             "ConfigMap (1 KiB)",
             format!("{base}/api/v1/namespaces/default/configmaps"),
