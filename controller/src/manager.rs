@@ -272,8 +272,9 @@ async fn run_controllers(
     shutdown: CancellationToken,
 ) {
     // No controller reads managedFields: the caches go without them (as kube-scheduler's do).
-    let factory =
-        SharedInformerFactory::new(client.clone(), cfg.resync_period).without_managed_fields();
+    let factory = Arc::new(
+        SharedInformerFactory::new(client.clone(), cfg.resync_period).without_managed_fields(),
+    );
     let broadcaster = EventBroadcaster::new(client.clone(), "controller-manager");
     let tracker = TaskTracker::new();
     let en = cfg.controllers;
@@ -326,6 +327,11 @@ async fn run_controllers(
         gc.watch(factory.informer::<ReplicationController>());
         // Deployments own ReplicaSets: without them the GC would never see those owners go.
         gc.watch(factory.informer::<k8s_openapi::api::apps::v1::Deployment>());
+        // Custom resources, owners and dependents, as their CRDs are established.
+        gc.watch_custom_resources(
+            factory.clone(),
+            factory.informer::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(),
+        );
         cfg.metrics.register("garbagecollector", gc.queue(), None);
         let (w, s) = (cfg.gc_workers, shutdown.clone());
         tracker.spawn(async move { gc.run(w, s).await });

@@ -1,5 +1,6 @@
 //! Custom resources take part in garbage collection and namespace deletion, as built-in kinds do:
-//! a pod owned by a custom resource goes when its owner goes, and deleting a namespace deletes the
+//! a pod owned by a custom resource goes when its owner goes, a custom resource owned by a pod
+//! goes when the pod goes, and deleting a namespace deletes the
 //! custom resources in it before the namespace itself goes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -75,6 +76,35 @@ async fn custom_resources_are_collected_and_their_namespaces_emptied() {
             None => true,
             Some(p) => p.metadata.deletion_timestamp.is_some(),
         }
+    })
+    .await;
+
+    // A widget owned by a pod goes when the pod goes (custom resources as dependents).
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "holder"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    let holder = pods.create(&pod).await.unwrap();
+    let mut dependent = minik8s::client::DynamicObject::new("dependent", &widgets).within("gc-a");
+    dependent.metadata.owner_references = Some(vec![
+        minik8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: "holder".into(),
+            uid: holder.metadata.uid.clone().unwrap(),
+            ..Default::default()
+        },
+    ]);
+    let api = client.dynamic(&widgets, Some("gc-a"));
+    api.create(&dependent).await.unwrap();
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("holder", &force).await.unwrap();
+    eventually("the pod's widget collected", || async {
+        api.get_opt("dependent").await.unwrap().is_none()
     })
     .await;
 

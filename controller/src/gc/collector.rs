@@ -20,6 +20,7 @@ use client::{
     Preconditions, PropagationPolicy, RateLimitingQueue, ResourceEventHandler, Runner,
     SharedIndexInformer,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -126,6 +127,8 @@ impl KindOps for DynamicOps {
 
 struct Inner {
     graph: Mutex<Graph>,
+    /// `group/kind` of the custom resources already watched.
+    watched_custom: Mutex<HashSet<String>>,
     ops: HashMap<String, Arc<dyn KindOps>>,
     /// Resolves owner kinds no informer watches (custom resources), through discovery.
     mapper: client::RestMapper,
@@ -139,6 +142,11 @@ struct Inner {
 pub struct GarbageCollector {
     client: Client,
     ops: HashMap<String, Arc<dyn KindOps>>,
+    /// Where custom resources' informers come from, and the CRDs that name them.
+    custom: Option<(
+        Arc<client::SharedInformerFactory>,
+        SharedIndexInformer<CustomResourceDefinition>,
+    )>,
     // Deferred handler registration: the graph exists only once `run` builds it.
     graph_handlers: Vec<RegisterFn>,
     queue: RateLimitingQueue<String>,
@@ -152,6 +160,7 @@ impl GarbageCollector {
         Self {
             client,
             ops: HashMap::new(),
+            custom: None,
             graph_handlers: Vec::new(),
             queue: RateLimitingQueue::with_default_controller_rate_limiter(
                 "garbage_collector_attempt_to_delete",
@@ -181,21 +190,40 @@ impl GarbageCollector {
         }));
     }
 
+    /// Observe custom resources too (as owners and as dependents), as upstream's GC does through
+    /// discovery: for each CRD the informer shows Established, a dynamic informer of its storage
+    /// version from `factory` feeds the graph, started when the CRD appears.
+    pub fn watch_custom_resources(
+        &mut self,
+        factory: Arc<client::SharedInformerFactory>,
+        crds: SharedIndexInformer<CustomResourceDefinition>,
+    ) {
+        self.custom = Some((factory, crds));
+    }
+
     /// Register handlers, wait for every cache, then run `workers` workers until `shutdown`.
     pub async fn run(mut self, workers: usize, shutdown: CancellationToken) {
         let inner = Arc::new(Inner {
             graph: Mutex::new(Graph::new()),
             ops: std::mem::take(&mut self.ops),
+            watched_custom: Mutex::new(HashSet::new()),
             mapper: client::RestMapper::new(self.client.clone()),
             dynamic_ops: Mutex::new(HashMap::new()),
             queue: self.queue.clone(),
             absent: Mutex::new(HashSet::new()),
         });
-        let registrations: Vec<HandlerRegistration> = self
+        let mut registrations: Vec<HandlerRegistration> = self
             .graph_handlers
             .drain(..)
             .map(|h| h(inner.clone()))
             .collect();
+        if let Some((factory, crds)) = self.custom.take() {
+            registrations.push(crds.add_event_handler(CrdHandler {
+                inner: inner.clone(),
+                factory,
+                shutdown: shutdown.clone(),
+            }));
+        }
         let synced: Vec<&dyn HasSynced> =
             registrations.iter().map(|r| r as &dyn HasSynced).collect();
         let queue = inner.queue.clone();
@@ -211,7 +239,11 @@ impl GarbageCollector {
 
 impl Inner {
     fn ops_for(&self, api_version: &str, kind: &str) -> Option<Arc<dyn KindOps>> {
-        self.ops.get(&group_kind(api_version, kind)).cloned()
+        let key = group_kind(api_version, kind);
+        self.ops
+            .get(&key)
+            .cloned()
+            .or_else(|| self.dynamic_ops.lock().get(&key).cloned())
     }
 
     /// The ops of an owner kind no informer watches, resolved through discovery (rediscovered
@@ -422,6 +454,112 @@ impl<K: client::Resource> ResourceEventHandler<K> for GraphHandler<K> {
 
     fn on_delete(&self, obj: DeletedObject<K>) {
         if let Some(u) = obj.object().metadata().uid.as_deref() {
+            let dirty = self.inner.graph.lock().forget(u);
+            self.inner.enqueue_all(dirty);
+        }
+    }
+}
+
+/// The resource a CRD serves in its storage version, once Established.
+fn storage_resource(crd: &CustomResourceDefinition) -> Option<client::ApiResource> {
+    let established = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+    if !established || crd.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let spec = &crd.spec;
+    let version = spec.versions.iter().find(|v| v.storage && v.served)?;
+    Some(client::ApiResource::new(
+        spec.group.clone(),
+        version.name.clone(),
+        spec.names.kind.clone(),
+        spec.names.plural.clone(),
+        spec.scope == "Namespaced",
+    ))
+}
+
+/// Starts watching the custom resources of each Established CRD.
+struct CrdHandler {
+    inner: Arc<Inner>,
+    factory: Arc<client::SharedInformerFactory>,
+    shutdown: CancellationToken,
+}
+
+impl CrdHandler {
+    fn observe(&self, crd: &CustomResourceDefinition) {
+        let Some(resource) = storage_resource(crd) else {
+            return;
+        };
+        let key = group_kind(&resource.api_version, &resource.kind);
+        if !self.inner.watched_custom.lock().insert(key.clone()) {
+            return;
+        }
+        self.inner.dynamic_ops.lock().insert(
+            key,
+            Arc::new(DynamicOps {
+                client: self.inner.mapper.client().clone(),
+                resource: resource.clone(),
+            }),
+        );
+        let informer = self.factory.dynamic_informer(&resource);
+        // The registration lives as long as the informer: custom resources stay observed.
+        let _registration = informer.add_event_handler(DynamicGraphHandler {
+            inner: self.inner.clone(),
+            resource,
+        });
+        self.factory.start(self.shutdown.clone());
+    }
+}
+
+impl ResourceEventHandler<CustomResourceDefinition> for CrdHandler {
+    fn on_add(&self, obj: &Arc<CustomResourceDefinition>, _in_initial_list: bool) {
+        self.observe(obj);
+    }
+
+    fn on_update(&self, _old: &Arc<CustomResourceDefinition>, new: &Arc<CustomResourceDefinition>) {
+        self.observe(new);
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<CustomResourceDefinition>) {}
+}
+
+/// Feeds the graph from a custom resource's dynamic informer.
+struct DynamicGraphHandler {
+    inner: Arc<Inner>,
+    resource: client::ApiResource,
+}
+
+impl ResourceEventHandler<client::DynamicObject> for DynamicGraphHandler {
+    fn on_add(&self, obj: &Arc<client::DynamicObject>, _in_initial_list: bool) {
+        let Some(node) = GraphNode::from_meta(
+            &self.resource.api_version,
+            &self.resource.kind,
+            &obj.metadata,
+        ) else {
+            return;
+        };
+        let dirty = self.inner.graph.lock().observe(node);
+        self.inner.enqueue_all(dirty);
+    }
+
+    fn on_update(&self, old: &Arc<client::DynamicObject>, new: &Arc<client::DynamicObject>) {
+        if old.metadata.uid != new.metadata.uid {
+            if let Some(u) = old.metadata.uid.as_deref() {
+                let dirty = self.inner.graph.lock().forget(u);
+                self.inner.enqueue_all(dirty);
+            }
+        }
+        self.on_add(new, false);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<client::DynamicObject>) {
+        if let Some(u) = obj.object().metadata.uid.as_deref() {
             let dirty = self.inner.graph.lock().forget(u);
             self.inner.enqueue_all(dirty);
         }
