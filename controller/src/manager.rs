@@ -401,8 +401,11 @@ async fn run_controllers(
         tracker.spawn(async move { jc.run(w, s).await });
     }
     if en.ttl_after_finished {
-        let ttl =
-            TtlAfterFinishedController::new(client.clone(), factory.informer::<Job>(), clock.clone());
+        let ttl = TtlAfterFinishedController::new(
+            client.clone(),
+            factory.informer::<Job>(),
+            clock.clone(),
+        );
         cfg.metrics
             .register("ttl_jobs_to_delete", ttl.queue(), None);
         let (w, s) = (cfg.ttl_after_finished_workers, shutdown.clone());

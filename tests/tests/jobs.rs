@@ -56,7 +56,10 @@ fn job(name: &str, spec: serde_json::Value, run_for: &str, exit_code: i32) -> Jo
     serde_json::from_value(v).unwrap()
 }
 
-fn condition<'a>(job: &'a Job, type_: &str) -> Option<&'a minik8s::k8s_openapi::api::batch::v1::JobCondition> {
+fn condition<'a>(
+    job: &'a Job,
+    type_: &str,
+) -> Option<&'a minik8s::k8s_openapi::api::batch::v1::JobCondition> {
     job.status
         .as_ref()?
         .conditions
@@ -84,7 +87,9 @@ async fn pods_of(pods: &Api<Pod>, job: &str) -> Vec<Pod> {
 async fn has_event(client: &minik8s::client::Client, reason: &str) -> bool {
     let events: Api<Event> = client.api(Some("default"));
     let list = events.list(&Default::default()).await.unwrap();
-    list.items.iter().any(|e| e.reason.as_deref() == Some(reason))
+    list.items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some(reason))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,9 +98,14 @@ async fn a_job_completes_with_every_pod_counted_and_unfinalized() {
     let client = sandbox.client();
     let jobs: Api<Job> = client.api(Some("default"));
     let pods: Api<Pod> = client.api(Some("default"));
-    jobs.create(&job("three", json!({"completions": 3, "parallelism": 2}), "100ms", 0))
-        .await
-        .unwrap();
+    jobs.create(&job(
+        "three",
+        json!({"completions": 3, "parallelism": 2}),
+        "100ms",
+        0,
+    ))
+    .await
+    .unwrap();
     let done = finished(&jobs, "three", "Complete").await;
     let status = done.status.clone().unwrap();
     assert_eq!(status.succeeded, Some(3));
@@ -116,7 +126,13 @@ async fn a_job_completes_with_every_pod_counted_and_unfinalized() {
     let all = eventually("finalizers removed", || async {
         let all = pods_of(&pods, "three").await;
         all.iter()
-            .all(|p| !p.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER))
+            .all(|p| {
+                !p.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER)
+            })
             .then_some(all)
     })
     .await;
@@ -127,7 +143,10 @@ async fn a_job_completes_with_every_pod_counted_and_unfinalized() {
         let owner = &p.metadata.owner_references.clone().unwrap()[0];
         assert_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
         let labels = p.metadata.labels.clone().unwrap();
-        assert_eq!(labels["batch.kubernetes.io/controller-uid"], done.metadata.uid.clone().unwrap());
+        assert_eq!(
+            labels["batch.kubernetes.io/controller-uid"],
+            done.metadata.uid.clone().unwrap()
+        );
         assert_eq!(labels["job-name"], "three");
     }
     assert!(has_event(&client, "SuccessfulCreate").await);
@@ -152,10 +171,17 @@ async fn an_indexed_job_completes_every_index() {
         .iter()
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
         .map(|p| {
-            let ix = p.metadata.annotations.clone().unwrap()["batch.kubernetes.io/job-completion-index"].clone();
+            let ix = p.metadata.annotations.clone().unwrap()
+                ["batch.kubernetes.io/job-completion-index"]
+                .clone();
             let spec = p.spec.clone().unwrap();
             assert_eq!(spec.hostname, Some(format!("idx-{ix}")));
-            assert!(p.metadata.name.clone().unwrap().starts_with(&format!("idx-{ix}-")));
+            assert!(p
+                .metadata
+                .name
+                .clone()
+                .unwrap()
+                .starts_with(&format!("idx-{ix}-")));
             ix
         })
         .collect();
@@ -193,7 +219,11 @@ async fn failing_pods_back_off_then_exceed_the_backoff_limit() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(pods_of(&pods, "flaky").await.len(), 1, "no pod before the back-off");
+    assert_eq!(
+        pods_of(&pods, "flaky").await.len(),
+        1,
+        "no pod before the back-off"
+    );
 
     clock.advance(minik8s::k8s_openapi::jiff::SignedDuration::from_secs(30));
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
@@ -201,7 +231,10 @@ async fn failing_pods_back_off_then_exceed_the_backoff_limit() {
     let failed = finished(&jobs, "flaky", "Failed").await;
     let cond = condition(&failed, "Failed").unwrap();
     assert_eq!(cond.reason.as_deref(), Some("BackoffLimitExceeded"));
-    assert_eq!(cond.message.as_deref(), Some("Job has reached the specified backoff limit"));
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("Job has reached the specified backoff limit")
+    );
     assert!(condition(&failed, "FailureTarget").is_some());
     let status = failed.status.unwrap();
     assert_eq!(status.failed, Some(2));
@@ -219,7 +252,9 @@ async fn a_fail_job_rule_and_the_active_deadline_fail_the_job() {
     let policy = json!({"backoffLimit": 6, "podFailurePolicy": {"rules": [
         {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
     ]}});
-    jobs.create(&job("fatal", policy, "100ms", 42)).await.unwrap();
+    jobs.create(&job("fatal", policy, "100ms", 42))
+        .await
+        .unwrap();
     let deadline = json!({"activeDeadlineSeconds": 1, "parallelism": 2, "completions": 2});
     jobs.create(&job("slow", deadline, "1h", 0)).await.unwrap();
 
@@ -227,13 +262,19 @@ async fn a_fail_job_rule_and_the_active_deadline_fail_the_job() {
     let cond = condition(&failed, "Failed").unwrap();
     assert_eq!(cond.reason.as_deref(), Some("PodFailurePolicy"));
     let msg = cond.message.clone().unwrap();
-    assert!(msg.contains("failed with exit code 42 matching FailJob rule at index 0"), "{msg}");
+    assert!(
+        msg.contains("failed with exit code 42 matching FailJob rule at index 0"),
+        "{msg}"
+    );
     assert_eq!(failed.status.unwrap().failed, Some(1));
 
     let slow = finished(&jobs, "slow", "Failed").await;
     let cond = condition(&slow, "Failed").unwrap();
     assert_eq!(cond.reason.as_deref(), Some("DeadlineExceeded"));
-    assert_eq!(cond.message.as_deref(), Some("Job was active longer than specified deadline"));
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("Job was active longer than specified deadline")
+    );
     let status = slow.status.unwrap();
     assert_eq!((status.active, status.terminating), (Some(0), Some(0)));
     assert_eq!(status.failed, Some(2), "the running pods count as failed");
@@ -262,7 +303,14 @@ async fn suspending_deletes_the_pods_and_resuming_recreates_them() {
     jobs.patch("nap", &set(false)).await.unwrap();
     let j = eventually("resumed with 2 active", || async {
         let j = jobs.get("nap").await.ok()?;
-        let c = j.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Suspended")?.clone();
+        let c = j
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "Suspended")?
+            .clone();
         (c.status == "False" && j.status.as_ref()?.active == Some(2)).then_some((j, c))
     })
     .await;
@@ -288,9 +336,14 @@ async fn a_finished_job_with_ttl_zero_is_deleted() {
     let client = sandbox.client();
     let jobs: Api<Job> = client.api(Some("default"));
     let pods: Api<Pod> = client.api(Some("default"));
-    jobs.create(&job("brief", json!({"ttlSecondsAfterFinished": 0}), "100ms", 0))
-        .await
-        .unwrap();
+    jobs.create(&job(
+        "brief",
+        json!({"ttlSecondsAfterFinished": 0}),
+        "100ms",
+        0,
+    ))
+    .await
+    .unwrap();
     eventually("the finished Job deleted", || async {
         match jobs.get("brief").await {
             Err(e) if e.is_not_found() => Some(()),
@@ -323,6 +376,9 @@ async fn kubectl_create_job_completes() {
     let table = tokio::task::spawn_blocking(move || k.ok(&["get", "job", "pi"]))
         .await
         .unwrap();
-    assert!(table.contains("Complete") && table.contains("1/1"), "{table}");
+    assert!(
+        table.contains("Complete") && table.contains("1/1"),
+        "{table}"
+    );
     sandbox.stop().await;
 }

@@ -124,7 +124,12 @@ impl JobController {
                 &shutdown,
                 move |key: String| {
                     let inner = inner.clone();
-                    async move { inner.sync_orphan_pod(&key).await.map(|()| Action::AwaitChange) }
+                    async move {
+                        inner
+                            .sync_orphan_pod(&key)
+                            .await
+                            .map(|()| Action::AwaitChange)
+                    }
                 },
             )
         };
@@ -326,9 +331,8 @@ impl Inner {
             &expected_rm,
         );
         let n = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
-        let succeeded = status.succeeded.unwrap_or(0)
-            + n(new_succeeded.len())
-            + n(uncounted_succeeded.len());
+        let succeeded =
+            status.succeeded.unwrap_or(0) + n(new_succeeded.len()) + n(uncounted_succeeded.len());
         let failed = status.failed.unwrap_or(0)
             + decide::counted_failures(&job, &new_failed)
             + n(uncounted_failed.len());
@@ -368,7 +372,9 @@ impl Inner {
             .filter(|c| c.status == "True")
             .cloned();
         if ctx.finished.is_none() {
-            if let Some(ft) = decide::find_condition(job, "FailureTarget").filter(|c| c.status == "True") {
+            if let Some(ft) =
+                decide::find_condition(job, "FailureTarget").filter(|c| c.status == "True")
+            {
                 ctx.finished = Some(decide::new_condition(
                     "Failed",
                     "True",
@@ -436,7 +442,11 @@ impl Inner {
             ctx.failed_indexes = Some(failed);
         }
         if ctx.finished.is_none() {
-            let policy = ctx.job.spec.as_ref().and_then(|s| s.success_policy.as_ref());
+            let policy = ctx
+                .job
+                .spec
+                .as_ref()
+                .and_then(|s| s.success_policy.as_ref());
             if let Some(msg) =
                 decide::match_success_policy(policy, completions, &ctx.succeeded_indexes)
             {
@@ -459,9 +469,23 @@ impl Inner {
         let status = job.status.get_or_insert_with(Default::default);
         let conditions = status.conditions.get_or_insert_with(Vec::new);
         let changed = if suspended {
-            decide::ensure_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended", now)
+            decide::ensure_condition(
+                conditions,
+                "Suspended",
+                "True",
+                "JobSuspended",
+                "Job suspended",
+                now,
+            )
         } else {
-            decide::ensure_condition(conditions, "Suspended", "False", "JobResumed", "Job resumed", now)
+            decide::ensure_condition(
+                conditions,
+                "Suspended",
+                "False",
+                "JobResumed",
+                "Job resumed",
+                now,
+            )
         };
         if conditions.is_empty() {
             status.conditions = None;
@@ -542,7 +566,8 @@ impl Inner {
         let name = job.metadata.name.as_deref().unwrap_or_default();
         match api.get(name).await {
             Ok(fresh) => {
-                fresh.metadata.uid == job.metadata.uid && fresh.metadata.deletion_timestamp.is_none()
+                fresh.metadata.uid == job.metadata.uid
+                    && fresh.metadata.deletion_timestamp.is_none()
             }
             Err(_) => false,
         }
@@ -568,7 +593,7 @@ impl Inner {
                         Ok(is_pod_ready(p))
                     }
                     Err(e) if e.is_not_found() => Ok(is_pod_ready(p)),
-                    Err(e) => Err(e),
+                    Err(e) => Err(Error::api("delete pod", e)),
                 }
             }
         }))
@@ -577,7 +602,11 @@ impl Inner {
     }
 
     /// `deleteJobPods`: remove the finalizer, then delete, lowering expectations on failure.
-    async fn delete_job_pods(&self, ctx: &SyncCtx, victims: &[Arc<Pod>]) -> (i32, i32, Option<Error>) {
+    async fn delete_job_pods(
+        &self,
+        ctx: &SyncCtx,
+        victims: &[Arc<Pod>],
+    ) -> (i32, i32, Option<Error>) {
         let ns = ctx.job.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Pod> = self.client.api(Some(&ns));
         let keys = victims.iter().map(|p| key_of_meta(&p.metadata)).collect();
@@ -598,7 +627,7 @@ impl Inner {
                             "FailedDelete",
                             &format!("Error deleting: {e}"),
                         );
-                        Err(e)
+                        Err(Error::api("delete pod", e))
                     }
                 };
                 if decide::has_tracking_finalizer(p) {
@@ -631,14 +660,15 @@ impl Inner {
         let mut active = i32::try_from(ctx.active_pods.len()).unwrap_or(i32::MAX);
         let completions = decide::completions(&job).unwrap_or(0);
         let now = self.now();
-        let settle = |ctx: &mut SyncCtx, active: i32, (ready, removed, err): (i32, i32, Option<Error>)| {
-            ctx.terminating += removed;
-            ctx.ready -= ready;
-            match err {
-                Some(e) => Err((active - removed, e)),
-                None => Ok(active - removed),
-            }
-        };
+        let settle =
+            |ctx: &mut SyncCtx, active: i32, (ready, removed, err): (i32, i32, Option<Error>)| {
+                ctx.terminating += removed;
+                ctx.ready -= ready;
+                match err {
+                    Some(e) => Err((active - removed, e)),
+                    None => Ok(active - removed),
+                }
+            };
         if decide::is_suspended(&job) {
             let victims = ctx.active_pods.clone();
             let r = self.delete_job_pods(ctx, &victims).await;
@@ -709,8 +739,10 @@ impl Inner {
             );
             if decide::backoff_limit_per_index(&job).is_some() {
                 let (ready, waits): (Vec<i32>, Vec<i32>) = pending.iter().partition(|ix| {
-                    decide::remaining_backoff_for_index(ctx.delayed.get(ix).map(|p| p.as_ref()), now)
-                        <= SignedDuration::ZERO
+                    decide::remaining_backoff_for_index(
+                        ctx.delayed.get(ix).map(|p| p.as_ref()),
+                        now,
+                    ) <= SignedDuration::ZERO
                 });
                 if ready.is_empty() {
                     if let Some(min) = waits
@@ -820,7 +852,11 @@ impl Inner {
     /// `trackJobStatusAndRemoveFinalizers`: record finished pods as uncounted, remove their
     /// finalizers, move them into the counters, add the interim and then the terminal
     /// condition, writing the status whenever it must precede the next step.
-    async fn track_status_and_remove_finalizers(&self, ctx: &mut SyncCtx, mut needs_flush: bool) -> Result<()> {
+    async fn track_status_and_remove_finalizers(
+        &self,
+        ctx: &mut SyncCtx,
+        mut needs_flush: bool,
+    ) -> Result<()> {
         let mut with_finalizer: BTreeSet<String> = ctx
             .pods
             .iter()
@@ -874,7 +910,8 @@ impl Inner {
                 if status.completed_indexes.as_deref().unwrap_or("") != completed {
                     needs_flush = true;
                 }
-                status.succeeded = Some(i32::try_from(ctx.succeeded_indexes.total()).unwrap_or(i32::MAX));
+                status.succeeded =
+                    Some(i32::try_from(ctx.succeeded_indexes.total()).unwrap_or(i32::MAX));
                 status.completed_indexes = Some(completed);
                 let failed = ctx.failed_indexes.as_ref().map(Intervals::to_string);
                 if status.failed_indexes != failed {
@@ -959,7 +996,8 @@ impl Inner {
         };
         let status = ctx.job.status.get_or_insert_with(Default::default);
         let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
-        let left = uncounted.succeeded.map_or(0, |v| v.len()) + uncounted.failed.map_or(0, |v| v.len());
+        let left =
+            uncounted.succeeded.map_or(0, |v| v.len()) + uncounted.failed.map_or(0, |v| v.len());
         if left > 0 || ctx.terminating > 0 {
             return false;
         }
@@ -1010,7 +1048,11 @@ impl Inner {
 
     /// Remove the tracking finalizer from `pods`, expecting to see it go; returns the UIDs
     /// it is gone from (already-deleted pods included) and the first error.
-    async fn remove_finalizers(&self, key: &str, pods: &[Arc<Pod>]) -> (Vec<String>, Option<Error>) {
+    async fn remove_finalizers(
+        &self,
+        key: &str,
+        pods: &[Arc<Pod>],
+    ) -> (Vec<String>, Option<Error>) {
         self.finalizer_expectations
             .lock()
             .entry(key.to_string())
@@ -1153,7 +1195,8 @@ impl Inner {
         if let Some(r) = controller_of(&pod.metadata) {
             match self.resolve(ns, r) {
                 Some(job) => {
-                    self.expectations.creation_observed(&key_of_meta(&job.metadata));
+                    self.expectations
+                        .creation_observed(&key_of_meta(&job.metadata));
                     self.enqueue(&job, false);
                 }
                 None if decide::has_tracking_finalizer(pod) => self.enqueue_orphan(pod),
@@ -1263,7 +1306,8 @@ impl Inner {
         self.queue.add(key);
         let ns = job.metadata.namespace.as_deref().unwrap_or_default();
         for pod in self.pods.namespace(ns).list(&Selector::everything()) {
-            let ours = controller_of(&pod.metadata).is_some_and(|r| Some(&r.uid) == job.metadata.uid.as_ref());
+            let ours = controller_of(&pod.metadata)
+                .is_some_and(|r| Some(&r.uid) == job.metadata.uid.as_ref());
             if ours && decide::has_tracking_finalizer(&pod) {
                 self.enqueue_orphan(&pod);
             }
@@ -1272,7 +1316,7 @@ impl Inner {
 }
 
 /// (ready removed, removed, first error) of a batch of pod removals.
-fn tally(results: Vec<std::result::Result<bool, client::Error>>) -> (i32, i32, Option<Error>) {
+fn tally(results: Vec<Result<bool>>) -> (i32, i32, Option<Error>) {
     let (mut ready, mut removed, mut err) = (0, 0, None);
     for r in results {
         match r {
@@ -1281,7 +1325,7 @@ fn tally(results: Vec<std::result::Result<bool, client::Error>>) -> (i32, i32, O
                 ready += i32::from(was_ready);
             }
             Err(e) => {
-                err.get_or_insert(Error::api("delete pod", e));
+                err.get_or_insert(e);
             }
         }
     }

@@ -67,7 +67,13 @@ pub fn finished(job: &Job) -> Option<&'static str> {
 }
 
 /// A condition stamped `now`.
-pub fn new_condition(type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) -> JobCondition {
+pub fn new_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> JobCondition {
     JobCondition {
         type_: type_.into(),
         status: status.into(),
@@ -133,7 +139,9 @@ pub fn backoff_limit_per_index(job: &Job) -> Option<i32> {
 }
 
 fn pod_failure_policy(job: &Job) -> Option<&PodFailurePolicy> {
-    job.spec.as_ref().and_then(|s| s.pod_failure_policy.as_ref())
+    job.spec
+        .as_ref()
+        .and_then(|s| s.pod_failure_policy.as_ref())
 }
 
 /// Replacement pods wait for the old ones to be fully `Failed` (`onlyReplaceFailedPods`).
@@ -344,7 +352,10 @@ pub fn finished_time(pod: &Pod) -> Timestamp {
     }
     if let Some(d) = &pod.metadata.deletion_timestamp {
         let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
-        return d.0.checked_sub(SignedDuration::from_secs(grace)).unwrap_or(d.0);
+        return d
+            .0
+            .checked_sub(SignedDuration::from_secs(grace))
+            .unwrap_or(d.0);
     }
     pod.metadata
         .creation_timestamp
@@ -408,7 +419,11 @@ pub struct BackoffRecord {
 }
 
 /// The record after newly finished pods (`newBackoffRecord`).
-pub fn new_backoff_record(old: BackoffRecord, succeeded: &[&Pod], failed: &[&Pod]) -> BackoffRecord {
+pub fn new_backoff_record(
+    old: BackoffRecord,
+    succeeded: &[&Pod],
+    failed: &[&Pod],
+) -> BackoffRecord {
     let mut failed_times: Vec<Timestamp> = failed.iter().map(|p| finished_time(p)).collect();
     failed_times.sort_unstable();
     let last_success = succeeded.iter().map(|p| finished_time(p)).max();
@@ -433,7 +448,7 @@ pub fn new_backoff_record(old: BackoffRecord, succeeded: &[&Pod], failed: &[&Pod
 pub fn backoff_for(failures: i32) -> SignedDuration {
     let mut d = DEFAULT_POD_FAILURE_BACKOFF;
     for _ in 1..failures {
-        d = d * 2;
+        d *= 2;
         if d >= MAX_POD_FAILURE_BACKOFF {
             return MAX_POD_FAILURE_BACKOFF;
         }
@@ -442,7 +457,11 @@ pub fn backoff_for(failures: i32) -> SignedDuration {
 }
 
 /// How long pod creation still waits (`getRemainingTimeForFailuresCount`); zero when it may go.
-pub fn remaining_backoff(failures: i32, last_failure: Option<Timestamp>, now: Timestamp) -> SignedDuration {
+pub fn remaining_backoff(
+    failures: i32,
+    last_failure: Option<Timestamp>,
+    now: Timestamp,
+) -> SignedDuration {
     let Some(last) = last_failure.filter(|_| failures > 0) else {
         return SignedDuration::ZERO;
     };
@@ -492,7 +511,10 @@ pub fn first_pending_indexes(
 /// Active pods of an Indexed Job that must go: those with no valid index, and all but one pod per
 /// index (`appendDuplicatedIndexPodsForRemoval`, keeping the first as upstream's sort does);
 /// returns (to remove, the rest).
-pub fn duplicated_index_pods(pods: &[Arc<Pod>], completions: i32) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+pub fn duplicated_index_pods(
+    pods: &[Arc<Pod>],
+    completions: i32,
+) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
     let mut sorted: Vec<Arc<Pod>> = pods.to_vec();
     sorted.sort_by_key(|p| completion_index(p).unwrap_or(-1));
     let mut seen = BTreeSet::new();
@@ -660,9 +682,7 @@ pub fn match_success_policy(
                     Some(n) => i64::try_from(have).unwrap_or(i64::MAX) >= i64::from(n),
                 }
             }
-            (None, Some(n)) => {
-                i64::try_from(succeeded.total()).unwrap_or(i64::MAX) >= i64::from(n)
-            }
+            (None, Some(n)) => i64::try_from(succeeded.total()).unwrap_or(i64::MAX) >= i64::from(n),
             (None, None) => false,
         };
         if met {
@@ -735,7 +755,11 @@ pub fn pod_for_job(
                 ..Default::default()
             }),
         };
-        let containers = spec.init_containers.iter_mut().flatten().chain(spec.containers.iter_mut());
+        let containers = spec
+            .init_containers
+            .iter_mut()
+            .flatten()
+            .chain(spec.containers.iter_mut());
         for c in containers {
             let vars = c.env.get_or_insert_with(Vec::new);
             if !vars.iter().any(|v| v.name == JOB_COMPLETION_INDEX_ENV) {
@@ -899,7 +923,9 @@ pub fn counted_failures(job: &Job, failed: &[&Pod]) -> i32 {
 /// (`cleanUncountedPodsWithoutFinalizers`). Returns whether anything moved.
 pub fn clean_uncounted(job: &mut Job, with_finalizer: &BTreeSet<String>) -> bool {
     let status = job.status.get_or_insert_with(Default::default);
-    let uncounted = status.uncounted_terminated_pods.get_or_insert_with(Default::default);
+    let uncounted = status
+        .uncounted_terminated_pods
+        .get_or_insert_with(Default::default);
     let mut changed = false;
     for (list, counter) in [
         (&mut uncounted.succeeded, &mut status.succeeded),

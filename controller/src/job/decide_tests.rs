@@ -67,7 +67,10 @@ fn backoff_doubles_from_ten_seconds_and_caps() {
         remaining_backoff(2, Some(last), ts("2026-12-04T10:00:05Z")),
         SignedDuration::from_secs(15)
     );
-    assert_eq!(remaining_backoff(2, Some(last), ts("2026-12-04T10:00:25Z")), SignedDuration::ZERO);
+    assert_eq!(
+        remaining_backoff(2, Some(last), ts("2026-12-04T10:00:25Z")),
+        SignedDuration::ZERO
+    );
     assert_eq!(remaining_backoff(0, Some(last), last), SignedDuration::ZERO);
 }
 
@@ -92,7 +95,10 @@ fn backoff_record_counts_failures_after_the_last_success() {
 fn finished_time_prefers_container_exits() {
     let p = exited(pod("a", "Failed"), "c", 1, "2026-12-04T10:00:07Z");
     assert_eq!(finished_time(&p), ts("2026-12-04T10:00:07Z"));
-    assert_eq!(finished_time(&pod("b", "Failed")), ts("2026-12-04T10:00:00Z"));
+    assert_eq!(
+        finished_time(&pod("b", "Failed")),
+        ts("2026-12-04T10:00:00Z")
+    );
 }
 
 #[test]
@@ -126,7 +132,8 @@ fn pod_failure_policy_rules_match_in_order() {
     assert_eq!((m.count_failed, m.action.as_deref()), (true, Some("Count")));
     let mut disrupted = other.clone();
     if let Some(s) = disrupted.status.as_mut() {
-        s.conditions = serde_json::from_value(json!([{"type": "DisruptionTarget", "status": "True"}])).ok();
+        s.conditions =
+            serde_json::from_value(json!([{"type": "DisruptionTarget", "status": "True"}])).ok();
     }
     let m = match_pod_failure_policy(policy, &disrupted);
     assert!(!m.count_failed);
@@ -149,7 +156,10 @@ fn pending_indexes_skip_done_failed_and_busy() {
     let done = Intervals::parse("0,2", 6);
     let failed = Intervals::parse("4", 6);
     let busy: BTreeSet<i32> = [1].into();
-    assert_eq!(first_pending_indexes(5, 6, &done, Some(&failed), &busy), vec![3, 5]);
+    assert_eq!(
+        first_pending_indexes(5, 6, &done, Some(&failed), &busy),
+        vec![3, 5]
+    );
     assert_eq!(first_pending_indexes(1, 6, &done, None, &busy), vec![3]);
 }
 
@@ -187,7 +197,10 @@ fn indexed_pods_carry_their_index() {
     assert_eq!(spec.hostname.as_deref(), Some("pi-2"));
     let env = spec.containers[0].env.clone().unwrap_or_default();
     assert_eq!(env[0].name, JOB_COMPLETION_INDEX_ENV);
-    assert_eq!(p.metadata.finalizers, Some(vec![JOB_TRACKING_FINALIZER.to_string()]));
+    assert_eq!(
+        p.metadata.finalizers,
+        Some(vec![JOB_TRACKING_FINALIZER.to_string()])
+    );
     assert_eq!(p.metadata.owner_references, Some(vec![owner.clone()]));
     let plain = pod_for_job(&job(json!({})), owner, None, None);
     assert_eq!(plain.metadata.generate_name.as_deref(), Some("pi-"));
@@ -197,12 +210,17 @@ fn indexed_pods_carry_their_index() {
 
 #[test]
 fn success_policy_rules() {
-    let j = job(json!({"completionMode": "Indexed", "completions": 10, "successPolicy": {"rules": [
-        {"succeededIndexes": "0-2"},
-        {"succeededCount": 5}
-    ]}}));
+    let j = job(
+        json!({"completionMode": "Indexed", "completions": 10, "successPolicy": {"rules": [
+            {"succeededIndexes": "0-2"},
+            {"succeededCount": 5}
+        ]}}),
+    );
     let policy = j.spec.as_ref().and_then(|s| s.success_policy.as_ref());
-    assert_eq!(match_success_policy(policy, 10, &Intervals::parse("0-1,5", 10)), None);
+    assert_eq!(
+        match_success_policy(policy, 10, &Intervals::parse("0-1,5", 10)),
+        None
+    );
     assert_eq!(
         match_success_policy(policy, 10, &Intervals::parse("0-2", 10)).as_deref(),
         Some("Matched rules at index 0")
@@ -216,7 +234,10 @@ fn success_policy_rules() {
 #[test]
 fn index_failure_counts_pass_to_the_replacement() {
     let j = job(json!({"completionMode": "Indexed", "completions": 3, "backoffLimitPerIndex": 1}));
-    let mut first = indexed(exited(pod("a", "Failed"), "c", 1, "2026-12-04T10:00:01Z"), 0);
+    let mut first = indexed(
+        exited(pod("a", "Failed"), "c", 1, "2026-12-04T10:00:01Z"),
+        0,
+    );
     assert!(!is_index_failed(&j, &first), "first failure: retried");
     assert_eq!(index_failure_annotations(&j, Some(&first)), (1, 0));
     first
@@ -254,7 +275,11 @@ fn counting_plans_uncounted_pods_then_finalizer_removal() {
     let plan = plan_counting(&input);
     assert_eq!(plan.succeeded, ["uid-a"]);
     assert_eq!(plan.failed, ["uid-b"]);
-    assert_eq!(plan.unfinalize.len(), 2, "the running pod keeps its finalizer");
+    assert_eq!(
+        plan.unfinalize.len(),
+        2,
+        "the running pod keeps its finalizer"
+    );
     // A failing Job counts its running pods as failed too.
     let plan = plan_counting(&CountInput {
         failing: true,
@@ -273,7 +298,10 @@ fn counting_plans_uncounted_pods_then_finalizer_removal() {
     let st = counted.status.unwrap_or_default();
     assert_eq!((st.succeeded, st.failed), (Some(2), None));
     let left = st.uncounted_terminated_pods.unwrap_or_default();
-    assert_eq!((left.succeeded, left.failed), (None, Some(vec!["uid-b".to_string()])));
+    assert_eq!(
+        (left.succeeded, left.failed),
+        (None, Some(vec!["uid-b".to_string()]))
+    );
 }
 
 #[test]
@@ -281,10 +309,38 @@ fn conditions_are_replaced_only_on_change() {
     let now = ts("2026-12-04T10:00:00Z");
     let later = ts("2026-12-04T10:01:00Z");
     let mut list = Vec::new();
-    assert!(!ensure_condition(&mut list, "Suspended", "False", "JobResumed", "Job resumed", now));
-    assert!(ensure_condition(&mut list, "Suspended", "True", "JobSuspended", "Job suspended", now));
-    assert!(!ensure_condition(&mut list, "Suspended", "True", "JobSuspended", "Job suspended", later));
-    assert!(ensure_condition(&mut list, "Suspended", "False", "JobResumed", "Job resumed", later));
+    assert!(!ensure_condition(
+        &mut list,
+        "Suspended",
+        "False",
+        "JobResumed",
+        "Job resumed",
+        now
+    ));
+    assert!(ensure_condition(
+        &mut list,
+        "Suspended",
+        "True",
+        "JobSuspended",
+        "Job suspended",
+        now
+    ));
+    assert!(!ensure_condition(
+        &mut list,
+        "Suspended",
+        "True",
+        "JobSuspended",
+        "Job suspended",
+        later
+    ));
+    assert!(ensure_condition(
+        &mut list,
+        "Suspended",
+        "False",
+        "JobResumed",
+        "Job resumed",
+        later
+    ));
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].last_transition_time, Some(Time(later)));
 }
@@ -298,13 +354,20 @@ fn deadline_and_restart_limits() {
         Some(SignedDuration::from_secs(20))
     );
     let mut on_failure = job(json!({"backoffLimit": 2}));
-    if let Some(s) = on_failure.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+    if let Some(s) = on_failure
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+    {
         s.restart_policy = Some("OnFailure".into());
     }
     let mut running = pod("a", "Running");
     running.status = serde_json::from_value(json!({"phase": "Running", "containerStatuses": [
         {"name": "c", "image": "", "imageID": "", "ready": true, "restartCount": 2}]}))
     .ok();
-    assert!(past_backoff_limit_on_failure(&on_failure, &arcs(vec![running.clone()])));
+    assert!(past_backoff_limit_on_failure(
+        &on_failure,
+        &arcs(vec![running.clone()])
+    ));
     assert!(!past_backoff_limit_on_failure(&j, &arcs(vec![running])));
 }

@@ -91,9 +91,7 @@ impl TtlAfterFinishedController {
         let inner = Arc::new(Inner {
             client,
             jobs: jobs.lister(),
-            queue: RateLimitingQueue::with_default_controller_rate_limiter(
-                "ttl_jobs_to_delete",
-            ),
+            queue: RateLimitingQueue::with_default_controller_rate_limiter("ttl_jobs_to_delete"),
             clock,
         });
         let registration = jobs.add_event_handler(Handler(inner.clone()));
@@ -162,7 +160,10 @@ impl Inner {
             Verdict::After(d) => return Ok(Some(to_std(d))),
             Verdict::Expired => {}
         }
-        tracing::info!(job = key, "cleaning up job whose TTL after finished expired");
+        tracing::info!(
+            job = key,
+            "cleaning up job whose TTL after finished expired"
+        );
         let opts = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Foreground),
             preconditions: Some(Preconditions {
@@ -226,15 +227,22 @@ mod tests {
     #[test]
     fn only_finished_jobs_with_a_ttl_expire() {
         let now = ts("2026-12-04T10:00:00Z");
-        assert_eq!(verdict(&job(None, Some("2026-12-04T09:00:00Z")), now), Verdict::NotApplicable);
+        assert_eq!(
+            verdict(&job(None, Some("2026-12-04T09:00:00Z")), now),
+            Verdict::NotApplicable
+        );
         assert_eq!(verdict(&job(Some(0), None), now), Verdict::NotApplicable);
-        assert_eq!(verdict(&job(Some(0), Some("2026-12-04T10:00:00Z")), now), Verdict::Expired);
+        assert_eq!(
+            verdict(&job(Some(0), Some("2026-12-04T10:00:00Z")), now),
+            Verdict::Expired
+        );
         assert_eq!(
             verdict(&job(Some(100), Some("2026-12-04T09:59:00Z")), now),
             Verdict::After(SignedDuration::from_secs(40))
         );
         let mut deleting = job(Some(0), Some("2026-12-04T09:00:00Z"));
-        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
         assert_eq!(verdict(&deleting, now), Verdict::NotApplicable);
     }
 
