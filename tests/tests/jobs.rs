@@ -2,7 +2,8 @@
 //! after a short `run-for`: NonIndexed and Indexed Jobs complete (finalizers removed, every pod
 //! counted once), failing pods hit the back-off limit (the back-off measured on a fake clock the
 //! test moves), a pod failure policy fails the Job at once, the active deadline, suspend and
-//! resume, a TTL of 0 deletes the finished Job, and `kubectl create job` works.
+//! resume, a TTL of 0 deletes the finished Job, the pods of a deleted Job lose their finalizer, and
+//! `kubectl create job` works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -120,6 +121,8 @@ async fn a_job_completes_with_every_pod_counted_and_unfinalized() {
         .map(|c| c.type_.as_str())
         .collect();
     assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
+    let complete = condition(&done, "Complete").unwrap();
+    assert_eq!(complete.reason.as_deref(), Some("CompletionsReached"));
     let uncounted = status.uncounted_terminated_pods.unwrap_or_default();
     assert!(uncounted.succeeded.unwrap_or_default().is_empty());
 
@@ -380,5 +383,59 @@ async fn kubectl_create_job_completes() {
         table.contains("Complete") && table.contains("1/1"),
         "{table}"
     );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_of_a_deleted_job_lose_their_finalizer() {
+    let sandbox = sandbox().await;
+    let client = sandbox.client();
+    let jobs: Api<Job> = client.api(Some("default"));
+    let pods: Api<Pod> = client.api(Some("default"));
+    jobs.create(&job(
+        "left",
+        json!({"parallelism": 2, "completions": 2}),
+        "1h",
+        0,
+    ))
+    .await
+    .unwrap();
+    eventually("2 active pods with the finalizer", || async {
+        let all = pods_of(&pods, "left").await;
+        let tracked = all
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER)
+            })
+            .count();
+        (tracked == 2).then_some(())
+    })
+    .await;
+    let orphan = minik8s::client::DeleteParams {
+        propagation_policy: Some(minik8s::client::PropagationPolicy::Orphan),
+        ..Default::default()
+    };
+    jobs.delete("left", &orphan).await.unwrap();
+    eventually("orphaned pods without the finalizer", || async {
+        let all = pods_of(&pods, "left").await;
+        let freed = all.iter().all(|p| {
+            p.metadata
+                .owner_references
+                .as_ref()
+                .is_none_or(|r| r.is_empty())
+                && !p
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER)
+        });
+        (all.len() == 2 && freed).then_some(())
+    })
+    .await;
     sandbox.stop().await;
 }

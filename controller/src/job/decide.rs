@@ -1,22 +1,21 @@
 //! The Job controller's decisions as values (upstream `job_controller.go`, `backoff_utils.go`,
-//! `indexed_job_utils.go`, `pod_failure_policy.go`, `success_policy.go`): which pods count as
-//! failed, what a pod failure policy says about a pod, when a pod finished, how long pod creation
-//! backs off, how many pods a Job wants, the pod a Job creates, and the Job conditions.
+//! `pod_failure_policy.go`): the Job's conditions and settings, which pods count as failed, what
+//! a pod failure policy says about a pod, when a pod finished, how long pod creation backs off,
+//! how many pods a Job wants, and the pod a Job creates. Indexed Jobs' decisions are in
+//! [`indexed`](super::indexed), the counting of finished pods in [`counting`](super::counting).
 //!
 //! Nothing here does I/O or reads a clock: `now` is always an argument.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::{Job, JobCondition, PodFailurePolicy, SuccessPolicy};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, PodFailurePolicy};
 use k8s_openapi::api::core::v1::{
     ContainerStatus, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use super::indexes::Intervals;
-use crate::pod_util::{is_pod_active, phase};
+use crate::pod_util::phase;
 
 /// The finalizer that keeps a Job's finished pod until the Job counted it.
 pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -138,7 +137,7 @@ pub fn backoff_limit_per_index(job: &Job) -> Option<i32> {
     job.spec.as_ref().and_then(|s| s.backoff_limit_per_index)
 }
 
-fn pod_failure_policy(job: &Job) -> Option<&PodFailurePolicy> {
+pub(super) fn pod_failure_policy(job: &Job) -> Option<&PodFailurePolicy> {
     job.spec
         .as_ref()
         .and_then(|s| s.pod_failure_policy.as_ref())
@@ -170,11 +169,11 @@ pub fn has_tracking_finalizer(pod: &Pod) -> bool {
         .any(|f| f == JOB_TRACKING_FINALIZER)
 }
 
-fn uid(pod: &Pod) -> &str {
+pub(super) fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
 }
 
-fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+pub(super) fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata
         .annotations
         .as_ref()
@@ -190,7 +189,7 @@ pub fn completion_index(pod: &Pod) -> Option<i32> {
 }
 
 /// The index is valid for a Job of `completions`.
-fn valid_index(pod: &Pod, completions: i32) -> Option<i32> {
+pub(super) fn valid_index(pod: &Pod, completions: i32) -> Option<i32> {
     completion_index(pod).filter(|i| *i < completions)
 }
 
@@ -486,212 +485,6 @@ pub fn want_active(job: &Job, succeeded: i32, active: i32) -> i32 {
     }
 }
 
-/// The indexes of the active pods (valid ones only).
-pub fn active_indexes(pods: &[Arc<Pod>], completions: i32) -> BTreeSet<i32> {
-    pods.iter()
-        .filter_map(|p| valid_index(p, completions))
-        .collect()
-}
-
-/// The lowest `count` indexes that are neither done, failed, nor held by a pod in `busy`
-/// (`firstPendingIndexes`).
-pub fn first_pending_indexes(
-    count: usize,
-    completions: i32,
-    succeeded: &Intervals,
-    failed: Option<&Intervals>,
-    busy: &BTreeSet<i32>,
-) -> Vec<i32> {
-    (0..completions.max(0))
-        .filter(|i| !succeeded.has(*i) && !failed.is_some_and(|f| f.has(*i)) && !busy.contains(i))
-        .take(count)
-        .collect()
-}
-
-/// Active pods of an Indexed Job that must go: those with no valid index, and all but one pod per
-/// index (`appendDuplicatedIndexPodsForRemoval`, keeping the first as upstream's sort does);
-/// returns (to remove, the rest).
-pub fn duplicated_index_pods(
-    pods: &[Arc<Pod>],
-    completions: i32,
-) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
-    let mut sorted: Vec<Arc<Pod>> = pods.to_vec();
-    sorted.sort_by_key(|p| completion_index(p).unwrap_or(-1));
-    let mut seen = BTreeSet::new();
-    let (mut rm, mut left) = (Vec::new(), Vec::new());
-    for p in sorted {
-        match valid_index(&p, completions) {
-            Some(i) if seen.insert(i) => left.push(p),
-            _ => rm.push(p),
-        }
-    }
-    (rm, left)
-}
-
-/// Succeeded indexes: the recorded ones (`status.completedIndexes`), and with those of the
-/// succeeded pods still holding the finalizer added (`calculateSucceededIndexes`).
-pub fn succeeded_indexes(job: &Job, pods: &[Arc<Pod>]) -> (Intervals, Intervals) {
-    let completions = completions(job).unwrap_or(0);
-    let prev = Intervals::parse(
-        job.status
-            .as_ref()
-            .and_then(|s| s.completed_indexes.as_deref())
-            .unwrap_or(""),
-        completions,
-    );
-    let new = pods
-        .iter()
-        .filter(|p| phase(p) == "Succeeded" && has_tracking_finalizer(p))
-        .filter_map(|p| valid_index(p, completions));
-    let all = prev.with(new);
-    (prev, all)
-}
-
-fn annotation_count(pod: &Pod, key: &str) -> i32 {
-    annotation(pod, key)
-        .and_then(|v| v.parse::<i32>().ok())
-        .filter(|v| *v >= 0)
-        .unwrap_or(0)
-}
-
-/// The index failure count the pod was created with.
-pub fn index_failure_count(pod: &Pod) -> i32 {
-    annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION)
-}
-
-fn index_absolute_failure_count(pod: &Pod) -> i32 {
-    index_failure_count(pod) + annotation_count(pod, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
-}
-
-/// The pod's failure made its index fail (`isIndexFailed`).
-pub fn is_index_failed(job: &Job, pod: &Pod) -> bool {
-    let Some(limit) = backoff_limit_per_index(job) else {
-        return false;
-    };
-    if !is_pod_failed(pod, job) {
-        return false;
-    }
-    let m = match_pod_failure_policy(pod_failure_policy(job), pod);
-    if m.action.as_deref() == Some("FailIndex") {
-        return true;
-    }
-    m.count_failed && index_failure_count(pod) >= limit
-}
-
-/// Failed indexes: the recorded ones with those whose last pod just failed them
-/// (`calculateFailedIndexes`).
-pub fn failed_indexes(job: &Job, pods: &[Arc<Pod>], expected_rm: &BTreeSet<String>) -> Intervals {
-    let completions = completions(job).unwrap_or(0);
-    let prev = Intervals::parse(
-        job.status
-            .as_ref()
-            .and_then(|s| s.failed_indexes.as_deref())
-            .unwrap_or(""),
-        completions,
-    );
-    let new = pods
-        .iter()
-        .filter(|p| has_tracking_finalizer(p) && !expected_rm.contains(uid(p)))
-        .filter(|p| is_index_failed(job, p))
-        .filter_map(|p| valid_index(p, completions));
-    prev.with(new)
-}
-
-/// Per index still to be retried, its latest failed pod: its finalizer stays until the
-/// replacement carries its failure count (`getPodsWithDelayedDeletionPerIndex`).
-pub fn pods_with_delayed_deletion(
-    job: &Job,
-    pods: &[Arc<Pod>],
-    active: &[Arc<Pod>],
-    succeeded: &Intervals,
-    failed: &Intervals,
-    expected_rm: &BTreeSet<String>,
-) -> BTreeMap<i32, Arc<Pod>> {
-    let completions = completions(job).unwrap_or(0);
-    let busy = active_indexes(active, completions);
-    let mut out: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();
-    for p in pods {
-        if !has_tracking_finalizer(p) || expected_rm.contains(uid(p)) || !is_pod_failed(p, job) {
-            continue;
-        }
-        let Some(ix) = valid_index(p, completions) else {
-            continue;
-        };
-        if succeeded.has(ix) || failed.has(ix) || busy.contains(&ix) {
-            continue;
-        }
-        let replace = match out.get(&ix) {
-            None => true,
-            Some(last) => {
-                index_absolute_failure_count(last) <= index_absolute_failure_count(p)
-                    && finished_time(p) >= finished_time(last)
-            }
-        };
-        if replace {
-            out.insert(ix, p.clone());
-        }
-    }
-    out
-}
-
-/// The failure-count annotations of the pod replacing `last_failed` in its index
-/// (`addIndexFailureCountAnnotation`).
-pub fn index_failure_annotations(job: &Job, last_failed: Option<&Pod>) -> (i32, i32) {
-    let Some(pod) = last_failed else {
-        return (0, 0);
-    };
-    let counted = index_failure_count(pod);
-    let ignored = annotation_count(pod, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION);
-    if match_pod_failure_policy(pod_failure_policy(job), pod).count_failed {
-        (counted + 1, ignored)
-    } else {
-        (counted, ignored + 1)
-    }
-}
-
-/// The remaining back-off of an index whose last pod failed (`getRemainingTimePerIndex`).
-pub fn remaining_backoff_for_index(last_failed: Option<&Pod>, now: Timestamp) -> SignedDuration {
-    let Some(pod) = last_failed else {
-        return SignedDuration::ZERO;
-    };
-    remaining_backoff(
-        index_absolute_failure_count(pod) + 1,
-        Some(finished_time(pod)),
-        now,
-    )
-}
-
-/// The success policy's verdict on the succeeded indexes (`matchSuccessPolicy`): the message of
-/// the first rule met.
-pub fn match_success_policy(
-    policy: Option<&SuccessPolicy>,
-    completions: i32,
-    succeeded: &Intervals,
-) -> Option<String> {
-    let policy = policy?;
-    if succeeded.is_empty() {
-        return None;
-    }
-    for (i, rule) in policy.rules.iter().enumerate() {
-        let met = match (&rule.succeeded_indexes, rule.succeeded_count) {
-            (Some(ixs), count) => {
-                let want = Intervals::parse(ixs, completions);
-                let have = want.count_in(succeeded);
-                match count {
-                    None => have == want.total() && have > 0,
-                    Some(n) => i64::try_from(have).unwrap_or(i64::MAX) >= i64::from(n),
-                }
-            }
-            (None, Some(n)) => i64::try_from(succeeded.total()).unwrap_or(i64::MAX) >= i64::from(n),
-            (None, None) => false,
-        };
-        if met {
-            return Some(format!("Matched rules at index {i}"));
-        }
-    }
-    None
-}
-
 // ---- the pod a Job creates
 
 /// `<job>-` or, for an index, `<job>-<index>-`, the job name cut so the prefix stays short enough
@@ -780,200 +573,6 @@ pub fn pod_for_job(
         spec: Some(spec),
         status: None,
     }
-}
-
-// ---- counting finished pods
-
-/// What one sync counts (`trackJobStatusAndRemoveFinalizers`' loop).
-#[derive(Debug, Default, Clone)]
-pub struct CountPlan {
-    /// Pods whose finalizer is to be removed, in order.
-    pub unfinalize: Vec<Arc<Pod>>,
-    /// UIDs to add to `uncountedTerminatedPods.succeeded`.
-    pub succeeded: Vec<String>,
-    /// UIDs to add to `uncountedTerminatedPods.failed`.
-    pub failed: Vec<String>,
-    /// Indexes newly succeeded (Indexed Jobs count indexes, not UIDs).
-    pub succeeded_indexes: Vec<i32>,
-    /// Stopped at [`MAX_UNCOUNTED_PODS`]: the rest waits for the next sync.
-    pub capped: bool,
-}
-
-/// The Job as a counting sync sees it.
-pub struct CountInput<'a> {
-    /// The Job (with this sync's status so far).
-    pub job: &'a Job,
-    /// Its pods.
-    pub pods: &'a [Arc<Pod>],
-    /// UIDs already in `uncountedTerminatedPods`.
-    pub uncounted_succeeded: &'a BTreeSet<String>,
-    /// Ditto, failed.
-    pub uncounted_failed: &'a BTreeSet<String>,
-    /// Pods whose finalizer removal is in flight.
-    pub expected_rm: &'a BTreeSet<String>,
-    /// The Job is finishing (not by success): every pod left counts as failed.
-    pub failing: bool,
-    /// The Job is finishing (any way): every finalizer may go.
-    pub finishing: bool,
-    /// The indexes recorded before this sync.
-    pub prev_succeeded: &'a Intervals,
-    /// Indexes whose last failed pod keeps its finalizer for now.
-    pub delayed: &'a BTreeMap<i32, Arc<Pod>>,
-}
-
-/// Which pods get counted and unfinalized now.
-pub fn plan_counting(input: &CountInput<'_>) -> CountPlan {
-    let job = input.job;
-    let indexed = is_indexed(job);
-    let completions = completions(job).unwrap_or(0);
-    let policy = pod_failure_policy(job);
-    let mut pods: Vec<Arc<Pod>> = input.pods.to_vec();
-    if indexed {
-        pods.sort_by_key(|p| completion_index(p).unwrap_or(-1));
-    }
-    let mut plan = CountPlan::default();
-    for pod in pods {
-        let pod_uid = uid(&pod).to_string();
-        if !has_tracking_finalizer(&pod) || input.expected_rm.contains(&pod_uid) {
-            continue;
-        }
-        let failed = is_pod_failed(&pod, job);
-        let removable = job.metadata.deletion_timestamp.is_some()
-            || input.finishing
-            || phase(&pod) == "Succeeded"
-            || (failed
-                && !completion_index(&pod).is_some_and(|ix| {
-                    input
-                        .delayed
-                        .get(&ix)
-                        .is_some_and(|d| d.metadata.uid == pod.metadata.uid)
-                }));
-        if !removable {
-            continue;
-        }
-        plan.unfinalize.push(pod.clone());
-        if phase(&pod) == "Succeeded" && !input.uncounted_failed.contains(&pod_uid) {
-            if indexed {
-                if let Some(ix) = valid_index(&pod, completions) {
-                    if !input.prev_succeeded.has(ix) {
-                        plan.succeeded_indexes.push(ix);
-                    }
-                }
-            } else if !input.uncounted_succeeded.contains(&pod_uid) {
-                plan.succeeded.push(pod_uid);
-            }
-        } else if failed || input.failing {
-            let index_ok = !indexed || valid_index(&pod, completions).is_some();
-            if !input.uncounted_failed.contains(&pod_uid)
-                && index_ok
-                && match_pod_failure_policy(policy, &pod).count_failed
-            {
-                plan.failed.push(pod_uid);
-            }
-        }
-        if plan.succeeded_indexes.len() + plan.succeeded.len() + plan.failed.len()
-            >= MAX_UNCOUNTED_PODS
-        {
-            plan.capped = true;
-            break;
-        }
-    }
-    plan
-}
-
-/// Newly finished pods not yet in the status (`getNewFinishedPods`): (succeeded, failed).
-pub fn new_finished_pods<'a>(
-    job: &Job,
-    pods: &'a [Arc<Pod>],
-    uncounted_succeeded: &BTreeSet<String>,
-    uncounted_failed: &BTreeSet<String>,
-    expected_rm: &BTreeSet<String>,
-) -> (Vec<&'a Pod>, Vec<&'a Pod>) {
-    let completions = completions(job).unwrap_or(0);
-    let valid = |p: &Pod, uncounted: &BTreeSet<String>| {
-        has_tracking_finalizer(p)
-            && !uncounted.contains(uid(p))
-            && !expected_rm.contains(uid(p))
-            && (!is_indexed(job) || valid_index(p, completions).is_some())
-    };
-    let succeeded = pods
-        .iter()
-        .filter(|p| valid(p, uncounted_succeeded) && phase(p) == "Succeeded")
-        .map(|p| p.as_ref())
-        .collect();
-    let failed = pods
-        .iter()
-        .filter(|p| valid(p, uncounted_failed) && is_pod_failed(p, job))
-        .map(|p| p.as_ref())
-        .collect();
-    (succeeded, failed)
-}
-
-/// How many of `failed` count under the pod failure policy (`nonIgnoredFailedPodsCount`).
-pub fn counted_failures(job: &Job, failed: &[&Pod]) -> i32 {
-    let policy = pod_failure_policy(job);
-    let n = failed
-        .iter()
-        .filter(|p| match_pod_failure_policy(policy, p).count_failed)
-        .count();
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// Move the uncounted UIDs whose pods no longer hold the finalizer into the counters
-/// (`cleanUncountedPodsWithoutFinalizers`). Returns whether anything moved.
-pub fn clean_uncounted(job: &mut Job, with_finalizer: &BTreeSet<String>) -> bool {
-    let status = job.status.get_or_insert_with(Default::default);
-    let uncounted = status
-        .uncounted_terminated_pods
-        .get_or_insert_with(Default::default);
-    let mut changed = false;
-    for (list, counter) in [
-        (&mut uncounted.succeeded, &mut status.succeeded),
-        (&mut uncounted.failed, &mut status.failed),
-    ] {
-        let before = list.as_ref().map_or(0, Vec::len);
-        let kept: Vec<String> = list
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|u| with_finalizer.contains(u))
-            .collect();
-        let moved = before - kept.len();
-        if moved > 0 {
-            changed = true;
-            *counter = Some(counter.unwrap_or(0) + i32::try_from(moved).unwrap_or(i32::MAX));
-        }
-        *list = (!kept.is_empty()).then_some(kept);
-    }
-    changed
-}
-
-/// Active pods of the Job that are ready (for `status.ready`).
-pub fn count_ready(active: &[Arc<Pod>]) -> i32 {
-    let n = active
-        .iter()
-        .filter(|p| crate::pod_util::is_pod_ready(p))
-        .count();
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// Terminating pods: being deleted, not yet terminal (`CountTerminatingPods`).
-pub fn count_terminating(pods: &[Arc<Pod>]) -> i32 {
-    let n = pods
-        .iter()
-        .filter(|p| crate::pod_util::is_pod_terminating(p))
-        .count();
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// The active pods of a Job (`FilterActivePods`).
-pub fn active_pods(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
-    pods.iter().filter(|p| is_pod_active(p)).cloned().collect()
-}
-
-/// UIDs (as a set) of a status list.
-pub fn uid_set(list: Option<&Vec<String>>) -> BTreeSet<String> {
-    list.into_iter().flatten().cloned().collect()
 }
 
 #[cfg(test)]

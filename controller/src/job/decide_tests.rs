@@ -1,5 +1,9 @@
 use super::*;
+use crate::job::counting::*;
+use crate::job::indexed::*;
+use crate::job::indexes::Intervals;
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")

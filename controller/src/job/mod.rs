@@ -19,11 +19,20 @@
 //! So a pod is never counted twice nor lost, whatever crashes between the steps. Pods whose Job
 //! is gone or finished lose their finalizer through a second queue (orphan pods).
 //!
-//! [`decide`] holds the decisions as pure functions, [`indexes`] the interval sets, and
-//! [`controller`] the informers, queues, requests and events.
+//! The decisions are pure functions, unit-tested without I/O: [`decide`] (conditions, pod
+//! failure, back-off, the pod to create), [`indexed`] (Indexed Jobs, success policy),
+//! [`counting`] (which finished pods are counted and unfinalized), on the interval sets of
+//! [`indexes`]. [`controller`] holds the informers, queues and event handlers; the sync's steps
+//! are `sync` (context, finishing decision, claiming pods), `manage` (creating and deleting pods)
+//! and `tracking` (the counting protocol's writes).
 
 pub mod controller;
+pub mod counting;
 pub mod decide;
+pub mod indexed;
 pub mod indexes;
+mod manage;
+mod sync;
+mod tracking;
 
 pub use controller::JobController;
