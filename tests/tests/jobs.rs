@@ -2,7 +2,7 @@
 //! after a short `run-for`: NonIndexed and Indexed Jobs complete (finalizers removed, every pod
 //! counted once), failing pods hit the back-off limit (the back-off measured on a fake clock the
 //! test moves), a pod failure policy fails the Job at once, the active deadline, suspend and
-//! resume, a TTL of 0 deletes the finished Job, the pods of a deleted Job lose their finalizer, and
+//! resume, per-index back-off and the success policy end Indexed Jobs, a TTL of 0 deletes the finished Job, the pods of a deleted Job lose their finalizer, and
 //! `kubectl create job` works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -437,5 +437,41 @@ async fn the_pods_of_a_deleted_job_lose_their_finalizer() {
         (all.len() == 2 && freed).then_some(())
     })
     .await;
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_index_back_off_and_the_success_policy_end_indexed_jobs() {
+    let sandbox = sandbox().await;
+    let client = sandbox.client();
+    let jobs: Api<Job> = client.api(Some("default"));
+    // Every index fails at its first failure: the Job fails with all indexes failed.
+    let per_index = json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                           "backoffLimitPerIndex": 0});
+    jobs.create(&job("fragile", per_index, "100ms", 1))
+        .await
+        .unwrap();
+    // Index 0 succeeding is enough: the Job completes without running the other indexes.
+    let policy = json!({"completionMode": "Indexed", "completions": 5, "parallelism": 1,
+                        "successPolicy": {"rules": [{"succeededIndexes": "0"}]}});
+    jobs.create(&job("leader", policy, "100ms", 0))
+        .await
+        .unwrap();
+
+    let failed = finished(&jobs, "fragile", "Failed").await;
+    let cond = condition(&failed, "Failed").unwrap();
+    assert_eq!(cond.reason.as_deref(), Some("FailedIndexes"));
+    assert_eq!(cond.message.as_deref(), Some("Job has failed indexes"));
+    let status = failed.status.unwrap();
+    assert_eq!(status.failed_indexes.as_deref(), Some("0-2"));
+    assert_eq!(status.failed, Some(3));
+
+    let done = finished(&jobs, "leader", "Complete").await;
+    let cond = condition(&done, "Complete").unwrap();
+    assert_eq!(cond.reason.as_deref(), Some("SuccessPolicy"));
+    assert_eq!(cond.message.as_deref(), Some("Matched rules at index 0"));
+    let status = done.status.unwrap();
+    assert_eq!(status.completed_indexes.as_deref(), Some("0"));
+    assert_eq!(status.succeeded, Some(1));
     sandbox.stop().await;
 }
