@@ -2,8 +2,8 @@
 //! after a short `run-for`: NonIndexed and Indexed Jobs complete (finalizers removed, every pod
 //! counted once), failing pods hit the back-off limit (the back-off measured on a fake clock the
 //! test moves), a pod failure policy fails the Job at once, the active deadline, suspend and
-//! resume, per-index back-off and the success policy end Indexed Jobs, a TTL of 0 deletes the finished Job, the pods of a deleted Job lose their finalizer, and
-//! `kubectl create job` works.
+//! resume, per-index back-off and the success policy end Indexed Jobs, a TTL of 0 deletes the
+//! finished Job, the pods of a deleted Job lose their finalizer, and `kubectl create job` works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
