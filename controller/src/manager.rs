@@ -505,12 +505,19 @@ mod tests {
         assert!(canonical.podgc && canonical.replicaset && !canonical.namespace);
         let alias = EnabledControllers::parse("*,-podgc").unwrap_or_default();
         assert!(!alias.podgc && alias.deployment);
+        let jobs =
+            EnabledControllers::parse("job-controller,ttl-after-finished").unwrap_or_default();
+        assert!(jobs.job && jobs.ttl_after_finished && !jobs.cronjob);
+        let no_ttl =
+            EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
+        assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
     }
 
     #[test]
     fn defaults_match_upstream() {
         let c = ControllerManagerConfig::default();
         assert_eq!(c.workers, 5);
+        assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);
