@@ -1,6 +1,6 @@
 //! The minik8s controller manager: the replication controller (ReplicaSet and ReplicationController),
 //! the deployment controller, the garbage collector, the pod garbage collector, the namespace
-//! lifecycle controller, the CronJob controller, the service account controller, the root CA certificate publisher, the
+//! lifecycle controller, the CronJob controller, the Job controller, the TTL-after-finished controller, the service account controller, the root CA certificate publisher, the
 //! scheduler and the node lifecycle controller, all consuming the API over HTTP through the `client` crate's informers, each run by the `client` crate's [`client::Runner`]
 //! (wait for the caches, N workers or a periodic pass, drain on shutdown).
 //!
@@ -12,6 +12,7 @@ pub mod cronjob;
 pub mod deployment;
 pub mod error;
 pub mod gc;
+pub mod job;
 pub mod manager;
 pub mod metrics;
 pub mod namespace;
@@ -22,6 +23,7 @@ pub mod replication;
 pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod ttlafterfinished;
 
 pub use error::{Error, Result};
 

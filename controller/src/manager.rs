@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::{self, Clock};
 use crate::cronjob::CronJobController;
 use crate::gc::collector::GarbageCollector;
+use crate::job::JobController;
 use crate::metrics::ManagerMetrics;
 use crate::namespace::NamespaceController;
 use crate::nodelifecycle::controller::{NodeLifecycleConfig, NodeLifecycleController};
@@ -35,6 +36,7 @@ use crate::replication::controller::ReplicationManager;
 use crate::rootcacertpublisher::Publisher;
 use crate::scheduler::controller::Scheduler;
 use crate::serviceaccount::ServiceAccountsController;
+use crate::ttlafterfinished::TtlAfterFinishedController;
 use crate::{Error, Result};
 
 /// How long shutdown waits for controllers to finish in-flight work.
@@ -63,6 +65,10 @@ pub struct EnabledControllers {
     pub serviceaccount: bool,
     /// `cronjob` (`cronjob-controller`).
     pub cronjob: bool,
+    /// `job` (`job-controller`).
+    pub job: bool,
+    /// `ttl-after-finished` (`ttl-after-finished-controller`).
+    pub ttl_after_finished: bool,
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
     /// [root CA](ControllerManagerConfig::root_ca).
     pub root_ca_cert_publisher: bool,
@@ -88,6 +94,8 @@ impl EnabledControllers {
             podgc: true,
             serviceaccount: true,
             cronjob: true,
+            job: true,
+            ttl_after_finished: true,
             root_ca_cert_publisher: true,
         }
     }
@@ -105,6 +113,8 @@ impl EnabledControllers {
             podgc: false,
             serviceaccount: false,
             cronjob: false,
+            job: false,
+            ttl_after_finished: false,
             root_ca_cert_publisher: false,
         }
     }
@@ -137,6 +147,10 @@ impl EnabledControllers {
                 "podgc" | "pod-garbage-collector-controller" => &mut out.podgc,
                 "serviceaccount" | "serviceaccount-controller" => &mut out.serviceaccount,
                 "cronjob" | "cronjob-controller" => &mut out.cronjob,
+                "job" | "job-controller" => &mut out.job,
+                "ttl-after-finished" | "ttl-after-finished-controller" => {
+                    &mut out.ttl_after_finished
+                }
                 "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
                     &mut out.root_ca_cert_publisher
                 }
@@ -159,6 +173,10 @@ pub struct ControllerManagerConfig {
     pub namespace_workers: usize,
     /// CronJob workers (`--concurrent-cron-job-syncs`, 5).
     pub cronjob_workers: usize,
+    /// Job workers (`--concurrent-job-syncs`, 5).
+    pub job_workers: usize,
+    /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
+    pub ttl_after_finished_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -208,6 +226,8 @@ impl Default for ControllerManagerConfig {
             gc_workers: 20,
             namespace_workers: 10,
             cronjob_workers: 5,
+            job_workers: 5,
+            ttl_after_finished_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -327,6 +347,9 @@ async fn run_controllers(
         gc.watch(factory.informer::<ReplicationController>());
         // Deployments own ReplicaSets: without them the GC would never see those owners go.
         gc.watch(factory.informer::<k8s_openapi::api::apps::v1::Deployment>());
+        // Jobs own pods and CronJobs own Jobs.
+        gc.watch(factory.informer::<Job>());
+        gc.watch(factory.informer::<CronJob>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),
@@ -364,6 +387,29 @@ async fn run_controllers(
         cfg.metrics.register("cronjob", cj.queue(), None);
         let (w, s) = (cfg.cronjob_workers, shutdown.clone());
         tracker.spawn(async move { cj.run(w, s).await });
+    }
+    if en.job {
+        let jc = JobController::new(
+            client.clone(),
+            factory.informer::<Job>(),
+            pods.clone(),
+            broadcaster.recorder("job-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("job", jc.queue(), None);
+        let (w, s) = (cfg.job_workers, shutdown.clone());
+        tracker.spawn(async move { jc.run(w, s).await });
+    }
+    if en.ttl_after_finished {
+        let ttl = TtlAfterFinishedController::new(
+            client.clone(),
+            factory.informer::<Job>(),
+            clock.clone(),
+        );
+        cfg.metrics
+            .register("ttl_jobs_to_delete", ttl.queue(), None);
+        let (w, s) = (cfg.ttl_after_finished_workers, shutdown.clone());
+        tracker.spawn(async move { ttl.run(w, s).await });
     }
     if let (true, Some(ca)) = (en.root_ca_cert_publisher, cfg.root_ca.clone()) {
         let p = Publisher::new(
@@ -459,12 +505,19 @@ mod tests {
         assert!(canonical.podgc && canonical.replicaset && !canonical.namespace);
         let alias = EnabledControllers::parse("*,-podgc").unwrap_or_default();
         assert!(!alias.podgc && alias.deployment);
+        let jobs =
+            EnabledControllers::parse("job-controller,ttl-after-finished").unwrap_or_default();
+        assert!(jobs.job && jobs.ttl_after_finished && !jobs.cronjob);
+        let no_ttl =
+            EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
+        assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
     }
 
     #[test]
     fn defaults_match_upstream() {
         let c = ControllerManagerConfig::default();
         assert_eq!(c.workers, 5);
+        assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);
