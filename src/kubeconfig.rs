@@ -17,8 +17,16 @@ pub fn render(server: &str, token: Option<&str>) -> String {
     } else {
         "- name: minik8s\n  user: {}\n".to_string()
     };
+    // `@kubernetes/client-node` refuses a plain `http://` server unless TLS verification is
+    // marked off ("HTTP protocol is not allowed when skipTLSVerify is not set or false"); there is
+    // no TLS to verify, and kubectl, client-go, the Python client and kube-rs accept the flag.
+    let insecure = if server.starts_with("http://") {
+        "    insecure-skip-tls-verify: true\n"
+    } else {
+        ""
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: minik8s\n  cluster:\n    server: {server}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: minik8s\n  cluster:\n    server: {server}\n{insecure}\
          contexts:\n- name: minik8s\n  context:\n    cluster: minik8s\n    user: minik8s\n    namespace: default\n\
          current-context: minik8s\nusers:\n{user_block}preferences: {{}}\n",
         server = yaml_string(server),
@@ -71,6 +79,22 @@ mod tests {
             "http://127.0.0.1:6443"
         );
         assert_eq!(doc["contexts"][0]["context"]["user"], "minik8s");
+    }
+
+    #[test]
+    fn a_plain_http_server_is_marked_as_without_tls_verification() {
+        // @kubernetes/client-node refuses http:// without it.
+        let http: serde_yaml::Value =
+            serde_yaml::from_str(&render("http://127.0.0.1:6443", None)).unwrap();
+        assert_eq!(
+            http["clusters"][0]["cluster"]["insecure-skip-tls-verify"],
+            true
+        );
+        let https: serde_yaml::Value =
+            serde_yaml::from_str(&render("https://127.0.0.1:6443", None)).unwrap();
+        assert!(https["clusters"][0]["cluster"]
+            .get("insecure-skip-tls-verify")
+            .is_none());
     }
 
     #[test]
