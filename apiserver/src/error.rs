@@ -160,8 +160,14 @@ impl IntoResponse for ApiError {
             tracing::error!(context, error = %source, "internal error");
         }
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = api::wire::to_vec_with_newline(&self.to_status());
+        let status = self.to_status();
+        let failure = crate::http::httplog::Failure {
+            reason: text_of(&status, "reason"),
+            message: text_of(&status, "message"),
+        };
+        let body = api::wire::to_vec_with_newline(&status);
         let mut resp = (code, body).into_response();
+        resp.extensions_mut().insert(failure);
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -172,6 +178,14 @@ impl IntoResponse for ApiError {
         }
         resp
     }
+}
+
+fn text_of(status: &serde_json::Value, field: &str) -> String {
+    status
+        .get(field)
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Converts a store failure into an internal error (never a client-facing message).

@@ -35,7 +35,7 @@ pub use server::{run, start, Server};
 pub use state::AppState;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -88,12 +88,28 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
     // `minik8s bench scale` at info), while at info a request only logs on failure, with its verb
     // and resource.
     let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path(), verb, resource = %resource);
+    // The request is consumed by the handler; what the failure log names is kept (two small copies).
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let resp = tracing::Instrument::instrument(next.run(req), span).await;
+    let status = resp.status();
     state
         .metrics
-        .record_request(verb, &resource, resp.status().as_u16(), started.elapsed());
-    if resp.status() == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::warn!(verb, resource = %resource, "request failed with 500");
+        .record_request(verb, &resource, status.as_u16(), started.elapsed());
+    if http::httplog::worth_logging(&method, status) {
+        state.httplog.log(&http::httplog::FailedRequest {
+            method: &method,
+            path: &path,
+            user_agent: &user_agent,
+            status,
+            failure: resp.extensions().get::<http::httplog::Failure>(),
+        });
     }
     resp
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     pub openapi: Arc<crate::openapi::OpenApiCache>,
     /// The service-account token key and the sandbox CA.
     pub credentials: Arc<crate::authn::Credentials>,
+    /// The rate-limited log of failed requests.
+    pub httplog: Arc<crate::http::httplog::FailureLog>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -79,6 +81,7 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             shutdown,
             credentials: Arc::new(credentials),
+            httplog: Default::default(),
         })
     }
 }

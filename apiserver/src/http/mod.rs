@@ -2,6 +2,7 @@
 //! ([`request`]), content negotiation, rendering ([`render`]), limits, and body decoding.
 
 pub mod body;
+pub mod httplog;
 pub mod limits;
 pub mod negotiate;
 pub mod path;
