@@ -35,7 +35,7 @@ pub enum Command {
     ControllerManager(ControllerManagerArgs),
     /// Run only fake kubelets, against a server.
     Kubelet(KubeletArgs),
-    /// Measure the performance figures of DESIGN.md (see BENCHMARKS.md).
+    /// Measure the performance figures; their targets and recorded results are in BENCHMARKS.md.
     Bench(crate::bench::BenchArgs),
 }
 
@@ -46,7 +46,8 @@ pub struct UpArgs {
     /// Number of fake nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
-    /// Where to write the kubeconfig (default: inside the data directory).
+    /// Where to write the kubeconfig (default: inside the data directory; with --in-memory, a
+    /// temporary directory removed at exit).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Install every CustomResourceDefinition in YAML/JSON files under DIR (recursively,
@@ -157,11 +158,25 @@ impl RemoteArgs {
 pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
     match cli.command {
         Command::Up(args) => {
+            // Without a data directory the kubeconfig goes to a temporary one, removed at exit.
+            let scratch = match (&args.kubeconfig, args.server.in_memory) {
+                (None, true) => Some(
+                    tempfile::Builder::new()
+                        .prefix("minik8s-up-")
+                        .tempdir()
+                        .map_err(|e| Error::Component(format!("temporary directory: {e}")))?,
+                ),
+                _ => None,
+            };
+            let kubeconfig = args
+                .kubeconfig
+                .clone()
+                .or_else(|| scratch.as_ref().map(|dir| dir.path().join("kubeconfig")));
             let config = ControlPlaneConfig {
                 listen: SocketAddr::new(args.server.address, args.server.port),
                 storage: args.server.storage(),
                 nodes: args.nodes,
-                kubeconfig: args.kubeconfig.clone(),
+                kubeconfig,
                 crd_dirs: args.crds.clone(),
                 ..ControlPlaneConfig::default()
             };
@@ -252,20 +267,65 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
 }
 
 async fn serve_plane(config: ControlPlaneConfig, shutdown: CancellationToken) -> Result<(), Error> {
+    let started = std::time::Instant::now();
+    let storage = config.storage.clone();
+    let nodes = config.nodes;
     let plane = ControlPlane::start(config).await?;
     tracing::info!(
         component = "minik8s",
         url = plane.url(),
         "control plane ready"
     );
-    println!("minik8s is ready at {}", plane.url());
-    if let Some(path) = plane.kubeconfig_path() {
-        println!("export KUBECONFIG={}", path.display());
-    }
+    println!(
+        "{}",
+        ready_summary(&plane, &storage, nodes, started.elapsed())
+    );
     shutdown.cancelled().await;
     tracing::info!(component = "minik8s", "shutting down");
     plane.shutdown().await;
     Ok(())
+}
+
+/// What `up` prints once it is ready: where the API is, how to reach it, what it keeps, how to
+/// stop. The first line (`minik8s is ready at URL`) and the `export KUBECONFIG=` line are stable,
+/// for scripts.
+fn ready_summary(
+    plane: &ControlPlane,
+    storage: &Storage,
+    nodes: usize,
+    took: std::time::Duration,
+) -> String {
+    let mut out = format!(
+        "minik8s is ready at {} (started in {} ms)\n",
+        plane.url(),
+        took.as_millis()
+    );
+    let data = match storage {
+        Storage::InMemory => "in memory: nothing is kept after it stops".to_string(),
+        Storage::Dir(dir) => format!(
+            "{} (every write is on disk before it is acknowledged)",
+            dir.display()
+        ),
+    };
+    out.push_str(&format!("  data:       {data}\n"));
+    let node_line = match nodes {
+        0 => "none (pods stay Pending)".to_string(),
+        1 => "1 fake node (node-0)".to_string(),
+        n => format!("{n} fake nodes (node-0 … node-{})", n - 1),
+    };
+    out.push_str(&format!("  nodes:      {node_line}\n"));
+    out.push_str("  stop:       Ctrl-C (in-flight requests finish, then it exits)\n");
+    match plane.kubeconfig_path() {
+        Some(path) => {
+            out.push_str(&format!("  kubeconfig: {}\n", path.display()));
+            out.push_str(&format!("export KUBECONFIG={}", path.display()));
+        }
+        None => out.push_str(&format!(
+            "  kubeconfig: none written: kubectl -s {}",
+            plane.url()
+        )),
+    }
+    out
 }
 
 fn hostname() -> String {

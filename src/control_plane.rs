@@ -193,9 +193,20 @@ impl ControlPlane {
         if apiserver_config.credentials_dir.is_none() {
             apiserver_config.credentials_dir = data_dir.as_ref().map(|d| d.path().join("pki"));
         }
+        // A large data directory takes a while to load: say what is happening and how long it took.
+        let loading = std::time::Instant::now();
         let state = apiserver::AppState::start(apiserver_config, store.clone(), shutdown.clone())
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;
+        if let Some(dir) = &data_dir {
+            tracing::info!(
+                component = "minik8s",
+                data_dir = %dir.path().display(),
+                objects = state.cache.object_count(),
+                took_ms = loading.elapsed().as_millis() as u64,
+                "stored objects loaded"
+            );
+        }
         apiserver::bootstrap::seed(&state)
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::{Error, Result};
 use crate::heartbeat;
@@ -143,6 +143,32 @@ impl Shared {
     }
 }
 
+/// Drives `work` (the registration of `total` nodes), logging how many are `done` once a second
+/// while it runs.
+async fn report_progress<T>(
+    work: impl std::future::Future<Output = T>,
+    total: usize,
+    done: &AtomicUsize,
+) -> T {
+    tokio::pin!(work);
+    let started = tokio::time::Instant::now();
+    let mut tick =
+        tokio::time::interval_at(started + Duration::from_secs(1), Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            out = &mut work => {
+                if started.elapsed() >= Duration::from_secs(1) {
+                    info!(nodes = total, took_ms = started.elapsed().as_millis() as u64, "nodes registered");
+                }
+                return out;
+            }
+            _ = tick.tick() => {
+                info!(registered = done.load(Ordering::Relaxed), of = total, "registering nodes");
+            }
+        }
+    }
+}
+
 /// The running fake kubelets. Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct FakeKubelets {
     shared: Arc<Shared>,
@@ -222,20 +248,23 @@ impl FakeKubelets {
             counters: Counters::default(),
         });
 
-        // Register every node and give it its first heartbeat (lease + Ready status).
+        // Register every node and give it its first heartbeat (lease + Ready status); a long
+        // registration (thousands of nodes) reports its progress once a second.
         let concurrency = shared.cfg.heartbeat_concurrency;
-        let results: Vec<Result<()>> = futures::stream::iter(0..shared.nodes.len())
+        let registered = AtomicUsize::new(0);
+        let registering = futures::stream::iter(0..shared.nodes.len())
             .map(|i| {
-                let shared = shared.clone();
+                let (shared, registered) = (shared.clone(), &registered);
                 async move {
                     heartbeat::register(&shared, i).await?;
                     heartbeat::heartbeat(&shared, i).await;
+                    registered.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 }
             })
             .buffer_unordered(concurrency)
-            .collect()
-            .await;
+            .collect::<Vec<Result<()>>>();
+        let results = report_progress(registering, shared.nodes.len(), &registered).await;
         for r in results {
             r?;
         }

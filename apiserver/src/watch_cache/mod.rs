@@ -267,6 +267,12 @@ impl WatchCache {
         *self.progress.borrow()
     }
 
+    /// How many objects the cache holds now, of every resource.
+    pub fn object_count(&self) -> usize {
+        let inner = self.inner.read();
+        inner.resources.values().map(|r| r.objects.len()).sum()
+    }
+
     /// How many times the cache rebuilt itself after losing the store watch.
     pub fn relists(&self) -> u64 {
         self.relists.load(Ordering::Relaxed)
