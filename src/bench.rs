@@ -1,4 +1,5 @@
-//! `minik8s bench`: the performance figures of `DESIGN.md`, measured end to end over HTTP.
+//! `minik8s bench`: the performance figures (targets in `BENCHMARKS.md`), measured end to end over
+//! HTTP.
 //!
 //! Every benchmark starts its own in-process control plane on `127.0.0.1:0` (in memory unless it says
 //! otherwise), drives it through the public API only, and prints one line per figure. Every load loop

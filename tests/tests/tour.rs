@@ -158,3 +158,75 @@ fn readme_tour_with_kubectl() {
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"resourceVersion\""), "{body}");
 }
+
+/// The shell blocks of the README's tour, after the one that starts the server: each line runs as
+/// written, in one `bash` (so `SERVER` and `RV` carry over), from the repository's folder. A line
+/// the README says to stop with Ctrl-C runs for two seconds instead.
+fn tour_script(readme: &str) -> String {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Five-minute tour"))
+        .unwrap_or_else(|| panic!("README.md has no \"## Five-minute tour\""));
+    let mut script = String::from("set -eu\n");
+    for block in section.split("```sh\n").skip(1) {
+        let body = block.split("```").next().unwrap_or_default();
+        if body.contains("minik8s up") {
+            continue;
+        }
+        for line in body.lines() {
+            match line.rfind(" # ").filter(|_| line.contains("Ctrl-C")) {
+                Some(comment) => {
+                    let command = line[..comment].trim_end();
+                    script.push_str(&format!("timeout 2 {command} || [ $? -eq 124 ]\n"));
+                }
+                None => {
+                    script.push_str(line);
+                    script.push('\n');
+                }
+            }
+        }
+    }
+    script
+}
+
+#[test]
+fn readme_tour_runs_as_pasted() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let script = tour_script(&readme);
+    assert!(
+        script.contains("kubectl apply -f examples/rc.yaml") && script.contains("curl"),
+        "{script}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // `--port 0` is what the tour offers; the commands find the server through the kubeconfig.
+    let server = Minik8s::up(dir.path(), &["--nodes", "3"]);
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&root)
+        .env("KUBECONFIG", &server.kubeconfig)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "the tour failed ({}):\n{script}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("successfully rolled out"), "{stdout}");
+    assert!(stdout.contains("\"kind\": \"PodList\""), "{stdout}");
+}
+
+#[test]
+fn the_tour_script_stops_what_runs_until_ctrl_c() {
+    let readme = "# minik8s\n## Five-minute tour\n```sh\nminik8s up\n```\n```sh\nkubectl get pods\n\
+                  kubectl get pods -w     # live (Ctrl-C to stop)\n```\n## Next\n```sh\nnot this\n```\n";
+    assert_eq!(
+        tour_script(readme),
+        "set -eu\nkubectl get pods\ntimeout 2 kubectl get pods -w || [ $? -eq 124 ]\n"
+    );
+}
