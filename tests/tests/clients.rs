@@ -61,9 +61,7 @@ fn the_written_kubeconfig_loads_in_kubectl_kube_rs_python_and_javascript() {
     let kubeconfig = server.kubeconfig.clone();
 
     // kubectl.
-    let out = server
-        .kubectl()
-        .ok(&["get", "namespaces", "-o", "name"]);
+    let out = server.kubectl().ok(&["get", "namespaces", "-o", "name"]);
     for ns in SEEDED {
         assert!(out.contains(&format!("namespace/{ns}")), "{out}");
     }

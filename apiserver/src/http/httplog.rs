@@ -126,10 +126,16 @@ mod tests {
 
     #[test]
     fn routine_outcomes_are_not_failures_worth_a_line() {
-        assert!(worth_logging(&Method::POST, StatusCode::UNPROCESSABLE_ENTITY));
+        assert!(worth_logging(
+            &Method::POST,
+            StatusCode::UNPROCESSABLE_ENTITY
+        ));
         assert!(worth_logging(&Method::POST, StatusCode::BAD_REQUEST));
         assert!(worth_logging(&Method::DELETE, StatusCode::NOT_FOUND));
-        assert!(worth_logging(&Method::GET, StatusCode::INTERNAL_SERVER_ERROR));
+        assert!(worth_logging(
+            &Method::GET,
+            StatusCode::INTERNAL_SERVER_ERROR
+        ));
         assert!(worth_logging(&Method::GET, StatusCode::FORBIDDEN));
         assert!(!worth_logging(&Method::GET, StatusCode::NOT_FOUND));
         assert!(!worth_logging(&Method::PUT, StatusCode::CONFLICT));
