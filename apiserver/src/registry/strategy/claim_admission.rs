@@ -34,9 +34,12 @@ const CLASSES: &str = "storageclasses";
 /// `IsDefaultAnnotation`: either annotation is `"true"`.
 pub fn is_default_class(class: &Value) -> bool {
     let ann = api::meta::annotations(class);
-    [IS_DEFAULT_CLASS_ANNOTATION, BETA_IS_DEFAULT_CLASS_ANNOTATION]
-        .iter()
-        .any(|k| ann.get(*k).map(String::as_str) == Some("true"))
+    [
+        IS_DEFAULT_CLASS_ANNOTATION,
+        BETA_IS_DEFAULT_CLASS_ANNOTATION,
+    ]
+    .iter()
+    .any(|k| ann.get(*k).map(String::as_str) == Some("true"))
 }
 
 /// `GetDefaultClass`: the newest default class (ties to the first name), if any.
@@ -144,10 +147,25 @@ mod tests {
     #[test]
     fn default_class_is_the_newest_default_then_first_name() {
         let classes = Classes(vec![
-            class("old", "2026-01-01T00:00:00Z", Some(IS_DEFAULT_CLASS_ANNOTATION), false),
+            class(
+                "old",
+                "2026-01-01T00:00:00Z",
+                Some(IS_DEFAULT_CLASS_ANNOTATION),
+                false,
+            ),
             class("newest", "2026-06-01T00:00:00Z", None, false),
-            class("z", "2026-03-01T00:00:00Z", Some(IS_DEFAULT_CLASS_ANNOTATION), false),
-            class("b", "2026-03-01T00:00:00Z", Some(BETA_IS_DEFAULT_CLASS_ANNOTATION), false),
+            class(
+                "z",
+                "2026-03-01T00:00:00Z",
+                Some(IS_DEFAULT_CLASS_ANNOTATION),
+                false,
+            ),
+            class(
+                "b",
+                "2026-03-01T00:00:00Z",
+                Some(BETA_IS_DEFAULT_CLASS_ANNOTATION),
+                false,
+            ),
         ]);
         let mut c = claim(json!({"accessModes": ["ReadWriteOnce"]}));
         set_default_class(&mut c, &classes);
