@@ -253,9 +253,17 @@ mod tests {
         }
         let free = pv("free", "1Gi", &["ReadWriteOnce"], "local");
         let c = claim("1Gi", &["ReadWriteOnce"], "local");
-        assert_eq!(name(find_best_match(&c, &[free.clone()], None, true)), None);
         assert_eq!(
-            name(find_best_match(&c, &[free.clone()], None, false)),
+            name(find_best_match(&c, std::slice::from_ref(&free), None, true)),
+            None
+        );
+        assert_eq!(
+            name(find_best_match(
+                &c,
+                std::slice::from_ref(&free),
+                None,
+                false
+            )),
             Some("free".into())
         );
         let vols = vec![free, Arc::new(pre)];
