@@ -234,6 +234,11 @@ impl ControlPlane {
             cfg.user_agent = user_agent(component);
             client::Client::new(cfg).map_err(|e| Error::Client(Box::new(e)))
         };
+        // kind's add-ons (applied with kubectl there), concurrently with the components' start.
+        let addons = {
+            let client = component_client("kubectl")?;
+            tokio::spawn(async move { crate::addons::install(&client).await })
+        };
         if config.controllers {
             let client = component_client(CONTROLLER_MANAGER)?;
             let mut cfg = config.controller_manager.clone();
@@ -278,6 +283,14 @@ impl ControlPlane {
                 path: path.clone(),
                 source,
             })?;
+        }
+        // Not fatal: the cluster works without a default class (claims then name theirs).
+        match addons.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(component = "minik8s", error = %e, "cannot install the default StorageClass")
+            }
+            Err(e) => tracing::error!(component = "minik8s", error = %e, "add-on task failed"),
         }
         tracker.close();
         component_tasks.close();

@@ -4,7 +4,9 @@
 //! - [`Sandbox`]: the same for a Rust test, on an ephemeral port, in memory.
 //! - [`kubeconfig`], [`datadir`]: the files `minik8s up` writes and locks.
 //! - [`crds`]: CustomResourceDefinitions installed from directories (`--crds`, `crds_from_dir`).
+//! - [`addons`]: what kind installs beside the control plane (the default StorageClass).
 
+pub mod addons;
 pub mod bench;
 pub mod cli;
 pub mod control_plane;

@@ -24,6 +24,7 @@ pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;
 pub mod ttlafterfinished;
+pub mod volume;
 
 pub use error::{Error, Result};
 

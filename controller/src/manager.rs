@@ -19,8 +19,10 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, Node, Pod, ReplicationController, ServiceAccount,
+    ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, ServiceAccount,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -37,6 +39,9 @@ use crate::rootcacertpublisher::Publisher;
 use crate::scheduler::controller::Scheduler;
 use crate::serviceaccount::ServiceAccountsController;
 use crate::ttlafterfinished::TtlAfterFinishedController;
+use crate::volume::binder::PersistentVolumeController;
+use crate::volume::expander::ExpandController;
+use crate::volume::provisioner::LocalPathProvisioner;
 use crate::{Error, Result};
 
 /// How long shutdown waits for controllers to finish in-flight work.
@@ -72,6 +77,13 @@ pub struct EnabledControllers {
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
     /// [root CA](ControllerManagerConfig::root_ca).
     pub root_ca_cert_publisher: bool,
+    /// `persistentvolume-binder` (`persistentvolume-binder-controller`).
+    pub persistentvolume_binder: bool,
+    /// `persistentvolume-expander` (`persistentvolume-expander-controller`).
+    pub persistentvolume_expander: bool,
+    /// `local-path-provisioner`: the fake of kind's external provisioner (and CSI resizer),
+    /// not a kube-controller-manager controller.
+    pub local_path_provisioner: bool,
 }
 
 impl Default for EnabledControllers {
@@ -97,6 +109,9 @@ impl EnabledControllers {
             job: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
+            persistentvolume_binder: true,
+            persistentvolume_expander: true,
+            local_path_provisioner: true,
         }
     }
 
@@ -116,6 +131,9 @@ impl EnabledControllers {
             job: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
+            persistentvolume_binder: false,
+            persistentvolume_expander: false,
+            local_path_provisioner: false,
         }
     }
 
@@ -154,6 +172,13 @@ impl EnabledControllers {
                 "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
                     &mut out.root_ca_cert_publisher
                 }
+                "persistentvolume-binder" | "persistentvolume-binder-controller" => {
+                    &mut out.persistentvolume_binder
+                }
+                "persistentvolume-expander" | "persistentvolume-expander-controller" => {
+                    &mut out.persistentvolume_expander
+                }
+                "local-path-provisioner" => &mut out.local_path_provisioner,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -423,6 +448,46 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { p.run(1, s).await });
     }
+    if en.persistentvolume_binder {
+        let pv = PersistentVolumeController::new(
+            client.clone(),
+            factory.informer::<PersistentVolume>(),
+            factory.informer::<PersistentVolumeClaim>(),
+            factory.informer::<StorageClass>(),
+            broadcaster.recorder("persistentvolume-controller"),
+        );
+        cfg.metrics.register("claims", pv.claim_queue(), None);
+        cfg.metrics.register("volumes", pv.volume_queue(), None);
+        let s = shutdown.clone();
+        tracker.spawn(async move { pv.run(s).await });
+    }
+    if en.persistentvolume_expander {
+        let ex = ExpandController::new(
+            client.clone(),
+            factory.informer::<PersistentVolumeClaim>(),
+            factory.informer::<PersistentVolume>(),
+            factory.informer::<StorageClass>(),
+            broadcaster.recorder("volume_expand"),
+        );
+        cfg.metrics.register("volume_expand", ex.queue(), None);
+        let s = shutdown.clone();
+        // Upstream's expand controller runs `defaultWorkerCount` (10) workers.
+        tracker.spawn(async move { ex.run(10, s).await });
+    }
+    if en.local_path_provisioner {
+        let lp = LocalPathProvisioner::new(
+            client.clone(),
+            factory.informer::<PersistentVolume>(),
+            factory.informer::<PersistentVolumeClaim>(),
+            factory.informer::<StorageClass>(),
+            broadcaster.recorder("rancher.io/local-path_local-path-provisioner"),
+            clock.clone(),
+        );
+        cfg.metrics
+            .register("local_path_provisioner", lp.queue(), None);
+        let s = shutdown.clone();
+        tracker.spawn(async move { lp.run(2, s).await });
+    }
     if en.scheduler {
         let sched = Scheduler::new(
             client.clone(),
@@ -431,6 +496,11 @@ async fn run_controllers(
             broadcaster.recorder("default-scheduler"),
             clock.clone(),
             cfg.scheduled_events,
+        )
+        .with_volume_binding(
+            factory.informer::<PersistentVolumeClaim>(),
+            factory.informer::<PersistentVolume>(),
+            factory.informer::<StorageClass>(),
         );
         cfg.metrics.register("scheduler", sched.queue(), None);
         let s = shutdown.clone();
@@ -511,6 +581,14 @@ mod tests {
         let no_ttl =
             EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
         assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
+        let storage = EnabledControllers::parse(
+            "persistentvolume-binder-controller,persistentvolume-expander,local-path-provisioner",
+        )
+        .unwrap_or_default();
+        assert!(storage.persistentvolume_binder && storage.persistentvolume_expander);
+        assert!(storage.local_path_provisioner && !storage.job);
+        let no_pv = EnabledControllers::parse("*,-persistentvolume-binder").unwrap_or_default();
+        assert!(!no_pv.persistentvolume_binder && no_pv.persistentvolume_expander);
     }
 
     #[test]
@@ -524,5 +602,6 @@ mod tests {
         assert_eq!(c.pod_gc.check_period, Duration::from_secs(20));
         assert_eq!(c.pod_gc.quarantine, Duration::from_secs(40));
         assert!(c.controllers.podgc);
+        assert!(c.controllers.persistentvolume_binder && c.controllers.local_path_provisioner);
     }
 }

@@ -7,9 +7,15 @@
 //! a `FailedScheduling` event and a `PodScheduled=False` condition, and is retried with per-pod backoff
 //! (1 s doubling to 10 s, kube-scheduler's `podInitialBackoff`/`podMaxBackoff`) or at once when a node
 //! is added or changes, or a pod is deleted.
+//!
+//! With [`Scheduler::with_volume_binding`], pods' PersistentVolumeClaims are honoured as upstream's
+//! VolumeBinding plugin does (`volumebinding.rs`): PreFilter before the nodes are filtered, its
+//! node filter beside the others, and its PreBind (pre-bind volumes, ask for provisioning, wait
+//! for the claims to be bound) in a task of its own before the pod's bind takes a bind slot; claim,
+//! volume and class changes retry unschedulable pods at once.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use api::labels::Selector;
@@ -19,16 +25,20 @@ use client::{
     HasSynced, Lister, Patch, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::filter::{fit_error_message, NodeUsage};
+use super::filter::{fit_error_message, FitFailure, NodeUsage};
 use super::resources::Resources;
 use super::score::{select_node, usage_of, Placement};
+use super::volumebinding::{ClaimBinding, VolumeBinding};
 use crate::clock::Clock;
 use crate::pod_util::phase;
 
@@ -125,6 +135,10 @@ struct Inner {
     clock: Arc<dyn Clock>,
     binds: Arc<Semaphore>,
     scheduled_events: bool,
+    // The VolumeBinding plugin, when the scheduler was given the storage informers.
+    volume_binding: OnceLock<Arc<VolumeBinding>>,
+    // Cancelled when the scheduler stops: ends volume-binding waits.
+    stop: CancellationToken,
 }
 
 /// The scheduler.
@@ -173,6 +187,8 @@ impl Scheduler {
             clock,
             binds: Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS)),
             scheduled_events,
+            volume_binding: OnceLock::new(),
+            stop: CancellationToken::new(),
         });
         let registrations = vec![
             pod_informer.add_event_handler(PodHandler(inner.clone())),
@@ -182,6 +198,29 @@ impl Scheduler {
             inner,
             registrations,
         }
+    }
+
+    /// Honour pods' PersistentVolumeClaims (the VolumeBinding plugin) with these informers.
+    pub fn with_volume_binding(
+        mut self,
+        claims: SharedIndexInformer<PersistentVolumeClaim>,
+        volumes: SharedIndexInformer<PersistentVolume>,
+        classes: SharedIndexInformer<StorageClass>,
+    ) -> Self {
+        let vb = Arc::new(VolumeBinding::new(
+            self.inner.client.clone(),
+            claims.lister(),
+            volumes.lister(),
+            classes.lister(),
+        ));
+        if self.inner.volume_binding.set(vb).is_ok() {
+            self.registrations.extend([
+                claims.add_event_handler(StorageHandler(self.inner.clone())),
+                volumes.add_event_handler(StorageHandler(self.inner.clone())),
+                classes.add_event_handler(StorageHandler(self.inner.clone())),
+            ]);
+        }
+        self
     }
 
     /// The work queue of pending pods (for metrics).
@@ -215,6 +254,7 @@ impl Scheduler {
                 },
             )
             .await;
+        self.inner.stop.cancel();
         binds.close();
         if tokio::time::timeout(client::runner::DEFAULT_DRAIN_DEADLINE, binds.wait())
             .await
@@ -258,13 +298,46 @@ impl Inner {
             return;
         }
         let nodes = self.nodes.list(&Selector::everything());
+        let vb = self.volume_binding.get().cloned();
+        let vols = match vb.as_ref().map(|vb| vb.pre_filter(&pod)) {
+            Some(Err(msg)) => {
+                let msg = format!("0/{} nodes are available: {msg}.", nodes.len());
+                self.fail(key, &pod, &msg).await;
+                return;
+            }
+            Some(Ok(v)) => Some(v),
+            None => None,
+        };
+        // The VolumeBinding filter: nodes it rejects are reported with its reason.
+        let mut volume_failures = Vec::new();
+        let mut plans: HashMap<String, Vec<ClaimBinding>> = HashMap::new();
+        let feasible: Vec<&Arc<Node>> = nodes
+            .iter()
+            .filter(|n| {
+                let (Some(vb), Some(vols)) = (vb.as_ref(), vols.as_ref()) else {
+                    return true;
+                };
+                match vb.check_node(vols, n) {
+                    Ok(plan) => {
+                        if !plan.is_empty() {
+                            plans.insert(n.metadata.name.clone().unwrap_or_default(), plan);
+                        }
+                        true
+                    }
+                    Err(reason) => {
+                        volume_failures.push(vec![FitFailure::Volume(reason)]);
+                        false
+                    }
+                }
+            })
+            .collect();
         let placement = {
             let cache = self.cache.lock();
             select_node(
                 &pod,
-                nodes.iter().map(|n| {
+                feasible.iter().map(|n| {
                     let usage = cache.usage(n.metadata.name.as_deref().unwrap_or_default());
-                    (n.as_ref(), usage)
+                    (&***n, usage)
                 }),
             )
         };
@@ -275,39 +348,68 @@ impl Inner {
                 self.assumed.lock().insert(key.to_string());
                 self.unschedulable.lock().remove(key);
                 self.queue.forget(&key.to_string());
+                let plan = plans.remove(&node).unwrap_or_default();
+                let this = self.clone();
+                let key = key.to_string();
+                if let (false, Some(vb)) = (plan.is_empty(), vb) {
+                    // PreBind waits for the claims without holding a bind slot.
+                    tracker.spawn(async move {
+                        if let Err(e) = vb.bind_volumes(&node, &plan, &this.stop).await {
+                            this.forget_assumed(&key);
+                            let msg = format!("running PreBind plugin \"VolumeBinding\": {e}");
+                            this.fail(&key, &pod, &msg).await;
+                            return;
+                        }
+                        let Ok(permit) = this.binds.clone().acquire_owned().await else {
+                            return;
+                        };
+                        this.bind(&key, &pod, &node).await;
+                        drop(permit);
+                    });
+                    return;
+                }
                 // Bounded: wait for a bind slot before deciding the next pod.
                 let Ok(permit) = self.binds.clone().acquire_owned().await else {
                     return;
                 };
-                let this = self.clone();
-                let key = key.to_string();
                 tracker.spawn(async move {
                     this.bind(&key, &pod, &node).await;
                     drop(permit);
                 });
             }
-            Placement::Unschedulable(failures) => {
+            Placement::Unschedulable(mut failures) => {
+                failures.extend(volume_failures);
                 let msg = fit_error_message(nodes.len(), &failures);
-                tracing::debug!(pod = key, %msg, "unschedulable");
-                self.recorder.event(
-                    &Self::pod_ref(&pod),
-                    EventType::Warning,
-                    "FailedScheduling",
-                    &msg,
-                );
-                self.mark_unschedulable(&pod, &msg).await;
-                let attempt = {
-                    let mut u = self.unschedulable.lock();
-                    let a = u.entry(key.to_string()).or_insert(0);
-                    *a = a.saturating_add(1);
-                    *a
-                };
-                let backoff = POD_INITIAL_BACKOFF
-                    .saturating_mul(1u32 << (attempt - 1).min(8))
-                    .min(POD_MAX_BACKOFF);
-                self.queue.add_after(key.to_string(), backoff);
+                self.fail(key, &pod, &msg).await;
             }
         }
+    }
+
+    fn forget_assumed(&self, key: &str) {
+        self.assumed.lock().remove(key);
+        self.cache.lock().remove(key);
+    }
+
+    /// The pod fits nowhere (or its PreBind failed): event, condition, retry with back-off.
+    async fn fail(&self, key: &str, pod: &Pod, msg: &str) {
+        tracing::debug!(pod = key, %msg, "unschedulable");
+        self.recorder.event(
+            &Self::pod_ref(pod),
+            EventType::Warning,
+            "FailedScheduling",
+            msg,
+        );
+        self.mark_unschedulable(pod, msg).await;
+        let attempt = {
+            let mut u = self.unschedulable.lock();
+            let a = u.entry(key.to_string()).or_insert(0);
+            *a = a.saturating_add(1);
+            *a
+        };
+        let backoff = POD_INITIAL_BACKOFF
+            .saturating_mul(1u32 << (attempt - 1).min(8))
+            .min(POD_MAX_BACKOFF);
+        self.queue.add_after(key.to_string(), backoff);
     }
 
     async fn mark_unschedulable(&self, pod: &Pod, msg: &str) {
@@ -371,8 +473,7 @@ impl Inner {
                 }
             }
             Err(e) => {
-                self.assumed.lock().remove(key);
-                self.cache.lock().remove(key);
+                self.forget_assumed(key);
                 if e.is_not_found() || e.is_conflict() {
                     // Pod gone, or already bound by someone else: the informer will tell.
                     tracing::debug!(pod = key, error = %e, "bind not needed");
@@ -452,4 +553,31 @@ fn ready_of(s: &k8s_openapi::api::core::v1::NodeStatus) -> Option<&str> {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| c.status.as_str())
+}
+
+/// Claim, volume and class changes: wake volume-binding waits and retry unschedulable pods
+/// (upstream's queueing hints for VolumeBinding, coarsened to "something changed").
+struct StorageHandler(Arc<Inner>);
+
+impl StorageHandler {
+    fn changed(&self) {
+        if let Some(vb) = self.0.volume_binding.get() {
+            vb.changed.notify_waiters();
+        }
+        self.0.move_all_unschedulable();
+    }
+}
+
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for StorageHandler {
+    fn on_add(&self, _obj: &Arc<K>, _in_initial_list: bool) {
+        self.changed();
+    }
+
+    fn on_update(&self, _old: &Arc<K>, _new: &Arc<K>) {
+        self.changed();
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<K>) {
+        self.changed();
+    }
 }

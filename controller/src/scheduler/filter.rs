@@ -47,6 +47,8 @@ pub enum FitFailure {
     InsufficientMemory,
     /// Pod count at allocatable.
     TooManyPods,
+    /// The VolumeBinding filter's reason (`volumebinding.rs`).
+    Volume(&'static str),
 }
 
 impl std::fmt::Display for FitFailure {
@@ -61,6 +63,7 @@ impl std::fmt::Display for FitFailure {
             Self::InsufficientCpu => f.write_str("Insufficient cpu"),
             Self::InsufficientMemory => f.write_str("Insufficient memory"),
             Self::TooManyPods => f.write_str("Too many pods"),
+            Self::Volume(reason) => f.write_str(reason),
         }
     }
 }

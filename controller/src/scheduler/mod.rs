@@ -4,3 +4,4 @@ pub mod controller;
 pub mod filter;
 pub mod resources;
 pub mod score;
+pub mod volumebinding;

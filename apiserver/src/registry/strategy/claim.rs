@@ -11,7 +11,7 @@ use super::storage::{
     STORAGE_CLASS_ANNOTATION,
 };
 use super::table::{age_cell, age_column, column, name_column};
-use super::Strategy;
+use super::{Forbidden, Objects, Strategy};
 use api::quantity::Amount;
 use api::validation::{self, FieldError};
 use serde_json::{json, Map, Value};
@@ -242,6 +242,23 @@ fn normalize_data_sources(spec: &mut Map<String, Value>) {
 }
 
 impl Strategy for PersistentVolumeClaimStrategy {
+    /// DefaultStorageClass on a create, PersistentVolumeClaimResize on an update
+    /// (`claim_admission.rs`).
+    fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        objects: &dyn Objects,
+    ) -> Result<(), Forbidden> {
+        match old {
+            None => {
+                super::claim_admission::set_default_class(obj, objects);
+                Ok(())
+            }
+            Some(old) => super::claim_admission::validate_resize(obj, old, objects),
+        }
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         drop_volume_attributes_class(obj, None);
         if let Some(spec) = object_at(obj, "spec") {
