@@ -16,6 +16,7 @@ use futures::StreamExt;
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
+mod job;
 mod scale;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,7 +36,10 @@ pub enum Which {
     /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
     /// the CRDs' directory, `--gateway-crds`).
     Crds,
-    /// All of the above but `scale` and `crds`.
+    /// A Job with `--completions` and `--parallelism` on `--nodes` fake nodes, pods that exit at
+    /// once: time to the Job's Complete condition (not part of `all`).
+    Job,
+    /// All of the above but `scale`, `crds` and `job`.
     All,
 }
 
@@ -56,12 +60,18 @@ pub struct BenchArgs {
     /// Replicas for the scale benchmark.
     #[arg(long, default_value_t = 10_000)]
     pub replicas: usize,
-    /// Fake nodes for the scale benchmark (110 pods each).
+    /// Fake nodes for the scale and job benchmarks (110 pods each).
     #[arg(long, default_value_t = 100)]
     pub nodes: usize,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
+    /// Completions of the job benchmark.
+    #[arg(long, default_value_t = 1000)]
+    pub completions: usize,
+    /// Parallelism of the job benchmark.
+    #[arg(long, default_value_t = 100)]
+    pub parallelism: usize,
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
@@ -109,6 +119,15 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Job {
+        job::job_bench(
+            args.completions,
+            args.parallelism,
+            args.nodes,
+            Duration::from_secs(120),
+        )
+        .await?;
     }
     if args.which == Which::Scale {
         scale::scale(

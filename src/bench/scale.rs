@@ -107,7 +107,7 @@ fn rc(name: &str) -> serde_json::Value {
 
 /// `apiserver_request_total` from `/metrics`: `"VERB resource"` (successes) or
 /// `"VERB resource (code)"` → count.
-async fn request_counts(
+pub(super) async fn request_counts(
     http: &reqwest::Client,
     base: &str,
 ) -> Result<BTreeMap<String, u64>, Error> {
@@ -142,8 +142,13 @@ async fn request_counts(
     Ok(out)
 }
 
-/// Prints the requests served between two [`request_counts`] snapshots, largest first.
-fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) {
+/// Prints the requests served between two [`request_counts`] snapshots, largest first, after
+/// `phase` (`scale: 0 → N`).
+pub(super) fn print_requests(
+    phase: &str,
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) {
     let mut delta: Vec<(u64, &String)> = after
         .iter()
         .map(|(k, n)| (n - before.get(k).copied().unwrap_or(0).min(*n), k))
@@ -158,7 +163,7 @@ fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<
         .filter(|(i, (_, k))| *i < 8 || k.ends_with(')'))
         .map(|(_, (n, k))| format!("{k} {n}"))
         .collect();
-    println!("scale: {phase}: {total} API requests ({})", list.join(", "));
+    println!("{phase}: {total} API requests ({})", list.join(", "));
 }
 
 /// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
@@ -352,7 +357,7 @@ pub async fn scale(
     }
 
     let counts1 = request_counts(&http, &metrics_base).await?;
-    print_requests("0 → N", &counts0, &counts1);
+    print_requests("scale: 0 → N", &counts0, &counts1);
 
     // Down: until no pod of the RC exists.
     let cpu2 = kubelet_fake::bench::process_usage();
@@ -403,7 +408,7 @@ pub async fn scale(
         );
     }
     let counts2 = request_counts(&http, &metrics_base).await?;
-    print_requests("N → 0", &counts1, &counts2);
+    print_requests("scale: N → 0", &counts1, &counts2);
     let rcs = client.api::<ReplicationController>(Some("default"));
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
     plane.shutdown().await;
