@@ -8,8 +8,10 @@
 //! the controller modules only read caches, call those functions and issue the resulting requests.
 
 pub mod clock;
+pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod deployment;
+pub mod disruption;
 pub mod error;
 pub mod gc;
 pub mod job;
@@ -23,6 +25,7 @@ pub mod replication;
 pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod tainteviction;
 pub mod ttlafterfinished;
 pub mod volume;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use client::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 use client::record::EventBroadcaster;
 use client::{Client, SharedInformerFactory};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -23,11 +23,15 @@ use k8s_openapi::api::core::v1::{
     ReplicationController, ServiceAccount,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
+use crate::clusterroleaggregation::ClusterRoleAggregationController;
 use crate::cronjob::CronJobController;
+use crate::disruption::{DisruptionController, DisruptionListers};
 use crate::gc::collector::GarbageCollector;
 use crate::job::JobController;
 use crate::metrics::ManagerMetrics;
@@ -38,6 +42,7 @@ use crate::replication::controller::ReplicationManager;
 use crate::rootcacertpublisher::Publisher;
 use crate::scheduler::controller::Scheduler;
 use crate::serviceaccount::ServiceAccountsController;
+use crate::tainteviction::TaintEvictionController;
 use crate::ttlafterfinished::TtlAfterFinishedController;
 use crate::volume::binder::PersistentVolumeController;
 use crate::volume::expander::ExpandController;
@@ -84,6 +89,12 @@ pub struct EnabledControllers {
     /// `local-path-provisioner`: the fake of kind's external provisioner (and CSI resizer),
     /// not a kube-controller-manager controller.
     pub local_path_provisioner: bool,
+    /// `taint-eviction-controller`.
+    pub taint_eviction: bool,
+    /// `disruption` (`disruption-controller`).
+    pub disruption: bool,
+    /// `clusterrole-aggregation` (`clusterrole-aggregation-controller`).
+    pub clusterrole_aggregation: bool,
 }
 
 impl Default for EnabledControllers {
@@ -112,6 +123,9 @@ impl EnabledControllers {
             persistentvolume_binder: true,
             persistentvolume_expander: true,
             local_path_provisioner: true,
+            taint_eviction: true,
+            disruption: true,
+            clusterrole_aggregation: true,
         }
     }
 
@@ -134,6 +148,9 @@ impl EnabledControllers {
             persistentvolume_binder: false,
             persistentvolume_expander: false,
             local_path_provisioner: false,
+            taint_eviction: false,
+            disruption: false,
+            clusterrole_aggregation: false,
         }
     }
 
@@ -179,6 +196,11 @@ impl EnabledControllers {
                     &mut out.persistentvolume_expander
                 }
                 "local-path-provisioner" => &mut out.local_path_provisioner,
+                "taint-eviction-controller" => &mut out.taint_eviction,
+                "disruption" | "disruption-controller" => &mut out.disruption,
+                "clusterrole-aggregation" | "clusterrole-aggregation-controller" => {
+                    &mut out.clusterrole_aggregation
+                }
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -206,7 +228,9 @@ pub struct ControllerManagerConfig {
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
     pub node_monitor_grace_period: Duration,
-    /// Default toleration of the unreachable taint (`--default-unreachable-toleration-seconds`, 300 s).
+    /// Default toleration of the not-ready and unreachable taints by the taint eviction controller
+    /// (kube-apiserver's `--default-unreachable-toleration-seconds`, 300 s; see
+    /// [`crate::tainteviction::decide`]).
     pub pod_eviction_timeout: Duration,
     /// The pod GC: `--terminated-pod-gc-threshold` (12500), its period (20 s) and quarantine (40 s).
     pub pod_gc: PodGcConfig,
@@ -511,18 +535,57 @@ async fn run_controllers(
             client.clone(),
             factory.informer::<Node>(),
             factory.informer::<Lease>(),
-            pods.clone(),
-            broadcaster.recorder("node-controller"),
             clock.clone(),
             NodeLifecycleConfig {
                 monitor_period: cfg.node_monitor_period,
                 grace_period: cfg.node_monitor_grace_period,
-                default_toleration_seconds: i64::try_from(cfg.pod_eviction_timeout.as_secs())
-                    .unwrap_or(300),
             },
         );
         let s = shutdown.clone();
         tracker.spawn(async move { nl.run(s).await });
+    }
+    if en.taint_eviction {
+        let te = TaintEvictionController::new(
+            client.clone(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            broadcaster.recorder("taint-eviction-controller"),
+            clock.clone(),
+            i64::try_from(cfg.pod_eviction_timeout.as_secs()).unwrap_or(300),
+        );
+        cfg.metrics.register("taint_eviction", te.queue(), None);
+        let s = shutdown.clone();
+        // Upstream's taint eviction queue has 8 workers (`UpdateWorkerSize`).
+        tracker.spawn(async move { te.run(8, s).await });
+    }
+    if en.disruption {
+        let dc = DisruptionController::new(
+            client.clone(),
+            factory.informer::<PodDisruptionBudget>(),
+            pods.clone(),
+            DisruptionListers {
+                replicasets: factory.informer::<ReplicaSet>(),
+                deployments: factory.informer::<k8s_openapi::api::apps::v1::Deployment>(),
+                replication_controllers: factory.informer::<ReplicationController>(),
+                statefulsets: factory.informer::<StatefulSet>(),
+            },
+            broadcaster.recorder("controllermanager"),
+            clock.clone(),
+        );
+        cfg.metrics.register("disruption", dc.queue(), None);
+        let s = shutdown.clone();
+        tracker.spawn(async move { dc.run(s).await });
+    }
+    if en.clusterrole_aggregation {
+        let ca = ClusterRoleAggregationController::new(
+            client.clone(),
+            factory.informer::<ClusterRole>(),
+        );
+        cfg.metrics
+            .register("clusterrole_aggregation", ca.queue(), None);
+        let s = shutdown.clone();
+        // Upstream runs it with 5 workers.
+        tracker.spawn(async move { ca.run(5, s).await });
     }
     if en.podgc {
         let gc = PodGcController::new(
@@ -589,6 +652,16 @@ mod tests {
         assert!(storage.local_path_provisioner && !storage.job);
         let no_pv = EnabledControllers::parse("*,-persistentvolume-binder").unwrap_or_default();
         assert!(!no_pv.persistentvolume_binder && no_pv.persistentvolume_expander);
+        let policy = EnabledControllers::parse(
+            "taint-eviction-controller,disruption-controller,clusterrole-aggregation",
+        )
+        .unwrap_or_default();
+        assert!(policy.taint_eviction && policy.disruption && policy.clusterrole_aggregation);
+        assert!(!policy.nodelifecycle);
+        let off = EnabledControllers::parse("*,-disruption,-clusterrole-aggregation-controller")
+            .unwrap_or_default();
+        assert!(!off.disruption && !off.clusterrole_aggregation && off.taint_eviction);
+        assert!(EnabledControllers::parse("taint-eviction").is_err());
     }
 
     #[test]
@@ -603,5 +676,7 @@ mod tests {
         assert_eq!(c.pod_gc.quarantine, Duration::from_secs(40));
         assert!(c.controllers.podgc);
         assert!(c.controllers.persistentvolume_binder && c.controllers.local_path_provisioner);
+        assert!(c.controllers.taint_eviction && c.controllers.disruption);
+        assert!(c.controllers.clusterrole_aggregation);
     }
 }

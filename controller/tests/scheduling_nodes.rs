@@ -1,6 +1,7 @@
 //! The scheduler and the node lifecycle controller against a real apiserver: binding through
 //! `pods/binding`, resources and cordon, `FailedScheduling` and retry when a node appears; a node
-//! whose Lease goes stale is marked Unknown and tainted, its pods are evicted, and it recovers.
+//! whose Lease goes stale is marked Unknown and tainted, its pods are evicted (by the taint eviction
+//! controller), and it recovers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -189,6 +190,8 @@ fn unreachable_taints(n: &Node) -> usize {
 async fn stale_lease_marks_node_unknown_taints_evicts_and_recovers() {
     let mut en = EnabledControllers::none();
     en.nodelifecycle = true;
+    // Node lifecycle taints; taint eviction evicts (as in 1.33).
+    en.taint_eviction = true;
     // Grace 2 s, default toleration 1 s, checks every 200 ms (see common::start).
     let env = start(en).await;
     create_node(&env.client, ready_node("dead", "4", "110")).await;

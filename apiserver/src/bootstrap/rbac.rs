@@ -10,10 +10,12 @@
 //!
 //! `admin`, `edit` and `view` are aggregated roles: upstream creates them with an
 //! `aggregationRule` and no rules, and kube-controller-manager's clusterrole-aggregation
-//! controller then writes the union of the selected roles' rules. minik8s has no such controller
-//! yet, so [`policy`] computes that union once, here (the selected roles sorted by name, each
-//! rule once, to a fixed point since `edit` selects `view` and `admin` selects `edit`); later
-//! changes to the selected roles are not aggregated.
+//! controller then writes the union of the selected roles' rules. [`policy`] computes that same
+//! union once, here (the selected roles sorted by name, each rule once, to a fixed point since
+//! `edit` selects `view` and `admin` selects `edit`), so that an apiserver run without a
+//! controller manager still answers access reviews as a full cluster would; the controller
+//! (`controller::clusterroleaggregation`) finds the rules already right and keeps them up to date
+//! as roles labelled `aggregate-to-*` come and go.
 
 mod bindings;
 mod controllers;

@@ -485,6 +485,12 @@ impl<K: ApiObject> Api<K> {
         self.client.send_bytes(&req).await.map(|_| ())
     }
 
+    /// GET of a subresource, e.g. `deployments/{name}/scale`, undecoded.
+    pub async fn get_subresource(&self, name: &str, sub: &str) -> Result<serde_json::Value> {
+        let req = Request::new(Method::GET, format!("{}/{}", self.item_path(name), sub));
+        decode(sub, &self.client.send_bytes(&req).await?)
+    }
+
     /// POST to a subresource, e.g. `pods/{name}/binding`.
     pub async fn create_subresource<B: Serialize>(
         &self,

@@ -1,32 +1,26 @@
-//! `NodeLifecycleController`: watches node Leases, marks silent nodes unreachable, evicts their pods.
+//! `NodeLifecycleController`: watches node Leases and marks silent nodes unreachable.
 //!
 //! Every `monitor_period` (5 s upstream, `--node-monitor-period`) the controller records each node's
-//! Lease `renewTime` and Ready heartbeat in its [`HealthTracker`] (local clock), applies
+//! Lease `renewTime` and Ready heartbeat in its [`HealthTracker`] (local clock) and applies
 //! [`decide_node`] (conditions via a status patch, taints via a spec patch guarded by the node's
-//! resourceVersion), and for nodes carrying the `NoExecute` unreachable taint deletes every active pod
-//! whose toleration has run out ([`eviction_for`]). The loop reads only informer caches besides its
-//! writes, and is stopped by the shutdown token between passes (a pass in flight finishes within the
-//! runner's drain deadline).
+//! resourceVersion). As in 1.33 it evicts nothing itself: the `NoExecute` unreachable taint it sets
+//! is acted on by the taint eviction controller ([`crate::tainteviction`]). The loop reads only
+//! informer caches besides its writes, and is stopped by the shutdown token between passes (a pass
+//! in flight finishes within the runner's drain deadline).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::labels::Selector;
-use client::record::{EventRecorder, EventType};
-use client::{Client, DeleteParams, HasSynced, Lister, Patch, Runner, SharedIndexInformer};
+use client::{Client, HasSynced, Lister, Patch, Runner, SharedIndexInformer};
 use jiff::SignedDuration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Node;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{
-    decide_node, eviction_for, no_execute_unreachable, ready_heartbeat, Eviction, HealthTracker,
-    NodeDecision,
-};
+use super::decide::{decide_node, ready_heartbeat, HealthTracker, NodeDecision};
 use crate::clock::Clock;
-use crate::pod_util::is_pod_active;
 use crate::{Error, Result};
 
 /// Namespace of node heartbeat Leases.
@@ -39,8 +33,6 @@ pub struct NodeLifecycleConfig {
     pub monitor_period: Duration,
     /// Silence after which a node is unreachable (`--node-monitor-grace-period`, 40 s).
     pub grace_period: Duration,
-    /// Toleration applied to pods without one for the unreachable taint (300 s).
-    pub default_toleration_seconds: i64,
 }
 
 impl Default for NodeLifecycleConfig {
@@ -48,7 +40,6 @@ impl Default for NodeLifecycleConfig {
         Self {
             monitor_period: Duration::from_secs(5),
             grace_period: Duration::from_secs(40),
-            default_toleration_seconds: super::decide::DEFAULT_TOLERATION_SECONDS,
         }
     }
 }
@@ -58,24 +49,19 @@ pub struct NodeLifecycleController {
     client: Client,
     nodes: SharedIndexInformer<Node>,
     leases: SharedIndexInformer<Lease>,
-    pods: SharedIndexInformer<Pod>,
     node_lister: Lister<Node>,
     lease_lister: Lister<Lease>,
-    pod_lister: Lister<Pod>,
-    recorder: EventRecorder,
     clock: Arc<dyn Clock>,
     cfg: NodeLifecycleConfig,
     health: Mutex<HealthTracker>,
 }
 
 impl NodeLifecycleController {
-    /// Build on the shared node, lease and pod informers.
+    /// Build on the shared node and lease informers.
     pub fn new(
         client: Client,
         nodes: SharedIndexInformer<Node>,
         leases: SharedIndexInformer<Lease>,
-        pods: SharedIndexInformer<Pod>,
-        recorder: EventRecorder,
         clock: Arc<dyn Clock>,
         cfg: NodeLifecycleConfig,
     ) -> Self {
@@ -83,11 +69,8 @@ impl NodeLifecycleController {
             client,
             node_lister: nodes.lister(),
             lease_lister: leases.lister(),
-            pod_lister: pods.lister(),
             nodes,
             leases,
-            pods,
-            recorder,
             clock,
             cfg,
             health: Mutex::new(HealthTracker::new()),
@@ -98,7 +81,7 @@ impl NodeLifecycleController {
     /// `wait.UntilWithContext(monitorNodeHealth, nodeMonitorPeriod)`, on the [`client::Runner`]).
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(grace = ?self.cfg.grace_period, "node lifecycle controller starting");
-        let synced: [&dyn HasSynced; 3] = [&self.nodes, &self.leases, &self.pods];
+        let synced: [&dyn HasSynced; 2] = [&self.nodes, &self.leases];
         Runner::new("nodelifecycle")
             .run_periodic(self.cfg.monitor_period, &synced, &shutdown, || {
                 self.monitor()
@@ -112,7 +95,6 @@ impl NodeLifecycleController {
         let grace = SignedDuration::try_from(self.cfg.grace_period)
             .unwrap_or(SignedDuration::from_secs(40));
         let nodes = self.node_lister.list(&Selector::everything());
-        let mut tainted: HashMap<String, k8s_openapi::api::core::v1::Taint> = HashMap::new();
         let mut first_err = None;
         for node in &nodes {
             let Some(name) = node.metadata.name.clone() else {
@@ -132,8 +114,8 @@ impl NodeLifecycleController {
                 h.observe(&name, renew, ready_heartbeat(node), now);
                 h.is_stale(&name, now, grace)
             };
-            let effective_taint = match decide_node(node, stale, now) {
-                NodeDecision::Nothing => no_execute_unreachable(node).cloned(),
+            match decide_node(node, stale, now) {
+                NodeDecision::Nothing => {}
                 NodeDecision::Update { conditions, taints } => {
                     if let Err(e) = self.apply(node, &conditions, &taints).await {
                         first_err.get_or_insert(e);
@@ -143,13 +125,7 @@ impl NodeLifecycleController {
                     } else {
                         tracing::info!(node = %name, "node lease renewed: unreachable taints removed");
                     }
-                    taints.into_iter().find(|t| {
-                        t.key == super::decide::TAINT_UNREACHABLE && t.effect == "NoExecute"
-                    })
                 }
-            };
-            if let Some(t) = effective_taint {
-                tainted.insert(name, t);
             }
         }
         // Forget deleted nodes so the tracker stays bounded by the node count.
@@ -160,9 +136,6 @@ impl NodeLifecycleController {
                 .collect();
             let mut h = self.health.lock();
             h.retain(|n| names.contains(n));
-        }
-        if !tainted.is_empty() {
-            self.evict(&tainted, now).await;
         }
         match first_err {
             Some(e) => Err(e),
@@ -204,57 +177,5 @@ impl NodeLifecycleController {
                 .map_err(|e| Error::api("update node taints", e))?;
         }
         Ok(())
-    }
-
-    async fn evict(
-        &self,
-        tainted: &HashMap<String, k8s_openapi::api::core::v1::Taint>,
-        now: jiff::Timestamp,
-    ) {
-        for pod in self.pod_lister.list(&Selector::everything()) {
-            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-                continue;
-            };
-            let Some(taint) = tainted.get(node) else {
-                continue;
-            };
-            if !is_pod_active(&pod) {
-                continue;
-            }
-            let Eviction::At(at) =
-                eviction_for(&pod, taint, self.cfg.default_toleration_seconds, now)
-            else {
-                continue;
-            };
-            if at > now {
-                continue;
-            }
-            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            let api = self.client.api::<Pod>(Some(ns));
-            match api.delete(name, &DeleteParams::default()).await {
-                Ok(()) => {
-                    tracing::info!(pod = %format!("{ns}/{name}"), node, "evicted pod from unreachable node");
-                    let oref = ObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("Pod".into()),
-                        namespace: pod.metadata.namespace.clone(),
-                        name: pod.metadata.name.clone(),
-                        uid: pod.metadata.uid.clone(),
-                        ..Default::default()
-                    };
-                    self.recorder.event(
-                        &oref,
-                        EventType::Normal,
-                        "TaintManagerEviction",
-                        &format!("Marking for deletion Pod {ns}/{name}"),
-                    );
-                }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => {
-                    tracing::warn!(pod = name, error = %e, "eviction failed; retrying next pass")
-                }
-            }
-        }
     }
 }

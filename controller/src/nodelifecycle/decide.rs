@@ -1,5 +1,5 @@
-//! Node lifecycle decisions (kubernetes `nodelifecycle/node_lifecycle_controller.go` and the taint
-//! eviction manager), free of I/O and driven by an explicit `now`.
+//! Node lifecycle decisions (kubernetes `nodelifecycle/node_lifecycle_controller.go`), free of I/O
+//! and driven by an explicit `now`.
 //!
 //! Health is judged like upstream: the controller records, **on its own clock**, when it last saw a
 //! node's Lease `renewTime` (or Ready heartbeat) change; a node is stale when that local observation is
@@ -7,19 +7,15 @@
 //! the node and the controller. A node first seen gets a full grace period.
 //!
 //! A stale node gets every standard condition set to `Unknown` (reason `NodeStatusUnknown`) and the
-//! `node.kubernetes.io/unreachable` taints with effects `NoSchedule` and `NoExecute`. Pods on a node with
-//! the `NoExecute` taint are evicted when their toleration runs out: the smallest `tolerationSeconds`
-//! of the matching tolerations (none with seconds → never; ≤ 0 → now); a pod without a matching
-//! toleration gets the default (300 s), as the `DefaultTolerationSeconds` admission plugin would have
-//! given it. A node whose lease is fresh again loses the taints and the conditions this controller set.
+//! `node.kubernetes.io/unreachable` taints with effects `NoSchedule` and `NoExecute`; the taint
+//! eviction controller (`crate::tainteviction`) then evicts the pods that do not tolerate the latter.
+//! A node whose lease is fresh again loses the taints and the conditions this controller set.
 
 use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-use crate::scheduler::filter::tolerates;
 
 /// `TaintNodeUnreachable`.
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
@@ -27,8 +23,6 @@ pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
 /// `nodeMonitorGracePeriod` default (kube-controller-manager `--node-monitor-grace-period`): 40 s.
 pub const DEFAULT_NODE_MONITOR_GRACE_PERIOD: SignedDuration = SignedDuration::from_secs(40);
-/// `DefaultTolerationSeconds` for not-ready/unreachable (admission plugin default): 300 s.
-pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
 const CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
@@ -226,62 +220,11 @@ pub fn decide_node(node: &Node, stale: bool, now: Timestamp) -> NodeDecision {
     }
 }
 
-/// When a pod must leave a node carrying `taint` (effect `NoExecute`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Eviction {
-    /// Tolerated forever.
-    Never,
-    /// Delete the pod at this instant (or now, if it has passed).
-    At(Timestamp),
-}
-
-/// The eviction deadline of a pod for a `NoExecute` taint (`getMinTolerationTime`).
-pub fn eviction_for(pod: &Pod, taint: &Taint, default_seconds: i64, now: Timestamp) -> Eviction {
-    let added = taint.time_added.as_ref().map(|t| t.0).unwrap_or(now);
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or(&[]);
-    let matching: Vec<_> = tolerations.iter().filter(|t| tolerates(t, taint)).collect();
-    let seconds = if matching.is_empty() {
-        Some(default_seconds)
-    } else {
-        let mut min: Option<i64> = None;
-        for t in &matching {
-            if let Some(s) = t.toleration_seconds {
-                min = Some(min.map_or(s, |m| m.min(s)));
-            }
-        }
-        min
-    };
-    match seconds {
-        None => Eviction::Never,
-        Some(s) if s <= 0 => Eviction::At(added),
-        Some(s) => Eviction::At(
-            added
-                .saturating_add(SignedDuration::from_secs(s))
-                .unwrap_or(added),
-        ),
-    }
-}
-
-/// The node's `NoExecute` unreachable taint, if present.
-pub fn no_execute_unreachable(node: &Node) -> Option<&Taint> {
-    node.spec
-        .as_ref()?
-        .taints
-        .as_ref()?
-        .iter()
-        .find(|t| is_unreachable_taint(t) && t.effect == "NoExecute")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_util::testing::{pod, ts};
+    use crate::pod_util::testing::ts;
     use crate::scheduler::filter::tests::node;
-    use k8s_openapi::api::core::v1::Toleration;
 
     #[test]
     fn staleness_uses_local_observation_time() {
@@ -333,41 +276,5 @@ mod tests {
             .iter()
             .any(|c| c.type_ == "DiskPressure" && c.status == "False"));
         assert_eq!(decide_node(&n, false, ts(700)), NodeDecision::Nothing);
-    }
-
-    #[test]
-    fn eviction_deadlines_follow_tolerations() {
-        let taint = Taint {
-            key: TAINT_UNREACHABLE.into(),
-            effect: "NoExecute".into(),
-            value: None,
-            time_added: Some(Time(ts(1000))),
-        };
-        let p = pod("p");
-        assert_eq!(
-            eviction_for(&p, &taint, 300, ts(1001)),
-            Eviction::At(ts(1300))
-        );
-        let tol = |secs: Option<i64>| Toleration {
-            key: Some(TAINT_UNREACHABLE.into()),
-            operator: Some("Exists".into()),
-            effect: Some("NoExecute".into()),
-            toleration_seconds: secs,
-            value: None,
-        };
-        let mut q = pod("q");
-        q.spec.get_or_insert_with(Default::default).tolerations =
-            Some(vec![tol(Some(60)), tol(None)]);
-        assert_eq!(
-            eviction_for(&q, &taint, 300, ts(1001)),
-            Eviction::At(ts(1060))
-        );
-        q.spec.get_or_insert_with(Default::default).tolerations = Some(vec![tol(None)]);
-        assert_eq!(eviction_for(&q, &taint, 300, ts(1001)), Eviction::Never);
-        q.spec.get_or_insert_with(Default::default).tolerations = Some(vec![tol(Some(0))]);
-        assert_eq!(
-            eviction_for(&q, &taint, 300, ts(1001)),
-            Eviction::At(ts(1000))
-        );
     }
 }
