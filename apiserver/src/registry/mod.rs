@@ -19,6 +19,7 @@
 //! than `generation` (uid, resourceVersion, timestamps are the generic store's business).
 
 pub mod builtin;
+pub mod conversion;
 pub mod conversion_webhook;
 pub mod customresource;
 pub mod eviction;
