@@ -23,6 +23,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
@@ -169,13 +170,20 @@ impl Encoder {
 }
 
 /// Sends `chunk` (after converting the events held for conversion); false when the watch ends:
-/// the client went away, or a conversion failed (its ERROR event is sent first).
+/// the client went away, the server shuts down, or a conversion failed (its ERROR event is sent
+/// first).
 async fn send_chunk(
     enc: &mut Encoder,
     tx: &mpsc::Sender<Result<Bytes, Infallible>>,
     chunk: &mut Vec<u8>,
+    shutdown: &CancellationToken,
 ) -> bool {
-    if let Err(status) = enc.flush(chunk).await {
+    let flushed = tokio::select! {
+        r = enc.flush(chunk) => r,
+        _ = shutdown.cancelled() => return false,
+        _ = tx.closed() => return false,
+    };
+    if let Err(status) = flushed {
         if !chunk.is_empty() {
             let _ = tx.send(Ok(std::mem::take(chunk).into())).await;
         }
@@ -301,13 +309,13 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
             if let Some(kind) = item {
                 enc.write_event(&mut chunk, kind, &ev);
                 if (chunk.len() >= MAX_CHUNK || enc.pending_full())
-                    && !send_chunk(&mut enc, &tx, &mut chunk).await
+                    && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
                 {
                     return;
                 }
             }
         }
-        if !send_chunk(&mut enc, &tx, &mut chunk).await {
+        if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
             return;
         }
         if send_initial
@@ -343,7 +351,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                                 let skip = watch.skip_through;
                                 append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
                                 if (chunk.len() >= MAX_CHUNK || enc.pending_full())
-                                    && !send_chunk(&mut enc, &tx, &mut chunk).await
+                                    && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
                                 {
                                     return;
                                 }
@@ -352,7 +360,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                             Err(mpsc::error::TryRecvError::Disconnected) => return,
                         }
                     }
-                    if !send_chunk(&mut enc, &tx, &mut chunk).await {
+                    if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
                         return;
                     }
                     let rv = seen.max(last_rv).max(watch.skip_through);
@@ -373,7 +381,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                             next = watch.rx.try_recv().ok();
                         }
                     }
-                    if !send_chunk(&mut enc, &tx, &mut chunk).await {
+                    if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
                         return;
                     }
                 }
