@@ -4,7 +4,8 @@
 //! `example.com/v2` (`spec.replicas`).
 //!
 //! Covered: create at either version (stored in v1), get and list at both (a list is one
-//! review; nothing is sent for objects already in the version), watch at v2, merge patch,
+//! review; nothing is sent for objects already in the version), watch at v2 (from a snapshot:
+//! one review), merge patch,
 //! server-side apply, status and scale at v2, objects stored in an older storage version after
 //! the storage version changed, kube-rs reading v2; and failures as upstream reports them: a
 //! failing webhook, a wrong UID, a wrong object count, a webhook that is down (500s naming the
@@ -240,6 +241,19 @@ async fn every_version_is_served_through_the_webhook() {
         .iter()
         .all(|i| i["spec"]["size"].is_i64()));
     assert_eq!(hook.reviews(), before + 1);
+    // A watch from a snapshot: its ADDED events in one review.
+    let mut initial = api
+        .watch(&format!("{V2}?watch=true&resourceVersion=0"))
+        .await;
+    let events = lines(&mut initial, 2).await;
+    assert!(
+        events
+            .iter()
+            .all(|e| e["type"] == "ADDED" && e["object"]["apiVersion"] == "example.com/v2"),
+        "{events:?}"
+    );
+    assert_eq!(hook.reviews(), before + 2);
+    drop(initial);
 
     // Watch at v2; patch at v2.
     let rv = list["metadata"]["resourceVersion"]
