@@ -5,9 +5,9 @@
 //!
 //! Covered: create at either version (stored in v1), get and list at both (a list is one
 //! review; nothing is sent for objects already in the version), watch at v2 (from a snapshot:
-//! one review), merge patch,
-//! server-side apply, status and scale at v2, objects stored in an older storage version after
-//! the storage version changed, kube-rs reading v2; and failures as upstream reports them: a
+//! one review), merge patch, server-side apply, status and scale at v2, objects stored in an
+//! older storage version after the storage version changed, kube-rs reading v2; and failures
+//! as upstream reports them: a
 //! failing webhook, a wrong UID, a wrong object count, a webhook that is down (500s naming the
 //! conversion webhook and the cause), a failed conversion on a write (nothing stored) and on a
 //! watch (an ERROR event ends that watch, the server goes on).
