@@ -18,7 +18,8 @@
 //!    webhook (validated as labels and annotations are).
 //!
 //! Errors carry upstream's text, prefixed `conversion webhook for <gvk> failed: ` where upstream
-//! prefixes it. Clients are cached per (url, caBundle), at most [`CLIENT_CACHE_SIZE`] (upstream's
+//! prefixes it ([`convert_items`] names the items' kind there, as upstream's per-object decoding
+//! of a list does). The request path calls it through [`super::conversion`]. Clients are cached per (url, caBundle), at most [`CLIENT_CACHE_SIZE`] (upstream's
 //! LRU size), so a CRD's conversions share connections.
 
 use std::collections::HashMap;
