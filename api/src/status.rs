@@ -313,6 +313,20 @@ pub fn internal(msg: &str) -> Status {
     )
 }
 
+/// 500 for a failure that is not a Status (apimachinery's `ErrorToAPIStatus` of any other
+/// error: no reason, the error's text as the message; kubectl prints `Error from server: <msg>`).
+/// Only for messages meant for the client (a conversion webhook's failure).
+pub fn unknown(msg: &str) -> Status {
+    Status {
+        code: Some(500),
+        details: None,
+        message: Some(msg.to_string()),
+        metadata: Default::default(),
+        reason: None,
+        status: Some("Failure".to_string()),
+    }
+}
+
 /// 403 `<gr> "<name>" is forbidden: <msg>` (`<gr> is forbidden: <msg>` without a name, as
 /// apimachinery's `NewForbidden`).
 pub fn forbidden(group_resource: &str, name: &str, msg: &str) -> Status {

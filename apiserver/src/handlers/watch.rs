@@ -6,6 +6,12 @@
 //! cache drops the watcher for falling behind (the client re-watches from its last
 //! resourceVersion), or at server shutdown — always with a clean end of the chunked body.
 //! Selector transitions are delivered as ADDED/DELETED, as the apiserver's cacher does.
+//!
+//! A custom resource whose CRD converts through a webhook: the events that go out together
+//! (at most [`MAX_CONVERTED_BATCH`]) are converted to the watch's version in one review before
+//! they are written. A failed conversion ends the watch with an ERROR event (500
+//! `Internal error occurred: <the webhook's error>`), as upstream's storage watch ends on an
+//! event it cannot decode; the client re-watches or relists. Nothing else is affected.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -17,6 +23,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
@@ -25,6 +32,7 @@ use crate::http::negotiate::Output;
 use crate::http::query::{IncludeObject, ListOptions};
 use crate::http::render::{output, write_presented};
 use crate::http::request::Ctx;
+use crate::registry::conversion::Batch;
 use crate::registry::store::{Filter, WatchOpened};
 use crate::registry::Resource;
 use crate::table;
@@ -36,11 +44,17 @@ const RESPONSE_CHANNEL: usize = 16;
 /// Events queued together are sent as one chunk of at most about this many bytes.
 const MAX_CHUNK: usize = 64 * 1024;
 
+/// Most events converted in one `ConversionReview` (a watch from a snapshot of many objects is
+/// sent in several reviews).
+const MAX_CONVERTED_BATCH: usize = 256;
+
 struct Encoder {
     resource: Arc<Resource>,
     out: Output,
     include: IncludeObject,
     first_table: bool,
+    /// Events held for one conversion (resources with a webhook converter only).
+    pending: Vec<(EventType, Arc<CacheEvent>)>,
 }
 
 impl Encoder {
@@ -65,8 +79,13 @@ impl Encoder {
     }
 
     /// Appends the line of one cache event to `out`: the event's shared serialisation when the
-    /// object goes out unchanged, else rendered for this watcher.
-    fn write_event(&mut self, out: &mut Vec<u8>, kind: EventType, ev: &CacheEvent) {
+    /// object goes out unchanged, else rendered for this watcher. Under a webhook converter the
+    /// event is held for [`flush`](Self::flush) instead.
+    fn write_event(&mut self, out: &mut Vec<u8>, kind: EventType, ev: &Arc<CacheEvent>) {
+        if self.resource.converter().is_some() {
+            self.pending.push((kind, ev.clone()));
+            return;
+        }
         if self.out != Output::Json {
             let object = self.object(&ev.output_object());
             out.extend_from_slice(&frame(kind.as_str(), &object));
@@ -83,6 +102,48 @@ impl Encoder {
             write_presented(out, &self.resource, &ev.output_object());
         }
         out.extend_from_slice(b"}\n");
+    }
+
+    /// Whether as many events are held as one review converts.
+    fn pending_full(&self) -> bool {
+        self.pending.len() >= MAX_CONVERTED_BATCH
+    }
+
+    /// Converts the held events to the watch's version in one review and appends their lines
+    /// to `out`; the ERROR event's Status when the conversion failed.
+    async fn flush(&mut self, out: &mut Vec<u8>) -> Result<(), Value> {
+        let Some(converter) = self.resource.converter().cloned() else {
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let objects: Vec<Arc<Value>> = pending
+            .iter()
+            .map(|(_, ev)| match ev.output_object() {
+                std::borrow::Cow::Borrowed(_) => ev.object.clone(),
+                std::borrow::Cow::Owned(o) => Arc::new(o),
+            })
+            .collect();
+        let api_version = self.resource.info.api_version();
+        let converted = converter
+            .convert(&objects, &api_version, Batch::Items)
+            .await
+            .map_err(|e| api::status::to_json(&api::status::internal(&e.0)))?;
+        for ((kind, _), obj) in pending.iter().zip(converted) {
+            if self.out == Output::Json {
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(kind.as_str().as_bytes());
+                out.extend_from_slice(b"\",\"object\":");
+                write_presented(out, &self.resource, &obj);
+                out.extend_from_slice(b"}\n");
+            } else {
+                let object = self.object(&obj);
+                out.extend_from_slice(&frame(kind.as_str(), &object));
+            }
+        }
+        Ok(())
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -108,6 +169,30 @@ impl Encoder {
     }
 }
 
+/// Sends `chunk` (after converting the events held for conversion); false when the watch ends:
+/// the client went away, the server shuts down, or a conversion failed (its ERROR event is sent
+/// first).
+async fn send_chunk(
+    enc: &mut Encoder,
+    tx: &mpsc::Sender<Result<Bytes, Infallible>>,
+    chunk: &mut Vec<u8>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let flushed = tokio::select! {
+        r = enc.flush(chunk) => r,
+        _ = shutdown.cancelled() => return false,
+        _ = tx.closed() => return false,
+    };
+    if let Err(status) = flushed {
+        if !chunk.is_empty() {
+            let _ = tx.send(Ok(std::mem::take(chunk).into())).await;
+        }
+        let _ = tx.send(Ok(enc.error(&status))).await;
+        return false;
+    }
+    chunk.is_empty() || tx.send(Ok(std::mem::take(chunk).into())).await.is_ok()
+}
+
 fn frame(kind: &str, object: &Value) -> Bytes {
     let mut line =
         api::wire::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
@@ -120,7 +205,7 @@ fn frame(kind: &str, object: &Value) -> Bytes {
 fn append_live(
     enc: &mut Encoder,
     chunk: &mut Vec<u8>,
-    ev: &CacheEvent,
+    ev: &Arc<CacheEvent>,
     prefix: &str,
     filter: &Filter,
     skip_through: u64,
@@ -180,6 +265,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         out,
         include: opts.include_object,
         first_table: true,
+        pending: Vec::new(),
     };
     let (tx, rx) = mpsc::channel(RESPONSE_CHANNEL);
     let mut watch = match start {
@@ -222,17 +308,14 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
             }
             if let Some(kind) = item {
                 enc.write_event(&mut chunk, kind, &ev);
-                if chunk.len() >= MAX_CHUNK
-                    && tx
-                        .send(Ok(std::mem::take(&mut chunk).into()))
-                        .await
-                        .is_err()
+                if (chunk.len() >= MAX_CHUNK || enc.pending_full())
+                    && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
                 {
                     return;
                 }
             }
         }
-        if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+        if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
             return;
         }
         if send_initial
@@ -267,11 +350,8 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                             Ok(ev) => {
                                 let skip = watch.skip_through;
                                 append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
-                                if chunk.len() >= MAX_CHUNK
-                                    && tx
-                                        .send(Ok(std::mem::take(&mut chunk).into()))
-                                        .await
-                                        .is_err()
+                                if (chunk.len() >= MAX_CHUNK || enc.pending_full())
+                                    && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
                                 {
                                     return;
                                 }
@@ -280,7 +360,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                             Err(mpsc::error::TryRecvError::Disconnected) => return,
                         }
                     }
-                    if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+                    if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
                         return;
                     }
                     let rv = seen.max(last_rv).max(watch.skip_through);
@@ -297,11 +377,11 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     while let Some(ev) = next.take() {
                         let skip = watch.skip_through;
                         append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
-                        if chunk.len() < MAX_CHUNK {
+                        if chunk.len() < MAX_CHUNK && !enc.pending_full() {
                             next = watch.rx.try_recv().ok();
                         }
                     }
-                    if !chunk.is_empty() && tx.send(Ok(chunk.into())).await.is_err() {
+                    if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
                         return;
                     }
                 }

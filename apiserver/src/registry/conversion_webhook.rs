@@ -18,7 +18,8 @@
 //!    webhook (validated as labels and annotations are).
 //!
 //! Errors carry upstream's text, prefixed `conversion webhook for <gvk> failed: ` where upstream
-//! prefixes it. Clients are cached per (url, caBundle), at most [`CLIENT_CACHE_SIZE`] (upstream's
+//! prefixes it ([`convert_items`] names the items' kind there, as upstream's per-object decoding
+//! of a list does). The request path calls it through [`super::conversion`]. Clients are cached per (url, caBundle), at most [`CLIENT_CACHE_SIZE`] (upstream's
 //! LRU size), so a CRD's conversions share connections.
 
 use std::collections::HashMap;
@@ -59,7 +60,32 @@ pub async fn convert(
     objects: Vec<Value>,
     desired_api_version: &str,
 ) -> Result<Vec<Value>, ConversionError> {
+    convert_as(webhook, objects, desired_api_version, false).await
+}
+
+/// [`convert`] of the items of one response (a list page, a burst of watch events) in one
+/// review, with a failed call named after the items' kind (`…, Kind=Widget failed: …`), as
+/// upstream names it when it decodes a list's items from storage one by one.
+pub async fn convert_items(
+    webhook: &WebhookConversion,
+    objects: Vec<Value>,
+    desired_api_version: &str,
+) -> Result<Vec<Value>, ConversionError> {
+    convert_as(webhook, objects, desired_api_version, true).await
+}
+
+async fn convert_as(
+    webhook: &WebhookConversion,
+    objects: Vec<Value>,
+    desired_api_version: &str,
+    items: bool,
+) -> Result<Vec<Value>, ConversionError> {
     let input = Input::of(&objects);
+    let failed_gvk = if items {
+        Input::of(&objects[..objects.len().min(1)]).gvk
+    } else {
+        input.gvk.clone()
+    };
     if objects.iter().all(is_empty_object) {
         return Ok(objects
             .into_iter()
@@ -84,7 +110,7 @@ pub async fn convert(
         },
     });
     let fail =
-        |m: String| ConversionError(format!("conversion webhook for {} failed: {m}", input.gvk));
+        |m: String| ConversionError(format!("conversion webhook for {failed_gvk} failed: {m}"));
     let response = post(webhook, &request).await.map_err(fail)?;
     let converted =
         converted_objects(&response, &uid, review_version == ReviewVersion::V1).map_err(fail)?;

@@ -13,12 +13,16 @@
 //!   OpenAPI and Table read it, built-in kinds register at start-up ([`builtin`]), and entries can be
 //!   added and removed while the server runs.
 //! - [`subresources`]: the REST storage of `pods/binding`, `namespaces/finalize` and `*/scale`.
+//! - [`conversion`]: custom resources whose CRD converts through a webhook
+//!   ([`conversion_webhook`]) are converted by the store, an async step beside the strategies'
+//!   synchronous storage conversion.
 //!
 //! Objects are `serde_json::Value` as stored. Guarantees: no hook panics on any JSON input (mistyped
 //! fields are validation errors, or ignored by the printers); hooks never touch system metadata other
 //! than `generation` (uid, resourceVersion, timestamps are the generic store's business).
 
 pub mod builtin;
+pub mod conversion;
 pub mod conversion_webhook;
 pub mod customresource;
 pub mod eviction;

@@ -17,6 +17,7 @@ use api::ResourceInfo;
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use super::conversion::CustomResourceConverter;
 use super::strategy as common;
 use super::Strategy;
 use crate::openapi::schemas::KindSchema;
@@ -36,6 +37,10 @@ pub struct Resource {
     generated: OnceLock<Option<KindSchema>>,
     /// The OpenAPI v3 schema of a kind without a typed one (a custom resource's, from its CRD).
     pub openapi: Option<serde_json::Value>,
+    /// The webhook conversion of a custom resource whose CRD converts through one: the store
+    /// converts through it (an async step) what the strategy's `to_storage`/`from_storage` do
+    /// for every other kind.
+    pub converter: Option<Arc<CustomResourceConverter>>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -55,6 +60,7 @@ impl Resource {
             schema: None,
             generated: OnceLock::new(),
             openapi: None,
+            converter: None,
         }
     }
 
@@ -62,6 +68,17 @@ impl Resource {
     pub fn with_schema(mut self, schema: SchemaFn) -> Self {
         self.schema = Some(schema);
         self
+    }
+
+    /// With a webhook converter (custom resources whose CRD converts through a webhook).
+    pub fn with_converter(mut self, converter: Option<Arc<CustomResourceConverter>>) -> Self {
+        self.converter = converter;
+        self
+    }
+
+    /// The webhook converter of the resource, if its objects convert through one.
+    pub fn converter(&self) -> Option<&Arc<CustomResourceConverter>> {
+        self.converter.as_ref()
     }
 
     /// With an OpenAPI schema (custom resources).
@@ -145,8 +162,15 @@ impl Resource {
 
     /// An object as this endpoint serves it: converted from the storage form by the strategy, with
     /// the endpoint's `kind`/`apiVersion`.
+    /// Under a webhook converter the object is already in the endpoint's version (the store
+    /// converted it), and its `apiVersion` is left as it is.
     pub fn present(&self, obj: Value) -> Value {
-        let mut obj = super::with_type_meta(&self.info, self.strategy.from_storage(obj));
+        let obj = self.strategy.from_storage(obj);
+        let mut obj = if self.converter.is_some() {
+            obj
+        } else {
+            super::with_type_meta(&self.info, obj)
+        };
         self.canonicalize(&mut obj);
         obj
     }

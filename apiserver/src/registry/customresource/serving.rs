@@ -9,6 +9,7 @@ use api::resources::Subresource;
 use api::ResourceInfo;
 use serde_json::{json, Value};
 
+use crate::registry::conversion::CustomResourceConverter;
 use crate::registry::strategy::{CustomResourceStrategy, CustomVersion};
 use crate::registry::Resource;
 
@@ -68,20 +69,15 @@ pub fn webhook_conversion(crd: &Value) -> bool {
         == Some("Webhook")
 }
 
-/// The served versions of `crd`, in version priority order. With `Webhook` conversion only the
-/// storage version is served for now: the other versions need the webhook's conversion, which
-/// this server does not call yet (see the crate README), and serving them with an `apiVersion`
-/// rewrite would mislabel objects whose versions differ.
+/// The served versions of `crd`, in version priority order (with `Webhook` conversion too: the
+/// store converts through the webhook, [`crate::registry::conversion`]).
 pub fn served_versions(crd: &Value) -> Vec<&Value> {
-    let storage = crate::registry::strategy::storage_version(crd);
-    let webhook = webhook_conversion(crd);
     let mut versions: Vec<&Value> = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
         .map(|vs| {
             vs.iter()
                 .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
-                .filter(|v| !webhook || v.get("name").and_then(Value::as_str) == storage)
                 .collect()
         })
         .unwrap_or_default();
@@ -105,6 +101,7 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
         .unwrap_or("");
     let namespaced = crd.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster");
     let storage = storage_segment(crd);
+    let converter = CustomResourceConverter::from_crd(crd);
     served_versions(crd)
         .into_iter()
         .map(|version| {
@@ -131,7 +128,9 @@ pub fn resources(crd: &Value) -> Vec<Resource> {
             }
             let strategy = CustomResourceStrategy::new(CustomVersion::from_crd(crd, version));
             let openapi = openapi_schema(crd, version, &info);
-            Resource::new(info, Arc::new(strategy)).with_openapi(openapi)
+            Resource::new(info, Arc::new(strategy))
+                .with_openapi(openapi)
+                .with_converter(converter.clone())
         })
         .collect()
 }
@@ -231,7 +230,8 @@ mod tests {
         let mut webhook = crd.clone();
         webhook["spec"]["conversion"] = json!({"strategy": "Webhook"});
         let rs = resources(&webhook);
-        assert_eq!(rs.len(), 1);
-        assert_eq!(rs[0].info.version, "v1");
+        assert_eq!(rs.len(), 2);
+        assert!(rs.iter().all(|r| r.converter().is_some()));
+        assert!(resources(&crd).iter().all(|r| r.converter().is_none()));
     }
 }

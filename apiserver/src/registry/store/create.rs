@@ -5,7 +5,9 @@
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
 //! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
 //! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, the kind's allocations
-//! (`before_create`), then the store create. A generated name that collides is generated again
+//! (`before_create`), then the store create. Under a webhook converter every step before the
+//! store create sees the object in the request's version; it is converted to the storage version
+//! just before it is stored, and the result back. A generated name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
 use rand::Rng;
@@ -184,7 +186,8 @@ impl Store<'_> {
             self.resource.canonicalize(&mut obj);
             return Ok(Written::object(obj));
         }
-        let mut obj = obj;
+        // Validated in the request's version, stored in the storage version.
+        let mut obj = self.to_storage_version(obj).await?;
         let undo = match self.resource.strategy.before_create(&mut obj) {
             Ok(undo) => undo,
             Err(errs) => return Err(self.invalid(api::meta::name(&obj).unwrap_or(""), &errs)),
@@ -193,7 +196,7 @@ impl Store<'_> {
         if let (Err(_), Some(undo)) = (&result, undo) {
             undo();
         }
-        result
+        self.written_to_endpoint_version(result?).await
     }
 
     /// Namespace existence and lifecycle for creates of namespaced objects (from the cache,

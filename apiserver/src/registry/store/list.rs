@@ -161,7 +161,7 @@ impl Store<'_> {
             }
         }
         Ok(ListPage {
-            items: snapshot.items,
+            items: self.items_to_endpoint_version(snapshot.items).await?,
             metadata,
         })
     }

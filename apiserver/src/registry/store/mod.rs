@@ -16,6 +16,8 @@
 //!   409; an unconditional one is re-applied to the new state. [`MAX_ATTEMPTS`] and
 //!   [`RETRY_WINDOW`] bound the loop (a 500 ServerTimeout after both are spent). A no-op write is not stored; an update that leaves a deleted object without grace
 //!   period or finalizers removes it (`ShouldDeleteDuringUpdate`).
+//! - Under a webhook converter ([`convert`]) reads and write results are in the endpoint's
+//!   version and writes are converted to the storage version before they are stored.
 //! - [`delete`](Store::delete) and [`delete_collection`](Store::delete_collection) ([`delete`]).
 //!
 //! The store takes request-independent options ([`WriteOptions`](super::WriteOptions),
@@ -24,6 +26,7 @@
 //! so their events are neither decoded nor serialised again.
 
 mod admission;
+mod convert;
 mod create;
 mod delete;
 mod list;
@@ -156,12 +159,14 @@ impl<'a> Store<'a> {
         api::status::invalid(&self.resource.info.group_kind(), name, errs).into()
     }
 
-    /// The current object named `name`, or 404.
+    /// The current object named `name` in the endpoint's version, or 404.
     pub async fn get(&self, name: &str) -> Result<Arc<Value>> {
-        self.read(name)
+        let obj = self
+            .read(name)
             .await?
             .map(|c| c.object)
-            .ok_or_else(|| self.not_found(name))
+            .ok_or_else(|| self.not_found(name))?;
+        self.to_endpoint_version(obj).await
     }
 
     /// The current object named `name` and its revision, if it exists.
@@ -229,7 +234,16 @@ impl<'a> Store<'a> {
             if let Some(current) = &current {
                 self.check_preconditions(name, preconditions, current)?;
             }
-            let attempt = try_update(current.as_ref())?;
+            // Under a webhook converter the update is computed in the request's version and
+            // stored in the storage version ([`convert`]).
+            let view = self.view_of(current.as_ref()).await?;
+            let attempt = try_update(view.as_ref().or(current.as_ref()))?;
+            let attempt = match attempt {
+                Attempt::Write(new) if view.is_some() && !opts.dry_run => {
+                    Attempt::Write(self.to_storage_version(new).await?)
+                }
+                other => other,
+            };
             let committed = match (attempt, current) {
                 (Attempt::Create(obj), None) => {
                     return self.create(obj, opts).await.map(Outcome::Created)
@@ -238,9 +252,9 @@ impl<'a> Store<'a> {
                     return Err(ApiError::already_exists(&self.group_resource(), name))
                 }
                 (_, None) => return Err(self.not_found(name)),
-                (Attempt::Keep, Some(current)) => {
-                    Some(Outcome::Stored(Written::shared(current.object)))
-                }
+                (Attempt::Keep, Some(current)) => Some(Outcome::Stored(Written::shared(
+                    view.map_or(current.object, |v| v.object),
+                ))),
                 (Attempt::Remove, Some(current)) => {
                     self.remove(&key, current, None, opts.dry_run).await?
                 }
@@ -253,7 +267,7 @@ impl<'a> Store<'a> {
                 }
             };
             if let Some(outcome) = committed {
-                return Ok(outcome);
+                return self.outcome_to_endpoint_version(outcome).await;
             }
         }
         Err(api::status::server_timeout(&self.group_resource(), verb, 1).into())

@@ -11,7 +11,9 @@
 //!   generation counts changes of everything but metadata and status (everything but metadata
 //!   without the subresource).
 //! - Objects are stored in the CRD's storage version; with conversion `None` a version's view
-//!   differs only in `apiVersion`.
+//!   differs only in `apiVersion`. With `Webhook` the hooks leave `apiVersion` alone: the store
+//!   converts through the webhook ([`crate::registry::conversion`]) and the hooks see the
+//!   object in this version.
 //! - `scale` reads and writes the version's `specReplicasPath`, `statusReplicasPath` and
 //!   `labelSelectorPath`; the Table has the version's printer columns ([`super::custom_table`]);
 //!   `selectableFields` are field-selector labels.
@@ -58,6 +60,8 @@ pub struct CustomVersion {
     pub terminating: bool,
     /// Whether the schema has defaults (then they are applied on every read).
     pub has_defaults: bool,
+    /// Whether the CRD converts through a webhook (the store converts; the hooks do not).
+    pub webhook: bool,
 }
 
 /// Most schema nodes [`has_defaults`] looks at (a CRD's schema is bounded by the request size;
@@ -174,6 +178,7 @@ impl CustomVersion {
             has_defaults: version
                 .pointer("/schema/openAPIV3Schema")
                 .is_some_and(has_defaults),
+            webhook: crate::registry::customresource::serving::webhook_conversion(crd),
         }
     }
 }
@@ -195,7 +200,11 @@ impl CustomResourceStrategy {
         &self.v
     }
 
-    fn set_api_version(obj: &mut Value, api_version: &str) {
+    /// Sets `apiVersion` (a `None` conversion); under a webhook the store converts instead.
+    fn set_api_version(&self, obj: &mut Value, api_version: &str) {
+        if self.v.webhook {
+            return;
+        }
         if let Some(o) = obj.as_object_mut() {
             o.insert("apiVersion".into(), Value::from(api_version));
         }
@@ -292,7 +301,7 @@ impl Strategy for CustomResourceStrategy {
             }
         }
         self.default(obj);
-        Self::set_api_version(obj, &self.v.storage_api_version);
+        self.set_api_version(obj, &self.v.storage_api_version);
     }
 
     fn tracks_generation(&self) -> bool {
@@ -312,12 +321,12 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn finish_update(&self, new: &mut Value, _old: &Value) {
-        Self::set_api_version(new, &self.v.storage_api_version);
+        self.set_api_version(new, &self.v.storage_api_version);
     }
 
     fn prepare_for_status_update(&self, new: &mut Value, _old: &Value) {
         self.default(new);
-        Self::set_api_version(new, &self.v.storage_api_version);
+        self.set_api_version(new, &self.v.storage_api_version);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -382,12 +391,12 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn to_storage(&self, mut obj: Value) -> Value {
-        Self::set_api_version(&mut obj, &self.v.storage_api_version);
+        self.set_api_version(&mut obj, &self.v.storage_api_version);
         obj
     }
 
     fn from_storage(&self, mut obj: Value) -> Value {
-        Self::set_api_version(&mut obj, &self.v.api_version);
+        self.set_api_version(&mut obj, &self.v.api_version);
         self.default(&mut obj);
         obj
     }
@@ -521,6 +530,21 @@ mod tests {
         let stored = v2.to_storage(json!({"apiVersion": "example.com/v2", "kind": "Widget"}));
         assert_eq!(stored["apiVersion"], "example.com/v1");
         assert_eq!(v2.from_storage(stored)["apiVersion"], "example.com/v2");
+    }
+
+    #[test]
+    fn under_a_webhook_the_hooks_leave_the_api_version_alone() {
+        let mut crd = crd();
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook"});
+        let v2 =
+            CustomResourceStrategy::new(CustomVersion::from_crd(&crd, &crd["spec"]["versions"][1]));
+        let obj = json!({"apiVersion": "example.com/v2", "kind": "Widget"});
+        assert_eq!(v2.to_storage(obj.clone()), obj);
+        let mut created = obj.clone();
+        v2.prepare_for_create(&mut created);
+        assert_eq!(created["apiVersion"], "example.com/v2");
+        let stored = json!({"apiVersion": "example.com/v1", "kind": "Widget"});
+        assert_eq!(v2.from_storage(stored)["apiVersion"], "example.com/v1");
     }
 
     #[test]
