@@ -12,6 +12,7 @@ pub mod cronjob;
 pub mod deployment;
 pub mod error;
 pub mod gc;
+pub mod history;
 pub mod job;
 pub mod manager;
 pub mod metrics;
