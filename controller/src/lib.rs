@@ -24,6 +24,7 @@ pub mod replication;
 pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod ttlafterfinished;
 
 pub use error::{Error, Result};
