@@ -16,6 +16,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
 mod scale;
+mod statefulset;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
@@ -34,7 +35,10 @@ pub enum Which {
     /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
     /// the CRDs' directory, `--gateway-crds`).
     Crds,
-    /// All of the above but `scale` and `crds`.
+    /// A StatefulSet of `--set-replicas` pods, OrderedReady, on `--set-nodes` fake nodes: time
+    /// until every pod is Running and Ready (not part of `all`).
+    Statefulset,
+    /// All of the above but `scale`, `crds` and `statefulset`.
     All,
 }
 
@@ -58,6 +62,15 @@ pub struct BenchArgs {
     /// Fake nodes for the scale benchmark (110 pods each).
     #[arg(long, default_value_t = 100)]
     pub nodes: usize,
+    /// Replicas for the statefulset benchmark.
+    #[arg(long, default_value_t = 100)]
+    pub set_replicas: usize,
+    /// Fake nodes for the statefulset benchmark.
+    #[arg(long, default_value_t = 3)]
+    pub set_nodes: usize,
+    /// The fake kubelets' pod start delay in the statefulset benchmark, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub set_start_delay_ms: u64,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -108,6 +121,15 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Statefulset {
+        statefulset::statefulset(
+            args.set_replicas,
+            args.set_nodes,
+            Duration::from_millis(args.set_start_delay_ms),
+            Duration::from_secs(120),
+        )
+        .await?;
     }
     if args.which == Which::Scale {
         scale::scale(
