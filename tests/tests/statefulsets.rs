@@ -384,3 +384,64 @@ async fn kubectl_rollout_status_history_and_undo() {
     assert_eq!(numbers, ["2", "3"], "{history}");
     sandbox.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_policy_delete_removes_claims_on_scale_down_and_deletion() {
+    let sandbox = sandbox().await;
+    let client = sandbox.client();
+    let sets: Api<StatefulSet> = client.api(Some("default"));
+    let claims: Api<PersistentVolumeClaim> = client.api(Some("default"));
+    let pods: Api<Pod> = client.api(Some("default"));
+    let revs: Api<ControllerRevision> = client.api(Some("default"));
+    let mut s = web(2, "nginx:1");
+    s.spec
+        .as_mut()
+        .unwrap()
+        .persistent_volume_claim_retention_policy = Some(
+        serde_json::from_value(json!({"whenDeleted": "Delete", "whenScaled": "Delete"})).unwrap(),
+    );
+    sets.create(&s).await.unwrap();
+    wait_rolled_out(&sets, 2).await;
+    // Claims of live pods are controlled by the set.
+    let owner_kinds = |c: &PersistentVolumeClaim| -> Vec<String> {
+        c.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|r| r.controller == Some(true))
+            .map(|r| r.kind.clone())
+            .collect()
+    };
+    let c1 = eventually("www-web-1 owned by the set", || async {
+        let c = claims.get("www-web-1").await.ok()?;
+        (owner_kinds(&c) == ["StatefulSet"]).then_some(c)
+    })
+    .await;
+    assert_eq!(c1.metadata.owner_references.unwrap()[0].name, "web");
+
+    // Scale to 1: the claim of web-1 goes over to the pod and is collected with it.
+    sets.patch("web", &Patch::Merge(json!({"spec": {"replicas": 1}})))
+        .await
+        .unwrap();
+    eventually("www-web-1 deleted", || async {
+        claims
+            .get_opt("www-web-1")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(claims.get("www-web-0").await.is_ok());
+
+    // Deleting the set collects its pods, the remaining claim and the revisions.
+    sets.delete("web", &Default::default()).await.unwrap();
+    eventually("pods, claims and revisions collected", || async {
+        let p = pods.list(&ListParams::default()).await.ok()?.items.len();
+        let c = claims.list(&ListParams::default()).await.ok()?.items.len();
+        let r = revs.list(&ListParams::default()).await.ok()?.items.len();
+        (p + c + r == 0).then_some(())
+    })
+    .await;
+    sandbox.stop().await;
+}
