@@ -62,7 +62,10 @@ fn ordered_ready_creates_one_pod_at_a_time_in_order() {
     let s = set(3, "nginx:1");
     assert_eq!(summary(&run(&s, &s, &[])), ["create web-0"]);
     let p0 = pod(&s, 0, UPD, "Running");
-    assert_eq!(summary(&run(&s, &s, &[p0.clone()])), ["create web-1"]);
+    assert_eq!(
+        summary(&run(&s, &s, std::slice::from_ref(&p0))),
+        ["create web-1"]
+    );
     // web-1 not ready yet: create its missing claims, and wait.
     let p1 = pod(&s, 1, UPD, "Pending");
     assert_eq!(summary(&run(&s, &s, &[p0.clone(), p1])), ["claims web-1"]);
