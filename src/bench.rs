@@ -18,6 +18,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 mod crds;
 mod job;
 mod scale;
+mod statefulset;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
@@ -39,7 +40,10 @@ pub enum Which {
     /// A Job with `--completions` and `--parallelism` on `--nodes` fake nodes, pods that exit at
     /// once: time to the Job's Complete condition (not part of `all`).
     Job,
-    /// All of the above but `scale`, `crds` and `job`.
+    /// A StatefulSet of `--set-replicas` pods, OrderedReady, on `--set-nodes` fake nodes: time
+    /// until every pod is Running and Ready (not part of `all`).
+    Statefulset,
+    /// All of the above but `scale`, `crds`, `job` and `statefulset`.
     All,
 }
 
@@ -63,6 +67,15 @@ pub struct BenchArgs {
     /// Fake nodes for the scale and job benchmarks (110 pods each).
     #[arg(long, default_value_t = 100)]
     pub nodes: usize,
+    /// Replicas for the statefulset benchmark.
+    #[arg(long, default_value_t = 100)]
+    pub set_replicas: usize,
+    /// Fake nodes for the statefulset benchmark.
+    #[arg(long, default_value_t = 3)]
+    pub set_nodes: usize,
+    /// The fake kubelets' pod start delay in the statefulset benchmark, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub set_start_delay_ms: u64,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -125,6 +138,15 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             args.completions,
             args.parallelism,
             args.nodes,
+            Duration::from_secs(120),
+        )
+        .await?;
+    }
+    if args.which == Which::Statefulset {
+        statefulset::statefulset(
+            args.set_replicas,
+            args.set_nodes,
+            Duration::from_millis(args.set_start_delay_ms),
             Duration::from_secs(120),
         )
         .await?;

@@ -22,9 +22,9 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
     ReplicationController, ServiceAccount,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::storage::v1::StorageClass;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -77,6 +77,8 @@ pub struct EnabledControllers {
     pub cronjob: bool,
     /// `job` (`job-controller`).
     pub job: bool,
+    /// `statefulset` (`statefulset-controller`).
+    pub statefulset: bool,
     /// `ttl-after-finished` (`ttl-after-finished-controller`).
     pub ttl_after_finished: bool,
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
@@ -118,6 +120,7 @@ impl EnabledControllers {
             serviceaccount: true,
             cronjob: true,
             job: true,
+            statefulset: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
             persistentvolume_binder: true,
@@ -143,6 +146,7 @@ impl EnabledControllers {
             serviceaccount: false,
             cronjob: false,
             job: false,
+            statefulset: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
             persistentvolume_binder: false,
@@ -183,6 +187,7 @@ impl EnabledControllers {
                 "serviceaccount" | "serviceaccount-controller" => &mut out.serviceaccount,
                 "cronjob" | "cronjob-controller" => &mut out.cronjob,
                 "job" | "job-controller" => &mut out.job,
+                "statefulset" | "statefulset-controller" => &mut out.statefulset,
                 "ttl-after-finished" | "ttl-after-finished-controller" => {
                     &mut out.ttl_after_finished
                 }
@@ -222,6 +227,8 @@ pub struct ControllerManagerConfig {
     pub cronjob_workers: usize,
     /// Job workers (`--concurrent-job-syncs`, 5).
     pub job_workers: usize,
+    /// StatefulSet workers (`--concurrent-statefulset-syncs`, 5).
+    pub statefulset_workers: usize,
     /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
     pub ttl_after_finished_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
@@ -276,6 +283,7 @@ impl Default for ControllerManagerConfig {
             namespace_workers: 10,
             cronjob_workers: 5,
             job_workers: 5,
+            statefulset_workers: 5,
             ttl_after_finished_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
@@ -399,6 +407,10 @@ async fn run_controllers(
         // Jobs own pods and CronJobs own Jobs.
         gc.watch(factory.informer::<Job>());
         gc.watch(factory.informer::<CronJob>());
+        // StatefulSets own pods, claims (retention policy) and ControllerRevisions.
+        gc.watch(factory.informer::<k8s_openapi::api::apps::v1::StatefulSet>());
+        gc.watch(factory.informer::<k8s_openapi::api::apps::v1::ControllerRevision>());
+        gc.watch(factory.informer::<k8s_openapi::api::core::v1::PersistentVolumeClaim>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),
@@ -448,6 +460,20 @@ async fn run_controllers(
         cfg.metrics.register("job", jc.queue(), None);
         let (w, s) = (cfg.job_workers, shutdown.clone());
         tracker.spawn(async move { jc.run(w, s).await });
+    }
+    if en.statefulset {
+        let sc = crate::statefulset::StatefulSetController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::apps::v1::StatefulSet>(),
+            pods.clone(),
+            factory.informer::<k8s_openapi::api::apps::v1::ControllerRevision>(),
+            factory.informer::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(),
+            broadcaster.recorder("statefulset-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("statefulset", sc.queue(), None);
+        let (w, s) = (cfg.statefulset_workers, shutdown.clone());
+        tracker.spawn(async move { sc.run(w, s).await });
     }
     if en.ttl_after_finished {
         let ttl = TtlAfterFinishedController::new(
@@ -662,6 +688,10 @@ mod tests {
             .unwrap_or_default();
         assert!(!off.disruption && !off.clusterrole_aggregation && off.taint_eviction);
         assert!(EnabledControllers::parse("taint-eviction").is_err());
+        let sts = EnabledControllers::parse("statefulset-controller").unwrap_or_default();
+        assert!(sts.statefulset && !sts.job);
+        let no_sts = EnabledControllers::parse("*,-statefulset").unwrap_or_default();
+        assert!(!no_sts.statefulset && no_sts.job);
     }
 
     #[test]
@@ -669,6 +699,8 @@ mod tests {
         let c = ControllerManagerConfig::default();
         assert_eq!(c.workers, 5);
         assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
+        assert_eq!(c.statefulset_workers, 5);
+        assert!(c.controllers.statefulset);
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);

@@ -33,8 +33,8 @@ struct Seen {
 /// yet shares the process's two cores with it: decoding these fields instead of whole pods keeps
 /// the observer's share of the CPU small.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct PodProgress {
-    metadata: ObjectMeta,
+pub(super) struct PodProgress {
+    pub(super) metadata: ObjectMeta,
     #[serde(default)]
     spec: ProgressSpec,
     #[serde(default)]
@@ -86,7 +86,7 @@ impl k8s_openapi::Metadata for PodProgress {
 }
 
 /// Running and Ready, as `kubectl get pods` shows it.
-fn is_ready(p: &PodProgress) -> bool {
+pub(super) fn is_ready(p: &PodProgress) -> bool {
     p.status.phase.as_deref() == Some("Running")
         && p.status
             .conditions
@@ -167,7 +167,7 @@ pub(super) fn print_requests(
 }
 
 /// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
-fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
+pub(super) fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
     Error::Failed(format!(
         "watch ended by the server: {}",
         st.message.unwrap_or_default()

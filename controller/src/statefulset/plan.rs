@@ -1,0 +1,342 @@
+//! What one StatefulSet sync does, decided from a snapshot (upstream `updateStatefulSet`,
+//! `processReplica`, `processCondemned`, the rolling update and `updateStatus`, 1.33 with
+//! MaxUnavailableStatefulSet off).
+//!
+//! The pods are split into *replicas* (ordinals `start..=end`, missing ones built at the right
+//! revision) and *condemned* (valid ordinals outside, highest first). The plan then lists, in
+//! order, the steps upstream would take:
+//!
+//! 1. replicas, lowest ordinal first: delete failed/succeeded pods; create missing ones (unless a
+//!    claim still refers to an old pod); create missing claims of pending pods; restore identity,
+//!    storage and claim ownership. With `OrderedReady` the plan stops at the first step that
+//!    must wait: a pod just created, terminating, or not Running+Ready+available.
+//! 2. condemned pods' claim ownership (retention policy), then their deletion, highest ordinal
+//!    first; `OrderedReady` waits for a terminating one and only deletes an unhealthy pod if it
+//!    is the first unhealthy one.
+//! 3. `RollingUpdate`: delete the highest-ordinal pod at or above the partition that is not at
+//!    the update revision, one at a time, waiting for unavailable pods. `OnDelete`: nothing.
+//!
+//! The executor performs the steps in order and stops at the first failure; with `Parallel`
+//! it may run the creations of step 1 concurrently. Pure: time comes in as `now`.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+
+use super::identity::{
+    allows_burst, claims_for, identity_matches, in_ordinal_range, is_created, is_on_delete,
+    is_running_and_available, is_running_and_ready, is_terminating, is_unavailable,
+    min_ready_seconds, new_versioned_pod, ordinal, partition, pod_revision, start_ordinal,
+    storage_matches,
+};
+use super::retention::{has_stale_pod_ref, is_claim_owner_up_to_date, policy, Retention};
+use crate::pod_util::phase;
+
+/// Why a pod is deleted (for logs; the event is the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// It failed or succeeded; a new one takes its ordinal.
+    Finished,
+    /// Its ordinal is beyond the replicas.
+    ScaleDown,
+    /// It is not at the update revision.
+    Update,
+}
+
+/// One request of the sync.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Create the claims, then the pod, then set the claims' owners.
+    Create(Box<Pod>),
+    /// Create the missing claims of a pending pod and set their owners.
+    CreateClaims(Arc<Pod>),
+    /// Restore the pod's identity and storage, and its claims' owners.
+    Update(Arc<Pod>),
+    /// Set the owners of a condemned pod's claims.
+    FixClaims(Arc<Pod>),
+    /// Delete the pod.
+    Delete(Arc<Pod>, DeleteReason),
+}
+
+/// The plan: the status to write and the steps to take.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Counts of the pods as found (`updateStatus`); the executor lowers `currentReplicas` by
+    /// one for an update deletion that succeeds.
+    pub status: StatefulSetStatus,
+    /// Steps in order.
+    pub steps: Vec<Step>,
+    /// `OrderedReady`: steps run one after another.
+    pub monotonic: bool,
+}
+
+/// What the planner reads.
+pub struct Snapshot<'a> {
+    /// The set as stored.
+    pub set: &'a StatefulSet,
+    /// The set at its current revision.
+    pub current_set: &'a StatefulSet,
+    /// The set at its update revision.
+    pub update_set: &'a StatefulSet,
+    /// Name of the current revision.
+    pub current_revision: &'a str,
+    /// Name of the update revision.
+    pub update_revision: &'a str,
+    /// The set's collision count after revisions were made.
+    pub collision_count: i32,
+    /// The set's pods (claimed).
+    pub pods: &'a [Arc<Pod>],
+    /// Claim lookup by name in the set's namespace.
+    pub claim: &'a dyn Fn(&str) -> Option<Arc<PersistentVolumeClaim>>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// `updateStatus`/`computeReplicaStatus` over `pods` into `status`.
+pub fn count(status: &mut StatefulSetStatus, s: &Snapshot<'_>, pods: &[&Pod]) {
+    let min_ready = min_ready_seconds(s.set);
+    let (mut replicas, mut ready, mut available, mut current, mut updated) = (0, 0, 0, 0, 0);
+    for pod in pods {
+        if is_created(pod) {
+            replicas += 1;
+        }
+        if is_running_and_ready(pod) {
+            ready += 1;
+            if is_running_and_available(pod, min_ready, s.now) {
+                available += 1;
+            }
+        }
+        if is_created(pod) && !is_terminating(pod) {
+            let rev = pod_revision(pod);
+            current += i32::from(rev == s.current_revision);
+            updated += i32::from(rev == s.update_revision);
+        }
+    }
+    status.replicas = replicas;
+    status.ready_replicas = Some(ready);
+    status.available_replicas = Some(available);
+    status.current_replicas = Some(current);
+    status.updated_replicas = Some(updated);
+}
+
+/// `ClaimsMatchRetentionPolicy` (missing claims match: they are made later).
+fn claims_match(s: &Snapshot<'_>, pod: &Pod) -> bool {
+    claims_for(s.update_set, ordinal(pod)).iter().all(|(_, c)| {
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        (s.claim)(name).is_none_or(|found| is_claim_owner_up_to_date(&found, s.update_set, pod))
+    })
+}
+
+/// `PodClaimIsStale`: under `whenScaled: Delete`, a claim of this ordinal refers to another pod.
+fn claim_is_stale(s: &Snapshot<'_>, pod: &Pod) -> bool {
+    if policy(s.set).1 == Retention::Retain {
+        return false;
+    }
+    claims_for(s.set, ordinal(pod)).iter().any(|(_, c)| {
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        (s.claim)(name).is_some_and(|found| has_stale_pod_ref(&found, pod))
+    })
+}
+
+/// A replica slot: a pod found, or one to create.
+enum Slot {
+    Found(Arc<Pod>),
+    New(Box<Pod>),
+}
+
+impl Slot {
+    fn pod(&self) -> &Pod {
+        match self {
+            Slot::Found(p) => p,
+            Slot::New(p) => p,
+        }
+    }
+}
+
+/// Decide the sync (see the module header).
+pub fn plan(s: &Snapshot<'_>) -> Plan {
+    let set = s.set;
+    let min_ready = min_ready_seconds(set);
+    let mut status = StatefulSetStatus {
+        observed_generation: set.metadata.generation,
+        current_revision: Some(s.current_revision.to_string()),
+        update_revision: Some(s.update_revision.to_string()),
+        collision_count: Some(s.collision_count),
+        ..Default::default()
+    };
+    let all: Vec<&Pod> = s.pods.iter().map(|p| &**p).collect();
+    count(&mut status, s, &all);
+
+    let start = start_ordinal(set);
+    let n = usize::try_from(super::identity::replicas(set)).unwrap_or(0);
+    let mut found: Vec<Option<Arc<Pod>>> = vec![None; n];
+    let mut condemned: Vec<Arc<Pod>> = Vec::new();
+    for pod in s.pods {
+        if in_ordinal_range(pod, set) {
+            if let Some(slot) = usize::try_from(ordinal(pod) - start)
+                .ok()
+                .and_then(|i| found.get_mut(i))
+            {
+                *slot = Some(pod.clone());
+            }
+        } else if ordinal(pod) >= 0 {
+            condemned.push(pod.clone());
+        }
+    }
+    condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+    let replicas: Vec<Slot> = found
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Some(p) => Slot::Found(p),
+            None => Slot::New(Box::new(new_versioned_pod(
+                s.current_set,
+                s.update_set,
+                s.current_revision,
+                s.update_revision,
+                start + i32::try_from(i).unwrap_or(i32::MAX),
+            ))),
+        })
+        .collect();
+
+    // The first unavailable pod: among replicas, else the lowest condemned one.
+    let first_unavailable: Option<&Pod> = replicas
+        .iter()
+        .map(Slot::pod)
+        .chain(condemned.iter().rev().map(|p| &**p))
+        .find(|p| is_unavailable(p, min_ready, s.now));
+
+    // Status over the replicas and condemned pods, as upstream recounts before returning.
+    let counted: Vec<&Pod> = replicas
+        .iter()
+        .map(Slot::pod)
+        .chain(condemned.iter().map(|p| &**p))
+        .collect();
+    let monotonic = !allows_burst(set);
+    let mut out = Plan {
+        status: status.clone(),
+        steps: Vec::new(),
+        monotonic,
+    };
+    if set.metadata.deletion_timestamp.is_some() {
+        return out;
+    }
+    count(&mut out.status, s, &counted);
+
+    // 1. replicas.
+    for slot in &replicas {
+        if process_replica(s, slot, monotonic, &mut out.steps) {
+            return out;
+        }
+    }
+    // 2. condemned: claims, then deletions.
+    for pod in &condemned {
+        if !claims_match(s, pod) {
+            out.steps.push(Step::FixClaims(pod.clone()));
+        }
+    }
+    for pod in &condemned {
+        if is_terminating(pod) {
+            if monotonic {
+                return out;
+            }
+            continue;
+        }
+        let is_first = first_unavailable.is_some_and(|f| std::ptr::eq(f, &**pod));
+        if monotonic && !is_first && is_unavailable(pod, min_ready, s.now) {
+            return out;
+        }
+        out.steps
+            .push(Step::Delete(pod.clone(), DeleteReason::ScaleDown));
+        if monotonic {
+            return out;
+        }
+    }
+    // 3. rolling update.
+    if is_on_delete(set) {
+        return out;
+    }
+    let update_min = usize::try_from(partition(set).unwrap_or(0)).unwrap_or(0);
+    for slot in replicas.iter().skip(update_min).rev() {
+        let pod = slot.pod();
+        if pod_revision(pod) != s.update_revision && !is_terminating(pod) {
+            if let Slot::Found(p) = slot {
+                out.steps
+                    .push(Step::Delete(p.clone(), DeleteReason::Update));
+            }
+            return out;
+        }
+        if is_unavailable(pod, min_ready, s.now) {
+            return out;
+        }
+    }
+    out
+}
+
+/// `processReplica`: push its steps; `true` when the plan must stop here.
+fn process_replica(s: &Snapshot<'_>, slot: &Slot, monotonic: bool, steps: &mut Vec<Step>) -> bool {
+    let pod = match slot {
+        Slot::New(pod) => {
+            if claim_is_stale(s, pod) {
+                return true;
+            }
+            steps.push(Step::Create(pod.clone()));
+            return monotonic;
+        }
+        Slot::Found(pod) => pod,
+    };
+    let p = phase(pod);
+    if p == "Failed" || p == "Succeeded" {
+        if !is_terminating(pod) {
+            steps.push(Step::Delete(pod.clone(), DeleteReason::Finished));
+        }
+        return monotonic;
+    }
+    if p == "Pending" {
+        steps.push(Step::CreateClaims(pod.clone()));
+    }
+    if monotonic
+        && (is_terminating(pod)
+            || !is_running_and_ready(pod)
+            || !is_running_and_available(pod, min_ready_seconds(s.set), s.now))
+    {
+        return true;
+    }
+    if !(identity_matches(s.set, pod) && storage_matches(s.set, pod) && claims_match(s, pod)) {
+        steps.push(Step::Update(pod.clone()));
+    }
+    false
+}
+
+/// `completeRollingUpdate`: once every replica is updated and ready, the update revision is
+/// the current one.
+pub fn complete_rolling_update(set: &StatefulSet, status: &mut StatefulSetStatus) {
+    let want = super::identity::replicas(set);
+    if !is_on_delete(set)
+        && status.updated_replicas == Some(want)
+        && status.ready_replicas == Some(want)
+        && status.replicas == want
+    {
+        status.current_replicas = status.updated_replicas;
+        status.current_revision = status.update_revision.clone();
+    }
+}
+
+/// `inconsistentStatus`: the status to write differs from the stored one.
+pub fn inconsistent_status(set: &StatefulSet, status: &StatefulSetStatus) -> bool {
+    let old = set.status.clone().unwrap_or_default();
+    status.observed_generation.unwrap_or(0) > old.observed_generation.unwrap_or(0)
+        || status.replicas != old.replicas
+        || status.current_replicas.unwrap_or(0) != old.current_replicas.unwrap_or(0)
+        || status.ready_replicas.unwrap_or(0) != old.ready_replicas.unwrap_or(0)
+        || status.updated_replicas.unwrap_or(0) != old.updated_replicas.unwrap_or(0)
+        || status.current_revision != old.current_revision
+        || status.available_replicas.unwrap_or(0) != old.available_replicas.unwrap_or(0)
+        || status.update_revision != old.update_revision
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
