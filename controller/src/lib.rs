@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod error;
 pub mod gc;

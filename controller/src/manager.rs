@@ -15,7 +15,7 @@ use std::time::Duration;
 use client::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 use client::record::EventBroadcaster;
 use client::{Client, SharedInformerFactory};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, ReplicaSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
 use crate::cronjob::CronJobController;
+use crate::daemonset::DaemonSetsController;
 use crate::gc::collector::GarbageCollector;
 use crate::job::JobController;
 use crate::metrics::ManagerMetrics;
@@ -67,6 +68,8 @@ pub struct EnabledControllers {
     pub cronjob: bool,
     /// `job` (`job-controller`).
     pub job: bool,
+    /// `daemonset` (`daemonset-controller`).
+    pub daemonset: bool,
     /// `ttl-after-finished` (`ttl-after-finished-controller`).
     pub ttl_after_finished: bool,
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
@@ -95,6 +98,7 @@ impl EnabledControllers {
             serviceaccount: true,
             cronjob: true,
             job: true,
+            daemonset: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
         }
@@ -114,6 +118,7 @@ impl EnabledControllers {
             serviceaccount: false,
             cronjob: false,
             job: false,
+            daemonset: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
         }
@@ -148,6 +153,7 @@ impl EnabledControllers {
                 "serviceaccount" | "serviceaccount-controller" => &mut out.serviceaccount,
                 "cronjob" | "cronjob-controller" => &mut out.cronjob,
                 "job" | "job-controller" => &mut out.job,
+                "daemonset" | "daemonset-controller" => &mut out.daemonset,
                 "ttl-after-finished" | "ttl-after-finished-controller" => {
                     &mut out.ttl_after_finished
                 }
@@ -177,6 +183,8 @@ pub struct ControllerManagerConfig {
     pub job_workers: usize,
     /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
     pub ttl_after_finished_workers: usize,
+    /// DaemonSet workers (`--concurrent-daemonset-syncs`, 2).
+    pub daemonset_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -228,6 +236,7 @@ impl Default for ControllerManagerConfig {
             cronjob_workers: 5,
             job_workers: 5,
             ttl_after_finished_workers: 5,
+            daemonset_workers: 2,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -350,6 +359,9 @@ async fn run_controllers(
         // Jobs own pods and CronJobs own Jobs.
         gc.watch(factory.informer::<Job>());
         gc.watch(factory.informer::<CronJob>());
+        // DaemonSets own pods and ControllerRevisions.
+        gc.watch(factory.informer::<DaemonSet>());
+        gc.watch(factory.informer::<ControllerRevision>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),
@@ -399,6 +411,20 @@ async fn run_controllers(
         cfg.metrics.register("job", jc.queue(), None);
         let (w, s) = (cfg.job_workers, shutdown.clone());
         tracker.spawn(async move { jc.run(w, s).await });
+    }
+    if en.daemonset {
+        let dsc = DaemonSetsController::new(
+            client.clone(),
+            factory.informer::<DaemonSet>(),
+            factory.informer::<ControllerRevision>(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            broadcaster.recorder("daemonset-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("daemonset", dsc.queue(), None);
+        let (w, s) = (cfg.daemonset_workers, shutdown.clone());
+        tracker.spawn(async move { dsc.run(w, s).await });
     }
     if en.ttl_after_finished {
         let ttl = TtlAfterFinishedController::new(
@@ -511,6 +537,10 @@ mod tests {
         let no_ttl =
             EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
         assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
+        let ds = EnabledControllers::parse("daemonset-controller").unwrap_or_default();
+        assert!(ds.daemonset && !ds.job);
+        let no_ds = EnabledControllers::parse("*,-daemonset").unwrap_or_default();
+        assert!(!no_ds.daemonset && no_ds.job);
     }
 
     #[test]
@@ -518,6 +548,7 @@ mod tests {
         let c = ControllerManagerConfig::default();
         assert_eq!(c.workers, 5);
         assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
+        assert_eq!(c.daemonset_workers, 2);
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);

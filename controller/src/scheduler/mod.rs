@@ -2,5 +2,6 @@
 
 pub mod controller;
 pub mod filter;
+pub mod nodeaffinity;
 pub mod resources;
 pub mod score;
