@@ -15,6 +15,7 @@ use futures::StreamExt;
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
+mod daemonset;
 mod scale;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,7 +35,10 @@ pub enum Which {
     /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
     /// the CRDs' directory, `--gateway-crds`).
     Crds,
-    /// All of the above but `scale` and `crds`.
+    /// A DaemonSet on `--daemonset-nodes` fake nodes: time to every daemon pod Running and Ready
+    /// (not part of `all`).
+    Daemonset,
+    /// All of the above but `scale`, `crds` and `daemonset`.
     All,
 }
 
@@ -58,6 +62,9 @@ pub struct BenchArgs {
     /// Fake nodes for the scale benchmark (110 pods each).
     #[arg(long, default_value_t = 100)]
     pub nodes: usize,
+    /// Fake nodes for the daemonset benchmark.
+    #[arg(long, default_value_t = 1000)]
+    pub daemonset_nodes: usize,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -108,6 +115,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Daemonset {
+        daemonset::daemonset(args.daemonset_nodes, Duration::from_secs(120)).await?;
     }
     if args.which == Which::Scale {
         scale::scale(

@@ -33,18 +33,18 @@ struct Seen {
 /// yet shares the process's two cores with it: decoding these fields instead of whole pods keeps
 /// the observer's share of the CPU small.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct PodProgress {
-    metadata: ObjectMeta,
+pub(super) struct PodProgress {
+    pub(super) metadata: ObjectMeta,
     #[serde(default)]
-    spec: ProgressSpec,
+    pub(super) spec: ProgressSpec,
     #[serde(default)]
     status: ProgressStatus,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct ProgressSpec {
+pub(super) struct ProgressSpec {
     #[serde(rename = "nodeName", default)]
-    node_name: Option<String>,
+    pub(super) node_name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -86,7 +86,7 @@ impl k8s_openapi::Metadata for PodProgress {
 }
 
 /// Running and Ready, as `kubectl get pods` shows it.
-fn is_ready(p: &PodProgress) -> bool {
+pub(super) fn is_ready(p: &PodProgress) -> bool {
     p.status.phase.as_deref() == Some("Running")
         && p.status
             .conditions
@@ -107,7 +107,7 @@ fn rc(name: &str) -> serde_json::Value {
 
 /// `apiserver_request_total` from `/metrics`: `"VERB resource"` (successes) or
 /// `"VERB resource (code)"` → count.
-async fn request_counts(
+pub(super) async fn request_counts(
     http: &reqwest::Client,
     base: &str,
 ) -> Result<BTreeMap<String, u64>, Error> {
@@ -143,7 +143,12 @@ async fn request_counts(
 }
 
 /// Prints the requests served between two [`request_counts`] snapshots, largest first.
-fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) {
+pub(super) fn print_requests(
+    bench: &str,
+    phase: &str,
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) {
     let mut delta: Vec<(u64, &String)> = after
         .iter()
         .map(|(k, n)| (n - before.get(k).copied().unwrap_or(0).min(*n), k))
@@ -158,18 +163,21 @@ fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<
         .filter(|(i, (_, k))| *i < 8 || k.ends_with(')'))
         .map(|(_, (n, k))| format!("{k} {n}"))
         .collect();
-    println!("scale: {phase}: {total} API requests ({})", list.join(", "));
+    println!(
+        "{bench}: {phase}: {total} API requests ({})",
+        list.join(", ")
+    );
 }
 
 /// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
-fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
+pub(super) fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
     Error::Failed(format!(
         "watch ended by the server: {}",
         st.message.unwrap_or_default()
     ))
 }
 
-fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
+pub(super) fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
     match (a, kubelet_fake::bench::process_usage()) {
         (Some(a), Some(b)) => format!(
             "{:.1} s CPU, RSS {:.0} MiB",
@@ -352,7 +360,7 @@ pub async fn scale(
     }
 
     let counts1 = request_counts(&http, &metrics_base).await?;
-    print_requests("0 → N", &counts0, &counts1);
+    print_requests("scale", "0 → N", &counts0, &counts1);
 
     // Down: until no pod of the RC exists.
     let cpu2 = kubelet_fake::bench::process_usage();
@@ -403,7 +411,7 @@ pub async fn scale(
         );
     }
     let counts2 = request_counts(&http, &metrics_base).await?;
-    print_requests("N → 0", &counts1, &counts2);
+    print_requests("scale", "N → 0", &counts1, &counts2);
     let rcs = client.api::<ReplicationController>(Some("default"));
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
     plane.shutdown().await;
