@@ -13,6 +13,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod error;
 pub mod gc;
+pub mod history;
 pub mod job;
 pub mod manager;
 pub mod metrics;
