@@ -92,8 +92,8 @@ pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
     if !r.status().is_success() {
         return Err(Error::Failed(format!("create daemonset: {}", r.status())));
     }
-    // Per pod: first seen bound, first seen Ready.
-    let mut seen: HashMap<String, (Option<Duration>, Option<Duration>)> =
+    // Per pod: first seen (created), first seen bound, first seen Ready.
+    let mut seen: HashMap<String, (Duration, Option<Duration>, Option<Duration>)> =
         HashMap::with_capacity(nodes);
     let mut ready = 0usize;
     let until = t0 + deadline;
@@ -112,21 +112,41 @@ pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
         let at = t0.elapsed();
         let s = seen
             .entry(pod.metadata.name.clone().unwrap_or_default())
-            .or_default();
-        if s.0.is_none() && pod.spec.node_name.is_some() {
-            s.0 = Some(at);
-        }
-        if s.1.is_none() && is_ready(&pod) {
+            .or_insert((at, None, None));
+        if s.1.is_none() && pod.spec.node_name.is_some() {
             s.1 = Some(at);
+        }
+        if s.2.is_none() && is_ready(&pod) {
+            s.2 = Some(at);
             ready += 1;
         }
     }
     let up = t0.elapsed();
     let cpu = cpu_since(cpu0);
-    let mut bound: Vec<Duration> = seen.values().filter_map(|s| s.0).collect();
-    let mut readies: Vec<Duration> = seen.values().filter_map(|s| s.1).collect();
+    let mut created: Vec<Duration> = seen.values().map(|s| s.0).collect();
+    let mut bound: Vec<Duration> = seen.values().filter_map(|s| s.1).collect();
+    let mut readies: Vec<Duration> = seen.values().filter_map(|s| s.2).collect();
+    created.sort();
     bound.sort();
     readies.sort();
+    // Timeline: pods created, bound and Ready by the end of each half second.
+    let by = |v: &[Duration], at: Duration| v.iter().filter(|t| **t <= at).count();
+    let mut timeline = Vec::new();
+    let mut at = Duration::from_millis(500);
+    while at < up + Duration::from_millis(500) {
+        timeline.push(format!(
+            "{:.1}s {}/{}/{}",
+            at.as_secs_f64(),
+            by(&created, at),
+            by(&bound, at),
+            by(&readies, at)
+        ));
+        at += Duration::from_millis(500);
+    }
+    println!(
+        "daemonset: timeline (created/bound/Ready): {}",
+        timeline.join(", ")
+    );
     if ready < nodes {
         println!(
             "daemonset: only {ready} of {nodes} daemon pods Running and Ready after {} ({} created, {} bound)",
@@ -136,8 +156,9 @@ pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
         );
     } else {
         println!(
-            "daemonset: {nodes} daemon pods Running and Ready in {} (last bound {}; ready p10 {} p50 {} p90 {}; {cpu})",
+            "daemonset: {nodes} daemon pods Running and Ready in {} (last created {}, last bound {}; ready p10 {} p50 {} p90 {}; {cpu})",
             ms(up),
+            ms(created.last().copied().unwrap_or_default()),
             ms(bound.last().copied().unwrap_or_default()),
             ms(percentile(&readies, 0.1)),
             ms(percentile(&readies, 0.5)),

@@ -2,8 +2,9 @@
 //! Ready, pinned by a `matchFields metadata.name` node affinity that the scheduler honours; a
 //! node added at run time gets a pod and a removed one leaves the desired count; tainted nodes
 //! are skipped unless tolerated (a NoExecute taint evicts); a node selector limits the nodes; a
-//! failed pod is replaced; a template change rolls out within `maxUnavailable` with a new
-//! ControllerRevision; and the real kubectl's `rollout status/history/undo daemonset/x`.
+//! failed pod is replaced; a deleted DaemonSet's pods and revisions are collected; a template
+//! change rolls out within `maxUnavailable` with a new ControllerRevision, or with `OnDelete`
+//! only to pods someone deleted; and the real kubectl's `rollout status/history/undo daemonset/x`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -291,6 +292,71 @@ async fn a_failed_pod_is_replaced() {
     })
     .await;
     assert!(has_event(&client, "FailedDaemonPod").await);
+
+    // Deleting the DaemonSet deletes its pods and revisions (garbage collector).
+    dss.delete("agent", &Default::default()).await.unwrap();
+    let revisions: Api<ControllerRevision> = client.api(Some("default"));
+    eventually("pods and revisions collected", || async {
+        let left = pods_of(&pods, "agent").await.len()
+            + revisions
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+        (left == 0).then_some(())
+    })
+    .await;
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_delete_updates_only_pods_someone_deleted() {
+    let sandbox = sandbox(2).await;
+    let client = sandbox.client();
+    let dss: Api<DaemonSet> = client.api(Some("default"));
+    let pods: Api<Pod> = client.api(Some("default"));
+    dss.create(&daemonset(
+        "agent",
+        json!({"updateStrategy": {"type": "OnDelete"}}),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    let nodes = node_names(&sandbox);
+    let before = one_ready_pod_on(&pods, "agent", &nodes).await;
+    status_is(&dss, "agent", 2, 2).await;
+    dss.patch(
+        "agent",
+        &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "agent:2"}
+        ]}}}})),
+    )
+    .await
+    .unwrap();
+    // The new generation is observed with no pod updated.
+    let ds = status_is(&dss, "agent", 2, 2).await;
+    assert_eq!(ds.metadata.generation, Some(2));
+    assert_eq!(ds.status.unwrap().updated_number_scheduled, Some(0));
+    let victim = before[0].metadata.name.clone().unwrap();
+    pods.delete(&victim, &Default::default()).await.unwrap();
+    let after = one_ready_pod_on(&pods, "agent", &nodes).await;
+    let images: BTreeSet<String> = after
+        .iter()
+        .map(|p| {
+            p.spec.as_ref().unwrap().containers[0]
+                .image
+                .clone()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        images,
+        ["agent:1".to_string(), "agent:2".to_string()].into()
+    );
+    assert!(after
+        .iter()
+        .any(|p| p.metadata.name == before[1].metadata.name));
     sandbox.stop().await;
 }
 

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::{FailedPodsBackoff, BACKOFF_GC_INTERVAL};
 use super::placement::DaemonPlacement;
 use crate::clock::Clock;
+use crate::history::History;
 use crate::pod_util::{controller_of, is_pod_ready};
 use crate::replication::claim::controller_ref;
 use crate::replication::expectations::ControllerExpectations;
@@ -33,6 +34,8 @@ pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) daemonsets: Lister<DaemonSet>,
     pub(super) revisions: Lister<ControllerRevision>,
+    // Adoption, release, renumbering and deletion of revisions (upstream's `crControl`).
+    pub(super) history: History,
     pub(super) pods: Lister<Pod>,
     pub(super) nodes: Lister<Node>,
     pub(super) queue: RateLimitingQueue<String>,
@@ -62,9 +65,10 @@ impl DaemonSetsController {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let inner = Arc::new(Inner {
-            client,
+            client: client.clone(),
             daemonsets: daemonsets.lister(),
             revisions: revisions.lister(),
+            history: History::new(client.clone(), revisions.lister()),
             pods: pods.lister(),
             nodes: nodes.lister(),
             queue: RateLimitingQueue::with_default_controller_rate_limiter("daemonset"),

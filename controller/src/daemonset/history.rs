@@ -7,20 +7,23 @@
 //! created if missing (a name taken by another template bumps `status.collisionCount` and fails
 //! the sync, to be retried with the new hash), renumbered if an older one became current again
 //! (a rollback), deduplicated if several match (pods relabelled to the kept one's hash first).
-//! Pure choices are in [`super::revisions`].
+//! Pure choices are in [`super::revisions`]; adoption, release, renumbering and deletion go
+//! through the shared [`crate::history::History`] (upstream's `crControl` and
+//! `ControllerRevisionControllerRefManager`). Creation is the DaemonSet's own (`snapshot`): its
+//! name hashes the pod template, and a collision is counted in the DaemonSet's status.
 
 use std::sync::Arc;
 
 use api::labels::Selector;
-use client::{Api, DeleteParams, Patch};
+use client::{Api, Patch};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::controller::{owner_ref, Inner};
 use super::placement::CONTROLLER_REVISION_HASH_LABEL;
-use super::revisions::{keep_of_duplicates, matches, max_revision, new_revision};
+use super::revisions::{keep_of_duplicates, matches, new_revision};
+use crate::history::next_revision;
 use crate::pod_util::controller_of;
-use crate::replication::claim::{adopt_patch, release_patch};
 use crate::{Error, Result};
 
 impl Inner {
@@ -36,23 +39,15 @@ impl Inner {
     ) -> Result<Vec<ControllerRevision>> {
         let ns = ds.metadata.namespace.clone().unwrap_or_default();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let api = self.revisions_api(&ns);
         let mut out = Vec::new();
         let mut rechecked = false;
         for cr in self.revisions.namespace(&ns).list(&Selector::everything()) {
             let matching = selector.matches(cr.metadata.labels.as_ref());
-            let cr_name = cr.metadata.name.clone().unwrap_or_default();
-            let cr_uid = cr.metadata.uid.clone().unwrap_or_default();
             match controller_of(&cr.metadata) {
                 Some(r) if r.uid != uid => {}
                 Some(_) if matching => out.push((*cr).clone()),
                 Some(_) => {
-                    let patch = Patch::Strategic(release_patch(&uid, &cr_uid));
-                    match api.patch(&cr_name, &patch).await {
-                        Ok(_) => {}
-                        Err(e) if e.is_not_found() || e.is_invalid() => {}
-                        Err(e) => return Err(Error::api("release controller revision", e)),
-                    }
+                    self.history.release(&uid, &cr).await?;
                 }
                 None if !matching || cr.metadata.deletion_timestamp.is_some() => {}
                 None => {
@@ -60,11 +55,11 @@ impl Inner {
                         self.recheck_not_deleted(ds).await?;
                         rechecked = true;
                     }
-                    let patch = Patch::Strategic(adopt_patch(&owner_ref(ds), &cr_uid));
-                    match api.patch(&cr_name, &patch).await {
+                    match self.history.adopt(&owner_ref(ds), &cr).await {
                         Ok(adopted) => out.push(adopted),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(Error::api("adopt controller revision", e)),
+                        Err(crate::history::Error::Api { source, .. }) if source.is_not_found() => {
+                        }
+                        Err(e) => return Err(e.into()),
                     }
                 }
             }
@@ -105,20 +100,16 @@ impl Inner {
                 old.push(cr);
             }
         }
-        let next = max_revision(&old) + 1;
+        let next = next_revision(&old);
         let cur = match current.len() {
             0 => self.snapshot(ds, next).await?,
             _ => {
-                let mut cur = self.dedup_current(ds, &current).await?;
+                let cur = self.dedup_current(ds, &current).await?;
                 if cur.revision < next {
-                    cur.revision = next;
-                    let name = cur.metadata.name.clone().unwrap_or_default();
-                    cur = api
-                        .replace(&name, &cur)
-                        .await
-                        .map_err(|e| Error::api("update controller revision", e))?;
+                    self.history.update(&cur, next).await?
+                } else {
+                    cur
                 }
-                cur
             }
         };
         Ok((cur, old))
@@ -216,16 +207,7 @@ impl Inner {
                     }
                 }
             }
-            let name = dup.metadata.name.as_deref().unwrap_or_default();
-            match self
-                .revisions_api(&ns)
-                .delete(name, &DeleteParams::default())
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(Error::api("delete duplicate revision", e)),
-            }
+            self.history.delete(dup).await?;
         }
         Ok(keep)
     }

@@ -9,7 +9,7 @@
 //! shows in `rollout history`), and is controlled by the DaemonSet. A revision *matches* the
 //! DaemonSet when its data equals the current patch (compared as JSON values).
 //!
-//! Pure; the requests are in `sync`.
+//! Pure; the requests are in `history` and `sync`.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::placement::CONTROLLER_REVISION_HASH_LABEL;
 use crate::deployment::util::compute_hash;
+use crate::history::sort_revisions;
 
 /// `getPatch`: the strategic-merge patch that puts the DaemonSet's template back.
 pub fn get_patch(ds: &DaemonSet) -> Value {
@@ -81,11 +82,6 @@ pub fn new_revision(ds: &DaemonSet, revision: i64, owner: OwnerReference) -> Con
     }
 }
 
-/// `maxRevision`.
-pub fn max_revision<'a>(revisions: impl IntoIterator<Item = &'a ControllerRevision>) -> i64 {
-    revisions.into_iter().map(|r| r.revision).max().unwrap_or(0)
-}
-
 /// `dedupCurHistories`' choice: of several revisions matching the template, the one with the
 /// highest revision (the last such on a tie) is kept.
 pub fn keep_of_duplicates(current: &[ControllerRevision]) -> Option<&ControllerRevision> {
@@ -107,19 +103,18 @@ fn hash_label(cr: &ControllerRevision) -> Option<&str> {
 
 /// `cleanupHistory`'s choice: beyond `limit` old revisions, the oldest ones whose hash no live
 /// pod carries, by ascending revision.
-pub fn revisions_to_delete(
-    old: &[ControllerRevision],
+pub fn revisions_to_delete<'a>(
+    old: &'a [ControllerRevision],
     limit: usize,
     live_hashes: &BTreeSet<String>,
-) -> Vec<String> {
+) -> Vec<&'a ControllerRevision> {
     let to_kill = old.len().saturating_sub(limit);
     let mut sorted: Vec<&ControllerRevision> = old.iter().collect();
-    sorted.sort_by_key(|r| r.revision);
+    sort_revisions(&mut sorted);
     sorted
         .into_iter()
         .filter(|r| hash_label(r).is_none_or(|h| !live_hashes.contains(h)))
         .take(to_kill)
-        .filter_map(|r| r.metadata.name.clone())
         .collect()
 }
 
@@ -216,13 +211,16 @@ mod tests {
             rev("r4", 4, "h4"),
         ];
         let live: BTreeSet<String> = ["h1".to_string()].into();
-        assert_eq!(revisions_to_delete(&old, 2, &live), ["r2", "r3"]);
-        assert_eq!(revisions_to_delete(&old, 4, &live), Vec::<String>::new());
+        let names = |v: Vec<&ControllerRevision>| -> Vec<String> {
+            v.iter().filter_map(|r| r.metadata.name.clone()).collect()
+        };
+        assert_eq!(names(revisions_to_delete(&old, 2, &live)), ["r2", "r3"]);
+        assert!(revisions_to_delete(&old, 4, &live).is_empty());
         assert_eq!(
-            revisions_to_delete(&old, 0, &BTreeSet::new()),
+            names(revisions_to_delete(&old, 0, &BTreeSet::new())),
             ["r1", "r2", "r3", "r4"]
         );
-        assert_eq!(max_revision(&old), 4);
+        assert_eq!(crate::history::next_revision(&old), 5);
         let dups = [rev("a", 5, "x"), rev("b", 7, "x"), rev("c", 7, "x")];
         assert_eq!(
             keep_of_duplicates(&dups).and_then(|r| r.metadata.name.as_deref()),

@@ -439,16 +439,8 @@ impl Inner {
                     .cloned()
             })
             .collect();
-        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let api = self
-            .client
-            .api::<k8s_openapi::api::apps::v1::ControllerRevision>(Some(ns));
-        for name in revisions_to_delete(old, limit, &live) {
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(Error::api("delete controller revision", e)),
-            }
+        for revision in revisions_to_delete(old, limit, &live) {
+            self.history.delete(revision).await?;
         }
         Ok(())
     }
