@@ -236,12 +236,15 @@ pub fn allows_surge(ds: &DaemonSet) -> bool {
     surge_count(ds, 1).is_some_and(|n| n != 0)
 }
 
+/// A node's live pod of the current revision and live pod of an older one, each if any.
+pub type NewAndOld<'p> = (Option<&'p Arc<Pod>>, Option<&'p Arc<Pod>>);
+
 /// `findUpdatedPodsOnNode`: the node's one new and one old live pod; `None` if it has more.
 pub fn find_updated_pods_on_node<'p>(
     pods: &'p [Arc<Pod>],
     hash: &str,
     generation: Option<i64>,
-) -> Option<(Option<&'p Arc<Pod>>, Option<&'p Arc<Pod>>)> {
+) -> Option<NewAndOld<'p>> {
     let (mut new, mut old) = (None, None);
     for pod in pods
         .iter()
