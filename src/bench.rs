@@ -16,6 +16,7 @@ use futures::StreamExt;
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
+mod daemonset;
 mod job;
 mod scale;
 mod statefulset;
@@ -43,7 +44,10 @@ pub enum Which {
     /// A StatefulSet of `--set-replicas` pods, OrderedReady, on `--set-nodes` fake nodes: time
     /// until every pod is Running and Ready (not part of `all`).
     Statefulset,
-    /// All of the above but `scale`, `crds`, `job` and `statefulset`.
+    /// A DaemonSet on `--daemonset-nodes` fake nodes: time to every daemon pod Running and Ready
+    /// (not part of `all`).
+    Daemonset,
+    /// All of the above but `scale`, `crds`, `job`, `statefulset` and `daemonset`.
     All,
 }
 
@@ -76,6 +80,9 @@ pub struct BenchArgs {
     /// The fake kubelets' pod start delay in the statefulset benchmark, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub set_start_delay_ms: u64,
+    /// Fake nodes for the daemonset benchmark.
+    #[arg(long, default_value_t = 1000)]
+    pub daemonset_nodes: usize,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -150,6 +157,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             Duration::from_secs(120),
         )
         .await?;
+    }
+    if args.which == Which::Daemonset {
+        daemonset::daemonset(args.daemonset_nodes, Duration::from_secs(120)).await?;
     }
     if args.which == Which::Scale {
         scale::scale(

@@ -10,6 +10,7 @@
 pub mod clock;
 pub mod clusterroleaggregation;
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod error;

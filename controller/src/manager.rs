@@ -15,7 +15,7 @@ use std::time::Duration;
 use client::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 use client::record::EventBroadcaster;
 use client::{Client, SharedInformerFactory};
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -31,6 +31,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::{self, Clock};
 use crate::clusterroleaggregation::ClusterRoleAggregationController;
 use crate::cronjob::CronJobController;
+use crate::daemonset::DaemonSetsController;
 use crate::disruption::{DisruptionController, DisruptionListers};
 use crate::gc::collector::GarbageCollector;
 use crate::job::JobController;
@@ -79,6 +80,8 @@ pub struct EnabledControllers {
     pub job: bool,
     /// `statefulset` (`statefulset-controller`).
     pub statefulset: bool,
+    /// `daemonset` (`daemonset-controller`).
+    pub daemonset: bool,
     /// `ttl-after-finished` (`ttl-after-finished-controller`).
     pub ttl_after_finished: bool,
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
@@ -121,6 +124,7 @@ impl EnabledControllers {
             cronjob: true,
             job: true,
             statefulset: true,
+            daemonset: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
             persistentvolume_binder: true,
@@ -147,6 +151,7 @@ impl EnabledControllers {
             cronjob: false,
             job: false,
             statefulset: false,
+            daemonset: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
             persistentvolume_binder: false,
@@ -188,6 +193,7 @@ impl EnabledControllers {
                 "cronjob" | "cronjob-controller" => &mut out.cronjob,
                 "job" | "job-controller" => &mut out.job,
                 "statefulset" | "statefulset-controller" => &mut out.statefulset,
+                "daemonset" | "daemonset-controller" => &mut out.daemonset,
                 "ttl-after-finished" | "ttl-after-finished-controller" => {
                     &mut out.ttl_after_finished
                 }
@@ -231,6 +237,8 @@ pub struct ControllerManagerConfig {
     pub statefulset_workers: usize,
     /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
     pub ttl_after_finished_workers: usize,
+    /// DaemonSet workers (`--concurrent-daemonset-syncs`, 2).
+    pub daemonset_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -285,6 +293,7 @@ impl Default for ControllerManagerConfig {
             job_workers: 5,
             statefulset_workers: 5,
             ttl_after_finished_workers: 5,
+            daemonset_workers: 2,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -407,10 +416,12 @@ async fn run_controllers(
         // Jobs own pods and CronJobs own Jobs.
         gc.watch(factory.informer::<Job>());
         gc.watch(factory.informer::<CronJob>());
-        // StatefulSets own pods, claims (retention policy) and ControllerRevisions.
-        gc.watch(factory.informer::<k8s_openapi::api::apps::v1::StatefulSet>());
-        gc.watch(factory.informer::<k8s_openapi::api::apps::v1::ControllerRevision>());
-        gc.watch(factory.informer::<k8s_openapi::api::core::v1::PersistentVolumeClaim>());
+        // StatefulSets and DaemonSets own pods and ControllerRevisions; StatefulSets own claims
+        // too (retention policy).
+        gc.watch(factory.informer::<StatefulSet>());
+        gc.watch(factory.informer::<DaemonSet>());
+        gc.watch(factory.informer::<ControllerRevision>());
+        gc.watch(factory.informer::<PersistentVolumeClaim>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),
@@ -464,16 +475,30 @@ async fn run_controllers(
     if en.statefulset {
         let sc = crate::statefulset::StatefulSetController::new(
             client.clone(),
-            factory.informer::<k8s_openapi::api::apps::v1::StatefulSet>(),
+            factory.informer::<StatefulSet>(),
             pods.clone(),
-            factory.informer::<k8s_openapi::api::apps::v1::ControllerRevision>(),
-            factory.informer::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(),
+            factory.informer::<ControllerRevision>(),
+            factory.informer::<PersistentVolumeClaim>(),
             broadcaster.recorder("statefulset-controller"),
             clock.clone(),
         );
         cfg.metrics.register("statefulset", sc.queue(), None);
         let (w, s) = (cfg.statefulset_workers, shutdown.clone());
         tracker.spawn(async move { sc.run(w, s).await });
+    }
+    if en.daemonset {
+        let dsc = DaemonSetsController::new(
+            client.clone(),
+            factory.informer::<DaemonSet>(),
+            factory.informer::<ControllerRevision>(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            broadcaster.recorder("daemonset-controller"),
+            clock.clone(),
+        );
+        cfg.metrics.register("daemonset", dsc.queue(), None);
+        let (w, s) = (cfg.daemonset_workers, shutdown.clone());
+        tracker.spawn(async move { dsc.run(w, s).await });
     }
     if en.ttl_after_finished {
         let ttl = TtlAfterFinishedController::new(
@@ -692,6 +717,10 @@ mod tests {
         assert!(sts.statefulset && !sts.job);
         let no_sts = EnabledControllers::parse("*,-statefulset").unwrap_or_default();
         assert!(!no_sts.statefulset && no_sts.job);
+        let ds = EnabledControllers::parse("daemonset-controller").unwrap_or_default();
+        assert!(ds.daemonset && !ds.job);
+        let no_ds = EnabledControllers::parse("*,-daemonset").unwrap_or_default();
+        assert!(!no_ds.daemonset && no_ds.job);
     }
 
     #[test]
@@ -701,6 +730,7 @@ mod tests {
         assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
         assert_eq!(c.statefulset_workers, 5);
         assert!(c.controllers.statefulset);
+        assert_eq!(c.daemonset_workers, 2);
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);

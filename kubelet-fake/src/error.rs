@@ -32,6 +32,13 @@ pub enum Error {
         #[source]
         source: Box<client::Error>,
     },
+    /// A node's Node object could not be deleted ([`crate::FakeKubelets::remove_node`]).
+    #[error("removing node {node}: {source}")]
+    RemoveNode {
+        node: String,
+        #[source]
+        source: Box<client::Error>,
+    },
     /// The shared pod or node informer did not sync before shutdown was requested.
     #[error("informer caches did not sync")]
     CacheSync,

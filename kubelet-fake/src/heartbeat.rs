@@ -40,7 +40,9 @@ const REGISTER_ATTEMPTS: u32 = 5;
 
 /// Creates node `i` (or adopts an existing Node of that name) and records its UID.
 pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
-    let node = &shared.nodes[i];
+    let Some(node) = shared.node(i) else {
+        return Ok(());
+    };
     let name = node.id.name.clone();
     let api = shared.client.api::<Node>(None);
     let obj = node_object(&node.id, &shared.cfg.node, Timestamp::now());
@@ -74,7 +76,9 @@ pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
 /// One heartbeat of node `i`: lease renewal, then node status if due. No-op if the node is stopped
 /// or already has a heartbeat in flight.
 pub(crate) async fn heartbeat(shared: &Shared, i: usize) {
-    let node = &shared.nodes[i];
+    let Some(node) = shared.node(i) else {
+        return;
+    };
     if !node.running.load(Ordering::SeqCst) || node.heartbeat_in_flight.swap(true, Ordering::SeqCst)
     {
         return;
@@ -85,7 +89,9 @@ pub(crate) async fn heartbeat(shared: &Shared, i: usize) {
 }
 
 async fn renew_lease(shared: &Shared, i: usize) {
-    let node = &shared.nodes[i];
+    let Some(node) = shared.node(i) else {
+        return;
+    };
     let name = node.id.name.as_str();
     let api = shared.client.api::<Lease>(Some(NODE_LEASE_NAMESPACE));
     let renewed = |mut l: Lease| {
@@ -141,7 +147,9 @@ async fn renew_lease(shared: &Shared, i: usize) {
 }
 
 async fn post_status(shared: &Shared, i: usize) {
-    let node = &shared.nodes[i];
+    let Some(node) = shared.node(i) else {
+        return;
+    };
     let name = node.id.name.as_str();
     let now = Timestamp::now();
     let cached = shared.node_informer.indexer().get_by_key(name);
@@ -193,7 +201,6 @@ pub(crate) async fn wheel(
     mut urgent: mpsc::Receiver<usize>,
     shutdown: CancellationToken,
 ) {
-    let n = shared.nodes.len();
     let slots =
         (shared.cfg.lease_renew_interval.as_millis() / WHEEL_TICK.as_millis()).max(1) as usize;
     let tick = shared.cfg.lease_renew_interval / u32::try_from(slots).unwrap_or(u32::MAX);
@@ -204,7 +211,9 @@ pub(crate) async fn wheel(
     let permits = Arc::new(Semaphore::new(shared.cfg.heartbeat_concurrency));
     let tasks = TaskTracker::new();
     let spawn = |i: usize| {
-        let node = &shared.nodes[i];
+        let Some(node) = shared.node(i) else {
+            return;
+        };
         if !node.running.load(Ordering::SeqCst) || node.heartbeat_in_flight.load(Ordering::SeqCst) {
             return;
         }
@@ -229,14 +238,15 @@ pub(crate) async fn wheel(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(i) = urgent.recv() => {
-                if i < n {
+                if let Some(node) = shared.node(i) {
                     // A restarted node posts its status at once, changed or not.
-                    *shared.nodes[i].last_report.lock() = None;
+                    *node.last_report.lock() = None;
                     spawn(i);
                 }
             }
             _ = ticker.tick() => {
-                for i in (slot..n).step_by(slots) {
+                // Nodes added while running join their slot from the next round.
+                for i in (slot..shared.node_count()).step_by(slots) {
                     spawn(i);
                 }
                 slot = (slot + 1) % slots;

@@ -16,6 +16,11 @@
 //!   kubelet's 1 s PLEG relist never reports sub-second states: a default pod costs one write.
 //! * **One** heartbeat wheel for all nodes ([`crate::heartbeat`]).
 //!
+//! Nodes can join while running ([`FakeKubelets::add_node`]: the next index, registered and Ready
+//! before it returns) and leave ([`FakeKubelets::remove_node`]: it stops and its Node object is
+//! deleted; its index is never reused). The node table is behind a lock taken only for lookups
+//! and those two calls, never across an await.
+//!
 //! Stopping a node ([`FakeKubelets::stop_node`]) is a crashed machine: no lease renewals, no node
 //! status, its pods are not touched (their status freezes; deletions hang until it comes back or
 //! someone force-deletes). Starting it again heartbeats at once and re-syncs all its pods.
@@ -42,7 +47,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -111,12 +116,30 @@ pub(crate) struct NodeState {
     pods: Mutex<NodePods>,
 }
 
+impl NodeState {
+    fn new(id: NodeIdentity) -> Self {
+        Self {
+            pods: Mutex::new(NodePods {
+                ipam: Ipam::new(id.pod_cidr),
+                pods: HashMap::new(),
+            }),
+            id,
+            running: AtomicBool::new(true),
+            heartbeat_in_flight: AtomicBool::new(false),
+            uid: Mutex::new(None),
+            lease: Mutex::new(None),
+            last_report: Mutex::new(None),
+        }
+    }
+}
+
 /// State shared by the handlers, writers and the heartbeat wheel.
 pub(crate) struct Shared {
     pub(crate) client: Client,
     pub(crate) cfg: KubeletConfig,
-    pub(crate) nodes: Vec<NodeState>,
-    by_name: HashMap<String, usize>,
+    // Append-only (indices are stable); `by_name` holds the nodes not removed.
+    nodes: RwLock<Vec<Arc<NodeState>>>,
+    by_name: RwLock<HashMap<String, usize>>,
     pods: SharedIndexInformer<Pod>,
     pub(crate) node_informer: SharedIndexInformer<Node>,
     queue: RateLimitingQueue<String>,
@@ -126,7 +149,21 @@ pub(crate) struct Shared {
 impl Shared {
     fn node_of(&self, pod: &Pod) -> Option<usize> {
         let name = pod.spec.as_ref()?.node_name.as_deref()?;
-        self.by_name.get(name).copied()
+        self.by_name.read().get(name).copied()
+    }
+
+    /// Node `i`, if it exists.
+    pub(crate) fn node(&self, i: usize) -> Option<Arc<NodeState>> {
+        self.nodes.read().get(i).cloned()
+    }
+
+    /// How many node indices exist (removed nodes included).
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.read().len()
+    }
+
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.by_name.read().get(name).copied()
     }
 
     fn pod_key(pod: &Pod) -> String {
@@ -134,7 +171,10 @@ impl Shared {
     }
 
     fn forget_pod(&self, node: usize, key: &str) {
-        let mut np = self.nodes[node].pods.lock();
+        let Some(node) = self.node(node) else {
+            return;
+        };
+        let mut np = node.pods.lock();
         if let Some(rt) = np.pods.remove(key) {
             if let Some(ip) = rt.ip {
                 np.ipam.release(ip);
@@ -194,18 +234,7 @@ impl FakeKubelets {
                     Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
                 })?;
             by_name.insert(id.name.clone(), i);
-            nodes.push(NodeState {
-                pods: Mutex::new(NodePods {
-                    ipam: Ipam::new(id.pod_cidr),
-                    pods: HashMap::new(),
-                }),
-                id,
-                running: AtomicBool::new(true),
-                heartbeat_in_flight: AtomicBool::new(false),
-                uid: Mutex::new(None),
-                lease: Mutex::new(None),
-                last_report: Mutex::new(None),
-            });
+            nodes.push(Arc::new(NodeState::new(id)));
         }
 
         // The kubelet never reads managedFields: its caches go without them.
@@ -240,8 +269,8 @@ impl FakeKubelets {
         let shared = Arc::new(Shared {
             client,
             cfg,
-            nodes,
-            by_name,
+            nodes: RwLock::new(nodes),
+            by_name: RwLock::new(by_name),
             pods: pods.clone(),
             node_informer,
             queue,
@@ -252,7 +281,7 @@ impl FakeKubelets {
         // registration (thousands of nodes) reports its progress once a second.
         let concurrency = shared.cfg.heartbeat_concurrency;
         let registered = AtomicUsize::new(0);
-        let registering = futures::stream::iter(0..shared.nodes.len())
+        let registering = futures::stream::iter(0..shared.node_count())
             .map(|i| {
                 let (shared, registered) = (shared.clone(), &registered);
                 async move {
@@ -264,7 +293,7 @@ impl FakeKubelets {
             })
             .buffer_unordered(concurrency)
             .collect::<Vec<Result<()>>>();
-        let results = report_progress(registering, shared.nodes.len(), &registered).await;
+        let results = report_progress(registering, shared.node_count(), &registered).await;
         for r in results {
             r?;
         }
@@ -296,7 +325,7 @@ impl FakeKubelets {
                     .await
             });
         }
-        let (urgent_tx, urgent_rx) = mpsc::channel(shared.nodes.len().max(1));
+        let (urgent_tx, urgent_rx) = mpsc::channel(shared.node_count().max(1));
         tasks.spawn(heartbeat::wheel(
             shared.clone(),
             urgent_rx,
@@ -311,27 +340,87 @@ impl FakeKubelets {
         })
     }
 
-    /// The names of all simulated nodes, in index order.
+    /// The names of all simulated nodes (removed ones excepted), in index order.
     pub fn node_names(&self) -> Vec<String> {
+        let by_name = self.shared.by_name.read();
         self.shared
             .nodes
+            .read()
             .iter()
             .map(|n| n.id.name.clone())
+            .filter(|n| by_name.contains_key(n))
             .collect()
     }
 
     /// Whether `name` is a simulated node that is running.
     pub fn is_running(&self, name: &str) -> Option<bool> {
-        let i = *self.shared.by_name.get(name)?;
-        Some(self.shared.nodes[i].running.load(Ordering::SeqCst))
+        let node = self.shared.node(self.shared.index_of(name)?)?;
+        Some(node.running.load(Ordering::SeqCst))
+    }
+
+    /// Adds a node with the next index (its name, pod CIDR and address follow from it, as for
+    /// the nodes started with the kubelets), registers it and gives it its first heartbeat, so
+    /// it is Ready when this returns. Returns its name.
+    pub async fn add_node(&self) -> Result<String> {
+        let shared = &self.shared;
+        let (i, name) = {
+            let mut nodes = shared.nodes.write();
+            let i = nodes.len();
+            let id = NodeIdentity::nth(
+                &shared.cfg.name_prefix,
+                shared.cfg.first_index + i,
+                &shared.cfg.node,
+            )
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
+            })?;
+            let name = id.name.clone();
+            nodes.push(Arc::new(NodeState::new(id)));
+            shared.by_name.write().insert(name.clone(), i);
+            (i, name)
+        };
+        if let Err(e) = heartbeat::register(shared, i).await {
+            shared.by_name.write().remove(&name);
+            if let Some(n) = shared.node(i) {
+                n.running.store(false, Ordering::SeqCst);
+            }
+            return Err(e);
+        }
+        heartbeat::heartbeat(shared, i).await;
+        tracing::info!(node = %name, "node added");
+        Ok(name)
+    }
+
+    /// Removes a node: it stops heartbeating, its Node object is deleted and its name is no
+    /// longer served (its pods are left to the pod GC, as when a machine leaves a cluster).
+    pub async fn remove_node(&self, name: &str) -> Result<NodeToggle> {
+        let Some(i) = self.shared.by_name.write().remove(name) else {
+            return Ok(NodeToggle::UnknownNode);
+        };
+        if let Some(n) = self.shared.node(i) {
+            n.running.store(false, Ordering::SeqCst);
+        }
+        let api = self.shared.client.api::<Node>(None);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(Error::RemoveNode {
+                    node: name.to_string(),
+                    source: Box::new(e),
+                })
+            }
+        }
+        tracing::info!(node = name, "node removed");
+        Ok(NodeToggle::Changed)
     }
 
     /// Stops a node as if its machine crashed: no more heartbeats, its pods are left alone.
     pub fn stop_node(&self, name: &str) -> NodeToggle {
-        let Some(&i) = self.shared.by_name.get(name) else {
+        let Some(node) = self.shared.index_of(name).and_then(|i| self.shared.node(i)) else {
             return NodeToggle::UnknownNode;
         };
-        if self.shared.nodes[i].running.swap(false, Ordering::SeqCst) {
+        if node.running.swap(false, Ordering::SeqCst) {
             tracing::info!(node = name, "node stopped");
             NodeToggle::Changed
         } else {
@@ -341,10 +430,13 @@ impl FakeKubelets {
 
     /// Starts a stopped node: it heartbeats at once and re-syncs every pod bound to it.
     pub fn start_node(&self, name: &str) -> NodeToggle {
-        let Some(&i) = self.shared.by_name.get(name) else {
+        let Some(i) = self.shared.index_of(name) else {
             return NodeToggle::UnknownNode;
         };
-        if self.shared.nodes[i].running.swap(true, Ordering::SeqCst) {
+        let Some(node) = self.shared.node(i) else {
+            return NodeToggle::UnknownNode;
+        };
+        if node.running.swap(true, Ordering::SeqCst) {
             return NodeToggle::Unchanged;
         }
         tracing::info!(node = name, "node started");
@@ -359,15 +451,14 @@ impl FakeKubelets {
     /// A snapshot of the counters and of our pods by phase.
     pub fn metrics(&self) -> KubeletMetrics {
         let mut m = KubeletMetrics::default().with_counters(&self.shared.counters);
-        m.nodes = self.shared.nodes.len() as u64;
-        m.nodes_running = self
-            .shared
-            .nodes
+        let nodes = self.shared.nodes.read().clone();
+        m.nodes = self.shared.by_name.read().len() as u64;
+        m.nodes_running = nodes
             .iter()
             .filter(|n| n.running.load(Ordering::Relaxed))
             .count() as u64;
         let indexer = self.shared.pods.indexer();
-        for n in &self.shared.nodes {
+        for n in &nodes {
             for pod in indexer.by_index(NODE_NAME_INDEX, &n.id.name) {
                 m.count_phase(pod.status.as_ref().and_then(|s| s.phase.as_deref()));
             }
@@ -427,10 +518,10 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
     let Some(pod) = shared.pods.indexer().get_by_key(key) else {
         return Action::AwaitChange;
     };
-    let Some(node_idx) = shared.node_of(&pod) else {
+    let Some(node) = shared.node_of(&pod).and_then(|i| shared.node(i)) else {
         return Action::AwaitChange;
     };
-    let node = &shared.nodes[node_idx];
+    let node = &*node;
     if !node.running.load(Ordering::SeqCst) {
         // A crashed machine does nothing; start_node re-enqueues its pods.
         return Action::AwaitChange;

@@ -36,15 +36,15 @@ struct Seen {
 pub(super) struct PodProgress {
     pub(super) metadata: ObjectMeta,
     #[serde(default)]
-    spec: ProgressSpec,
+    pub(super) spec: ProgressSpec,
     #[serde(default)]
     status: ProgressStatus,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct ProgressSpec {
+pub(super) struct ProgressSpec {
     #[serde(rename = "nodeName", default)]
-    node_name: Option<String>,
+    pub(super) node_name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -174,7 +174,7 @@ pub(super) fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::St
     ))
 }
 
-fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
+pub(super) fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
     match (a, kubelet_fake::bench::process_usage()) {
         (Some(a), Some(b)) => format!(
             "{:.1} s CPU, RSS {:.0} MiB",

@@ -1,7 +1,8 @@
 //! Which nodes can run a pod (the scheduler's filter plugins).
 //!
 //! A node passes when it is Ready, schedulable (`kubectl cordon` sets `spec.unschedulable`; a pod may
-//! tolerate `node.kubernetes.io/unschedulable`), its labels satisfy the pod's `nodeSelector`, every
+//! tolerate `node.kubernetes.io/unschedulable`), it satisfies the pod's `nodeSelector` and required
+//! node affinity ([`super::nodeaffinity`]: `matchExpressions` and `matchFields`), every
 //! `NoSchedule`/`NoExecute` taint is tolerated (`PreferNoSchedule` never filters), and the pod's
 //! requests fit the node's allocatable CPU, memory and pod count next to the pods already on it
 //! (including pods the scheduler assumed but the cache has not seen bound yet).
@@ -10,10 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use api::labels::Selector;
 use api::quantity::Amount;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
+use super::nodeaffinity::RequiredNodeAffinity;
 use super::resources::{from_list, pod_requests, Resources};
 
 /// Taint key for cordoned nodes (`TaintNodeUnschedulable`).
@@ -113,16 +114,11 @@ pub fn allocatable(node: &Node) -> (Resources, i64) {
     (from_list(alloc), pods)
 }
 
-fn empty_map() -> &'static BTreeMap<String, String> {
-    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-    &EMPTY
-}
-
 /// What filtering and scoring read of a pod, computed once per scheduling attempt rather than
 /// once per node (upstream's PreFilter state).
 pub struct PodInfo<'a> {
     tolerations: &'a [Toleration],
-    selector: Selector,
+    affinity: RequiredNodeAffinity,
     /// Requests as declared.
     pub requests: Resources,
     /// Requests with the scoring defaults for unset ones.
@@ -134,11 +130,7 @@ impl<'a> PodInfo<'a> {
         let spec = pod.spec.as_ref();
         PodInfo {
             tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]),
-            // An empty or absent nodeSelector matches every node.
-            selector: Selector::from_map(
-                spec.and_then(|s| s.node_selector.as_ref())
-                    .unwrap_or(empty_map()),
-            ),
+            affinity: RequiredNodeAffinity::of(pod),
             requests: pod_requests(pod, false),
             non_zero_requests: pod_requests(pod, true),
         }
@@ -173,7 +165,7 @@ pub fn fits(
             failures.push(FitFailure::Unschedulable);
         }
     }
-    if !pod.selector.matches(node.metadata.labels.as_ref()) {
+    if !pod.affinity.matches(node) {
         failures.push(FitFailure::NodeSelectorMismatch);
     }
     for taint in node_spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]) {

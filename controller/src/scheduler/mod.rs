@@ -2,6 +2,7 @@
 
 pub mod controller;
 pub mod filter;
+pub mod nodeaffinity;
 pub mod resources;
 pub mod score;
 pub mod volumebinding;
