@@ -10,6 +10,9 @@
 pub mod clock;
 pub mod cronjob;
 pub mod deployment;
+pub mod endpoint;
+pub mod endpointslice;
+pub mod endpointutil;
 pub mod error;
 pub mod gc;
 pub mod job;
