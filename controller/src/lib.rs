@@ -12,6 +12,7 @@ pub mod cronjob;
 pub mod deployment;
 pub mod endpoint;
 pub mod endpointslice;
+pub mod endpointslicemirroring;
 pub mod endpointutil;
 pub mod error;
 pub mod gc;

@@ -72,6 +72,12 @@ pub struct EnabledControllers {
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
     /// [root CA](ControllerManagerConfig::root_ca).
     pub root_ca_cert_publisher: bool,
+    /// `endpoint` (`endpoints-controller`).
+    pub endpoint: bool,
+    /// `endpointslice` (`endpointslice-controller`).
+    pub endpointslice: bool,
+    /// `endpointslicemirroring` (`endpointslice-mirroring-controller`).
+    pub endpointslice_mirroring: bool,
 }
 
 impl Default for EnabledControllers {
@@ -97,6 +103,9 @@ impl EnabledControllers {
             job: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
+            endpoint: true,
+            endpointslice: true,
+            endpointslice_mirroring: true,
         }
     }
 
@@ -116,6 +125,9 @@ impl EnabledControllers {
             job: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
+            endpoint: false,
+            endpointslice: false,
+            endpointslice_mirroring: false,
         }
     }
 
@@ -154,6 +166,11 @@ impl EnabledControllers {
                 "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
                     &mut out.root_ca_cert_publisher
                 }
+                "endpoint" | "endpoints-controller" => &mut out.endpoint,
+                "endpointslice" | "endpointslice-controller" => &mut out.endpointslice,
+                "endpointslicemirroring" | "endpointslice-mirroring-controller" => {
+                    &mut out.endpointslice_mirroring
+                }
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -177,6 +194,16 @@ pub struct ControllerManagerConfig {
     pub job_workers: usize,
     /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
     pub ttl_after_finished_workers: usize,
+    /// Endpoints workers (`--concurrent-endpoint-syncs`, 5).
+    pub endpoint_workers: usize,
+    /// EndpointSlice workers (`--concurrent-service-endpoint-syncs`, 5).
+    pub endpointslice_workers: usize,
+    /// Endpoints per EndpointSlice (`--max-endpoints-per-slice`, 100).
+    pub max_endpoints_per_slice: usize,
+    /// Mirroring workers (`--mirroring-concurrent-service-endpoint-syncs`, 5).
+    pub endpointslice_mirroring_workers: usize,
+    /// Addresses mirrored per Endpoints subset (`--mirroring-max-endpoints-per-subset`, 1000).
+    pub mirroring_max_endpoints_per_subset: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -228,6 +255,12 @@ impl Default for ControllerManagerConfig {
             cronjob_workers: 5,
             job_workers: 5,
             ttl_after_finished_workers: 5,
+            endpoint_workers: 5,
+            endpointslice_workers: 5,
+            max_endpoints_per_slice: crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+            endpointslice_mirroring_workers: 5,
+            mirroring_max_endpoints_per_subset:
+                crate::endpointslicemirroring::DEFAULT_MAX_ENDPOINTS_PER_SUBSET,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -423,6 +456,46 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { p.run(1, s).await });
     }
+    if en.endpoint {
+        let ec = crate::endpoint::EndpointController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::core::v1::Service>(),
+            pods.clone(),
+            factory.informer::<k8s_openapi::api::core::v1::Endpoints>(),
+            broadcaster.recorder("endpoint-controller"),
+        );
+        cfg.metrics.register("endpoint", ec.queue(), None);
+        let (w, s) = (cfg.endpoint_workers, shutdown.clone());
+        tracker.spawn(async move { ec.run(w, s).await });
+    }
+    if en.endpointslice {
+        let esc = crate::endpointslice::EndpointSliceController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::core::v1::Service>(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            factory.informer::<k8s_openapi::api::discovery::v1::EndpointSlice>(),
+            broadcaster.recorder("endpoint-slice-controller"),
+            cfg.max_endpoints_per_slice,
+        );
+        cfg.metrics.register("endpoint_slice", esc.queue(), None);
+        let (w, s) = (cfg.endpointslice_workers, shutdown.clone());
+        tracker.spawn(async move { esc.run(w, s).await });
+    }
+    if en.endpointslice_mirroring {
+        let m = crate::endpointslicemirroring::EndpointSliceMirroringController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::core::v1::Endpoints>(),
+            factory.informer::<k8s_openapi::api::discovery::v1::EndpointSlice>(),
+            factory.informer::<k8s_openapi::api::core::v1::Service>(),
+            broadcaster.recorder("endpoint-slice-mirroring-controller"),
+            cfg.mirroring_max_endpoints_per_subset,
+        );
+        cfg.metrics
+            .register("endpoint_slice_mirroring", m.queue(), None);
+        let (w, s) = (cfg.endpointslice_mirroring_workers, shutdown.clone());
+        tracker.spawn(async move { m.run(w, s).await });
+    }
     if en.scheduler {
         let sched = Scheduler::new(
             client.clone(),
@@ -511,6 +584,15 @@ mod tests {
         let no_ttl =
             EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
         assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
+        let eps =
+            EnabledControllers::parse("endpoint,endpointslice-controller,endpointslicemirroring")
+                .unwrap_or_default();
+        assert!(eps.endpoint && eps.endpointslice && eps.endpointslice_mirroring && !eps.job);
+        let no_eps = EnabledControllers::parse(
+            "*,-endpoints-controller,-endpointslice-mirroring-controller",
+        )
+        .unwrap_or_default();
+        assert!(!no_eps.endpoint && no_eps.endpointslice && !no_eps.endpointslice_mirroring);
     }
 
     #[test]
@@ -524,5 +606,9 @@ mod tests {
         assert_eq!(c.pod_gc.check_period, Duration::from_secs(20));
         assert_eq!(c.pod_gc.quarantine, Duration::from_secs(40));
         assert!(c.controllers.podgc);
+        assert_eq!((c.endpoint_workers, c.endpointslice_workers), (5, 5));
+        assert_eq!(c.endpointslice_mirroring_workers, 5);
+        assert_eq!(c.max_endpoints_per_slice, 100);
+        assert_eq!(c.mirroring_max_endpoints_per_subset, 1000);
     }
 }

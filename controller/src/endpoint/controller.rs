@@ -187,10 +187,7 @@ impl Inner {
         let Some(selector) = service_selector(&svc) else {
             return Ok(Action::AwaitChange);
         };
-        let pods = self
-            .pods
-            .namespace(ns)
-            .list(&Selector::from_map(selector));
+        let pods = self.pods.namespace(ns).list(&Selector::from_map(selector));
         let trigger = self.triggers.compute(&svc, &pods);
         let subsets = desired_subsets(&svc, &pods);
         let current = self.endpoints.namespace(ns).get(name);

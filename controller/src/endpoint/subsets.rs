@@ -100,6 +100,26 @@ pub fn desired_subsets<P: AsRef<Pod>>(svc: &Service, pods: &[P]) -> Vec<Endpoint
     repack(entries)
 }
 
+/// `RepackSubsets`: any subsets in the canonical layout (the mirroring controller reads user-written
+/// Endpoints through it).
+pub fn repack_subsets(subsets: &[EndpointSubset]) -> Vec<EndpointSubset> {
+    let mut entries: Vec<Entry> = Vec::new();
+    for s in subsets {
+        let ports: Vec<Option<EndpointPort>> = match s.ports.as_deref() {
+            Some(p) if !p.is_empty() => p.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        for port in &ports {
+            for (list, ready) in [(&s.addresses, true), (&s.not_ready_addresses, false)] {
+                for a in list.iter().flatten() {
+                    entries.push((a.clone(), port.clone(), ready));
+                }
+            }
+        }
+    }
+    repack(entries)
+}
+
 /// An address's identity in a repack (`addressKey`: IP and target UID).
 type AddressKey = (String, String);
 /// A port's identity (and order): name, port, protocol, appProtocol.

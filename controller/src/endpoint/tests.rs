@@ -80,7 +80,10 @@ fn ready_and_not_ready_pods_split_and_terminal_ones_drop() {
         member("a", "10.0.0.1", true, 8080),
         member("c", "10.0.0.3", false, 8080),
         Arc::new(gone),
-        Arc::new(with_phase((*member("e", "10.0.0.5", true, 8080)).clone(), "Failed")),
+        Arc::new(with_phase(
+            (*member("e", "10.0.0.5", true, 8080)).clone(),
+            "Failed",
+        )),
     ];
     let subsets = desired_subsets(&s, &pods);
     assert_eq!(subsets.len(), 1);
@@ -91,7 +94,10 @@ fn ready_and_not_ready_pods_split_and_terminal_ones_drop() {
     let a = &subsets[0].addresses.as_ref().unwrap()[0];
     assert_eq!(a.node_name.as_deref(), Some("node-0"));
     let r = a.target_ref.as_ref().unwrap();
-    assert_eq!((r.kind.as_deref(), r.name.as_deref()), (Some("Pod"), Some("a")));
+    assert_eq!(
+        (r.kind.as_deref(), r.name.as_deref()),
+        (Some("Pod"), Some("a"))
+    );
 }
 
 #[test]
@@ -142,7 +148,11 @@ fn headless_service_without_ports_lists_addresses_without_ports() {
     assert!(subsets[0].ports.is_none());
     let ep = desired_endpoints(None, &s, subsets, None).unwrap();
     assert_eq!(
-        ep.metadata.labels.unwrap().get(LABEL_HEADLESS).map(String::as_str),
+        ep.metadata
+            .labels
+            .unwrap()
+            .get(LABEL_HEADLESS)
+            .map(String::as_str),
         Some("")
     );
     // With a cluster IP and no ports there is nothing to publish.
@@ -159,7 +169,9 @@ fn hostname_is_published_when_subdomain_is_the_service() {
     spec.subdomain = Some("web".into());
     let subsets = desired_subsets(&s, &[Arc::new(p)]);
     assert_eq!(
-        subsets[0].addresses.as_ref().unwrap()[0].hostname.as_deref(),
+        subsets[0].addresses.as_ref().unwrap()[0]
+            .hostname
+            .as_deref(),
         Some("a")
     );
 }
@@ -181,7 +193,10 @@ fn over_capacity_keeps_ready_addresses_first_and_annotates() {
     let mut copy = subsets.clone();
     assert!(truncate(&mut copy));
     assert_eq!(copy[0].addresses.as_ref().map(Vec::len), Some(900));
-    assert_eq!(copy[0].not_ready_addresses.as_ref().map(Vec::len), Some(100));
+    assert_eq!(
+        copy[0].not_ready_addresses.as_ref().map(Vec::len),
+        Some(100)
+    );
     let ep = desired_endpoints(None, &s, subsets.clone(), None).unwrap();
     assert_eq!(
         ep.metadata
@@ -225,7 +240,10 @@ fn unchanged_endpoints_are_not_rewritten_but_label_changes_are() {
         .is_some_and(|a| a.contains_key(ANNOTATION_TRIGGER_TIME)));
     assert_eq!(ep.metadata.labels, s.metadata.labels);
     let mut stored = ep.clone();
-    stored.subsets.as_mut().unwrap()[0].addresses.as_mut().unwrap()[0]
+    stored.subsets.as_mut().unwrap()[0]
+        .addresses
+        .as_mut()
+        .unwrap()[0]
         .target_ref
         .as_mut()
         .unwrap()

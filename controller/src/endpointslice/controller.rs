@@ -164,7 +164,9 @@ impl EndpointSliceController {
                 let i = i.clone();
                 move |d| {
                     let s = d.object();
-                    if managed_by(s, MANAGED_BY) && i.tracker.has(s) && !i.tracker.handle_deletion(s)
+                    if managed_by(s, MANAGED_BY)
+                        && i.tracker.has(s)
+                        && !i.tracker.handle_deletion(s)
                     {
                         i.queue_for_slice(s);
                     }
@@ -227,7 +229,8 @@ impl Inner {
 
     fn queue_for_slice(&self, slice: &EndpointSlice) {
         if let Some(key) = service_key_of_slice(slice) {
-            self.queue.add_after(key, ENDPOINT_SLICE_CHANGE_MIN_SYNC_DELAY);
+            self.queue
+                .add_after(key, ENDPOINT_SLICE_CHANGE_MIN_SYNC_DELAY);
         }
     }
 
@@ -277,10 +280,7 @@ impl Inner {
         let Some(selector) = service_selector(&svc) else {
             return Ok(Action::AwaitChange);
         };
-        let pods = self
-            .pods
-            .namespace(ns)
-            .list(&Selector::from_map(selector));
+        let pods = self.pods.namespace(ns).list(&Selector::from_map(selector));
         let slice_selector = Selector::from_map(&BTreeMap::from([
             (LABEL_SERVICE_NAME.to_string(), name.to_string()),
             (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),

@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
 use super::slices::{
-    address_types_for_service, endpoint_ports, endpoint_slice_labels, new_endpoint_slice,
-    owned_by, pod_to_endpoint, slice_to_fill,
+    address_types_for_service, endpoint_ports, endpoint_slice_labels, new_endpoint_slice, owned_by,
+    pod_to_endpoint, slice_to_fill,
 };
 use crate::endpointutil::endpoint_set::{endpoints_equal_beyond_hash, EndpointSet, PortMapKey};
 use crate::endpointutil::pod::{publish_not_ready, should_pod_be_in_endpoints};
@@ -164,8 +164,7 @@ impl Reconciler {
                 plan.delete.push((*s).clone());
             }
         }
-        let groups =
-            self.desired_groups(svc, pods, address_type, node, &mut plan.missing_nodes);
+        let groups = self.desired_groups(svc, pods, address_type, node, &mut plan.missing_nodes);
         for (key, group) in &groups {
             let slices = by_ports.get(key).map(Vec::as_slice).unwrap_or(&[]);
             let (c, u, d) = self.reconcile_port_mapping(svc, slices, group, address_type);
@@ -286,7 +285,10 @@ impl Reconciler {
             }
         }
         let pick = |names: &BTreeSet<String>| -> Vec<EndpointSlice> {
-            names.iter().filter_map(|n| by_name.get(n).cloned()).collect()
+            names
+                .iter()
+                .filter_map(|n| by_name.get(n).cloned())
+                .collect()
         };
         (create, pick(&to_update), pick(&to_delete))
     }
@@ -300,7 +302,11 @@ fn is_same_placeholder(a: &EndpointSlice, placeholder: &EndpointSlice) -> bool {
         && a.metadata.labels.clone().unwrap_or_default()
             == placeholder.metadata.labels.clone().unwrap_or_default()
         && a.metadata.owner_references.clone().unwrap_or_default()
-            == placeholder.metadata.owner_references.clone().unwrap_or_default()
+            == placeholder
+                .metadata
+                .owner_references
+                .clone()
+                .unwrap_or_default()
         && a.address_type == placeholder.address_type
         && a.endpoints.is_empty()
         && ports_empty(a)

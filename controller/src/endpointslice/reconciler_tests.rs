@@ -65,7 +65,11 @@ fn zone_a(_: &str) -> NodeInfo {
 
 /// The plan applied as the apiserver would: created slices get names.
 fn apply(existing: Vec<EndpointSlice>, plan: &Plan) -> Vec<EndpointSlice> {
-    let gone: Vec<_> = plan.delete.iter().map(|s| s.metadata.name.clone()).collect();
+    let gone: Vec<_> = plan
+        .delete
+        .iter()
+        .map(|s| s.metadata.name.clone())
+        .collect();
     let updated: BTreeMap<_, _> = plan
         .update
         .iter()
@@ -96,24 +100,41 @@ fn conditions_zone_ports_labels_and_owner() {
     terminating.metadata.deletion_timestamp = Some(Time(ts(2)));
     let pods = vec![member(0, true), member(1, false), Arc::new(terminating)];
     let plan = rec(100).reconcile(&s, &pods, &[], &zone_a);
-    assert_eq!((plan.create.len(), plan.update.len(), plan.delete.len()), (1, 0, 0));
+    assert_eq!(
+        (plan.create.len(), plan.update.len(), plan.delete.len()),
+        (1, 0, 0)
+    );
     let slice = &plan.create[0];
     assert_eq!(slice.address_type, "IPv4");
     assert_eq!(slice.metadata.generate_name.as_deref(), Some("web-"));
     let labels = slice.metadata.labels.clone().unwrap();
-    assert_eq!(labels.get(LABEL_SERVICE_NAME).map(String::as_str), Some("web"));
-    assert_eq!(labels.get(LABEL_MANAGED_BY).map(String::as_str), Some(MANAGED_BY));
+    assert_eq!(
+        labels.get(LABEL_SERVICE_NAME).map(String::as_str),
+        Some("web")
+    );
+    assert_eq!(
+        labels.get(LABEL_MANAGED_BY).map(String::as_str),
+        Some(MANAGED_BY)
+    );
     assert_eq!(labels.get("tier").map(String::as_str), Some("front"));
     assert!(!labels.contains_key(LABEL_HEADLESS));
     let owner = &slice.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Service", "svc-uid"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Service", "svc-uid")
+    );
     let port = &slice.ports.as_ref().unwrap()[0];
-    assert_eq!((port.name.as_deref(), port.port), (Some("http"), Some(8080)));
+    assert_eq!(
+        (port.name.as_deref(), port.port),
+        (Some("http"), Some(8080))
+    );
     let cond = |i: usize| {
         let ep = slice
             .endpoints
             .iter()
-            .find(|e| e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(&format!("p{i}")))
+            .find(|e| {
+                e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(&format!("p{i}"))
+            })
             .unwrap();
         assert_eq!(ep.zone.as_deref(), Some("zone-a"));
         assert_eq!(ep.node_name.as_deref(), Some("node-0"));
@@ -146,19 +167,29 @@ fn a_removed_pod_touches_only_its_slice_and_a_new_one_fills_it() {
     pods.remove(0);
     pods.push(member(500, true));
     let plan = rec(100).reconcile(&s, &pods, &refs(&slices), &zone_a);
-    assert_eq!((plan.create.len(), plan.update.len(), plan.delete.len()), (0, 1, 0));
+    assert_eq!(
+        (plan.create.len(), plan.update.len(), plan.delete.len()),
+        (0, 1, 0)
+    );
     assert_eq!(plan.update[0].endpoints.len(), 100);
 }
 
 #[test]
 fn readiness_change_is_an_in_place_update() {
     let s = svc();
-    let slices = apply(Vec::new(), &rec(100).reconcile(&s, &[member(0, false)], &[], &zone_a));
+    let slices = apply(
+        Vec::new(),
+        &rec(100).reconcile(&s, &[member(0, false)], &[], &zone_a),
+    );
     let plan = rec(100).reconcile(&s, &[member(0, true)], &refs(&slices), &zone_a);
     assert_eq!((plan.create.len(), plan.update.len()), (0, 1));
     assert_eq!(plan.update[0].metadata.name, slices[0].metadata.name);
     assert_eq!(
-        plan.update[0].endpoints[0].conditions.as_ref().unwrap().ready,
+        plan.update[0].endpoints[0]
+            .conditions
+            .as_ref()
+            .unwrap()
+            .ready,
         Some(true)
     );
 }
@@ -174,18 +205,35 @@ fn no_pods_leaves_one_placeholder_and_keeps_it() {
     assert!(again.create.is_empty() && again.update.is_empty() && again.delete.is_empty());
     // Pods arrive: the placeholder is reused rather than deleted.
     let filled = rec(100).reconcile(&s, &[member(0, true)], &refs(&slices), &zone_a);
-    assert_eq!((filled.create.len(), filled.update.len(), filled.delete.len()), (0, 1, 0));
+    assert_eq!(
+        (
+            filled.create.len(),
+            filled.update.len(),
+            filled.delete.len()
+        ),
+        (0, 1, 0)
+    );
     // And when they go, the slice is recycled into the placeholder.
     let slices = apply(slices, &filled);
     let emptied = rec(100).reconcile(&s, &[] as &[Arc<Pod>], &refs(&slices), &zone_a);
-    assert_eq!((emptied.create.len(), emptied.update.len(), emptied.delete.len()), (0, 1, 0));
+    assert_eq!(
+        (
+            emptied.create.len(),
+            emptied.update.len(),
+            emptied.delete.len()
+        ),
+        (0, 1, 0)
+    );
     assert!(emptied.update[0].endpoints.is_empty());
 }
 
 #[test]
 fn slices_of_another_service_or_family_are_deleted() {
     let s = svc();
-    let slices = apply(Vec::new(), &rec(100).reconcile(&s, &[member(0, true)], &[], &zone_a));
+    let slices = apply(
+        Vec::new(),
+        &rec(100).reconcile(&s, &[member(0, true)], &[], &zone_a),
+    );
     let mut recreated = s.clone();
     recreated.metadata.uid = Some("other".into());
     let plan = rec(100).reconcile(&recreated, &[member(0, true)], &refs(&slices), &zone_a);
@@ -222,5 +270,10 @@ fn headless_label_and_label_changes() {
     s.metadata.labels = None;
     let plan = rec(100).reconcile(&s, &[member(0, true)], &refs(&slices), &zone_a);
     assert_eq!(plan.update.len(), 1);
-    assert!(!plan.update[0].metadata.labels.clone().unwrap().contains_key("tier"));
+    assert!(!plan.update[0]
+        .metadata
+        .labels
+        .clone()
+        .unwrap()
+        .contains_key("tier"));
 }

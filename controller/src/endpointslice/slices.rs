@@ -31,7 +31,12 @@ pub const IPV4: &str = "IPv4";
 pub const IPV6: &str = "IPv6";
 
 /// `podToEndpoint`: the pod as an endpoint of `address_type`, its node's zone given.
-pub fn pod_to_endpoint(pod: &Pod, zone: Option<&str>, svc: &Service, address_type: &str) -> Endpoint {
+pub fn pod_to_endpoint(
+    pod: &Pod,
+    zone: Option<&str>,
+    svc: &Service,
+    address_type: &str,
+) -> Endpoint {
     let serving = is_pod_ready(pod);
     let terminating = pod.metadata.deletion_timestamp.is_some();
     let ready = publish_not_ready(svc) || (serving && !terminating);
@@ -180,7 +185,9 @@ pub fn new_endpoint_slice(
 ) -> EndpointSlice {
     let mut slice = EndpointSlice {
         metadata: ObjectMeta {
-            generate_name: Some(slice_prefix(svc.metadata.name.as_deref().unwrap_or_default())),
+            generate_name: Some(slice_prefix(
+                svc.metadata.name.as_deref().unwrap_or_default(),
+            )),
             namespace: svc.metadata.namespace.clone(),
             owner_references: Some(vec![service_owner_ref(svc)]),
             ..Default::default()
