@@ -383,6 +383,10 @@ async fn run_controllers(
         // Jobs own pods and CronJobs own Jobs.
         gc.watch(factory.informer::<Job>());
         gc.watch(factory.informer::<CronJob>());
+        // Services own their EndpointSlices; Endpoints own the mirrored ones.
+        gc.watch(factory.informer::<k8s_openapi::api::core::v1::Service>());
+        gc.watch(factory.informer::<k8s_openapi::api::core::v1::Endpoints>());
+        gc.watch(factory.informer::<k8s_openapi::api::discovery::v1::EndpointSlice>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),

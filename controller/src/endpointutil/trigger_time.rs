@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use parking_lot::Mutex;
 
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct ServiceState {
     service: Option<Timestamp>,
     pods: HashMap<String, Timestamp>,
@@ -54,7 +54,8 @@ impl TriggerTimeTracker {
             svc.metadata.namespace.clone().unwrap_or_default(),
             svc.metadata.name.clone().unwrap_or_default(),
         );
-        let previous = self.states.lock().get(&key).cloned();
+        // Taken out rather than cloned (one sync per Service at a time): no copy per sync.
+        let previous = self.states.lock().remove(&key);
         let known = previous.is_some();
         let previous = previous.unwrap_or_default();
         let mut changed: Option<Timestamp> = None;
