@@ -16,6 +16,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
 mod scale;
+mod service;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
@@ -30,6 +31,9 @@ pub enum Which {
     /// `kubectl scale rc --replicas=N` on a whole control plane with fake nodes: time to all pods
     /// Running and Ready, and back to 0 (not part of `all`: it takes a few seconds per run).
     Scale,
+    /// A Service over `--replicas` pods on `--nodes` fake nodes: time from every pod Running and
+    /// Ready until its EndpointSlices list them all, and the slice count (not part of `all`).
+    Service,
     /// Custom resources: the Gateway API CRDs installed until Established, and durable creates/s of
     /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
     /// the CRDs' directory, `--gateway-crds`).
@@ -108,6 +112,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Service {
+        service::service(args.replicas, args.nodes, Duration::from_secs(120)).await?;
     }
     if args.which == Which::Scale {
         scale::scale(

@@ -33,8 +33,8 @@ struct Seen {
 /// yet shares the process's two cores with it: decoding these fields instead of whole pods keeps
 /// the observer's share of the CPU small.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct PodProgress {
-    metadata: ObjectMeta,
+pub(super) struct PodProgress {
+    pub(super) metadata: ObjectMeta,
     #[serde(default)]
     spec: ProgressSpec,
     #[serde(default)]
@@ -86,7 +86,7 @@ impl k8s_openapi::Metadata for PodProgress {
 }
 
 /// Running and Ready, as `kubectl get pods` shows it.
-fn is_ready(p: &PodProgress) -> bool {
+pub(super) fn is_ready(p: &PodProgress) -> bool {
     p.status.phase.as_deref() == Some("Running")
         && p.status
             .conditions
@@ -94,7 +94,7 @@ fn is_ready(p: &PodProgress) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-fn rc(name: &str) -> serde_json::Value {
+pub(super) fn rc(name: &str) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1", "kind": "ReplicationController",
         "metadata": {"name": name},
@@ -107,7 +107,7 @@ fn rc(name: &str) -> serde_json::Value {
 
 /// `apiserver_request_total` from `/metrics`: `"VERB resource"` (successes) or
 /// `"VERB resource (code)"` → count.
-async fn request_counts(
+pub(super) async fn request_counts(
     http: &reqwest::Client,
     base: &str,
 ) -> Result<BTreeMap<String, u64>, Error> {
@@ -162,14 +162,14 @@ fn print_requests(phase: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<
 }
 
 /// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
-fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
+pub(super) fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
     Error::Failed(format!(
         "watch ended by the server: {}",
         st.message.unwrap_or_default()
     ))
 }
 
-fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
+pub(super) fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
     match (a, kubelet_fake::bench::process_usage()) {
         (Some(a), Some(b)) => format!(
             "{:.1} s CPU, RSS {:.0} MiB",
