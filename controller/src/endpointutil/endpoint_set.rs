@@ -162,10 +162,9 @@ mod tests {
             &other
         ));
         let mut newer = ep(&["10.0.0.1", "10.0.0.2"], "a", true);
-        newer
-            .target_ref
-            .as_mut()
-            .map(|r| r.resource_version = Some("9".into()));
+        if let Some(r) = newer.target_ref.as_mut() {
+            r.resource_version = Some("9".into());
+        }
         assert!(endpoints_equal_beyond_hash(
             got.as_ref().unwrap_or(&other),
             &newer

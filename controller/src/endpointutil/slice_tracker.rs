@@ -142,14 +142,11 @@ impl EndpointSliceTracker {
     /// (`HandleDeletion`).
     pub fn handle_deletion(&self, slice: &EndpointSlice) -> bool {
         let mut s = self.state.lock();
-        match s
+        let removed = s
             .by_service
             .get_mut(&service_key(slice))
-            .and_then(|g| g.remove(&uid(slice)))
-        {
-            Some(Expected::Generation(_)) => false,
-            _ => true,
-        }
+            .and_then(|g| g.remove(&uid(slice)));
+        !matches!(removed, Some(Expected::Generation(_)))
     }
 
     /// Forget a Service (`DeleteService`).
