@@ -19,6 +19,7 @@ mod crds;
 mod daemonset;
 mod job;
 mod scale;
+mod service;
 mod statefulset;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,6 +35,9 @@ pub enum Which {
     /// `kubectl scale rc --replicas=N` on a whole control plane with fake nodes: time to all pods
     /// Running and Ready, and back to 0 (not part of `all`: it takes a few seconds per run).
     Scale,
+    /// A Service over `--replicas` pods on `--nodes` fake nodes: time from every pod Running and
+    /// Ready until its EndpointSlices list them all, and the slice count (not part of `all`).
+    Service,
     /// Custom resources: the Gateway API CRDs installed until Established, and durable creates/s of
     /// a Certificate-like CR and of an HTTPRoute beside ConfigMaps (not part of `all`: it needs
     /// the CRDs' directory, `--gateway-crds`).
@@ -47,7 +51,7 @@ pub enum Which {
     /// A DaemonSet on `--daemonset-nodes` fake nodes: time to every daemon pod Running and Ready
     /// (not part of `all`).
     Daemonset,
-    /// All of the above but `scale`, `crds`, `job`, `statefulset` and `daemonset`.
+    /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
 }
 
@@ -160,6 +164,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Daemonset {
         daemonset::daemonset(args.daemonset_nodes, Duration::from_secs(120)).await?;
+    }
+    if args.which == Which::Service {
+        service::service(args.replicas, args.nodes, Duration::from_secs(120)).await?;
     }
     if args.which == Which::Scale {
         scale::scale(

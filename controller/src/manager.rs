@@ -19,9 +19,10 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, ReplicaSet, Stat
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
-    ReplicationController, ServiceAccount,
+    ConfigMap, Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, Service, ServiceAccount,
 };
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -100,6 +101,12 @@ pub struct EnabledControllers {
     pub disruption: bool,
     /// `clusterrole-aggregation` (`clusterrole-aggregation-controller`).
     pub clusterrole_aggregation: bool,
+    /// `endpoint` (`endpoints-controller`).
+    pub endpoint: bool,
+    /// `endpointslice` (`endpointslice-controller`).
+    pub endpointslice: bool,
+    /// `endpointslicemirroring` (`endpointslice-mirroring-controller`).
+    pub endpointslice_mirroring: bool,
 }
 
 impl Default for EnabledControllers {
@@ -133,6 +140,9 @@ impl EnabledControllers {
             taint_eviction: true,
             disruption: true,
             clusterrole_aggregation: true,
+            endpoint: true,
+            endpointslice: true,
+            endpointslice_mirroring: true,
         }
     }
 
@@ -160,6 +170,9 @@ impl EnabledControllers {
             taint_eviction: false,
             disruption: false,
             clusterrole_aggregation: false,
+            endpoint: false,
+            endpointslice: false,
+            endpointslice_mirroring: false,
         }
     }
 
@@ -212,6 +225,11 @@ impl EnabledControllers {
                 "clusterrole-aggregation" | "clusterrole-aggregation-controller" => {
                     &mut out.clusterrole_aggregation
                 }
+                "endpoint" | "endpoints-controller" => &mut out.endpoint,
+                "endpointslice" | "endpointslice-controller" => &mut out.endpointslice,
+                "endpointslicemirroring" | "endpointslice-mirroring-controller" => {
+                    &mut out.endpointslice_mirroring
+                }
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -239,6 +257,16 @@ pub struct ControllerManagerConfig {
     pub ttl_after_finished_workers: usize,
     /// DaemonSet workers (`--concurrent-daemonset-syncs`, 2).
     pub daemonset_workers: usize,
+    /// Endpoints workers (`--concurrent-endpoint-syncs`, 5).
+    pub endpoint_workers: usize,
+    /// EndpointSlice workers (`--concurrent-service-endpoint-syncs`, 5).
+    pub endpointslice_workers: usize,
+    /// Endpoints per EndpointSlice (`--max-endpoints-per-slice`, 100).
+    pub max_endpoints_per_slice: usize,
+    /// Mirroring workers (`--mirroring-concurrent-service-endpoint-syncs`, 5).
+    pub endpointslice_mirroring_workers: usize,
+    /// Addresses mirrored per Endpoints subset (`--mirroring-max-endpoints-per-subset`, 1000).
+    pub mirroring_max_endpoints_per_subset: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -294,6 +322,12 @@ impl Default for ControllerManagerConfig {
             statefulset_workers: 5,
             ttl_after_finished_workers: 5,
             daemonset_workers: 2,
+            endpoint_workers: 5,
+            endpointslice_workers: 5,
+            max_endpoints_per_slice: crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+            endpointslice_mirroring_workers: 5,
+            mirroring_max_endpoints_per_subset:
+                crate::endpointslicemirroring::DEFAULT_MAX_ENDPOINTS_PER_SUBSET,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -422,6 +456,10 @@ async fn run_controllers(
         gc.watch(factory.informer::<DaemonSet>());
         gc.watch(factory.informer::<ControllerRevision>());
         gc.watch(factory.informer::<PersistentVolumeClaim>());
+        // Services own their EndpointSlices; Endpoints own the mirrored ones.
+        gc.watch(factory.informer::<Service>());
+        gc.watch(factory.informer::<Endpoints>());
+        gc.watch(factory.informer::<EndpointSlice>());
         // Custom resources, owners and dependents, as their CRDs are established.
         gc.watch_custom_resources(
             factory.clone(),
@@ -562,6 +600,46 @@ async fn run_controllers(
             .register("local_path_provisioner", lp.queue(), None);
         let s = shutdown.clone();
         tracker.spawn(async move { lp.run(2, s).await });
+    }
+    if en.endpoint {
+        let ec = crate::endpoint::EndpointController::new(
+            client.clone(),
+            factory.informer::<Service>(),
+            pods.clone(),
+            factory.informer::<Endpoints>(),
+            broadcaster.recorder("endpoint-controller"),
+        );
+        cfg.metrics.register("endpoint", ec.queue(), None);
+        let (w, s) = (cfg.endpoint_workers, shutdown.clone());
+        tracker.spawn(async move { ec.run(w, s).await });
+    }
+    if en.endpointslice {
+        let esc = crate::endpointslice::EndpointSliceController::new(
+            client.clone(),
+            factory.informer::<Service>(),
+            pods.clone(),
+            factory.informer::<Node>(),
+            factory.informer::<EndpointSlice>(),
+            broadcaster.recorder("endpoint-slice-controller"),
+            cfg.max_endpoints_per_slice,
+        );
+        cfg.metrics.register("endpoint_slice", esc.queue(), None);
+        let (w, s) = (cfg.endpointslice_workers, shutdown.clone());
+        tracker.spawn(async move { esc.run(w, s).await });
+    }
+    if en.endpointslice_mirroring {
+        let m = crate::endpointslicemirroring::EndpointSliceMirroringController::new(
+            client.clone(),
+            factory.informer::<Endpoints>(),
+            factory.informer::<EndpointSlice>(),
+            factory.informer::<Service>(),
+            broadcaster.recorder("endpoint-slice-mirroring-controller"),
+            cfg.mirroring_max_endpoints_per_subset,
+        );
+        cfg.metrics
+            .register("endpoint_slice_mirroring", m.queue(), None);
+        let (w, s) = (cfg.endpointslice_mirroring_workers, shutdown.clone());
+        tracker.spawn(async move { m.run(w, s).await });
     }
     if en.scheduler {
         let sched = Scheduler::new(
@@ -721,6 +799,15 @@ mod tests {
         assert!(ds.daemonset && !ds.job);
         let no_ds = EnabledControllers::parse("*,-daemonset").unwrap_or_default();
         assert!(!no_ds.daemonset && no_ds.job);
+        let eps =
+            EnabledControllers::parse("endpoint,endpointslice-controller,endpointslicemirroring")
+                .unwrap_or_default();
+        assert!(eps.endpoint && eps.endpointslice && eps.endpointslice_mirroring && !eps.job);
+        let no_eps = EnabledControllers::parse(
+            "*,-endpoints-controller,-endpointslice-mirroring-controller",
+        )
+        .unwrap_or_default();
+        assert!(!no_eps.endpoint && no_eps.endpointslice && !no_eps.endpointslice_mirroring);
     }
 
     #[test]
@@ -740,5 +827,9 @@ mod tests {
         assert!(c.controllers.persistentvolume_binder && c.controllers.local_path_provisioner);
         assert!(c.controllers.taint_eviction && c.controllers.disruption);
         assert!(c.controllers.clusterrole_aggregation);
+        assert_eq!((c.endpoint_workers, c.endpointslice_workers), (5, 5));
+        assert_eq!(c.endpointslice_mirroring_workers, 5);
+        assert_eq!(c.max_endpoints_per_slice, 100);
+        assert_eq!(c.mirroring_max_endpoints_per_subset, 1000);
     }
 }

@@ -94,7 +94,7 @@ pub(super) fn is_ready(p: &PodProgress) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-fn rc(name: &str) -> serde_json::Value {
+pub(super) fn rc(name: &str) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1", "kind": "ReplicationController",
         "metadata": {"name": name},
