@@ -80,7 +80,8 @@ impl Store<'_> {
             PodChange::Replace(_) => "PUT",
             PodChange::Patch(..) => "PATCH",
         };
-        self.guaranteed_update(name, verb, &Preconditions::default(), opts, |current| {
+        let admitted = Some(part.name());
+        self.admitted_update(name, verb, &Preconditions::default(), opts, admitted, |current| {
             let Some(current) = current else {
                 return Err(self.not_found(name));
             };

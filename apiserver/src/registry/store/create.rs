@@ -4,7 +4,8 @@
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
 //! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
-//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, the kind's allocations
+//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, validating admission
+//! (ResourceQuota, 403), the kind's allocations
 //! (`before_create`), then the store create. A generated name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
@@ -179,6 +180,7 @@ impl Store<'_> {
         self.wait_consistent().await?;
         let obj = self.prepare_create(obj, opts)?;
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
+        self.validate_admission(&obj, None, "", opts.dry_run).await?;
         if opts.dry_run {
             let mut obj = obj;
             self.resource.canonicalize(&mut obj);

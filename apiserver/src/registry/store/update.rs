@@ -26,6 +26,17 @@ pub enum WriteScope {
     Internal,
 }
 
+impl WriteScope {
+    /// The subresource validating admission sees this write as (`None`: not admitted).
+    fn admitted_as(self) -> Option<&'static str> {
+        match self {
+            WriteScope::Main => Some(""),
+            WriteScope::Status => Some("status"),
+            WriteScope::Internal => None,
+        }
+    }
+}
+
 /// A PATCH: its type and body.
 pub struct PatchRequest<'b> {
     /// JSON, merge, strategic merge or apply.
@@ -167,7 +178,8 @@ impl Store<'_> {
         let original = may_create.then(|| body.clone());
         // Used up by the first attempt; a retry decodes the body again.
         let mut checked = Some(self.update_body(body, scope, opts)?);
-        self.guaranteed_update(name, "PUT", &Preconditions::default(), opts, |current| {
+        let admitted = scope.admitted_as();
+        self.admitted_update(name, "PUT", &Preconditions::default(), opts, admitted, |current| {
             let Some(current) = current else {
                 return match &original {
                     Some(original) => {
@@ -213,7 +225,8 @@ impl Store<'_> {
         let gr = self.group_resource();
         let now = api::meta::now_rfc3339();
         let patch_error = |e: crate::patch::PatchError| ApiError::from(e.to_status(&gr, name));
-        self.guaranteed_update(name, "PATCH", &Preconditions::default(), opts, |current| {
+        let admitted = scope.admitted_as();
+        self.admitted_update(name, "PATCH", &Preconditions::default(), opts, admitted, |current| {
             let Some(current) = current else {
                 if apply && scope == WriteScope::Main {
                     let mut obj = crate::patch::server_side_apply(
