@@ -72,6 +72,8 @@ pub struct EnabledControllers {
     /// `root-ca-cert-publisher` (`root-ca-certificate-publisher-controller`); runs only with a
     /// [root CA](ControllerManagerConfig::root_ca).
     pub root_ca_cert_publisher: bool,
+    /// `resourcequota` (`resourcequota-controller`).
+    pub resourcequota: bool,
 }
 
 impl Default for EnabledControllers {
@@ -97,6 +99,7 @@ impl EnabledControllers {
             job: true,
             ttl_after_finished: true,
             root_ca_cert_publisher: true,
+            resourcequota: true,
         }
     }
 
@@ -116,6 +119,7 @@ impl EnabledControllers {
             job: false,
             ttl_after_finished: false,
             root_ca_cert_publisher: false,
+            resourcequota: false,
         }
     }
 
@@ -154,6 +158,7 @@ impl EnabledControllers {
                 "root-ca-cert-publisher" | "root-ca-certificate-publisher-controller" => {
                     &mut out.root_ca_cert_publisher
                 }
+                "resourcequota" | "resourcequota-controller" => &mut out.resourcequota,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -177,6 +182,8 @@ pub struct ControllerManagerConfig {
     pub job_workers: usize,
     /// TTL-after-finished workers (`--concurrent-ttl-after-finished-syncs`, 5).
     pub ttl_after_finished_workers: usize,
+    /// ResourceQuota workers per queue (`--concurrent-resource-quota-syncs`, 5).
+    pub resource_quota_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -228,6 +235,7 @@ impl Default for ControllerManagerConfig {
             cronjob_workers: 5,
             job_workers: 5,
             ttl_after_finished_workers: 5,
+            resource_quota_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -465,6 +473,24 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { gc.run(s).await });
     }
+    if en.resourcequota {
+        let rq = crate::resourcequota::ResourceQuotaController::new(
+            client.clone(),
+            crate::resourcequota::Informers {
+                quotas: factory.informer(),
+                pods: pods.clone(),
+                services: factory.informer(),
+                claims: factory.informer(),
+                configmaps: factory.informer(),
+                secrets: factory.informer(),
+                replicationcontrollers: factory.informer(),
+            },
+            clock.clone(),
+        );
+        cfg.metrics.register("resourcequota", rq.queue(), None);
+        let (w, s) = (cfg.resource_quota_workers, shutdown.clone());
+        tracker.spawn(async move { rq.run(w, s).await });
+    }
     tracker.close();
     let events = tokio::spawn(broadcaster.run(shutdown.clone()));
     factory.start(shutdown.clone());
@@ -511,6 +537,13 @@ mod tests {
         let no_ttl =
             EnabledControllers::parse("*,-ttl-after-finished-controller,-job").unwrap_or_default();
         assert!(!no_ttl.ttl_after_finished && !no_ttl.job && no_ttl.cronjob);
+        let quota = EnabledControllers::parse("resourcequota-controller").unwrap_or_default();
+        assert!(quota.resourcequota && !quota.job);
+        assert!(
+            !EnabledControllers::parse("*,-resourcequota")
+                .unwrap_or_default()
+                .resourcequota
+        );
     }
 
     #[test]
@@ -518,6 +551,11 @@ mod tests {
         let c = ControllerManagerConfig::default();
         assert_eq!(c.workers, 5);
         assert_eq!((c.job_workers, c.ttl_after_finished_workers), (5, 5));
+        assert_eq!(c.resource_quota_workers, 5);
+        assert_eq!(
+            crate::resourcequota::DEFAULT_SYNC_PERIOD,
+            Duration::from_secs(300)
+        );
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);

@@ -78,7 +78,10 @@ fn has_usage_stats(quota: &Value, interesting: &[String]) -> bool {
 
 /// The quotas among `quotas` that `req` charges, with their new usage; empty when it changes no
 /// usage. See the module docs for the rules and messages.
-pub fn check_request<V: Borrow<Value>>(quotas: &[V], req: &Request) -> Result<Vec<Charge>, Refusal> {
+pub fn check_request<V: Borrow<Value>>(
+    quotas: &[V],
+    req: &Request,
+) -> Result<Vec<Charge>, Refusal> {
     let e = req.evaluator;
     if !e.handles(req.operation, req.subresource, req.object, req.old) {
         return Ok(Vec::new());
@@ -121,9 +124,10 @@ pub fn check_request<V: Borrow<Value>>(quotas: &[V], req: &Request) -> Result<Ve
     // On an update (of an object that exists), charge only the growth, for quotas the old state
     // counted too.
     let previous = match (req.operation, req.old) {
-        (Operation::Update, Some(old)) if api::meta::resource_version(old).is_some() => {
-            Some((old, q::subtract_non_negative(&input, &e.usage(old, req.now))))
-        }
+        (Operation::Update, Some(old)) if api::meta::resource_version(old).is_some() => Some((
+            old,
+            q::subtract_non_negative(&input, &e.usage(old, req.now)),
+        )),
         _ => None,
     };
     let mut charges = Vec::new();
@@ -145,7 +149,9 @@ pub fn check_request<V: Borrow<Value>>(quotas: &[V], req: &Request) -> Result<Ve
             let masked = q::mask(&new_used, requested.keys().map(String::as_str));
             let (allowed, exceeded) = q::less_than_or_equal(&masked, &hard);
             if !allowed {
-                let only = |l: &ResourceList| q::pretty_print(&q::mask(l, exceeded.iter().map(String::as_str)));
+                let only = |l: &ResourceList| {
+                    q::pretty_print(&q::mask(l, exceeded.iter().map(String::as_str)))
+                };
                 return Err(Refusal::Forbidden(format!(
                     "exceeded quota: {}, requested: {}, used: {}, limited: {}",
                     name_of(quota),

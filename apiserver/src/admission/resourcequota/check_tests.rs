@@ -186,7 +186,9 @@ fn object_counts_and_status_writes() {
     };
     assert_eq!(
         check_request(&quotas, &req).map(|c| used(&c)),
-        Ok(vec![json!({"count/deployments.apps": "1", "requests.storage": "2Gi"})])
+        Ok(vec![
+            json!({"count/deployments.apps": "1", "requests.storage": "2Gi"})
+        ])
     );
 }
 

@@ -121,7 +121,9 @@ pub async fn validate(state: &AppState, write: Write<'_>) -> Result<()> {
         return Ok(());
     }
     for charge in charges {
-        let name = api::meta::name(&quotas[charge.index]).unwrap_or("").to_string();
+        let name = api::meta::name(&quotas[charge.index])
+            .unwrap_or("")
+            .to_string();
         record(state, namespace, &name, &request, &refused).await?;
     }
     Ok(())

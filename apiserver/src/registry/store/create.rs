@@ -180,7 +180,8 @@ impl Store<'_> {
         self.wait_consistent().await?;
         let obj = self.prepare_create(obj, opts)?;
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
-        self.validate_admission(&obj, None, "", opts.dry_run).await?;
+        self.validate_admission(&obj, None, "", opts.dry_run)
+            .await?;
         if opts.dry_run {
             let mut obj = obj;
             self.resource.canonicalize(&mut obj);
