@@ -60,7 +60,7 @@ pub fn to_json(list: &ResourceList) -> Value {
 pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
     for (k, q) in b {
-        let sum = out.get(k).map_or(*q, |have| have.add(*q));
+        let sum = out.get(k).map_or(*q, |have| *have + *q);
         out.insert(k.clone(), sum);
     }
     out
@@ -70,7 +70,7 @@ pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
 pub fn subtract(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
     for (k, q) in b {
-        let diff = out.get(k).copied().unwrap_or_default().sub(*q);
+        let diff = out.get(k).copied().unwrap_or_default() - *q;
         out.insert(k.clone(), diff);
     }
     out
@@ -81,7 +81,7 @@ pub fn subtract_non_negative(a: &ResourceList, b: &ResourceList) -> ResourceList
     a.iter()
         .map(|(k, q)| {
             let diff = match b.get(k) {
-                Some(other) => q.sub(*other),
+                Some(other) => *q - *other,
                 None => *q,
             };
             let diff = if diff.is_negative() {

@@ -140,7 +140,7 @@ pub fn pod_limits(pod: &Value) -> ResourceList {
     let mut limits = aggregate(spec, "limits");
     for (k, q) in list_at(spec.get("overhead")) {
         if let Some(have) = limits.get_mut(&k) {
-            *have = have.add(q);
+            *have = *have + q;
         }
     }
     limits

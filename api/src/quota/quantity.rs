@@ -96,30 +96,6 @@ impl Quantity {
         self.nano < 0
     }
 
-    /// `Quantity.Add`: the sum, in this format unless this is zero.
-    pub fn add(self, other: Quantity) -> Quantity {
-        Quantity {
-            nano: self.nano.saturating_add(other.nano),
-            format: if self.nano == 0 {
-                other.format
-            } else {
-                self.format
-            },
-        }
-    }
-
-    /// `Quantity.Sub`: the difference, in this format unless this is zero.
-    pub fn sub(self, other: Quantity) -> Quantity {
-        Quantity {
-            nano: self.nano.saturating_sub(other.nano),
-            format: if self.nano == 0 {
-                other.format
-            } else {
-                self.format
-            },
-        }
-    }
-
     /// `RoundUp(0)`: the value rounded up to whole units.
     pub fn round_up_to_units(self) -> Quantity {
         let rem = self.nano.rem_euclid(NANO);
@@ -129,6 +105,38 @@ impl Quantity {
             self.nano.saturating_add(NANO - rem)
         };
         Quantity { nano, ..self }
+    }
+}
+
+impl std::ops::Add for Quantity {
+    type Output = Quantity;
+
+    /// `Quantity.Add`: the sum (saturating), in this format unless this is zero.
+    fn add(self, other: Quantity) -> Quantity {
+        Quantity {
+            nano: self.nano.saturating_add(other.nano),
+            format: if self.nano == 0 {
+                other.format
+            } else {
+                self.format
+            },
+        }
+    }
+}
+
+impl std::ops::Sub for Quantity {
+    type Output = Quantity;
+
+    /// `Quantity.Sub`: the difference (saturating), in this format unless this is zero.
+    fn sub(self, other: Quantity) -> Quantity {
+        Quantity {
+            nano: self.nano.saturating_sub(other.nano),
+            format: if self.nano == 0 {
+                other.format
+            } else {
+                self.format
+            },
+        }
     }
 }
 
@@ -245,18 +253,18 @@ mod tests {
             assert_eq!(q(input).to_string(), shown, "{input}");
         }
         // Binary SI below 1024 or with a fraction falls back to decimal SI.
-        let small = q("1Ki").sub(q("1000"));
+        let small = q("1Ki") - q("1000");
         assert_eq!(small.to_string(), "24");
         assert_eq!(q("0.5Ki").to_string(), "512");
     }
 
     #[test]
     fn sums_keep_the_first_non_zero_format() {
-        assert_eq!(q("0").add(q("1Gi")).to_string(), "1Gi");
-        assert_eq!(q("1Gi").add(q("512Mi")).to_string(), "1536Mi");
-        assert_eq!(q("500m").add(q("500m")).to_string(), "1");
-        assert_eq!(q("1Gi").sub(q("1Gi")).to_string(), "0");
-        assert_eq!(q("1").add(q("1Ki")).to_string(), "1025");
+        assert_eq!((q("0") + q("1Gi")).to_string(), "1Gi");
+        assert_eq!((q("1Gi") + q("512Mi")).to_string(), "1536Mi");
+        assert_eq!((q("500m") + q("500m")).to_string(), "1");
+        assert_eq!((q("1Gi") - q("1Gi")).to_string(), "0");
+        assert_eq!((q("1") + q("1Ki")).to_string(), "1025");
         assert!(q("1") == q("1000m"));
         assert!(q("2") > q("1999m"));
     }

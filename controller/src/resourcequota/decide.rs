@@ -87,9 +87,10 @@ pub fn pod_counts(
 }
 
 /// `GetQuotaServiceType`: `NodePort`, `LoadBalancer`, or `""` for types quota does not price.
-pub fn quota_service_type(service_type: Option<&str>) -> &str {
+pub fn quota_service_type(service_type: Option<&str>) -> &'static str {
     match service_type {
-        Some(t @ ("NodePort" | "LoadBalancer")) => t,
+        Some("NodePort") => "NodePort",
+        Some("LoadBalancer") => "LoadBalancer",
         _ => "",
     }
 }
