@@ -8,6 +8,7 @@
 //! * CronJob schedules ([`cron`]): parsed as kube-apiserver parses them, next activations as the
 //!   CronJob controller computes them;
 //! * resource quantities as exact numbers ([`quantity`]) and a pod's QoS class ([`qos`]);
+//! * resource quota arithmetic and usage evaluators ([`quota`]), shared by admission and the controller;
 //! * name, label and object-meta validation with apimachinery's exact messages ([`validation`]);
 //! * builders for error `Status` objects with the exact reasons, codes and messages of the apiserver
 //!   ([`status`]);
@@ -25,6 +26,7 @@ pub mod labels;
 pub mod meta;
 pub mod qos;
 pub mod quantity;
+pub mod quota;
 pub mod resources;
 pub mod status;
 pub mod validation;

@@ -30,6 +30,9 @@ pub enum Error {
     /// The manager could not start.
     #[error("controller manager: {0}")]
     Start(String),
+    /// A resource quota could not be recalculated or its status written.
+    #[error("syncing resource quota {0}")]
+    Quota(String),
 }
 
 impl Error {

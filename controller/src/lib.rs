@@ -28,6 +28,7 @@ pub mod nodelifecycle;
 pub mod pod_util;
 pub mod podgc;
 pub mod replication;
+pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;

@@ -107,6 +107,8 @@ pub struct EnabledControllers {
     pub endpointslice: bool,
     /// `endpointslicemirroring` (`endpointslice-mirroring-controller`).
     pub endpointslice_mirroring: bool,
+    /// `resourcequota` (`resourcequota-controller`).
+    pub resourcequota: bool,
 }
 
 impl Default for EnabledControllers {
@@ -143,6 +145,7 @@ impl EnabledControllers {
             endpoint: true,
             endpointslice: true,
             endpointslice_mirroring: true,
+            resourcequota: true,
         }
     }
 
@@ -173,6 +176,7 @@ impl EnabledControllers {
             endpoint: false,
             endpointslice: false,
             endpointslice_mirroring: false,
+            resourcequota: false,
         }
     }
 
@@ -230,6 +234,7 @@ impl EnabledControllers {
                 "endpointslicemirroring" | "endpointslice-mirroring-controller" => {
                     &mut out.endpointslice_mirroring
                 }
+                "resourcequota" | "resourcequota-controller" => &mut out.resourcequota,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -267,6 +272,8 @@ pub struct ControllerManagerConfig {
     pub endpointslice_mirroring_workers: usize,
     /// Addresses mirrored per Endpoints subset (`--mirroring-max-endpoints-per-subset`, 1000).
     pub mirroring_max_endpoints_per_subset: usize,
+    /// ResourceQuota workers per queue (`--concurrent-resource-quota-syncs`, 5).
+    pub resource_quota_workers: usize,
     /// Node check period (`--node-monitor-period`, 5 s).
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
@@ -328,6 +335,7 @@ impl Default for ControllerManagerConfig {
             endpointslice_mirroring_workers: 5,
             mirroring_max_endpoints_per_subset:
                 crate::endpointslicemirroring::DEFAULT_MAX_ENDPOINTS_PER_SUBSET,
+            resource_quota_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
             pod_eviction_timeout: Duration::from_secs(300),
@@ -727,6 +735,24 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { gc.run(s).await });
     }
+    if en.resourcequota {
+        let rq = crate::resourcequota::ResourceQuotaController::new(
+            client.clone(),
+            crate::resourcequota::Informers {
+                quotas: factory.informer(),
+                pods: pods.clone(),
+                services: factory.informer(),
+                claims: factory.informer(),
+                configmaps: factory.informer(),
+                secrets: factory.informer(),
+                replicationcontrollers: factory.informer(),
+            },
+            clock.clone(),
+        );
+        cfg.metrics.register("resourcequota", rq.queue(), None);
+        let (w, s) = (cfg.resource_quota_workers, shutdown.clone());
+        tracker.spawn(async move { rq.run(w, s).await });
+    }
     tracker.close();
     let events = tokio::spawn(broadcaster.run(shutdown.clone()));
     factory.start(shutdown.clone());
@@ -808,6 +834,13 @@ mod tests {
         )
         .unwrap_or_default();
         assert!(!no_eps.endpoint && no_eps.endpointslice && !no_eps.endpointslice_mirroring);
+        let quota = EnabledControllers::parse("resourcequota-controller").unwrap_or_default();
+        assert!(quota.resourcequota && !quota.job);
+        assert!(
+            !EnabledControllers::parse("*,-resourcequota")
+                .unwrap_or_default()
+                .resourcequota
+        );
     }
 
     #[test]
@@ -818,6 +851,11 @@ mod tests {
         assert_eq!(c.statefulset_workers, 5);
         assert!(c.controllers.statefulset);
         assert_eq!(c.daemonset_workers, 2);
+        assert_eq!(c.resource_quota_workers, 5);
+        assert_eq!(
+            crate::resourcequota::DEFAULT_SYNC_PERIOD,
+            Duration::from_secs(300)
+        );
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
         assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);

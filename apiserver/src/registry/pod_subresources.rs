@@ -80,43 +80,52 @@ impl Store<'_> {
             PodChange::Replace(_) => "PUT",
             PodChange::Patch(..) => "PATCH",
         };
-        self.guaranteed_update(name, verb, &Preconditions::default(), opts, |current| {
-            let Some(current) = current else {
-                return Err(self.not_found(name));
-            };
-            let old = &current.object;
-            let body = match &change {
-                PodChange::Replace(body) => (*body).clone(),
-                PodChange::Patch(PatchType::Apply, _) => {
-                    return Err(ApiError::from(api::status::unsupported_media_type(
-                        "apply patches are not supported for this subresource",
-                    )))
+        let admitted = Some(part.name());
+        self.admitted_update(
+            name,
+            verb,
+            &Preconditions::default(),
+            opts,
+            admitted,
+            |current| {
+                let Some(current) = current else {
+                    return Err(self.not_found(name));
+                };
+                let old = &current.object;
+                let body = match &change {
+                    PodChange::Replace(body) => (*body).clone(),
+                    PodChange::Patch(PatchType::Apply, _) => {
+                        return Err(ApiError::from(api::status::unsupported_media_type(
+                            "apply patches are not supported for this subresource",
+                        )))
+                    }
+                    PodChange::Patch(ty, patch) => {
+                        let shown = self.resource().present(Value::clone(old));
+                        crate::patch::apply_patch(&info, *ty, &shown, patch).map_err(|e| {
+                            ApiError::from(e.to_status(&info.group_resource(), name))
+                        })?
+                    }
+                };
+                let wanted = self.body_precondition(&body, name)?;
+                if wanted.is_some_and(|w| w != current.revision) {
+                    return Err(self.conflict(name));
                 }
-                PodChange::Patch(ty, patch) => {
-                    let shown = self.resource().present(Value::clone(old));
-                    crate::patch::apply_patch(&info, *ty, &shown, patch)
-                        .map_err(|e| ApiError::from(e.to_status(&info.group_resource(), name)))?
+                let mut new = part.prepare(&body, old);
+                let errs = part.validate(&new, old);
+                if !errs.is_empty() {
+                    return Err(self.invalid(name, &errs));
                 }
-            };
-            let wanted = self.body_precondition(&body, name)?;
-            if wanted.is_some_and(|w| w != current.revision) {
-                return Err(self.conflict(name));
-            }
-            let mut new = part.prepare(&body, old);
-            let errs = part.validate(&new, old);
-            if !errs.is_empty() {
-                return Err(self.invalid(name, &errs));
-            }
-            crate::patch::update_managed_fields(
-                &info,
-                Some(old),
-                &mut new,
-                &opts.field_manager,
-                &api::meta::now_rfc3339(),
-                Some(part.name()),
-            );
-            Ok(Attempt::Write(new))
-        })
+                crate::patch::update_managed_fields(
+                    &info,
+                    Some(old),
+                    &mut new,
+                    &opts.field_manager,
+                    &api::meta::now_rfc3339(),
+                    Some(part.name()),
+                );
+                Ok(Attempt::Write(new))
+            },
+        )
         .await
     }
 }

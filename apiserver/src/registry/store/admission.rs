@@ -5,6 +5,10 @@
 //! a create first waits until the cache has every write acknowledged before it (see
 //! [`Store::create`]), so a class created just before a pod is seen; an update reads the cache as
 //! it is, which may trail writes still in flight (as a lister does).
+//!
+//! Validating admission ([`Store::validate_admission`], the ResourceQuota plugin of
+//! [`crate::admission`]) runs later, on the validated object just before the store write; it may
+//! write other objects (a quota's usage) through the generic store.
 
 use std::sync::Arc;
 
@@ -74,5 +78,27 @@ impl Store<'_> {
             .map_err(|Forbidden(reason)| {
                 api::status::forbidden(&self.group_resource(), name, &reason).into()
             })
+    }
+}
+
+impl Store<'_> {
+    /// Validating admission of `obj` (`old` for an update) written as `subresource` (`""` for the
+    /// main resource): ResourceQuota. A dry run is checked without recording anything. Boxed: the
+    /// plugin writes through the store, whose create path comes back here.
+    pub(crate) fn validate_admission<'s>(
+        &'s self,
+        obj: &'s Value,
+        old: Option<&'s Value>,
+        subresource: &'s str,
+        dry_run: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 's>> {
+        let write = crate::admission::resourcequota::Write {
+            info: &self.resource.info,
+            subresource,
+            object: obj,
+            old,
+            dry_run,
+        };
+        Box::pin(crate::admission::resourcequota::validate(self.state, write))
     }
 }

@@ -4,10 +4,11 @@
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
 //! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
-//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, the kind's allocations
-//! (`before_create`), then the store create. Under a webhook converter every step before the
-//! store create sees the object in the request's version; it is converted to the storage version
-//! just before it is stored, and the result back. A generated name that collides is generated again
+//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle,
+//! validating admission (ResourceQuota, 403), the kind's allocations (`before_create`), then the
+//! store create. Under a webhook converter every step before the store create sees the object in
+//! the request's version; it is converted to the storage version just before it is stored, and the
+//! result back. A generated name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
 use rand::Rng;
@@ -181,6 +182,8 @@ impl Store<'_> {
         self.wait_consistent().await?;
         let obj = self.prepare_create(obj, opts)?;
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
+        self.validate_admission(&obj, None, "", opts.dry_run)
+            .await?;
         if opts.dry_run {
             let mut obj = obj;
             self.resource.canonicalize(&mut obj);

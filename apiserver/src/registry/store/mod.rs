@@ -220,6 +220,26 @@ impl<'a> Store<'a> {
         verb: &str,
         preconditions: &Preconditions,
         opts: &super::WriteOptions,
+        try_update: F,
+    ) -> Result<Outcome>
+    where
+        F: FnMut(Option<&Current>) -> Result<Attempt>,
+    {
+        self.admitted_update(name, verb, preconditions, opts, None, try_update)
+            .await
+    }
+
+    /// [`guaranteed_update`](Self::guaranteed_update) of a client's write: each attempt's new
+    /// state passes validating admission ([`crate::admission`]) as a write of `subresource`
+    /// (`Some("")` for the main resource) before it is stored; `None` skips it (server-internal
+    /// writes).
+    pub async fn admitted_update<F>(
+        &self,
+        name: &str,
+        verb: &str,
+        preconditions: &Preconditions,
+        opts: &super::WriteOptions,
+        subresource: Option<&str>,
         mut try_update: F,
     ) -> Result<Outcome>
     where
@@ -262,7 +282,8 @@ impl<'a> Store<'a> {
                     if self.resource.should_delete_during_update(&new) {
                         self.remove(&key, current, Some(new), opts.dry_run).await?
                     } else {
-                        self.write(&key, new, current, opts.dry_run).await?
+                        self.write(&key, new, current, opts.dry_run, subresource)
+                            .await?
                     }
                 }
             };
@@ -310,16 +331,23 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
-    /// Writes `new` over `current` unless it is the same; `None` when the compare-and-swap lost.
+    /// Writes `new` over `current` unless it is the same, after validating admission of a write
+    /// of `subresource` if any; `None` when the compare-and-swap lost.
     async fn write(
         &self,
         key: &str,
         mut new: Value,
         current: Current,
         dry_run: bool,
+        subresource: Option<&str>,
     ) -> Result<Option<Outcome>> {
         self.resource.canonicalize(&mut new);
-        if same_ignoring_rv(&new, &current.object) || dry_run {
+        let same = same_ignoring_rv(&new, &current.object);
+        if let (false, Some(subresource)) = (same, subresource) {
+            self.validate_admission(&new, Some(&current.object), subresource, dry_run)
+                .await?;
+        }
+        if same || dry_run {
             let mut out = new;
             api::wire::set_resource_version(&mut out, current.revision.to_string());
             return Ok(Some(Outcome::Stored(Written::object(out))));

@@ -26,6 +26,17 @@ pub enum WriteScope {
     Internal,
 }
 
+impl WriteScope {
+    /// The subresource validating admission sees this write as (`None`: not admitted).
+    fn admitted_as(self) -> Option<&'static str> {
+        match self {
+            WriteScope::Main => Some(""),
+            WriteScope::Status => Some("status"),
+            WriteScope::Internal => None,
+        }
+    }
+}
+
 /// A PATCH: its type and body.
 pub struct PatchRequest<'b> {
     /// JSON, merge, strategic merge or apply.
@@ -167,28 +178,36 @@ impl Store<'_> {
         let original = may_create.then(|| body.clone());
         // Used up by the first attempt; a retry decodes the body again.
         let mut checked = Some(self.update_body(body, scope, opts)?);
-        self.guaranteed_update(name, "PUT", &Preconditions::default(), opts, |current| {
-            let Some(current) = current else {
-                return match &original {
-                    Some(original) => {
-                        let mut obj = original.clone();
-                        api::meta::set_name(&mut obj, name);
-                        api::meta::remove(&mut obj, "resourceVersion");
-                        Ok(Attempt::Create(obj))
-                    }
-                    None => Err(self.not_found(name)),
+        let admitted = scope.admitted_as();
+        self.admitted_update(
+            name,
+            "PUT",
+            &Preconditions::default(),
+            opts,
+            admitted,
+            |current| {
+                let Some(current) = current else {
+                    return match &original {
+                        Some(original) => {
+                            let mut obj = original.clone();
+                            api::meta::set_name(&mut obj, name);
+                            api::meta::remove(&mut obj, "resourceVersion");
+                            Ok(Attempt::Create(obj))
+                        }
+                        None => Err(self.not_found(name)),
+                    };
                 };
-            };
-            if wanted.is_some_and(|w| w != current.revision) {
-                return Err(self.conflict(name));
-            }
-            let mut new = match checked.take() {
-                Some(obj) => obj,
-                None => self.update_body(decode()?, scope, opts)?,
-            };
-            self.prepare_update(&mut new, &current.object, scope, &opts.field_manager)?;
-            Ok(Attempt::Write(new))
-        })
+                if wanted.is_some_and(|w| w != current.revision) {
+                    return Err(self.conflict(name));
+                }
+                let mut new = match checked.take() {
+                    Some(obj) => obj,
+                    None => self.update_body(decode()?, scope, opts)?,
+                };
+                self.prepare_update(&mut new, &current.object, scope, &opts.field_manager)?;
+                Ok(Attempt::Write(new))
+            },
+        )
         .await
     }
 
@@ -213,57 +232,65 @@ impl Store<'_> {
         let gr = self.group_resource();
         let now = api::meta::now_rfc3339();
         let patch_error = |e: crate::patch::PatchError| ApiError::from(e.to_status(&gr, name));
-        self.guaranteed_update(name, "PATCH", &Preconditions::default(), opts, |current| {
-            let Some(current) = current else {
-                if apply && scope == WriteScope::Main {
-                    let mut obj = crate::patch::server_side_apply(
+        let admitted = scope.admitted_as();
+        self.admitted_update(
+            name,
+            "PATCH",
+            &Preconditions::default(),
+            opts,
+            admitted,
+            |current| {
+                let Some(current) = current else {
+                    if apply && scope == WriteScope::Main {
+                        let mut obj = crate::patch::server_side_apply(
+                            self.resource.patch_kind(),
+                            None,
+                            patch.body,
+                            &opts.field_manager,
+                            opts.force,
+                            &now,
+                        )
+                        .map_err(patch_error)?;
+                        api::meta::set_name(&mut obj, name);
+                        return Ok(Attempt::Create(obj));
+                    }
+                    return Err(self.not_found(name));
+                };
+                let old = &current.object;
+                let mut patched = if apply {
+                    // Applied in the endpoint's version (an autoscaling/v1 apply to an object stored
+                    // as v2), then converted back to the storage form.
+                    let converted = !self.resource.is_presentable(old);
+                    let shown = converted.then(|| self.resource.present(Value::clone(old)));
+                    let mut r = crate::patch::server_side_apply(
                         self.resource.patch_kind(),
-                        None,
+                        Some(shown.as_ref().unwrap_or(old)),
                         patch.body,
                         &opts.field_manager,
                         opts.force,
                         &now,
                     )
                     .map_err(patch_error)?;
-                    api::meta::set_name(&mut obj, name);
-                    return Ok(Attempt::Create(obj));
-                }
-                return Err(self.not_found(name));
-            };
-            let old = &current.object;
-            let mut patched = if apply {
-                // Applied in the endpoint's version (an autoscaling/v1 apply to an object stored
-                // as v2), then converted back to the storage form.
-                let converted = !self.resource.is_presentable(old);
-                let shown = converted.then(|| self.resource.present(Value::clone(old)));
-                let mut r = crate::patch::server_side_apply(
-                    self.resource.patch_kind(),
-                    Some(shown.as_ref().unwrap_or(old)),
-                    patch.body,
-                    &opts.field_manager,
-                    opts.force,
-                    &now,
-                )
-                .map_err(patch_error)?;
-                self.validate_fields(&mut r, opts)?;
-                if converted {
-                    self.resource.strategy.to_storage(r)
+                    self.validate_fields(&mut r, opts)?;
+                    if converted {
+                        self.resource.strategy.to_storage(r)
+                    } else {
+                        r
+                    }
                 } else {
-                    r
-                }
-            } else {
-                let shown = self.resource.present(Value::clone(old));
-                let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)
-                    .map_err(patch_error)?;
-                self.validate_fields(&mut result, opts)?;
-                self.resource.strategy.to_storage(result)
-            };
-            self.check_patched(name, &patched, current)?;
-            // Apply records its manager itself; other patches record the request's.
-            let manager = if apply { "" } else { &opts.field_manager };
-            self.prepare_update(&mut patched, old, scope, manager)?;
-            Ok(Attempt::Write(patched))
-        })
+                    let shown = self.resource.present(Value::clone(old));
+                    let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)
+                        .map_err(patch_error)?;
+                    self.validate_fields(&mut result, opts)?;
+                    self.resource.strategy.to_storage(result)
+                };
+                self.check_patched(name, &patched, current)?;
+                // Apply records its manager itself; other patches record the request's.
+                let manager = if apply { "" } else { &opts.field_manager };
+                self.prepare_update(&mut patched, old, scope, manager)?;
+                Ok(Attempt::Write(patched))
+            },
+        )
         .await
     }
 
