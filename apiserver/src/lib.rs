@@ -13,6 +13,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod registry;
 
+pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod bootstrap;

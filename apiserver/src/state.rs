@@ -29,6 +29,8 @@ pub struct AppState {
     pub openapi: Arc<crate::openapi::OpenApiCache>,
     /// The service-account token key and the sandbox CA.
     pub credentials: Arc<crate::authn::Credentials>,
+    /// The built-in admission plugins `config.admission` enables, in order.
+    pub admission: Arc<crate::admission::Chain>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -70,7 +72,9 @@ impl AppState {
                 r.strategy.restore(&mut s.items.iter().map(|v| v.as_ref()));
             }
         }
+        let admission = Arc::new(crate::admission::Chain::new(&config.admission));
         Ok(AppState {
+            admission,
             resources,
             openapi: Default::default(),
             config: Arc::new(config),

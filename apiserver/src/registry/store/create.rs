@@ -3,9 +3,11 @@
 //! In order: type meta checked against the resource, namespace taken from the store (a body naming
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
-//! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
-//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle, the kind's allocations
-//! (`before_create`), then the store create. A generated name that collides is generated again
+//! resourceVersion dropped), the kind's defaults and status reset, managed fields, mutating
+//! admission (403), object-meta and kind validation (422), validating admission (403), the kind's
+//! allocations (`before_create`), then the store create. The namespace's existence and lifecycle
+//! (upstream's first admission plugin, NamespaceLifecycle) are checked before all of these, and
+//! then the store waits (bounded) for objects admission expects to appear shortly. A generated name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
 use rand::Rng;
@@ -165,6 +167,7 @@ impl Store<'_> {
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
+        self.validate_admission(&obj, None, &requested_name)?;
         strategy.canonicalize(&mut obj);
         Ok(obj)
     }
@@ -177,8 +180,14 @@ impl Store<'_> {
             return Err(api::status::method_not_allowed_because(&reason).into());
         }
         self.wait_consistent().await?;
-        let obj = self.prepare_create(obj, opts)?;
+        let mut obj = obj;
+        self.check_type_meta(&obj)?;
+        self.reconcile_namespace(&mut obj)?;
+        // NamespaceLifecycle is the first admission plugin: before the others, which may wait
+        // for objects of the namespace.
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
+        self.await_admission_objects(&obj).await;
+        let obj = self.prepare_create(obj, opts)?;
         if opts.dry_run {
             let mut obj = obj;
             self.resource.canonicalize(&mut obj);
