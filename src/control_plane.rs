@@ -112,7 +112,12 @@ impl Default for ControlPlaneConfig {
             nodes: 3,
             kubeconfig: None,
             controllers: true,
-            apiserver: apiserver::Config::default(),
+            // kube-apiserver's admission plugins, ServiceAccount included (the library's default
+            // leaves it off, as envtest does): `minik8s apiserver` alone behaves as kube-apiserver.
+            apiserver: apiserver::Config {
+                admission: apiserver::admission::AdmissionConfig::default(),
+                ..apiserver::Config::default()
+            },
             controller_manager: controller::ControllerManagerConfig::default(),
             kubelet: kubelet_fake::KubeletConfig::default(),
             crd_dirs: Vec::new(),
