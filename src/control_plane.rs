@@ -198,6 +198,14 @@ impl ControlPlane {
         if apiserver_config.credentials_dir.is_none() {
             apiserver_config.credentials_dir = data_dir.as_ref().map(|d| d.path().join("pki"));
         }
+        // The ServiceAccount plugin requires the `default` accounts the serviceaccount controller
+        // creates: a control plane whose controller manager runs without it (a test enabling
+        // only the controllers it needs) disables the plugin, as envtest does.
+        if config.controllers && !config.controller_manager.controllers.serviceaccount {
+            apiserver_config
+                .admission
+                .disable(apiserver::admission::SERVICE_ACCOUNT);
+        }
         let state = apiserver::AppState::start(apiserver_config, store.clone(), shutdown.clone())
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;
