@@ -118,6 +118,10 @@ fn in_memory_config() -> ControlPlaneConfig {
         storage: Storage::InMemory,
         nodes: 0,
         controllers: false,
+        apiserver: apiserver::Config {
+            admission: apiserver::admission::AdmissionConfig::without_controllers(),
+            ..apiserver::Config::default()
+        },
         ..ControlPlaneConfig::default()
     }
 }

@@ -71,6 +71,10 @@ pub struct ApiserverArgs {
     /// Keep nothing on disk.
     #[arg(long)]
     pub in_memory: bool,
+    /// Admission plugins that should be disabled although they are in the default enabled
+    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, DefaultTolerationSeconds).
+    #[arg(long, value_name = "PLUGINS", default_value = "")]
+    pub disable_admission_plugins: String,
 }
 
 #[derive(Debug, Args)]
@@ -136,6 +140,16 @@ impl ApiserverArgs {
             (None, false) => Storage::Dir(crate::datadir::default_dir()),
         }
     }
+
+    /// The apiserver configuration these flags select.
+    fn apiserver(&self) -> Result<apiserver::Config, Error> {
+        let mut config = ControlPlaneConfig::default().apiserver;
+        config
+            .admission
+            .disable_list(&self.disable_admission_plugins)
+            .map_err(Error::Component)?;
+        Ok(config)
+    }
 }
 
 impl RemoteArgs {
@@ -175,6 +189,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             let config = ControlPlaneConfig {
                 listen: SocketAddr::new(args.server.address, args.server.port),
                 storage: args.server.storage(),
+                apiserver: args.server.apiserver()?,
                 nodes: args.nodes,
                 kubeconfig,
                 crd_dirs: args.crds.clone(),
@@ -186,6 +201,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             let config = ControlPlaneConfig {
                 listen: SocketAddr::new(args.address, args.port),
                 storage: args.storage(),
+                apiserver: args.apiserver()?,
                 nodes: 0,
                 controllers: false,
                 ..ControlPlaneConfig::default()

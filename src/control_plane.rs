@@ -112,7 +112,12 @@ impl Default for ControlPlaneConfig {
             nodes: 3,
             kubeconfig: None,
             controllers: true,
-            apiserver: apiserver::Config::default(),
+            // kube-apiserver's admission plugins, ServiceAccount included (the library's default
+            // leaves it off, as envtest does): `minik8s apiserver` alone behaves as kube-apiserver.
+            apiserver: apiserver::Config {
+                admission: apiserver::admission::AdmissionConfig::default(),
+                ..apiserver::Config::default()
+            },
             controller_manager: controller::ControllerManagerConfig::default(),
             kubelet: kubelet_fake::KubeletConfig::default(),
             crd_dirs: Vec::new(),
@@ -192,6 +197,14 @@ impl ControlPlane {
         // The token key and the CA live with the data (in memory for an in-memory sandbox).
         if apiserver_config.credentials_dir.is_none() {
             apiserver_config.credentials_dir = data_dir.as_ref().map(|d| d.path().join("pki"));
+        }
+        // The ServiceAccount plugin requires the `default` accounts the serviceaccount controller
+        // creates: a control plane whose controller manager runs without it (a test enabling
+        // only the controllers it needs) disables the plugin, as envtest does.
+        if config.controllers && !config.controller_manager.controllers.serviceaccount {
+            apiserver_config
+                .admission
+                .disable(apiserver::admission::SERVICE_ACCOUNT);
         }
         // A large data directory takes a while to load: say what is happening and how long it took.
         let loading = std::time::Instant::now();

@@ -41,9 +41,16 @@ impl SandboxBuilder {
         self
     }
 
-    /// Run without the controller manager (an apiserver and kubelets only, like envtest).
+    /// Run without the controller manager (an apiserver and kubelets only, like envtest). As
+    /// envtest, this also disables the `ServiceAccount` admission plugin: nothing would create
+    /// the `default` accounts it requires, so pods keep an empty `serviceAccountName` and get no
+    /// token volume.
     pub fn without_controllers(mut self) -> Self {
         self.config.controllers = false;
+        self.config
+            .apiserver
+            .admission
+            .disable(apiserver::admission::SERVICE_ACCOUNT);
         self
     }
 

@@ -20,6 +20,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod canonical;
+pub use canonical::{canonical, canonical_as};
+
 /// A quantity string that `ParseQuantity` rejects; the text is apimachinery's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {

@@ -43,6 +43,11 @@ pub struct Config {
     pub credentials_dir: Option<std::path::PathBuf>,
     /// The in-process components `componentstatuses` reports on.
     pub components: crate::components::Components,
+    /// Which built-in admission plugins run, and their settings. The default is an apiserver
+    /// without a controller manager, as envtest's ([`AdmissionConfig::without_controllers`]):
+    /// `ServiceAccount` off; a control plane with controllers (`minik8s up`) and `minik8s
+    /// apiserver` use kube-apiserver's full default set.
+    pub admission: crate::admission::AdmissionConfig,
 }
 
 impl Default for Config {
@@ -64,6 +69,7 @@ impl Default for Config {
             advertise_address: "127.0.0.1:6443".to_string(),
             credentials_dir: None,
             components: Default::default(),
+            admission: crate::admission::AdmissionConfig::without_controllers(),
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct AppState {
     pub credentials: Arc<crate::authn::Credentials>,
     /// The rate-limited log of failed requests.
     pub httplog: Arc<crate::http::httplog::FailureLog>,
+    /// The built-in admission plugins `config.admission` enables, in order.
+    pub admission: Arc<crate::admission::Chain>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -72,7 +74,9 @@ impl AppState {
                 r.strategy.restore(&mut s.items.iter().map(|v| v.as_ref()));
             }
         }
+        let admission = Arc::new(crate::admission::Chain::new(&config.admission));
         Ok(AppState {
+            admission,
             resources,
             openapi: Default::default(),
             config: Arc::new(config),

@@ -37,6 +37,12 @@ pub async fn server() -> (apiserver::Server, Client) {
     init_tracing();
     let config = apiserver::Config {
         address: "127.0.0.1:0".parse().unwrap(),
+        // DefaultTolerationSeconds gives pods the eviction timeout of `start` (1 s).
+        admission: apiserver::admission::AdmissionConfig {
+            default_not_ready_toleration_seconds: 1,
+            default_unreachable_toleration_seconds: 1,
+            ..apiserver::admission::AdmissionConfig::without_controllers()
+        },
         ..Default::default()
     };
     let store = store::MemoryStore::new(store::StoreConfig::default()).expect("memory store");

@@ -1,5 +1,6 @@
-//! Admission in the generic store: the kind's [`Strategy::admit`](crate::registry::Strategy::admit)
-//! with a read-only view of other objects served from the watch cache.
+//! Admission in the generic store: the built-in plugins of [`crate::admission`] and the kind's
+//! [`Strategy::admit`](crate::registry::Strategy::admit), with a read-only view of other objects
+//! served from the watch cache.
 //!
 //! Upstream runs admission plugins between decoding and storage, reading informer listers. Here
 //! a create first waits until the cache has every write acknowledged before it (see
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{object_key, Store};
+use crate::admission::{Attributes, Operation};
 use crate::error::Result;
 use crate::registry::{Forbidden, Objects};
 use crate::state::AppState;
@@ -68,30 +70,95 @@ impl Objects for CachedObjects<'_> {
 }
 
 impl Store<'_> {
-    /// Runs the kind's admission on `obj` (`old` for an update); a refusal is the kind's 403
-    /// naming `name`, the name the request gave (none for a generated one, as upstream).
+    /// What admission plugins know of a request on this store.
+    fn attributes<'v>(&'v self, old: Option<&'v Value>) -> Attributes<'v> {
+        Attributes {
+            operation: match old {
+                None => Operation::Create,
+                Some(_) => Operation::Update,
+            },
+            group: &self.resource.info.group,
+            resource: &self.resource.info.plural,
+            namespace: self.namespace.as_deref(),
+            old,
+        }
+    }
+
+    /// The mutating phase of admission on `obj` (`old` for an update): the built-in plugins
+    /// ([`crate::admission`]) with the kind's own admission at Priority's place. A refusal is the
+    /// kind's 403 naming `name`, the name the request gave (none for a generated one, as upstream).
     pub(crate) fn admit(&self, obj: &mut Value, old: Option<&Value>, name: &str) -> Result<()> {
         let objects = CachedObjects::new(self.state);
-        self.resource
-            .strategy
-            .admit(obj, old, &objects)
-            .map_err(|Forbidden(reason)| {
-                api::status::forbidden(&self.group_resource(), name, &reason).into()
+        let attrs = self.attributes(old);
+        let strategy = &self.resource.strategy;
+        self.state
+            .admission
+            .admit(&attrs, obj, &objects, |obj| {
+                strategy.admit(obj, old, &objects)
             })
+            .map_err(|refused| self.refused(name, refused))
+    }
+
+    /// The validating phase of admission, on the validated object.
+    pub(crate) fn validate_admission(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        name: &str,
+    ) -> Result<()> {
+        let objects = CachedObjects::new(self.state);
+        let attrs = self.attributes(old);
+        self.state
+            .admission
+            .validate(&attrs, obj, &objects)
+            .map_err(|refused| self.refused(name, refused))
+    }
+
+    /// Waits, each at most its plugin's bound, for the objects admission of the create of `obj`
+    /// expects to appear (a new namespace's `default` ServiceAccount); woken by every change the
+    /// watch cache applies. One still missing after its wait is left to the plugin to refuse.
+    pub(crate) async fn await_admission_objects(&self, obj: &Value) {
+        let attrs = self.attributes(None);
+        for awaited in self.state.admission.awaited(&attrs, obj) {
+            let objects = CachedObjects::new(self.state);
+            let present = || {
+                let ns = Some(awaited.namespace.as_str()).filter(|n| !n.is_empty());
+                objects
+                    .get(awaited.group, awaited.resource, ns, &awaited.name)
+                    .is_some()
+            };
+            let deadline = tokio::time::Instant::now() + awaited.wait;
+            while !present() {
+                let next = self.state.cache.revision() + 1;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() || !self.state.cache.wait_for(next, left).await {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn refused(&self, name: &str, Forbidden(reason): Forbidden) -> crate::error::ApiError {
+        api::status::forbidden(&self.group_resource(), name, &reason).into()
     }
 }
 
 impl Store<'_> {
-    /// Validating admission of `obj` (`old` for an update) written as `subresource` (`""` for the
-    /// main resource): ResourceQuota. A dry run is checked without recording anything. Boxed: the
-    /// plugin writes through the store, whose create path comes back here.
-    pub(crate) fn validate_admission<'s>(
+    /// The last validating admission plugin, ResourceQuota, on `obj` (`old` for an update)
+    /// written as `subresource` (`""` for the main resource), after the built-in chain's
+    /// [`validate_admission`](Self::validate_admission): it charges the namespace's quotas by
+    /// compare-and-swap before the write. A dry run is checked without recording anything.
+    /// Boxed: the plugin writes through the store, whose create path comes back here.
+    pub(crate) fn validate_quota<'s>(
         &'s self,
         obj: &'s Value,
         old: Option<&'s Value>,
         subresource: &'s str,
         dry_run: bool,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 's>> {
+        if !self.state.admission.resource_quota() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
         let write = crate::admission::resourcequota::Write {
             info: &self.resource.info,
             subresource,

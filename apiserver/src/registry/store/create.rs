@@ -3,12 +3,15 @@
 //! In order: type meta checked against the resource, namespace taken from the store (a body naming
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
-//! resourceVersion dropped), the kind's defaults and status reset, managed fields, the kind's
-//! admission (403), object-meta and kind validation (422), the namespace's existence and lifecycle,
-//! validating admission (ResourceQuota, 403), the kind's allocations (`before_create`), then the
-//! store create. Under a webhook converter every step before the store create sees the object in
-//! the request's version; it is converted to the storage version just before it is stored, and the
-//! result back. A generated name that collides is generated again
+//! resourceVersion dropped), the kind's defaults and status reset, managed fields, mutating
+//! admission (403), object-meta and kind validation (422), validating admission (403; the
+//! built-in chain, then ResourceQuota, which charges the namespace's quotas), the kind's
+//! allocations (`before_create`), then the store create. The namespace's existence and lifecycle
+//! (upstream's first admission plugin, NamespaceLifecycle) are checked before all of these, and
+//! then the store waits (bounded) for objects admission expects to appear shortly. Under a webhook
+//! converter every step before the store create sees the object in the request's version; it is
+//! converted to the storage version just before it is stored, and the result back. A generated
+//! name that collides is generated again
 //! (upstream's `RetryGenerateName`); any other existing name is 409 AlreadyExists.
 
 use rand::Rng;
@@ -168,6 +171,7 @@ impl Store<'_> {
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
+        self.validate_admission(&obj, None, &requested_name)?;
         strategy.canonicalize(&mut obj);
         Ok(obj)
     }
@@ -180,10 +184,15 @@ impl Store<'_> {
             return Err(api::status::method_not_allowed_because(&reason).into());
         }
         self.wait_consistent().await?;
-        let obj = self.prepare_create(obj, opts)?;
+        let mut obj = obj;
+        self.check_type_meta(&obj)?;
+        self.reconcile_namespace(&mut obj)?;
+        // NamespaceLifecycle is the first admission plugin: before the others, which may wait
+        // for objects of the namespace.
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
-        self.validate_admission(&obj, None, "", opts.dry_run)
-            .await?;
+        self.await_admission_objects(&obj).await;
+        let obj = self.prepare_create(obj, opts)?;
+        self.validate_quota(&obj, None, "", opts.dry_run).await?;
         if opts.dry_run {
             let mut obj = obj;
             self.resource.canonicalize(&mut obj);

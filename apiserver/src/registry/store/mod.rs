@@ -344,7 +344,7 @@ impl<'a> Store<'a> {
         self.resource.canonicalize(&mut new);
         let same = same_ignoring_rv(&new, &current.object);
         if let (false, Some(subresource)) = (same, subresource) {
-            self.validate_admission(&new, Some(&current.object), subresource, dry_run)
+            self.validate_quota(&new, Some(&current.object), subresource, dry_run)
                 .await?;
         }
         if same || dry_run {

@@ -3,7 +3,7 @@
 //! An update carries server-owned metadata (uid, creationTimestamp, deletion fields, name,
 //! namespace, the stored type) over from the stored object whatever the client sent, applies the
 //! kind's update rules for the part it may change ([`WriteScope`]), records managed fields, runs
-//! the kind's admission (main resource only) and validates. A body or patch naming a `resourceVersion` is conditional: it must be the stored one
+//! mutating admission, validates, then validating admission (both only for the main resource). A body or patch naming a `resourceVersion` is conditional: it must be the stored one
 //! (409 otherwise, also after a lost race, since every attempt checks it against the state it
 //! read); without one the write is re-applied to the new state after a lost race. PUT of a missing object creates it where the kind allows it; server-side
 //! apply of a missing object creates it.
@@ -119,6 +119,9 @@ impl Store<'_> {
         let errs = self.resource.validate_update(new, old);
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
+        }
+        if scope == WriteScope::Main {
+            self.validate_admission(new, Some(old), &name)?;
         }
         self.resource.strategy.canonicalize(new);
         Ok(())

@@ -1,5 +1,6 @@
 //! Pods: defaulting (restartPolicy, dnsPolicy, schedulerName, grace period, container fields, QoS
-//! class), priority from the pod's class at admission ([`super::scheduling`]), validation
+//! class; the deprecated `serviceAccount` mirrors `serviceAccountName`, which the ServiceAccount
+//! admission plugin defaults), priority from the pod's class at admission ([`super::scheduling`]), validation
 //! (containers, names, ports, policies), the update rule that pod specs are immutable except
 //! images, activeDeadlineSeconds and added tolerations, graceful deletion, field selectors; the
 //! printer cells come from [`pod_printer`](super::pod_printer).
@@ -285,6 +286,23 @@ fn mask_mutable(new_spec: &Value, old_spec: &Value) -> Value {
     masked
 }
 
+/// A pod naming its account only in the deprecated `serviceAccount` names it in
+/// `serviceAccountName` (`Convert_v1_PodSpec_To_core_PodSpec`); the account itself is defaulted by
+/// the ServiceAccount admission plugin.
+fn account_from_deprecated(spec: &mut serde_json::Map<String, Value>) {
+    let named = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let deprecated = spec
+        .get("serviceAccount")
+        .filter(|n| n.as_str().is_some_and(|n| !n.is_empty()))
+        .cloned();
+    if let (false, Some(name)) = (named, deprecated) {
+        spec.insert("serviceAccountName".into(), name);
+    }
+}
+
 impl Strategy for PodStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec") {
@@ -293,8 +311,25 @@ impl Strategy for PodStrategy {
         if let Some(spec) = object_at(obj, "spec") {
             super::volume_defaults::default_pod_extras(spec);
             default_field(spec, "enableServiceLinks", json!(true));
-            default_field(spec, "serviceAccountName", json!("default"));
-            default_field(spec, "serviceAccount", json!("default"));
+            account_from_deprecated(spec);
+        }
+    }
+
+    /// The deprecated `serviceAccount` is written as `serviceAccountName` (v1 conversion).
+    fn canonicalize(&self, obj: &mut Value) {
+        if let Some(spec) = object_at(obj, "spec") {
+            match spec
+                .get("serviceAccountName")
+                .filter(|n| n.as_str() != Some(""))
+            {
+                Some(name) => {
+                    let name = name.clone();
+                    spec.insert("serviceAccount".into(), name);
+                }
+                None => {
+                    spec.remove("serviceAccount");
+                }
+            }
         }
     }
 
@@ -326,6 +361,7 @@ impl Strategy for PodStrategy {
         }
         if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
             super::volume_defaults::default_pod_extras(spec);
+            account_from_deprecated(spec);
         }
         // Fields set at create time by admission or binding: a full PUT from a manifest that lacks
         // them keeps the stored values rather than failing the immutability check.
