@@ -246,7 +246,8 @@ async fn an_immediate_claim_binds_at_once_and_expands() {
     let volume = c.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap();
     assert!(annotation(&c.metadata, "volume.kubernetes.io/selected-node").is_none());
 
-    // Resize admission: a claim of a class without allowVolumeExpansion may not grow.
+    // An unbound claim may not grow: the claim's own validation refuses it (422) before the
+    // PersistentVolumeClaimResize plugin, a validating one, would ("Only bound …").
     claims
         .create(&claim("stay-small", Some("standard"), "1Gi"))
         .await
@@ -255,8 +256,10 @@ async fn an_immediate_claim_binds_at_once_and_expands() {
         |size: &str| Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": size}}}}));
     let err = claims.patch("stay-small", &grow("2Gi")).await.unwrap_err();
     assert!(
-        err.to_string()
-            .contains("Only bound persistent volume claims can be expanded"),
+        err.to_string().contains(
+            "spec is immutable after creation except resources.requests and \
+             volumeAttributesClassName for bound claims"
+        ),
         "{err}"
     );
     let fixed = class("fixed", "rancher.io/local-path", "Immediate", false);

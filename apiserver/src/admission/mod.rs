@@ -7,7 +7,8 @@
 //! | LimitRanger | [`limit_ranger`] | LimitRange defaults for containers; min/max/ratio for containers, pods and claims |
 //! | ServiceAccount | [`service_account`] | the pod's account (default `default`, must exist) and its API token volume |
 //! | Priority, DefaultIngressClass | the kind's [`Strategy::admit`](crate::registry::Strategy::admit) | run at Priority's place |
-//! | DefaultStorageClass, PersistentVolumeClaimResize | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim; which claims may grow |
+//! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
+//! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
 //! | ResourceQuota | [`resourcequota`], called by the store after the chain's validating phase | refuses writes over a quota; charges quotas by compare-and-swap before the write |
 //!
@@ -23,6 +24,7 @@
 //! `--disable-admission-plugins`. Guarantees: plugins are pure functions of the request and the
 //! objects they read (no I/O, no panics on any JSON); a refusal is a 403 naming the object.
 
+mod claim_resize;
 mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
@@ -55,6 +57,8 @@ pub const LIMIT_RANGER: &str = "LimitRanger";
 pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
 /// `DefaultTolerationSeconds`.
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
+/// `PersistentVolumeClaimResize`.
+pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
 /// `ResourceQuota`.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 
@@ -64,6 +68,7 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
     DEFAULT_TOLERATION_SECONDS,
+    PERSISTENT_VOLUME_CLAIM_RESIZE,
     RESOURCE_QUOTA,
 ];
 
@@ -236,6 +241,9 @@ impl Chain {
                 config.default_not_ready_toleration_seconds,
                 config.default_unreachable_toleration_seconds,
             )));
+        }
+        if config.enabled(PERSISTENT_VOLUME_CLAIM_RESIZE) {
+            after_kind.push(Box::new(claim_resize::PersistentVolumeClaimResize));
         }
         Chain {
             before_kind,

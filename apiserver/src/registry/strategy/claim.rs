@@ -250,13 +250,12 @@ impl Strategy for PersistentVolumeClaimStrategy {
         old: Option<&Value>,
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
-        match old {
-            None => {
-                super::claim_admission::set_default_class(obj, objects);
-                Ok(())
-            }
-            Some(old) => super::claim_admission::validate_resize(obj, old, objects),
+        // DefaultStorageClass; PersistentVolumeClaimResize is a validating plugin
+        // (`admission/claim_resize.rs`), after validation.
+        if old.is_none() {
+            super::claim_admission::set_default_class(obj, objects);
         }
+        Ok(())
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

@@ -13,7 +13,7 @@ mod apiregistration;
 mod binding;
 mod certificates;
 mod claim;
-mod claim_admission;
+pub(crate) mod claim_admission;
 mod common;
 mod componentstatus;
 mod config;
