@@ -18,6 +18,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 mod crds;
 mod daemonset;
 mod job;
+mod plane;
 mod scale;
 mod service;
 mod statefulset;

@@ -11,13 +11,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
-
-use controller::scheduler::filter::node_ready;
 
 use super::scale::{cpu_since, is_ready, print_requests, request_counts, watch_error, PodProgress};
 use super::{ms, percentile, Error};
-use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 fn manifest(name: &str) -> serde_json::Value {
     serde_json::json!({
@@ -32,36 +28,12 @@ fn manifest(name: &str) -> serde_json::Value {
 
 /// Runs the benchmark on a fresh in-memory control plane with `nodes` fake nodes.
 pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
-    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let config = ControlPlaneConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: Storage::InMemory,
-        kubeconfig: Some(dir.path().join("kubeconfig")),
-        nodes,
-        controllers: true,
-        ..ControlPlaneConfig::default()
-    };
-    let started = Instant::now();
-    let plane = ControlPlane::start(config).await?;
+    let (plane, took) =
+        super::plane::start_ready(super::plane::config(nodes, None), deadline).await?;
     let client = plane.client();
-    let node_api = client.api::<Node>(None);
-    loop {
-        let ready = node_api
-            .list(&client::ListParams::default())
-            .await
-            .map(|l| l.items.iter().filter(|n| node_ready(n)).count())
-            .unwrap_or(0);
-        if ready >= nodes {
-            break;
-        }
-        if started.elapsed() > deadline {
-            return Err(Error::Failed(format!("{nodes} nodes not Ready in time")));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     println!(
         "daemonset: control plane with {nodes} Ready nodes in {}",
-        ms(started.elapsed())
+        ms(took)
     );
 
     let name = "agent";

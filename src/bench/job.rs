@@ -11,13 +11,9 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-
-use controller::scheduler::filter::node_ready;
 
 use super::scale::{print_requests, request_counts};
 use super::{ms, Error};
-use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 fn job(name: &str, completions: usize, parallelism: usize) -> Result<Job, Error> {
     serde_json::from_value(serde_json::json!({
@@ -54,31 +50,8 @@ pub async fn job_bench(
     nodes: usize,
     deadline: Duration,
 ) -> Result<(), Error> {
-    let config = ControlPlaneConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: Storage::InMemory,
-        nodes,
-        controllers: true,
-        ..ControlPlaneConfig::default()
-    };
-    let started = Instant::now();
-    let plane = ControlPlane::start(config).await?;
+    let (plane, _) = super::plane::start_ready(super::plane::config(nodes, None), deadline).await?;
     let client = plane.client();
-    let node_api = client.api::<Node>(None);
-    loop {
-        let ready = node_api
-            .list(&client::ListParams::default())
-            .await
-            .map(|l| l.items.iter().filter(|n| node_ready(n)).count())
-            .unwrap_or(0);
-        if ready >= nodes {
-            break;
-        }
-        if started.elapsed() > deadline {
-            return Err(Error::Failed(format!("{nodes} nodes not Ready in time")));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 
     let http = reqwest::Client::new();
     let jobs = client.api::<Job>(Some("default"));

@@ -13,14 +13,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, ReplicationController};
+use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use controller::scheduler::filter::node_ready;
-
 use super::{ms, percentile, Error};
-use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 /// What one pod has reached, first seen at these offsets from the scale request.
 #[derive(Default, Clone, Copy)]
@@ -194,39 +191,13 @@ pub async fn scale(
     deadline: Duration,
 ) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let config = ControlPlaneConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: if on_disk {
-            Storage::Dir(dir.path().to_path_buf())
-        } else {
-            Storage::InMemory
-        },
-        kubeconfig: Some(dir.path().join("kubeconfig")),
-        nodes,
-        controllers: true,
-        ..ControlPlaneConfig::default()
-    };
-    let started = Instant::now();
-    let plane = ControlPlane::start(config).await?;
+    let config = super::plane::config(nodes, on_disk.then(|| dir.path()));
+    let (plane, took) = super::plane::start_ready(config, deadline).await?;
     let client = plane.client();
-    let node_api = client.api::<Node>(None);
-    let ready_nodes = || async {
-        node_api
-            .list(&client::ListParams::default())
-            .await
-            .map(|l| l.items.iter().filter(|n| node_ready(n)).count())
-            .unwrap_or(0)
-    };
-    while ready_nodes().await < nodes {
-        if started.elapsed() > deadline {
-            return Err(Error::Failed(format!("{nodes} nodes not Ready in time")));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let storage = if on_disk { "sled on disk" } else { "in memory" };
     println!(
         "scale: control plane with {nodes} Ready nodes ({storage}) in {}",
-        ms(started.elapsed())
+        ms(took)
     );
 
     let http = reqwest::Client::new();

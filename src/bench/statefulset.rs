@@ -16,13 +16,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Node;
-
-use controller::scheduler::filter::node_ready;
 
 use super::scale::{is_ready, print_requests, request_counts, watch_error, PodProgress};
 use super::{ms, percentile, Error};
-use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 fn set(name: &str, replicas: usize) -> serde_json::Value {
     serde_json::json!({
@@ -44,38 +40,14 @@ pub async fn statefulset(
     start_delay: Duration,
     deadline: Duration,
 ) -> Result<(), Error> {
-    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let mut config = ControlPlaneConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: Storage::InMemory,
-        kubeconfig: Some(dir.path().join("kubeconfig")),
-        nodes,
-        controllers: true,
-        ..ControlPlaneConfig::default()
-    };
+    let mut config = super::plane::config(nodes, None);
     config.kubelet.lifecycle.pod_start_delay = kubelet_fake::config::Delay::fixed(start_delay);
-    let started = Instant::now();
-    let plane = ControlPlane::start(config).await?;
+    let (plane, took) = super::plane::start_ready(config, deadline).await?;
     let client = plane.client();
-    let node_api = client.api::<Node>(None);
-    loop {
-        let ready = node_api
-            .list(&client::ListParams::default())
-            .await
-            .map(|l| l.items.iter().filter(|n| node_ready(n)).count())
-            .unwrap_or(0);
-        if ready >= nodes {
-            break;
-        }
-        if started.elapsed() > deadline {
-            return Err(Error::Failed(format!("{nodes} nodes not Ready in time")));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     println!(
         "statefulset: control plane with {nodes} Ready nodes (in memory, pod start delay {}) in {}",
         ms(start_delay),
-        ms(started.elapsed())
+        ms(took)
     );
 
     let name = "web";
