@@ -393,18 +393,31 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
     let names = |c: &Chain| c.plugins().map(|p| p.name()).collect::<Vec<_>>();
     assert_eq!(
         names(&Chain::new(&AdmissionConfig::default())),
-        ["LimitRanger", "ServiceAccount", "DefaultTolerationSeconds"]
+        [
+            "LimitRanger",
+            "ServiceAccount",
+            "DefaultTolerationSeconds",
+            "PersistentVolumeClaimResize"
+        ]
     );
+    assert!(Chain::new(&AdmissionConfig::default()).resource_quota());
     assert_eq!(
         names(&Chain::new(&AdmissionConfig::without_controllers())),
-        ["LimitRanger", "DefaultTolerationSeconds"]
+        [
+            "LimitRanger",
+            "DefaultTolerationSeconds",
+            "PersistentVolumeClaimResize"
+        ]
     );
     let mut config = AdmissionConfig::default();
     assert_eq!(
-        config.disable_list("LimitRanger, DefaultTolerationSeconds"),
+        config.disable_list(
+            "LimitRanger, DefaultTolerationSeconds, PersistentVolumeClaimResize, ResourceQuota"
+        ),
         Ok(())
     );
     assert_eq!(names(&Chain::new(&config)), ["ServiceAccount"]);
+    assert!(!Chain::new(&config).resource_quota());
     assert_eq!(
         config.disable_list("Foo"),
         Err("admission-control plugin \"Foo\" is unknown".to_string())
