@@ -95,6 +95,9 @@ pub(crate) struct PodRuntime {
     rejection: Option<String>,
     /// The pod reached Succeeded/Failed: it no longer counts against the node's pod capacity.
     terminal: bool,
+    /// The pod's address went back to the node's pool when it finished (its sandbox is gone, as
+    /// a kubelet's CNI teardown frees it), though its status keeps showing it, as upstream's.
+    ip_released: bool,
 }
 
 /// One node's pods and addresses, under one lock.
@@ -176,7 +179,7 @@ impl Shared {
         };
         let mut np = node.pods.lock();
         if let Some(rt) = np.pods.remove(key) {
-            if let Some(ip) = rt.ip {
+            if let Some(ip) = rt.ip.filter(|_| !rt.ip_released) {
                 np.ipam.release(ip);
             }
         }
@@ -535,7 +538,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
         if pods.get(key).is_some_and(|rt| rt.uid != uid) {
             // Same name, new pod: the old one's address goes back.
             if let Some(old) = pods.remove(key) {
-                if let Some(ip) = old.ip {
+                if let Some(ip) = old.ip.filter(|_| !old.ip_released) {
                     ipam.release(ip);
                 }
             }
@@ -562,6 +565,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                     written: None,
                     rejection: Some(message),
                     terminal: true,
+                    ip_released: false,
                 },
             };
             pods.insert(key.to_string(), rt);
@@ -603,8 +607,18 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                 eval.status.phase.as_deref(),
                 Some("Succeeded") | Some("Failed")
             );
-            if let Some(rt) = node.pods.lock().pods.get_mut(key) {
+            let mut np = node.pods.lock();
+            let NodePods { ipam, pods } = &mut *np;
+            if let Some(rt) = pods.get_mut(key) {
                 rt.terminal = terminal;
+                // A finished pod's address is free for the next pod (a Job's pods finish by the
+                // thousand; holding their addresses exhausted a node's /24).
+                if terminal && !rt.ip_released {
+                    if let Some(ip) = rt.ip {
+                        ipam.release(ip);
+                    }
+                    rt.ip_released = true;
+                }
             }
             eval
         }
@@ -708,6 +722,7 @@ fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> Pod
         written: None,
         rejection: None,
         terminal: false,
+        ip_released: false,
     }
 }
 
@@ -764,6 +779,7 @@ mod tests {
             written: None,
             rejection: rejected.then(|| "no".to_string()),
             terminal,
+            ip_released: false,
         }
     }
 

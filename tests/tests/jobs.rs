@@ -475,3 +475,17 @@ async fn per_index_back_off_and_the_success_policy_end_indexed_jobs() {
     assert_eq!(status.succeeded, Some(1));
     sandbox.stop().await;
 }
+
+/// Regression: finished pods kept their addresses, so a node's /24 (253 usable addresses) ran out
+/// after about 250 completions and the Job's later pods waited for an address forever
+/// (`minik8s bench job` with 1,000 completions never completed). A finished pod's address goes
+/// back to the node's pool, as a kubelet's sandbox teardown frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_runs_more_finished_pods_than_its_cidr_has_addresses() {
+    let sandbox = sandbox().await;
+    let jobs: Api<Job> = sandbox.client().api(Some("default"));
+    let spec = json!({"completions": 300, "parallelism": 50});
+    jobs.create(&job("many", spec, "0s", 0)).await.unwrap();
+    let done = finished(&jobs, "many", "Complete").await;
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(300));
+}
