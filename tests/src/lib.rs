@@ -249,3 +249,20 @@ impl Kubectl {
             .unwrap_or_else(|e| panic!("kubectl {args:?}: bad JSON {e}: {text}"))
     }
 }
+
+/// Awaits `f` every 50 ms until it returns `Some`, or panics after 60 s naming `what`: the async
+/// tests' [`wait_for`].
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

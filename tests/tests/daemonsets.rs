@@ -8,27 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use tests::eventually;
 
 use minik8s::client::{Api, ListParams, Patch};
 use minik8s::k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use minik8s::k8s_openapi::api::core::v1::{Event, Node, Pod};
 use serde_json::json;
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn sandbox(nodes: usize) -> minik8s::Sandbox {
     minik8s::Sandbox::builder()

@@ -7,7 +7,7 @@
 //! forever; a ClusterRole labelled `aggregate-to-view` shows up in `view`, `edit` and `admin`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+use tests::eventually;
 
 use minik8s::client::{Api, Client, ListParams, Patch};
 use minik8s::k8s_openapi::api::apps::v1::Deployment;
@@ -16,21 +16,6 @@ use minik8s::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use minik8s::k8s_openapi::api::rbac::v1::ClusterRole;
 use minik8s::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{json, Value};
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()

@@ -10,7 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tests::eventually;
 
 use minik8s::client::{Api, DeleteParams, ListParams, Patch};
 use minik8s::k8s_openapi::api::core::v1::{Endpoints, Pod, ReplicationController, Service};
@@ -18,21 +19,6 @@ use minik8s::k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::json;
 
 const ZONE: &str = "zone-a";
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// One fake node labelled with a zone; terminating pods stay terminating for a minute.
 async fn sandbox() -> minik8s::Sandbox {

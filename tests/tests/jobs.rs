@@ -6,7 +6,8 @@
 //! finished Job, the pods of a deleted Job lose their finalizer, and `kubectl create job` works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tests::eventually;
 
 use minik8s::client::{Api, ListParams, Patch};
 use minik8s::k8s_openapi::api::batch::v1::Job;
@@ -14,21 +15,6 @@ use minik8s::k8s_openapi::api::core::v1::{Event, Pod};
 use serde_json::json;
 
 const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn sandbox() -> minik8s::Sandbox {
     minik8s::Sandbox::builder()

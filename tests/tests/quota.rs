@@ -4,26 +4,11 @@
 //! usage falling when pods are deleted, and concurrent creates never exceeding the quota.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+use tests::eventually;
 
 use minik8s::client::{Api, DeleteParams};
 use minik8s::k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use serde_json::{json, Value};
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Waits until the quota's `status.used` is `used` (as JSON).
 async fn used_becomes(quotas: &Api<ResourceQuota>, name: &str, used: Value) -> ResourceQuota {

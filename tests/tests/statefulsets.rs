@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use tests::eventually;
 
 use futures::StreamExt;
 use minik8s::client::{Api, ListParams, Patch, WatchEvent};
@@ -17,21 +17,6 @@ use minik8s::k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use minik8s::k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn sandbox() -> minik8s::Sandbox {
     minik8s::Sandbox::builder()

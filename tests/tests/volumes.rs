@@ -7,27 +7,12 @@
 //! `describe pvc`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+use tests::eventually;
 
 use minik8s::client::{Api, Patch};
 use minik8s::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use minik8s::k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{json, Value};
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn sandbox() -> minik8s::Sandbox {
     minik8s::Sandbox::builder()
