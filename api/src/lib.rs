@@ -29,6 +29,7 @@ pub mod quantity;
 pub mod quota;
 pub mod resources;
 pub mod status;
+pub mod taints;
 pub mod validation;
 pub mod wire;
 

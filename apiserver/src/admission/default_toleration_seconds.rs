@@ -13,10 +13,7 @@ use crate::registry::{Forbidden, Objects};
 
 /// `--default-not-ready-toleration-seconds` and `--default-unreachable-toleration-seconds`.
 pub const DEFAULT_SECONDS: i64 = 300;
-/// `TaintNodeNotReady`.
-pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
-/// `TaintNodeUnreachable`.
-pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub use api::taints::{TAINT_NOT_READY, TAINT_UNREACHABLE};
 
 /// The plugin with its two durations.
 pub struct DefaultTolerationSeconds {

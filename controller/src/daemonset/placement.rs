@@ -33,20 +33,10 @@ pub const POD_TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
 /// Where apps/v1 keeps the DaemonSet's template generation.
 pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
 
-/// `TaintNodeNotReady`.
-pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
-/// `TaintNodeUnreachable`.
-pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-/// `TaintNodeDiskPressure`.
-pub const TAINT_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
-/// `TaintNodeMemoryPressure`.
-pub const TAINT_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
-/// `TaintNodePIDPressure`.
-pub const TAINT_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
-/// `TaintNodeUnschedulable`.
-pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-/// `TaintNodeNetworkUnavailable`.
-pub const TAINT_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+pub use api::taints::{
+    TAINT_DISK_PRESSURE, TAINT_MEMORY_PRESSURE, TAINT_NETWORK_UNAVAILABLE, TAINT_NOT_READY,
+    TAINT_PID_PRESSURE, TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE,
+};
 
 fn exists(key: &str, effect: &str) -> Toleration {
     Toleration {

@@ -17,8 +17,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// `TaintNodeUnreachable`.
-pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub use api::taints::TAINT_UNREACHABLE;
 /// Reason written on conditions of a node that stopped reporting.
 pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
 /// `nodeMonitorGracePeriod` default (kube-controller-manager `--node-monitor-grace-period`): 40 s.

@@ -17,8 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 use super::nodeaffinity::RequiredNodeAffinity;
 use super::resources::{from_list, pod_requests, Resources};
 
-/// Taint key for cordoned nodes (`TaintNodeUnschedulable`).
-pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub use api::taints::TAINT_UNSCHEDULABLE;
 
 /// What is already committed to a node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -21,10 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
 use crate::scheduler::filter::tolerates;
 
-/// `TaintNodeNotReady`.
-pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
-/// `TaintNodeUnreachable`.
-pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub use api::taints::{TAINT_NOT_READY, TAINT_UNREACHABLE};
 /// `--default-not-ready-toleration-seconds` / `--default-unreachable-toleration-seconds`: 300 s.
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
