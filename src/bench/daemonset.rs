@@ -9,10 +9,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 
-use super::scale::{cpu_since, is_ready, print_requests, request_counts, watch_error, PodProgress};
+use super::scale::{cpu_since, is_ready, print_requests, request_counts, PodProgress};
 use super::{ms, percentile, Error};
 
 fn manifest(name: &str) -> serde_json::Value {
@@ -41,15 +40,7 @@ pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
         .api::<PodProgress>(Some("default"))
         .without_managed_fields();
     let lp = client::ListParams::default().labels(format!("app={name}"));
-    let rv = pods
-        .list(&lp)
-        .await
-        .map_err(|e| Error::Failed(format!("list pods: {e}")))?
-        .resource_version;
-    let mut stream = pods
-        .watch(&lp, &rv)
-        .await
-        .map_err(|e| Error::Failed(format!("watch pods: {e}")))?;
+    let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 
     let http = reqwest::Client::new();
     let base = plane.url().to_string();
@@ -70,16 +61,10 @@ pub async fn daemonset(nodes: usize, deadline: Duration) -> Result<(), Error> {
     let mut ready = 0usize;
     let until = t0 + deadline;
     while ready < nodes && Instant::now() < until {
-        let ev = match tokio::time::timeout_at(until.into(), stream.next()).await {
-            Ok(Some(Ok(ev))) => ev,
-            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
-            Ok(None) => return Err(Error::Failed("watch ended".into())),
-            Err(_) => break,
-        };
-        let pod = match ev {
-            client::WatchEvent::Added(p) | client::WatchEvent::Modified(p) => p,
-            client::WatchEvent::Error(st) => return Err(watch_error(st)),
-            _ => continue,
+        let pod = match super::plane::next_event(&mut stream, until).await? {
+            Some(client::WatchEvent::Added(p) | client::WatchEvent::Modified(p)) => p,
+            Some(_) => continue,
+            None => break,
         };
         let at = t0.elapsed();
         let s = seen

@@ -48,3 +48,37 @@ pub(super) async fn start_ready(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A watch of `api`'s objects matching `lp` from now: a LIST for the current resourceVersion, then
+/// the watch from it.
+pub(super) async fn watch_from_now<K: client::rest::api::ApiObject>(
+    api: &client::Api<K>,
+    lp: &client::ListParams,
+) -> Result<client::WatchStream<K>, Error> {
+    let rv = api
+        .list(lp)
+        .await
+        .map_err(|e| Error::Failed(format!("list: {e}")))?
+        .resource_version;
+    api.watch(lp, &rv)
+        .await
+        .map_err(|e| Error::Failed(format!("watch: {e}")))
+}
+
+/// The next event of `stream` before `until`: `Ok(None)` once `until` passes. A watch that fails,
+/// ends, or is ended by the server (an ERROR event, e.g. 410) makes the figures wrong: an error.
+pub(super) async fn next_event<K>(
+    stream: &mut client::WatchStream<K>,
+    until: Instant,
+) -> Result<Option<client::WatchEvent<K>>, Error> {
+    match tokio::time::timeout_at(until.into(), futures::StreamExt::next(stream)).await {
+        Ok(Some(Ok(client::WatchEvent::Error(st)))) => Err(Error::Failed(format!(
+            "watch ended by the server: {}",
+            st.message.unwrap_or_default()
+        ))),
+        Ok(Some(Ok(ev))) => Ok(Some(ev)),
+        Ok(Some(Err(e))) => Err(Error::Failed(format!("watch: {e}"))),
+        Ok(None) => Err(Error::Failed("watch ended".into())),
+        Err(_) => Ok(None),
+    }
+}

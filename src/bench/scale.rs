@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -163,14 +162,6 @@ pub(super) fn print_requests(
     println!("{phase}: {total} API requests ({})", list.join(", "));
 }
 
-/// A watch the server ended with an error (e.g. 410): the benchmark's figures would be wrong.
-pub(super) fn watch_error(st: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Error {
-    Error::Failed(format!(
-        "watch ended by the server: {}",
-        st.message.unwrap_or_default()
-    ))
-}
-
 pub(super) fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
     match (a, kubelet_fake::bench::process_usage()) {
         (Some(a), Some(b)) => format!(
@@ -216,15 +207,7 @@ pub async fn scale(
         .api::<PodProgress>(Some("default"))
         .without_managed_fields();
     let lp = client::ListParams::default().labels(format!("app={name}"));
-    let rv = pods
-        .list(&lp)
-        .await
-        .map_err(|e| Error::Failed(format!("list pods: {e}")))?
-        .resource_version;
-    let mut stream = pods
-        .watch(&lp, &rv)
-        .await
-        .map_err(|e| Error::Failed(format!("watch pods: {e}")))?;
+    let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 
     let scale_to = |n: usize| {
         let http = http.clone();
@@ -255,16 +238,10 @@ pub async fn scale(
     let mut ready = 0usize;
     let up_deadline = t0 + deadline;
     while ready < replicas && Instant::now() < up_deadline {
-        let ev = match tokio::time::timeout_at(up_deadline.into(), stream.next()).await {
-            Ok(Some(Ok(ev))) => ev,
-            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
-            Ok(None) => return Err(Error::Failed("watch ended".into())),
-            Err(_) => break,
-        };
-        let pod = match ev {
-            client::WatchEvent::Added(p) | client::WatchEvent::Modified(p) => p,
-            client::WatchEvent::Error(st) => return Err(watch_error(st)),
-            _ => continue,
+        let pod = match super::plane::next_event(&mut stream, up_deadline).await? {
+            Some(client::WatchEvent::Added(p) | client::WatchEvent::Modified(p)) => p,
+            Some(_) => continue,
+            None => break,
         };
         let at = t0.elapsed();
         let key = pod.metadata.name.clone().unwrap_or_default();
@@ -339,11 +316,8 @@ pub async fn scale(
     let mut terminating = std::collections::HashSet::new();
     let mut last_terminating = Duration::ZERO;
     while live > 0 && Instant::now() < down_deadline {
-        let ev = match tokio::time::timeout_at(down_deadline.into(), stream.next()).await {
-            Ok(Some(Ok(ev))) => ev,
-            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
-            Ok(None) => return Err(Error::Failed("watch ended".into())),
-            Err(_) => break,
+        let Some(ev) = super::plane::next_event(&mut stream, down_deadline).await? else {
+            break;
         };
         match ev {
             client::WatchEvent::Deleted(p) => {
@@ -358,8 +332,7 @@ pub async fn scale(
             client::WatchEvent::Added(p) => {
                 seen.entry(p.metadata.name.unwrap_or_default()).or_default();
             }
-            client::WatchEvent::Error(st) => return Err(watch_error(st)),
-            client::WatchEvent::Bookmark(_) => {}
+            client::WatchEvent::Error(_) | client::WatchEvent::Bookmark(_) => {}
         }
         live = seen.len();
     }

@@ -11,11 +11,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use super::scale::{cpu_since, is_ready, rc, request_counts, watch_error, PodProgress};
+use super::scale::{cpu_since, is_ready, rc, request_counts, PodProgress};
 use super::{ms, Error};
 
 fn ready_endpoints(s: &EndpointSlice) -> usize {
@@ -56,28 +55,12 @@ pub async fn service(replicas: usize, nodes: usize, deadline: Duration) -> Resul
         .api::<PodProgress>(Some("default"))
         .without_managed_fields();
     let lp = client::ListParams::default().labels(format!("app={name}"));
-    let rv = pods
-        .list(&lp)
-        .await
-        .map_err(|e| Error::Failed(format!("list pods: {e}")))?
-        .resource_version;
-    let mut pod_stream = pods
-        .watch(&lp, &rv)
-        .await
-        .map_err(|e| Error::Failed(format!("watch pods: {e}")))?;
+    let mut pod_stream = super::plane::watch_from_now(&pods, &lp).await?;
     let slices = client
         .api::<EndpointSlice>(Some("default"))
         .without_managed_fields();
     let slp = client::ListParams::default().labels(format!("kubernetes.io/service-name={name}"));
-    let srv = slices
-        .list(&slp)
-        .await
-        .map_err(|e| Error::Failed(format!("list slices: {e}")))?
-        .resource_version;
-    let mut slice_stream = slices
-        .watch(&slp, &srv)
-        .await
-        .map_err(|e| Error::Failed(format!("watch slices: {e}")))?;
+    let mut slice_stream = super::plane::watch_from_now(&slices, &slp).await?;
 
     let counts0 = request_counts(&http, plane.url()).await?;
     let cpu0 = kubelet_fake::bench::process_usage();
@@ -98,14 +81,11 @@ pub async fn service(replicas: usize, nodes: usize, deadline: Duration) -> Resul
     let mut complete: Option<Duration> = None;
     while complete.is_none() && Instant::now() < end {
         tokio::select! {
-            ev = tokio::time::timeout_at(end.into(), pod_stream.next()) => {
-                let pod = match ev {
-                    Ok(Some(Ok(client::WatchEvent::Added(p) | client::WatchEvent::Modified(p)))) => p,
-                    Ok(Some(Ok(client::WatchEvent::Error(st)))) => return Err(watch_error(st)),
-                    Ok(Some(Ok(_))) => continue,
-                    Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch pods: {e}"))),
-                    Ok(None) => return Err(Error::Failed("pod watch ended".into())),
-                    Err(_) => break,
+            ev = super::plane::next_event(&mut pod_stream, end) => {
+                let pod = match ev? {
+                    Some(client::WatchEvent::Added(p) | client::WatchEvent::Modified(p)) => p,
+                    Some(_) => continue,
+                    None => break,
                 };
                 if is_ready(&pod) {
                     ready_pods.insert(pod.metadata.name.unwrap_or_default());
@@ -114,19 +94,16 @@ pub async fn service(replicas: usize, nodes: usize, deadline: Duration) -> Resul
                     }
                 }
             }
-            ev = tokio::time::timeout_at(end.into(), slice_stream.next()) => {
-                match ev {
-                    Ok(Some(Ok(client::WatchEvent::Added(s) | client::WatchEvent::Modified(s)))) => {
+            ev = super::plane::next_event(&mut slice_stream, end) => {
+                match ev? {
+                    Some(client::WatchEvent::Added(s) | client::WatchEvent::Modified(s)) => {
                         by_slice.insert(s.metadata.name.clone().unwrap_or_default(), ready_endpoints(&s));
                     }
-                    Ok(Some(Ok(client::WatchEvent::Deleted(s)))) => {
+                    Some(client::WatchEvent::Deleted(s)) => {
                         by_slice.remove(s.metadata.name.as_deref().unwrap_or_default());
                     }
-                    Ok(Some(Ok(client::WatchEvent::Error(st)))) => return Err(watch_error(st)),
-                    Ok(Some(Ok(_))) => {}
-                    Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch slices: {e}"))),
-                    Ok(None) => return Err(Error::Failed("slice watch ended".into())),
-                    Err(_) => break,
+                    Some(_) => {}
+                    None => break,
                 }
             }
         }

@@ -14,10 +14,9 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 
-use super::scale::{is_ready, print_requests, request_counts, watch_error, PodProgress};
+use super::scale::{is_ready, print_requests, request_counts, PodProgress};
 use super::{ms, percentile, Error};
 
 fn set(name: &str, replicas: usize) -> serde_json::Value {
@@ -55,15 +54,7 @@ pub async fn statefulset(
         .api::<PodProgress>(Some("default"))
         .without_managed_fields();
     let lp = client::ListParams::default().labels(format!("app={name}"));
-    let rv = pods
-        .list(&lp)
-        .await
-        .map_err(|e| Error::Failed(format!("list pods: {e}")))?
-        .resource_version;
-    let mut stream = pods
-        .watch(&lp, &rv)
-        .await
-        .map_err(|e| Error::Failed(format!("watch pods: {e}")))?;
+    let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 
     let http = reqwest::Client::new();
     let metrics_base = plane.url().to_string();
@@ -84,16 +75,10 @@ pub async fn statefulset(
     let mut seen = std::collections::HashSet::with_capacity(replicas);
     let end = t0 + deadline;
     while ready_at.len() < replicas && Instant::now() < end {
-        let ev = match tokio::time::timeout_at(end.into(), stream.next()).await {
-            Ok(Some(Ok(ev))) => ev,
-            Ok(Some(Err(e))) => return Err(Error::Failed(format!("watch: {e}"))),
-            Ok(None) => return Err(Error::Failed("watch ended".into())),
-            Err(_) => break,
-        };
-        let pod = match ev {
-            client::WatchEvent::Added(p) | client::WatchEvent::Modified(p) => p,
-            client::WatchEvent::Error(st) => return Err(watch_error(st)),
-            _ => continue,
+        let pod = match super::plane::next_event(&mut stream, end).await? {
+            Some(client::WatchEvent::Added(p) | client::WatchEvent::Modified(p)) => p,
+            Some(_) => continue,
+            None => break,
         };
         if is_ready(&pod) && seen.insert(pod.metadata.name.clone().unwrap_or_default()) {
             ready_at.push(t0.elapsed());
