@@ -72,7 +72,8 @@ pub struct ApiserverArgs {
     #[arg(long)]
     pub in_memory: bool,
     /// Admission plugins that should be disabled although they are in the default enabled
-    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, DefaultTolerationSeconds).
+    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, DefaultTolerationSeconds,
+    /// PersistentVolumeClaimResize, ResourceQuota).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub disable_admission_plugins: String,
 }

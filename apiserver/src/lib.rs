@@ -89,15 +89,11 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
     // `minik8s bench scale` at info), while at info a request only logs on failure, with its verb
     // and resource.
     let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path(), verb, resource = %resource);
-    // The request is consumed by the handler; what the failure log names is kept (two small copies).
+    // The request is consumed by the handler; what the failure log names is kept, as
+    // reference-counted clones (no copy; read only if the request fails).
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
+    let uri = req.uri().clone();
+    let user_agent = req.headers().get(header::USER_AGENT).cloned();
     let resp = tracing::Instrument::instrument(next.run(req), span).await;
     let status = resp.status();
     state
@@ -106,8 +102,11 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
     if http::httplog::worth_logging(&method, status) {
         state.httplog.log(&http::httplog::FailedRequest {
             method: &method,
-            path: &path,
-            user_agent: &user_agent,
+            path: uri.path(),
+            user_agent: user_agent
+                .as_ref()
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default(),
             status,
             failure: resp.extensions().get::<http::httplog::Failure>(),
         });

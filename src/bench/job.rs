@@ -88,14 +88,7 @@ pub async fn job_bench(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let cpu = match (cpu0, kubelet_fake::bench::process_usage()) {
-        (Some(a), Some(b)) => format!(
-            ", {:.1} s CPU, RSS {:.0} MiB",
-            (b.cpu_time - a.cpu_time).as_secs_f64(),
-            b.rss_bytes as f64 / 1048576.0
-        ),
-        _ => String::new(),
-    };
+    let cpu = super::scale::cpu_since(cpu0);
     let marks: Vec<String> = quarters
         .iter()
         .enumerate()
@@ -105,7 +98,7 @@ pub async fn job_bench(
         })
         .collect();
     println!(
-        "job: completions {completions}, parallelism {parallelism}, {nodes} nodes: Complete in {} ({:.0} completions/s{cpu}); succeeded by {}",
+        "job: completions {completions}, parallelism {parallelism}, {nodes} nodes: Complete in {} ({:.0} completions/s, {cpu}); succeeded by {}",
         ms(done),
         completions as f64 / done.as_secs_f64(),
         marks.join(", ")
