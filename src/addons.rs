@@ -4,7 +4,9 @@
 //!
 //! Why here, in the wiring, rather than in the apiserver's bootstrap or a controller: kind applies
 //! it as a manifest after the control plane is up (it is not something kube-apiserver or
-//! kube-controller-manager create), and `minik8s apiserver` alone should stay a bare apiserver.
+//! kube-controller-manager create), and `minik8s apiserver` alone (or a Sandbox without
+//! controllers, envtest's shape) stays a bare apiserver: the class is installed only with the
+//! controller manager, whose fake local-path provisioner serves it.
 //! It is created over HTTP as a client would, concurrently with the components' start, and
 //! [`ControlPlane::start`](crate::ControlPlane::start) returns only once it exists, so a claim
 //! created right after start gets the default class from the DefaultStorageClass admission plugin,

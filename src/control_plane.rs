@@ -247,10 +247,16 @@ impl ControlPlane {
             cfg.user_agent = user_agent(component);
             client::Client::new(cfg).map_err(|e| Error::Client(Box::new(e)))
         };
-        // kind's add-ons (applied with kubectl there), concurrently with the components' start.
-        let addons = {
+        // kind's add-ons (applied with kubectl there), concurrently with the components' start;
+        // only with the controller manager, whose fake provisioner serves the default class (a
+        // bare apiserver stays bare).
+        let addons = if config.controllers {
             let client = component_client("kubectl")?;
-            tokio::spawn(async move { crate::addons::install(&client).await })
+            Some(tokio::spawn(async move {
+                crate::addons::install(&client).await
+            }))
+        } else {
+            None
         };
         if config.controllers {
             let client = component_client(CONTROLLER_MANAGER)?;
@@ -298,12 +304,14 @@ impl ControlPlane {
             })?;
         }
         // Not fatal: the cluster works without a default class (claims then name theirs).
-        match addons.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(component = "minik8s", error = %e, "cannot install the default StorageClass")
+        if let Some(addons) = addons {
+            match addons.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(component = "minik8s", error = %e, "cannot install the default StorageClass")
+                }
+                Err(e) => tracing::error!(component = "minik8s", error = %e, "add-on task failed"),
             }
-            Err(e) => tracing::error!(component = "minik8s", error = %e, "add-on task failed"),
         }
         tracker.close();
         component_tasks.close();
