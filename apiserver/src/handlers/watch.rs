@@ -44,9 +44,8 @@ const RESPONSE_CHANNEL: usize = 16;
 /// Events queued together are sent as one chunk of at most about this many bytes.
 const MAX_CHUNK: usize = 64 * 1024;
 
-/// Most events converted in one `ConversionReview` (a watch from a snapshot of many objects is
-/// sent in several reviews).
-const MAX_CONVERTED_BATCH: usize = 256;
+/// Most events held for conversion before they are converted and sent: one review's worth.
+const MAX_CONVERTED_BATCH: usize = crate::registry::conversion::MAX_OBJECTS_PER_REVIEW;
 
 struct Encoder {
     resource: Arc<Resource>,
@@ -55,6 +54,8 @@ struct Encoder {
     first_table: bool,
     /// Events held for one conversion (resources with a webhook converter only).
     pending: Vec<(EventType, Arc<CacheEvent>)>,
+    /// The watch's `apiVersion`: under a converter, events already in it need no conversion.
+    api_version: String,
 }
 
 impl Encoder {
@@ -79,12 +80,17 @@ impl Encoder {
     }
 
     /// Appends the line of one cache event to `out`: the event's shared serialisation when the
-    /// object goes out unchanged, else rendered for this watcher. Under a webhook converter the
-    /// event is held for [`flush`](Self::flush) instead.
+    /// object goes out unchanged, else rendered for this watcher. Under a webhook converter an
+    /// event in another version than the watch's is held for [`flush`](Self::flush) instead, and
+    /// so is every event after a held one (order is kept); a watch of the storage version keeps
+    /// the shared serialisation.
     fn write_event(&mut self, out: &mut Vec<u8>, kind: EventType, ev: &Arc<CacheEvent>) {
         if self.resource.converter().is_some() {
-            self.pending.push((kind, ev.clone()));
-            return;
+            let version = ev.object.get("apiVersion").and_then(Value::as_str);
+            if !self.pending.is_empty() || version != Some(self.api_version.as_str()) {
+                self.pending.push((kind, ev.clone()));
+                return;
+            }
         }
         if self.out != Output::Json {
             let object = self.object(&ev.output_object());
@@ -266,6 +272,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         include: opts.include_object,
         first_table: true,
         pending: Vec::new(),
+        api_version: ctx.target.resource.info.api_version(),
     };
     let (tx, rx) = mpsc::channel(RESPONSE_CHANNEL);
     let mut watch = match start {

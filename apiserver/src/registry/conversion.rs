@@ -30,6 +30,11 @@ use serde_json::Value;
 use super::conversion_webhook::{self, ConversionError};
 use crate::error::ApiError;
 
+/// Most objects sent in one `ConversionReview`: a larger batch (a list without `limit`, a watch
+/// from a snapshot) goes in several reviews, so no request to the webhook and no response read
+/// from it grows with the collection.
+pub const MAX_OBJECTS_PER_REVIEW: usize = 256;
+
 /// What a batch of objects is to the messages of a failed conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Batch {
@@ -101,9 +106,10 @@ impl CustomResourceConverter {
     }
 
     /// Converts `objects` to `api_version`, in order; objects already in it come back as they
-    /// are (the same `Arc`), the others are sent in one review and pruned by the target version's
-    /// schema. Upstream's checks first: the target and every object must be in a version of the
-    /// CRD.
+    /// are (the same `Arc`), the others are sent in reviews of at most [`MAX_OBJECTS_PER_REVIEW`]
+    /// (one after another, so a list of any size never makes one unbounded request or response)
+    /// and pruned by the target version's schema. Upstream's checks first: the target and every
+    /// object must be in a version of the CRD.
     pub async fn convert(
         &self,
         objects: &[Arc<Value>],
@@ -135,13 +141,18 @@ impl CustomResourceConverter {
         if to_send.is_empty() {
             return Ok(objects.to_vec());
         }
-        let sent: Vec<Value> = to_send.iter().map(|&i| Value::clone(&objects[i])).collect();
-        let converted = match batch {
-            Batch::Object => conversion_webhook::convert(&self.webhook, sent, api_version).await,
-            Batch::Items => {
-                conversion_webhook::convert_items(&self.webhook, sent, api_version).await
-            }
-        }?;
+        let mut converted = Vec::with_capacity(to_send.len());
+        for chunk in to_send.chunks(MAX_OBJECTS_PER_REVIEW) {
+            let sent: Vec<Value> = chunk.iter().map(|&i| Value::clone(&objects[i])).collect();
+            converted.extend(match batch {
+                Batch::Object => {
+                    conversion_webhook::convert(&self.webhook, sent, api_version).await
+                }
+                Batch::Items => {
+                    conversion_webhook::convert_items(&self.webhook, sent, api_version).await
+                }
+            }?);
+        }
         let schema = self.versions.get(target).and_then(Option::as_ref);
         let mut out = objects.to_vec();
         for (i, mut obj) in to_send.into_iter().zip(converted) {
