@@ -140,7 +140,8 @@ impl NodeState {
 pub(crate) struct Shared {
     pub(crate) client: Client,
     pub(crate) cfg: KubeletConfig,
-    // Append-only (indices are stable); `by_name` holds the nodes not removed.
+    // Append-only (indices are stable); `by_name` holds the nodes not removed. Whoever holds
+    // both takes `by_name` first.
     nodes: RwLock<Vec<Arc<NodeState>>>,
     by_name: RwLock<HashMap<String, usize>>,
     pods: SharedIndexInformer<Pod>,
@@ -367,6 +368,8 @@ impl FakeKubelets {
     pub async fn add_node(&self) -> Result<String> {
         let shared = &self.shared;
         let (i, name) = {
+            // Lock order: `by_name`, then `nodes` (as `node_names`), never the reverse.
+            let mut by_name = shared.by_name.write();
             let mut nodes = shared.nodes.write();
             let i = nodes.len();
             let id = NodeIdentity::nth(
@@ -379,7 +382,7 @@ impl FakeKubelets {
             })?;
             let name = id.name.clone();
             nodes.push(Arc::new(NodeState::new(id)));
-            shared.by_name.write().insert(name.clone(), i);
+            by_name.insert(name.clone(), i);
             (i, name)
         };
         if let Err(e) = heartbeat::register(shared, i).await {
