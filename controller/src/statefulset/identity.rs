@@ -68,9 +68,12 @@ pub fn start_ordinal(set: &StatefulSet) -> i32 {
         .unwrap_or(0)
 }
 
-/// `getEndOrdinal` (inclusive).
+/// `getEndOrdinal` (inclusive). Saturating: `ordinals.start` may be as large as `i32::MAX`
+/// (upstream's Go `int` is 64 bits and never overflows here).
 pub fn end_ordinal(set: &StatefulSet) -> i32 {
-    start_ordinal(set) + replicas(set) - 1
+    start_ordinal(set)
+        .saturating_add(replicas(set))
+        .saturating_sub(1)
 }
 
 /// `podInOrdinalRange`.
@@ -281,8 +284,8 @@ pub fn new_versioned_pod(
         .unwrap_or(0);
     // Upstream's condition, with Go's precedence (&& binds tighter than ||).
     let use_current = match partition(current_set) {
-        None => is_rolling_update(current_set) && ordinal < start + current_replicas,
-        Some(p) => ordinal < start + p,
+        None => is_rolling_update(current_set) && ordinal < start.saturating_add(current_replicas),
+        Some(p) => ordinal < start.saturating_add(p),
     };
     let (set, revision) = if use_current {
         (current_set, current_revision)

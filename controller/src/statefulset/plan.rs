@@ -175,8 +175,9 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     let mut condemned: Vec<Arc<Pod>> = Vec::new();
     for pod in s.pods {
         if in_ordinal_range(pod, set) {
-            if let Some(slot) = usize::try_from(ordinal(pod) - start)
-                .ok()
+            if let Some(slot) = ordinal(pod)
+                .checked_sub(start)
+                .and_then(|i| usize::try_from(i).ok())
                 .and_then(|i| found.get_mut(i))
             {
                 *slot = Some(pod.clone());
@@ -196,7 +197,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
                 s.update_set,
                 s.current_revision,
                 s.update_revision,
-                start + i32::try_from(i).unwrap_or(i32::MAX),
+                start.saturating_add(i32::try_from(i).unwrap_or(i32::MAX)),
             ))),
         })
         .collect();
