@@ -36,7 +36,12 @@ struct State<T> {
     metrics: MetricsState<T>,
 }
 
+/// The longest wait [`add_after`](WorkQueue::add_after) schedules: a year (tokio timers reach
+/// about 2.2 years).
+const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Work queue of `T` with dedup, processing tracking and delayed adds.
+
 pub struct WorkQueue<T> {
     name: String,
     state: Mutex<State<T>>,
@@ -100,7 +105,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             self.add_locked(&mut s, item);
             return;
         }
-        let ready = Instant::now() + d;
+        // A delay past [`MAX_DELAY`] (a caller's "practically never") waits that long: `Instant`
+        // addition would panic past its range, and tokio's timers do not reach that far.
+        let now = Instant::now();
+        let ready = now.checked_add(d).unwrap_or_else(|| now + MAX_DELAY);
         if let Some(&(old, seq)) = s.waiting.get(&item) {
             if old <= ready {
                 return;

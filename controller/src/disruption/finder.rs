@@ -67,7 +67,9 @@ impl Finders {
                 None => return Err(format!("found no controllers for pod \"{name}\"")),
             }
         }
-        Ok((scales.values().sum(), unmanaged))
+        // Saturating: two controllers near `i32::MAX` replicas must not overflow the sum.
+        let expected = scales.values().fold(0i32, |a, n| a.saturating_add(*n));
+        Ok((expected, unmanaged))
     }
 
     async fn find(

@@ -138,7 +138,8 @@ pub fn decide(
     }
     Decision::Schedule(Scheduled {
         created_at: now,
-        fire_at: now.checked_add(stay).unwrap_or(now),
+        // A `tolerationSeconds` past jiff's range (meant as "forever") must not evict at once.
+        fire_at: now.checked_add(stay).unwrap_or(Timestamp::MAX),
     })
 }
 
@@ -187,6 +188,25 @@ mod tests {
         assert_eq!(
             decide(&[tol("k", "v", None)], &two, 300, None, ts(10)),
             Decision::EvictNow
+        );
+    }
+
+    #[test]
+    fn a_toleration_past_the_clock_range_never_fires_instead_of_firing_now() {
+        let t = [taint("k", "v")];
+        let d = decide(
+            &[tol("k", "v", Some(1_000_000_000_000))],
+            &t,
+            300,
+            None,
+            ts(10),
+        );
+        assert_eq!(
+            d,
+            Decision::Schedule(Scheduled {
+                created_at: ts(10),
+                fire_at: Timestamp::MAX,
+            })
         );
     }
 
