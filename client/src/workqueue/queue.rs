@@ -41,7 +41,6 @@ struct State<T> {
 const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Work queue of `T` with dedup, processing tracking and delayed adds.
-
 pub struct WorkQueue<T> {
     name: String,
     state: Mutex<State<T>>,
