@@ -88,15 +88,20 @@ pub async fn validate(state: &AppState, write: Write<'_>) -> Result<()> {
     let Some(namespace) = api::meta::namespace(write.object).filter(|n| !n.is_empty()) else {
         return Ok(());
     };
-    let quotas = cached_quotas(state, namespace);
-    if quotas.is_empty() {
-        return Ok(());
-    }
     let evaluator = Evaluator::for_resource(&info.group, &info.plural);
     let operation = match write.old {
         Some(_) => Operation::Update,
         None => Operation::Create,
     };
+    // Upstream's `Handles` first: most writes (status writes, updates that change no usage) are
+    // not quota's business and look up no quota.
+    if !evaluator.handles(operation, write.subresource, write.object, write.old) {
+        return Ok(());
+    }
+    let quotas = cached_quotas(state, namespace);
+    if quotas.is_empty() {
+        return Ok(());
+    }
     let request = Request {
         evaluator: &evaluator,
         operation,
