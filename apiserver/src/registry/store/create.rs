@@ -125,11 +125,10 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// A new object ready to store (the steps of the module docs before the namespace check).
-    pub fn prepare_create(&self, mut obj: Value, opts: &WriteOptions) -> Result<Value> {
+    /// A new object ready to store (the steps of the module docs after the namespace check;
+    /// [`create`](Self::create) has checked its type meta and namespace).
+    fn prepare_create(&self, mut obj: Value, opts: &WriteOptions) -> Result<Value> {
         let info = &self.resource.info;
-        self.check_type_meta(&obj)?;
-        self.reconcile_namespace(&mut obj)?;
         if api::meta::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",

@@ -101,7 +101,7 @@ fn validate_claim_spec(spec: Option<&Value>) -> Vec<FieldError> {
     errs
 }
 
-fn storage_request(obj: &Value) -> Amount {
+pub(super) fn storage_request(obj: &Value) -> Amount {
     obj.pointer("/spec/resources/requests/storage")
         .and_then(|q| rl::parse(q, "").ok())
         .unwrap_or(Amount::ZERO)
@@ -242,8 +242,8 @@ fn normalize_data_sources(spec: &mut Map<String, Value>) {
 }
 
 impl Strategy for PersistentVolumeClaimStrategy {
-    /// DefaultStorageClass on a create, PersistentVolumeClaimResize on an update
-    /// (`claim_admission.rs`).
+    /// DefaultStorageClass on a create (`claim_admission.rs`); PersistentVolumeClaimResize is a
+    /// validating plugin of the chain (`admission/claim_resize.rs`).
     fn admit(
         &self,
         obj: &mut Value,

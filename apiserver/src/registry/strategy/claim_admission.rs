@@ -17,37 +17,18 @@
 
 use serde_json::Value;
 
-use super::resource_list as rl;
 use super::storage::{storage_class, STORAGE_CLASS_ANNOTATION};
 use super::{Forbidden, Objects};
-use api::quantity::Amount;
-
-/// `storageclass.kubernetes.io/is-default-class`.
-pub const IS_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
-/// `storageclass.beta.kubernetes.io/is-default-class`.
-pub const BETA_IS_DEFAULT_CLASS_ANNOTATION: &str =
-    "storageclass.beta.kubernetes.io/is-default-class";
 
 const GROUP: &str = "storage.k8s.io";
 const CLASSES: &str = "storageclasses";
-
-/// `IsDefaultAnnotation`: either annotation is `"true"`.
-pub fn is_default_class(class: &Value) -> bool {
-    let ann = api::meta::annotations(class);
-    [
-        IS_DEFAULT_CLASS_ANNOTATION,
-        BETA_IS_DEFAULT_CLASS_ANNOTATION,
-    ]
-    .iter()
-    .any(|k| ann.get(*k).map(String::as_str) == Some("true"))
-}
 
 /// `GetDefaultClass`: the newest default class (ties to the first name), if any.
 pub fn default_class_name(objects: &dyn Objects) -> Option<String> {
     let mut defaults: Vec<(Option<jiff::Timestamp>, String)> = objects
         .list(GROUP, CLASSES)
         .iter()
-        .filter(|c| is_default_class(c))
+        .filter(|c| super::storageclass::is_default_class(c))
         .map(|c| {
             let created = api::meta::creation_timestamp(c).and_then(api::meta::parse_time);
             (created, api::meta::name(c).unwrap_or("").to_string())
@@ -78,16 +59,9 @@ pub fn set_default_class(claim: &mut Value, objects: &dyn Objects) {
     }
 }
 
-fn requested_storage(claim: &Value) -> Amount {
-    claim
-        .pointer("/spec/resources/requests/storage")
-        .and_then(|q| rl::parse(q, "").ok())
-        .unwrap_or(Amount::ZERO)
-}
-
 /// PersistentVolumeClaimResize, on an update of the main resource.
 pub fn validate_resize(new: &Value, old: &Value, objects: &dyn Objects) -> Result<(), Forbidden> {
-    if requested_storage(new) <= requested_storage(old) {
+    if super::claim::storage_request(new) <= super::claim::storage_request(old) {
         return Ok(());
     }
     if old.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
@@ -150,20 +124,20 @@ mod tests {
             class(
                 "old",
                 "2026-01-01T00:00:00Z",
-                Some(IS_DEFAULT_CLASS_ANNOTATION),
+                Some("storageclass.kubernetes.io/is-default-class"),
                 false,
             ),
             class("newest", "2026-06-01T00:00:00Z", None, false),
             class(
                 "z",
                 "2026-03-01T00:00:00Z",
-                Some(IS_DEFAULT_CLASS_ANNOTATION),
+                Some("storageclass.kubernetes.io/is-default-class"),
                 false,
             ),
             class(
                 "b",
                 "2026-03-01T00:00:00Z",
-                Some(BETA_IS_DEFAULT_CLASS_ANNOTATION),
+                Some("storageclass.beta.kubernetes.io/is-default-class"),
                 false,
             ),
         ]);
@@ -177,7 +151,7 @@ mod tests {
         let classes = Classes(vec![class(
             "standard",
             "2026-01-01T00:00:00Z",
-            Some(IS_DEFAULT_CLASS_ANNOTATION),
+            Some("storageclass.kubernetes.io/is-default-class"),
             false,
         )]);
         let mut empty = claim(json!({"storageClassName": ""}));
