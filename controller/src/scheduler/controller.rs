@@ -45,6 +45,10 @@ use crate::pod_util::phase;
 /// Bind requests in flight at once: the scheduler's share of the apiserver's mutating in-flight
 /// limit in an in-process control plane (see `kubelet_fake::KubeletConfig::status_workers`).
 pub const MAX_CONCURRENT_BINDS: usize = 8;
+/// Pods waiting in PreBind for their claims to bind (each up to the bind timeout) at once: past
+/// it, the scheduling loop waits for one to finish before it decides the next pod, so waiting
+/// pods cannot grow without bound (upstream runs a goroutine per pod, unbounded).
+pub const MAX_CONCURRENT_PRE_BINDS: usize = 64;
 /// `podInitialBackoffSeconds` (kube-scheduler default): 1 s.
 pub const POD_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 /// `podMaxBackoffSeconds` (kube-scheduler default): 10 s.
@@ -134,6 +138,8 @@ struct Inner {
     recorder: EventRecorder,
     clock: Arc<dyn Clock>,
     binds: Arc<Semaphore>,
+    /// Slots of pods in PreBind ([`MAX_CONCURRENT_PRE_BINDS`]).
+    pre_binds: Arc<Semaphore>,
     scheduled_events: bool,
     // The VolumeBinding plugin, when the scheduler was given the storage informers.
     volume_binding: OnceLock<Arc<VolumeBinding>>,
@@ -186,6 +192,7 @@ impl Scheduler {
             recorder,
             clock,
             binds: Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS)),
+            pre_binds: Arc::new(Semaphore::new(MAX_CONCURRENT_PRE_BINDS)),
             scheduled_events,
             volume_binding: OnceLock::new(),
             stop: CancellationToken::new(),
@@ -352,9 +359,15 @@ impl Inner {
                 let this = self.clone();
                 let key = key.to_string();
                 if let (false, Some(vb)) = (plan.is_empty(), vb) {
-                    // PreBind waits for the claims without holding a bind slot.
+                    // PreBind waits for the claims without holding a bind slot, in one of a
+                    // bounded number of PreBind slots.
+                    let Ok(pre_bind) = self.pre_binds.clone().acquire_owned().await else {
+                        return;
+                    };
                     tracker.spawn(async move {
-                        if let Err(e) = vb.bind_volumes(&node, &plan, &this.stop).await {
+                        let bound = vb.bind_volumes(&node, &plan, &this.stop).await;
+                        drop(pre_bind);
+                        if let Err(e) = bound {
                             this.forget_assumed(&key);
                             let msg = format!("running PreBind plugin \"VolumeBinding\": {e}");
                             this.fail(&key, &pod, &msg).await;
