@@ -108,10 +108,6 @@ impl Timeline {
         t
     }
 
-    fn position(&self, entry: &str) -> Option<usize> {
-        self.0.lock().unwrap().iter().position(|e| e == entry)
-    }
-
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
