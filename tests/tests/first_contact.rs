@@ -111,8 +111,20 @@ fn a_failed_request_is_logged_with_its_reason_at_the_default_level() {
             _ => Err(log.lines().rev().take(5).collect::<Vec<_>>().join("\n")),
         }
     });
-    // Reads of missing objects are normal control flow (kubectl apply asks first): no line.
+    // Reads of missing objects are normal control flow (kubectl apply asks first): no line. A
+    // delete of a missing pod afterwards is logged; once its line is there, the read's would be.
     let _ = server.kubectl().output(&["get", "pod", "missing"]);
+    let _ = server.kubectl().output(&["delete", "pod", "gone"]);
+    tests::wait_for("the delete's line", Duration::from_secs(10), || {
+        let log = server.log_text();
+        match log
+            .lines()
+            .any(|l| l.contains("request failed") && l.contains("/pods/gone"))
+        {
+            true => Ok(()),
+            false => Err(log.lines().rev().take(5).collect::<Vec<_>>().join("\n")),
+        }
+    });
     let log = server.log_text();
     assert!(
         !log.lines()
