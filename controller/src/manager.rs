@@ -278,10 +278,6 @@ pub struct ControllerManagerConfig {
     pub node_monitor_period: Duration,
     /// Lease silence before a node is unreachable (`--node-monitor-grace-period`, 40 s).
     pub node_monitor_grace_period: Duration,
-    /// Default toleration of the not-ready and unreachable taints by the taint eviction controller
-    /// (kube-apiserver's `--default-unreachable-toleration-seconds`, 300 s; see
-    /// [`crate::tainteviction::decide`]).
-    pub pod_eviction_timeout: Duration,
     /// The pod GC: `--terminated-pod-gc-threshold` (12500), its period (20 s) and quarantine (40 s).
     pub pod_gc: PodGcConfig,
     /// Informer resync (0 = never; kube-controller-manager uses a random 12–24 h).
@@ -307,7 +303,6 @@ impl std::fmt::Debug for ControllerManagerConfig {
             .field("workers", &self.workers)
             .field("gc_workers", &self.gc_workers)
             .field("node_monitor_grace_period", &self.node_monitor_grace_period)
-            .field("pod_eviction_timeout", &self.pod_eviction_timeout)
             .field("pod_gc", &self.pod_gc)
             .field("controllers", &self.controllers)
             .field(
@@ -338,7 +333,6 @@ impl Default for ControllerManagerConfig {
             resource_quota_workers: 5,
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: Duration::from_secs(40),
-            pod_eviction_timeout: Duration::from_secs(300),
             pod_gc: PodGcConfig::default(),
             resync_period: Duration::ZERO,
             controllers: EnabledControllers::all(),
@@ -688,7 +682,6 @@ async fn run_controllers(
             factory.informer::<Node>(),
             broadcaster.recorder("taint-eviction-controller"),
             clock.clone(),
-            i64::try_from(cfg.pod_eviction_timeout.as_secs()).unwrap_or(300),
         );
         cfg.metrics.register("taint_eviction", te.queue(), None);
         let s = shutdown.clone();
@@ -857,7 +850,6 @@ mod tests {
             Duration::from_secs(300)
         );
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
-        assert_eq!(c.pod_eviction_timeout, Duration::from_secs(300));
         assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);
         assert_eq!(c.pod_gc.check_period, Duration::from_secs(20));
         assert_eq!(c.pod_gc.quarantine, Duration::from_secs(40));

@@ -37,7 +37,7 @@ pub async fn server() -> (apiserver::Server, Client) {
     init_tracing();
     let config = apiserver::Config {
         address: "127.0.0.1:0".parse().unwrap(),
-        // DefaultTolerationSeconds gives pods the eviction timeout of `start` (1 s).
+        // DefaultTolerationSeconds gives pods a 1 s toleration of the not-ready and unreachable taints.
         admission: apiserver::admission::AdmissionConfig {
             default_not_ready_toleration_seconds: 1,
             default_unreachable_toleration_seconds: 1,
@@ -61,7 +61,6 @@ pub async fn start(controllers: EnabledControllers) -> Env {
         scheduled_events: false,
         node_monitor_period: Duration::from_millis(200),
         node_monitor_grace_period: Duration::from_secs(2),
-        pod_eviction_timeout: Duration::from_secs(1),
         pod_gc: controller::podgc::PodGcConfig {
             check_period: Duration::from_millis(100),
             quarantine: Duration::from_millis(300),

@@ -51,7 +51,6 @@ struct Inner {
     scheduled: Mutex<HashMap<String, Scheduled>>,
     recorder: EventRecorder,
     clock: Arc<dyn Clock>,
-    default_toleration_seconds: i64,
 }
 
 /// The taint eviction controller (`taint-eviction-controller`).
@@ -61,15 +60,13 @@ pub struct TaintEvictionController {
 }
 
 impl TaintEvictionController {
-    /// Build on the shared pod and node informers; `default_toleration_seconds` stands in for the
-    /// `DefaultTolerationSeconds` admission plugin (see [`super::decide`]).
+    /// Build on the shared pod and node informers.
     pub fn new(
         client: Client,
         pods: SharedIndexInformer<Pod>,
         nodes: SharedIndexInformer<Node>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
-        default_toleration_seconds: i64,
     ) -> Self {
         let by_node: client::IndexFunc<Pod> = Arc::new(|p: &Pod| {
             p.spec
@@ -92,7 +89,6 @@ impl TaintEvictionController {
             scheduled: Mutex::new(HashMap::new()),
             recorder,
             clock,
-            default_toleration_seconds,
         });
         let registrations = [
             pods.add_event_handler(PodHandler(inner.clone())),
@@ -173,13 +169,7 @@ impl Inner {
             .unwrap_or(&[]);
         let now = self.clock.now();
         let existing = self.scheduled.lock().get(key).copied();
-        let decision = decide(
-            tolerations,
-            &taints,
-            self.default_toleration_seconds,
-            existing,
-            now,
-        );
+        let decision = decide(tolerations, &taints, existing, now);
         match decision {
             Decision::Cancel => {
                 self.cancel(key, ns, name, pod.metadata.uid.clone());

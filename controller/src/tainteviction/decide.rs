@@ -10,11 +10,9 @@
 //! queue, a scheduled eviction keeps its instant until it is cancelled (taints gone, tolerated
 //! forever, pod gone).
 //!
-//! One deviation, stated here and in [`with_default_tolerations`]: minik8s's apiserver has no
-//! `DefaultTolerationSeconds` admission plugin yet, so a pod without a toleration for the
-//! `node.kubernetes.io/not-ready` or `node.kubernetes.io/unreachable` `NoExecute` taint is judged
-//! as if the plugin had given it one (`Exists`, `tolerationSeconds` = the configured default,
-//! 300 s upstream), so a node that merely goes silent does not lose its pods at once.
+//! Pods get their tolerations of the `node.kubernetes.io/not-ready` and
+//! `node.kubernetes.io/unreachable` taints from the apiserver's `DefaultTolerationSeconds`
+//! admission plugin, so, as upstream, a pod without one (the plugin disabled) is evicted at once.
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
@@ -22,9 +20,6 @@ use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use crate::scheduler::filter::tolerates;
 
 pub use api::taints::{TAINT_NOT_READY, TAINT_UNREACHABLE};
-/// `--default-not-ready-toleration-seconds` / `--default-unreachable-toleration-seconds`: 300 s.
-pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
-
 /// The node's `NoExecute` taints (`getNoExecuteTaints`).
 pub fn no_execute_taints(node: &Node) -> Vec<Taint> {
     node.spec
@@ -35,34 +30,6 @@ pub fn no_execute_taints(node: &Node) -> Vec<Taint> {
         .filter(|t| t.effect == "NoExecute")
         .cloned()
         .collect()
-}
-
-/// The pod's tolerations plus those the `DefaultTolerationSeconds` admission plugin would have
-/// added: for each of the not-ready and unreachable `NoExecute` taints the pod does not already
-/// tolerate, `Exists` for `default_seconds`.
-pub fn with_default_tolerations(
-    tolerations: &[Toleration],
-    default_seconds: i64,
-) -> Vec<Toleration> {
-    let mut out = tolerations.to_vec();
-    for key in [TAINT_NOT_READY, TAINT_UNREACHABLE] {
-        let probe = Taint {
-            key: key.into(),
-            effect: "NoExecute".into(),
-            value: None,
-            time_added: None,
-        };
-        if !tolerations.iter().any(|t| tolerates(t, &probe)) {
-            out.push(Toleration {
-                key: Some(key.into()),
-                operator: Some("Exists".into()),
-                effect: Some("NoExecute".into()),
-                toleration_seconds: Some(default_seconds),
-                value: None,
-            });
-        }
-    }
-    out
 }
 
 /// `GetMatchingTolerations`: `None` if some taint is not tolerated, else for each taint the
@@ -118,15 +85,13 @@ pub enum Decision {
 pub fn decide(
     tolerations: &[Toleration],
     taints: &[Taint],
-    default_seconds: i64,
     scheduled: Option<Scheduled>,
     now: Timestamp,
 ) -> Decision {
     if taints.is_empty() {
         return Decision::Cancel;
     }
-    let tolerations = with_default_tolerations(tolerations, default_seconds);
-    let Some(used) = matching_tolerations(taints, &tolerations) else {
+    let Some(used) = matching_tolerations(taints, tolerations) else {
         return Decision::EvictNow;
     };
     let Some(stay) = min_toleration(&used) else {
@@ -177,16 +142,16 @@ mod tests {
     #[test]
     fn untolerated_taint_evicts_now_and_no_taint_cancels() {
         let t = [taint("k", "v")];
-        assert_eq!(decide(&[], &t, 300, None, ts(10)), Decision::EvictNow);
+        assert_eq!(decide(&[], &t, None, ts(10)), Decision::EvictNow);
         assert_eq!(
-            decide(&[tol("k", "other", None)], &t, 300, None, ts(10)),
+            decide(&[tol("k", "other", None)], &t, None, ts(10)),
             Decision::EvictNow
         );
-        assert_eq!(decide(&[], &[], 300, None, ts(10)), Decision::Cancel);
+        assert_eq!(decide(&[], &[], None, ts(10)), Decision::Cancel);
         // Two taints, only one tolerated: evict now (upstream "not all taints are tolerated").
         let two = [taint("k", "v"), taint("j", "w")];
         assert_eq!(
-            decide(&[tol("k", "v", None)], &two, 300, None, ts(10)),
+            decide(&[tol("k", "v", None)], &two, None, ts(10)),
             Decision::EvictNow
         );
     }
@@ -194,13 +159,7 @@ mod tests {
     #[test]
     fn a_toleration_past_the_clock_range_never_fires_instead_of_firing_now() {
         let t = [taint("k", "v")];
-        let d = decide(
-            &[tol("k", "v", Some(1_000_000_000_000))],
-            &t,
-            300,
-            None,
-            ts(10),
-        );
+        let d = decide(&[tol("k", "v", Some(1_000_000_000_000))], &t, None, ts(10));
         assert_eq!(
             d,
             Decision::Schedule(Scheduled {
@@ -214,20 +173,20 @@ mod tests {
     fn toleration_seconds_schedule_from_first_sight() {
         let t = [taint("k", "v")];
         assert_eq!(
-            decide(&[tol("k", "v", None)], &t, 300, None, ts(10)),
+            decide(&[tol("k", "v", None)], &t, None, ts(10)),
             Decision::Cancel,
             "tolerated forever"
         );
         assert_eq!(
-            decide(&[tol("k", "v", Some(5))], &t, 300, None, ts(10)),
+            decide(&[tol("k", "v", Some(5))], &t, None, ts(10)),
             at(10, 15)
         );
         assert_eq!(
-            decide(&[tol("k", "v", Some(0))], &t, 300, None, ts(10)),
+            decide(&[tol("k", "v", Some(0))], &t, None, ts(10)),
             at(10, 10)
         );
         assert_eq!(
-            decide(&[tol("k", "v", Some(-3))], &t, 300, None, ts(10)),
+            decide(&[tol("k", "v", Some(-3))], &t, None, ts(10)),
             at(10, 10)
         );
         // Already scheduled: the instant stands, even if the toleration shrank since.
@@ -236,7 +195,7 @@ mod tests {
             fire_at: ts(15),
         };
         assert_eq!(
-            decide(&[tol("k", "v", Some(1))], &t, 300, Some(s), ts(12)),
+            decide(&[tol("k", "v", Some(1))], &t, Some(s), ts(12)),
             at(10, 15)
         );
     }
@@ -245,7 +204,7 @@ mod tests {
     fn first_matching_toleration_per_taint_and_minimum_over_taints() {
         let two = [taint("k", "v"), taint("j", "w")];
         let tols = [tol("k", "v", Some(30)), tol("j", "w", Some(7))];
-        assert_eq!(decide(&tols, &two, 300, None, ts(0)), at(0, 7));
+        assert_eq!(decide(&tols, &two, None, ts(0)), at(0, 7));
         // The first toleration matching "k" is forever; the second (60 s) is not used.
         let exists_k = Toleration {
             key: Some("k".into()),
@@ -254,21 +213,21 @@ mod tests {
         };
         let tols = [exists_k, tol("k", "v", Some(60))];
         assert_eq!(
-            decide(&tols, &[taint("k", "v")], 300, None, ts(0)),
+            decide(&tols, &[taint("k", "v")], None, ts(0)),
             Decision::Cancel
         );
     }
 
     #[test]
-    fn node_condition_taints_get_the_default_toleration() {
+    fn node_condition_taints_need_a_toleration() {
         let unreachable = [Taint {
             key: TAINT_UNREACHABLE.into(),
             value: None,
             effect: "NoExecute".into(),
             time_added: None,
         }];
-        assert_eq!(decide(&[], &unreachable, 300, None, ts(0)), at(0, 300));
-        // The pod's own toleration wins over the default.
+        // No toleration (DefaultTolerationSeconds admission disabled): evicted at once.
+        assert_eq!(decide(&[], &unreachable, None, ts(0)), Decision::EvictNow);
         let own = Toleration {
             key: Some(TAINT_UNREACHABLE.into()),
             operator: Some("Exists".into()),
@@ -276,16 +235,13 @@ mod tests {
             toleration_seconds: Some(20),
             value: None,
         };
-        assert_eq!(decide(&[own], &unreachable, 300, None, ts(0)), at(0, 20));
+        assert_eq!(decide(&[own], &unreachable, None, ts(0)), at(0, 20));
         // A toleration of every taint (operator Exists, no key) covers them too.
         let all = Toleration {
             operator: Some("Exists".into()),
             ..Default::default()
         };
-        assert_eq!(
-            decide(&[all], &unreachable, 300, None, ts(0)),
-            Decision::Cancel
-        );
+        assert_eq!(decide(&[all], &unreachable, None, ts(0)), Decision::Cancel);
     }
 
     #[test]
