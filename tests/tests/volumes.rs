@@ -2,8 +2,8 @@
 //! and is given to claims without one; such a claim waits for its first consumer, then the
 //! scheduler picks a node, the fake local-path provisioner creates `pvc-<uid>` there and the binder
 //! binds it; an Immediate class binds at once; a pre-created volume binds to a matching claim;
-//! reclaim policies (Delete removes the volume, Retain keeps it Released); the scheduler's
-//! VolumeBinding reasons; expansion and the resize admission; `kubectl get pvc,pv` and
+//! reclaim policies (Delete removes a provisioned volume and fails a static one, Retain keeps it
+//! Released); the scheduler's VolumeBinding reasons; expansion and the resize admission; `kubectl get pvc,pv` and
 //! `describe pvc`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -356,7 +356,8 @@ async fn a_pre_created_volume_binds_and_is_reclaimed_by_its_policy() {
     let c = bound(&claims, "selecting").await;
     assert_eq!(c.spec.and_then(|s| s.volume_name).as_deref(), Some(other));
 
-    // Retain keeps a Released volume; Delete removes it.
+    // Retain keeps a Released volume; Delete of a volume nobody provisioned finds no deleter
+    // (no volume plugins here): the volume goes Failed with upstream's message.
     claims
         .delete("small-claim", &Default::default())
         .await
@@ -370,10 +371,15 @@ async fn a_pre_created_volume_binds_and_is_reclaimed_by_its_policy() {
         (pv.status?.phase.as_deref() == Some("Released")).then_some(())
     })
     .await;
-    eventually("Delete volume deleted", || async {
-        pvs.get_opt("gone").await.ok()?.is_none().then_some(())
+    let status = eventually("Delete volume Failed", || async {
+        let status = pvs.get("gone").await.ok()?.status?;
+        (status.phase.as_deref() == Some("Failed")).then_some(status)
     })
     .await;
+    assert_eq!(
+        status.message.as_deref(),
+        Some("error getting deleter volume plugin for volume \"gone\": no deletable volume plugin matched")
+    );
     assert!(pvs.get_opt("big").await.unwrap().is_some());
 }
 
@@ -460,6 +466,20 @@ async fn the_scheduler_waits_for_claims() {
     })
     .await;
     assert_eq!(p, "node-1");
+
+    // A claim pre-bound by volumeName to a volume that does not exist is not the scheduler's to
+    // bind, whatever its class: it counts as unbound immediate (upstream's GetPodVolumeClaims).
+    let mut pre_bound = claim("pre-bound", Some("local"), "1Gi");
+    pre_bound.spec.as_mut().unwrap().volume_name = Some("missing-pv".into());
+    claims.create(&pre_bound).await.unwrap();
+    pods.create(&pod_with_claim("pre-bound-pod", "pre-bound"))
+        .await
+        .unwrap();
+    let msg = scheduled_message(&pods, "pre-bound-pod", "unbound immediate").await;
+    assert_eq!(
+        msg,
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    );
 }
 
 #[tokio::test]

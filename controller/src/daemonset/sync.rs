@@ -143,7 +143,8 @@ impl Inner {
         nodes: &[Arc<Node>],
         hash: &str,
     ) -> Result<()> {
-        let node_to_pods = self.nodes_to_daemon_pods(ds, selector, true).await?;
+        // Terminal pods already being deleted do not hold their node (upstream passes `false`).
+        let node_to_pods = self.nodes_to_daemon_pods(ds, selector, false).await?;
         let placement = DaemonPlacement::of(ds);
         let ctx = self.ctx(ds, hash);
         let (mut create, mut delete, mut events, mut retry) = (vec![], vec![], vec![], None);

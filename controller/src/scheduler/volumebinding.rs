@@ -4,9 +4,11 @@
 //! - **PreFilter** ([`VolumeBinding::pre_filter`]): a missing claim makes the pod unschedulable
 //!   (`persistentvolumeclaim "x" not found`), as does one being deleted, and an unbound claim whose
 //!   class binds immediately (`pod has unbound immediate PersistentVolumeClaims`): the binder binds
-//!   those, and the claim's update brings the pod back.
-//! - **Filter** ([`PodVolumes::check_node`]): a bound claim's volume must admit the node (its node
-//!   affinity); an unbound WaitForFirstConsumer claim needs either an available volume that
+//!   those, and the claim's update brings the pod back. A claim naming a volume the binder has not
+//!   finished binding counts as unbound immediate whatever its class, as upstream's
+//!   `GetPodVolumeClaims` ("prebound PVCs are treated as unbound immediate binding").
+//! - **Filter** ([`PodVolumes::check_node`]): a bound claim's volume must exist
+//!   (`ErrReasonPVNotExist`) and admit the node (its node affinity); an unbound WaitForFirstConsumer claim needs either an available volume that
 //!   matches on that node (the smallest, as the binder chooses) or a class that provisions.
 //! - **PreBind** ([`VolumeBinding::bind_volumes`]): chosen volumes get the claim in `claimRef`
 //!   (`pv.kubernetes.io/bound-by-controller`), claims to provision get
@@ -40,6 +42,9 @@ const POLL: Duration = Duration::from_secs(1);
 pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 /// `ErrReasonNodeConflict`.
 pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// `ErrReasonPVNotExist`.
+pub const REASON_PV_NOT_EXIST: &str =
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 
 /// The listers the plugin reads and a signal for claim and volume changes.
 pub struct VolumeBinding {
@@ -54,7 +59,8 @@ pub struct VolumeBinding {
 /// A pod's claims, sorted by what they need (upstream's `PodVolumeClaims`).
 #[derive(Default)]
 pub struct PodVolumes {
-    bound: Vec<Arc<PersistentVolume>>,
+    /// The volume names of the fully bound claims.
+    bound: Vec<String>,
     to_bind: Vec<Arc<PersistentVolumeClaim>>,
 }
 
@@ -120,16 +126,12 @@ impl VolumeBinding {
             if claim.metadata.deletion_timestamp.is_some() {
                 return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
             }
-            if !volume_name(&claim).is_empty() {
-                if let Some(pv) = self.volumes.get(volume_name(&claim)) {
-                    if claim_bound(&claim) {
-                        out.bound.push(pv);
-                        continue;
-                    }
-                }
+            if claim_bound(&claim) {
+                out.bound.push(volume_name(&claim).to_string());
+                continue;
             }
             let class = class_of(&claim, &self.classes);
-            if is_wait_for_first_consumer(class.as_deref()) {
+            if is_wait_for_first_consumer(class.as_deref()) && volume_name(&claim).is_empty() {
                 out.to_bind.push(claim);
             } else {
                 immediate_unbound = true;
@@ -147,8 +149,13 @@ impl VolumeBinding {
         vols: &PodVolumes,
         node: &Node,
     ) -> Result<Vec<ClaimBinding>, &'static str> {
-        if vols.bound.iter().any(|pv| !volume_admits_node(pv, node)) {
-            return Err(REASON_NODE_CONFLICT);
+        for name in &vols.bound {
+            let Some(pv) = self.volumes.get(name) else {
+                return Err(REASON_PV_NOT_EXIST);
+            };
+            if !volume_admits_node(&pv, node) {
+                return Err(REASON_NODE_CONFLICT);
+            }
         }
         if vols.to_bind.is_empty() {
             return Ok(Vec::new());

@@ -9,13 +9,15 @@
 //! first consumer (WaitForFirstConsumer without `selected-node`), is handed to its class's
 //! provisioner (the `storage-provisioner` annotations and an `ExternalProvisioning` event), or
 //! stays Pending. A volume whose claim is gone is `Released` and reclaimed: `Retain` keeps it;
-//! `Delete` leaves a provisioned volume to its provisioner and deletes any other itself.
+//! `Delete` leaves a provisioned volume to its provisioner; any other volume has no deleter here
+//! (minik8s has no volume plugins), so, as upstream without a deletable plugin, it goes `Failed`
+//! with a `VolumeFailedDelete` event and the reason in `status.message`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use client::record::EventType;
-use client::{split_meta_namespace_key, DeleteParams};
+use client::split_meta_namespace_key;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use super::binder::Inner;
@@ -401,24 +403,38 @@ impl Inner {
                 Ok(())
             }
             "Delete" => {
+                // `findDeletablePlugin` finds no plugin for a volume nobody provisioned.
+                let message = format!(
+                    "error getting deleter volume plugin for volume {:?}: no deletable volume plugin matched",
+                    pv.metadata.name.as_deref().unwrap_or("")
+                );
+                let mut failed = pv.clone();
+                let status = failed.status.get_or_insert_with(Default::default);
+                if status.phase.as_deref() == Some("Failed")
+                    && status.message.as_deref() == Some(message.as_str())
+                {
+                    return Ok(());
+                }
+                status.phase = Some("Failed".into());
+                status.message = Some(message.clone());
                 let name = pv.metadata.name.as_deref().unwrap_or("");
                 match self
                     .client
                     .api::<PersistentVolume>(None)
-                    .delete(name, &DeleteParams::default())
+                    .replace_status(name, &failed)
                     .await
                 {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.is_not_found() => Ok(()),
-                    Err(e) => {
+                    Ok(_) => {
                         self.recorder.event(
                             &volume_reference(pv),
                             EventType::Warning,
                             "VolumeFailedDelete",
-                            &e.to_string(),
+                            &message,
                         );
-                        Err(Error::api("delete released volume", e))
+                        Ok(())
                     }
+                    Err(e) if settled(&e) => Ok(()),
+                    Err(e) => Err(Error::api("mark released volume failed", e)),
                 }
             }
             // Retain: the administrator reclaims it. Recycle (deprecated) is not simulated.
