@@ -86,10 +86,13 @@ fn sync_dir(path: &Path) -> Result<()> {
 
 impl SledBackend {
     pub(crate) fn open(path: &Path, cache_bytes: u64, fsync: bool) -> Result<Self> {
-        std::fs::create_dir_all(path).map_err(|source| Error::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        // Owner-only: the store holds every Secret, and sled creates its files with the umask's mode.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(path)
+            .map_err(|source| Error::Io {
+                path: path.to_owned(),
+                source,
+            })?;
         let config = sled::Config::new()
             .path(path)
             .cache_capacity(cache_bytes)
