@@ -42,6 +42,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The store's file system is (nearly) full: the write was refused before it reached the disk
+    /// (see `space`), or the disk ran out under it (then the store is also failed).
+    #[error("the store has no space left: {detail}")]
+    NoSpace { detail: String },
+
     /// The store was closed ([`crate::Store::flush_and_close`]) or its writer stopped.
     #[error("store is closed")]
     Closed,
@@ -58,6 +63,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// What each write of a batch whose commit failed with `self` is told: a full disk by name,
+    /// anything else as [`Error::Failed`].
+    pub(crate) fn for_each_write(&self) -> Error {
+        match self {
+            Error::NoSpace { detail } => Error::NoSpace {
+                detail: detail.clone(),
+            },
+            _ => Error::Failed,
+        }
+    }
 }
 
 /// `Result` with the store's [`Error`] as the default error type.

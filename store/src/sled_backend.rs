@@ -70,11 +70,27 @@ pub(crate) struct SledBackend {
     synced_blobs: parking_lot::Mutex<HashSet<OsString>>,
 }
 
+/// An I/O failure on `path`; "no space left on device" becomes [`Error::NoSpace`].
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
+    move |source| {
+        if crate::space::is_enospc(&source) {
+            Error::NoSpace {
+                detail: format!("writing {} failed: {source}", file_name(path)),
+            }
+        } else {
+            Error::Io {
+                path: path.to_owned(),
+                source,
+            }
+        }
     }
+}
+
+/// The last component of `path` (what a client may see of it).
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// fsync a directory, so the entries of files created in it survive power loss.
@@ -147,8 +163,14 @@ impl SledBackend {
         }
     }
 
-    fn sled_err(operation: &'static str) -> impl FnOnce(sled::Error) -> Error {
-        move |source| Error::Sled { operation, source }
+    /// A sled failure; "no space left on device" becomes [`Error::NoSpace`], naming the path.
+    fn sled_err(&self, operation: &'static str) -> impl FnOnce(sled::Error) -> Error + '_ {
+        move |source| match &source {
+            sled::Error::Io(io) if crate::space::is_enospc(io) => Error::NoSpace {
+                detail: format!("{operation} failed: {io}"),
+            },
+            _ => Error::Sled { operation, source },
+        }
     }
 
     /// A new (empty) database gets the format marker; an existing one must carry ours.
@@ -156,7 +178,7 @@ impl SledBackend {
         let found = self
             .data
             .get(FORMAT_KEY)
-            .map_err(Self::sled_err("read format"))?;
+            .map_err(self.sled_err("read format"))?;
         match found {
             Some(found) if found.as_ref() == FORMAT => Ok(()),
             Some(found) => Err(self.corrupt(format!(
@@ -174,14 +196,14 @@ impl SledBackend {
                 }
                 self.data
                     .insert(FORMAT_KEY, FORMAT)
-                    .map_err(Self::sled_err("write format"))?;
+                    .map_err(self.sled_err("write format"))?;
                 self.flush()
             }
         }
     }
 
     fn read_meta_u64(&self, key: &[u8]) -> Result<Revision> {
-        match self.data.get(key).map_err(Self::sled_err("read meta"))? {
+        match self.data.get(key).map_err(self.sled_err("read meta"))? {
             None => Ok(0),
             Some(bytes) => codec::decode_revision_key(&bytes).ok_or_else(|| {
                 self.corrupt(format!(
@@ -203,11 +225,11 @@ impl Backend for SledBackend {
                 .transpose()
         };
         let mut log = self.data.scan_prefix([LOG]);
-        let first = log_bound(log.next().transpose().map_err(Self::sled_err("read log"))?)?;
+        let first = log_bound(log.next().transpose().map_err(self.sled_err("read log"))?)?;
         let last = log_bound(
             log.next_back()
                 .transpose()
-                .map_err(Self::sled_err("read log"))?,
+                .map_err(self.sled_err("read log"))?,
         )?;
         let last = last.or(first);
         if let Some(last) = last {
@@ -230,7 +252,7 @@ impl Backend for SledBackend {
         }
         let mut items = Vec::new();
         for entry in self.data.scan_prefix([OBJECT]) {
-            let (key, value) = entry.map_err(Self::sled_err("read objects"))?;
+            let (key, value) = entry.map_err(self.sled_err("read objects"))?;
             let kv = codec::decode_kv(&key[1..], &value).ok_or_else(|| {
                 self.corrupt(format!(
                     "object {:?} does not decode",
@@ -269,7 +291,7 @@ impl Backend for SledBackend {
         batch.insert(REVISION_KEY, &codec::revision_key(last.revision));
         self.data
             .apply_batch(batch)
-            .map_err(Self::sled_err("commit"))
+            .map_err(self.sled_err("commit"))
     }
 
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
@@ -282,7 +304,7 @@ impl Backend for SledBackend {
             .range(log_key(after + 1)..=log_key(upto))
             .take(max)
         {
-            let (key, value) = entry.map_err(Self::sled_err("read log"))?;
+            let (key, value) = entry.map_err(self.sled_err("read log"))?;
             let revision = decode_log_key(&key).ok_or_else(|| self.corrupt("bad log key"))?;
             let event = codec::decode_event(revision, &value).ok_or_else(|| {
                 self.corrupt(format!("event at revision {revision} does not decode"))
@@ -295,7 +317,7 @@ impl Backend for SledBackend {
     fn last_committed_before(&self, cutoff_ms: u64, upto: Revision) -> Result<Option<Revision>> {
         let mut found = None;
         for entry in self.data.range(log_key(0)..=log_key(upto)) {
-            let (key, value) = entry.map_err(Self::sled_err("read log"))?;
+            let (key, value) = entry.map_err(self.sled_err("read log"))?;
             let revision = decode_log_key(&key).ok_or_else(|| self.corrupt("bad log key"))?;
             let at = codec::event_time(&value).ok_or_else(|| {
                 self.corrupt(format!("event at revision {revision} does not decode"))
@@ -313,19 +335,23 @@ impl Backend for SledBackend {
         let mut batch = sled::Batch::default();
         batch.insert(COMPACTED_KEY, &codec::revision_key(upto));
         for key in self.data.range(log_key(0)..=log_key(upto)).keys() {
-            batch.remove(key.map_err(Self::sled_err("compact"))?);
+            batch.remove(key.map_err(self.sled_err("compact"))?);
         }
         self.data
             .apply_batch(batch)
-            .map_err(Self::sled_err("compact"))
+            .map_err(self.sled_err("compact"))
     }
 
     /// sled's `flush` writes its buffers with `sync_file_range` (data pages only: no file metadata,
     /// no disk-cache flush) and writes blob files (values over ~128 KiB) with no sync at all. That
     /// survives a process kill, not a power loss; so after it: `fdatasync` the log file, `fsync`
     /// new blob files and their directory.
+    fn free_space(&self) -> Option<u64> {
+        crate::space::available(&self.path)
+    }
+
     fn flush(&self) -> Result<()> {
-        self.db.flush().map_err(Self::sled_err("flush"))?;
+        self.db.flush().map_err(self.sled_err("flush"))?;
         if !self.fsync {
             return Ok(());
         }

@@ -119,6 +119,9 @@ macro_rules! delegate_store {
             fn compacted_revision(&self) -> Revision {
                 self.engine.compacted_revision()
             }
+            fn health(&self) -> Result<()> {
+                self.engine.health()
+            }
             async fn flush_and_close(&self) -> Result<()> {
                 self.engine.flush_and_close().await
             }

@@ -16,7 +16,9 @@
 //!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
-//! every later write get an error; a restart recovers what is durable.
+//! every later write get an error; a restart recovers what is durable. Before that can happen on a
+//! full disk, writes the disk has no room for are refused one by one before they are applied
+//! (`crate::space`), which latches nothing.
 //!
 //! **Reads** (`get`, `list`) are served from the index, which holds only acknowledged-durable data:
 //! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
@@ -70,6 +72,16 @@ enum WriteOp {
         key: String,
         expected: Option<Revision>,
     },
+}
+
+impl WriteOp {
+    /// What the write needs from the disk.
+    fn need(&self) -> crate::space::Need {
+        match self {
+            WriteOp::Create { .. } | WriteOp::Update { .. } => crate::space::Need::Grow,
+            WriteOp::Delete { .. } => crate::space::Need::Shrink,
+        }
+    }
 }
 
 enum WriteOutcome {
@@ -261,6 +273,7 @@ impl<B: Backend> Engine<B> {
         if shared.failed.load(Ordering::Acquire) {
             return Err(Error::Failed);
         }
+        writer::room_for(shared, op.need())?;
         let (events, mut outcomes) = {
             let index = shared.index.read();
             let evaluated = writer::evaluate(&index, overlay, next, vec![(op, ())]);
@@ -275,7 +288,7 @@ impl<B: Backend> Engine<B> {
         if let Err(error) = shared.backend.apply(&events, now_ms()) {
             tracing::error!(%error, "store commit failed; refusing further writes");
             shared.failed.store(true, Ordering::Release);
-            return Err(Error::Failed);
+            return Err(error.for_each_write());
         }
         shared
             .apply_nanos
@@ -534,6 +547,14 @@ impl<B: Backend> Engine<B> {
     /// Number of live watch subscribers (for tests and metrics).
     pub(crate) fn watcher_count(&self) -> usize {
         self.shared.hub.subscriber_count()
+    }
+
+    /// Whether the store takes writes: not failed, and room on disk for creates and updates.
+    pub(crate) fn health(&self) -> Result<()> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(Error::Failed);
+        }
+        writer::room_for(&self.shared, crate::space::Need::Grow)
     }
 
     pub(crate) async fn flush_and_close(&self) -> Result<()> {

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{elapsed_nanos, now_ms, Command, Index, Shared, WriteOp, WriteOutcome};
 use crate::backend::Backend;
+use crate::space;
 use crate::watch::WatchSource;
 use crate::{
     CreateOutcome, DeleteOutcome, Error, Event, EventKind, KeyValue, Result, Revision,
@@ -127,6 +128,10 @@ impl<B: Backend> Writer<B> {
             }
             return;
         }
+        let writes = refuse_without_room(&self.shared, writes);
+        if writes.is_empty() {
+            return;
+        }
         let (events, pending) = {
             let index = self.shared.index.read();
             // Entries the index has caught up with are no longer needed.
@@ -144,7 +149,7 @@ impl<B: Backend> Writer<B> {
                 tracing::error!(%error, "store commit failed; refusing further writes");
                 self.shared.failed.store(true, Ordering::Release);
                 for (reply, _) in pending {
-                    let _ = reply.send(Err(Error::Failed));
+                    let _ = reply.send(Err(error.for_each_write()));
                 }
                 return;
             }
@@ -190,6 +195,39 @@ impl<B: Backend> Writer<B> {
     }
 }
 
+/// Answers [`Error::NoSpace`] to the writes the disk has no room for (`crate::space`) and returns
+/// the rest. One look at the file system per batch.
+fn refuse_without_room<B: Backend>(
+    shared: &Shared<B>,
+    writes: Vec<(WriteOp, Reply)>,
+) -> Vec<(WriteOp, Reply)> {
+    let Some(free) = shared.backend.free_space() else {
+        return writes;
+    };
+    let reserve = shared.config.space_reserve_bytes;
+    if free >= reserve {
+        return writes;
+    }
+    writes
+        .into_iter()
+        .filter_map(|(op, reply)| match space::check(op.need(), free, reserve) {
+            Ok(()) => Some((op, reply)),
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether the disk has room for a write that needs `need` (always, for a back end without files).
+pub(super) fn room_for<B: Backend>(shared: &Shared<B>, need: space::Need) -> Result<()> {
+    match shared.backend.free_space() {
+        Some(free) => space::check(need, free, shared.config.space_reserve_bytes),
+        None => Ok(()),
+    }
+}
+
 /// The flusher stage: for each applied batch, in order: flush, apply to the index, acknowledge,
 /// publish. A flush covers every batch applied before it started, so acknowledging after it is
 /// acknowledging durable data.
@@ -222,13 +260,13 @@ pub(super) fn flusher<B: Backend>(
 
 /// Flush once for `group` (batches in revision order), then per batch: index, acknowledge, publish.
 fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
-    let fail = |group: Vec<Applied>| {
+    let fail = |group: Vec<Applied>, error: Option<&Error>| {
         for (reply, _) in group.into_iter().flat_map(|applied| applied.pending) {
-            let _ = reply.send(Err(Error::Failed));
+            let _ = reply.send(Err(error.map_or(Error::Failed, Error::for_each_write)));
         }
     };
     if shared.failed.load(Ordering::Acquire) {
-        return fail(group);
+        return fail(group, None);
     }
     let writes: usize = group.iter().map(|applied| applied.events.len()).sum();
     if writes > 0 {
@@ -240,7 +278,7 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
         if let Err(error) = flushed {
             tracing::error!(%error, "store flush failed; refusing further writes");
             shared.failed.store(true, Ordering::Release);
-            return fail(group);
+            return fail(group, Some(&error));
         }
         shared.commits.fetch_add(1, Ordering::Relaxed);
         shared
