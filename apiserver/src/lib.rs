@@ -23,6 +23,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod handlers;
+pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod openapi;
@@ -128,7 +129,8 @@ pub fn app(state: AppState) -> Router {
         .route("/version", get(version))
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
-        .route("/readyz", get(ok))
+        .route("/readyz", get(health::readyz))
+        .route("/readyz/{check}", get(health::readyz_check))
         .route("/metrics", get(metrics_text))
         .route("/api", get(api_root))
         .route(
