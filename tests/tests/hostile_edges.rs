@@ -10,6 +10,8 @@
 //!   keeps serving reads and deletes, and recovers by itself once space is freed; a restart on the
 //!   full disk serves reads.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -284,19 +286,7 @@ fn modes(root: &Path) -> Vec<(PathBuf, bool, u32)> {
 
 /// `minik8s up` started through `sh` with umask 000, its log outside the data directory.
 fn up_with_umask_000(data_dir: &Path, port: u16, log: &Path) -> Reaped {
-    let log_file = std::fs::File::create(log).unwrap();
-    let port_s = port.to_string();
-    let child = Command::new("sh")
-        .args(["-c", "umask 000; exec \"$0\" \"$@\""])
-        .arg(binary_path())
-        .args(["up", "--nodes", "0", "--port", &port_s, "--data-dir"])
-        .arg(data_dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
+    let mut child = spawn_up(data_dir, port, log, "000");
     wait_for("minik8s /readyz", Duration::from_secs(30), || {
         if let Ok(Some(status)) = child.0.try_wait() {
             panic!(
@@ -311,6 +301,23 @@ fn up_with_umask_000(data_dir: &Path, port: u16, log: &Path) -> Reaped {
         }
     });
     child
+}
+
+/// `minik8s up --nodes 0` on `port` with its data in `data_dir`, under `umask`, its log in `log`.
+fn spawn_up(data_dir: &Path, port: u16, log: &Path, umask: &str) -> Reaped {
+    let log_file = std::fs::File::create(log).unwrap();
+    let port_s = port.to_string();
+    let child = Command::new("sh")
+        .args(["-c", &format!("umask {umask}; exec \"$0\" \"$@\"")])
+        .arg(binary_path())
+        .args(["up", "--nodes", "0", "--port", &port_s, "--data-dir"])
+        .arg(data_dir)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    Reaped(child)
 }
 
 fn assert_private(data_dir: &Path) {
@@ -377,4 +384,179 @@ fn the_data_directory_is_private_under_umask_000_and_tightened_at_start() {
     assert!(warns[0].contains("0755"), "{}", warns[0]);
     let secret = k.json(&["get", "secret", "s"]);
     assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
+}
+
+/// A tmpfs of `size` mounted on a temporary directory, unmounted when dropped; `None` (with the
+/// reason printed) where mounting is impossible (not root, no mount namespace).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Self { dir }),
+            Ok(out) => {
+                eprintln!(
+                    "skipping the disk-full test: cannot mount a tmpfs: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipping the disk-full test: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn free(&self) -> u64 {
+        fs2::available_space(self.path()).unwrap()
+    }
+
+    /// Writes a filler file until about `leave` bytes are free (tmpfs allocates on write).
+    fn fill_to(&self, name: &str, leave: u64) -> PathBuf {
+        let path = self.path().join(name);
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0x5a_u8; 256 * 1024];
+        while self.free() > leave + chunk.len() as u64 {
+            file.write_all(&chunk).unwrap();
+        }
+        file.sync_all().unwrap();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Waits until `/healthz` answers (a server on a full disk is live but not ready).
+fn wait_live(server: &mut Reaped, port: u16, log: &Path) {
+    wait_for("minik8s /healthz", Duration::from_secs(30), || {
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!(
+                "minik8s exited with {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        match tests::http_get(&format!("http://127.0.0.1:{port}/healthz")) {
+            Ok((200, _)) => Ok(()),
+            Ok((code, body)) => Err(format!("{code} {body}")),
+            Err(e) => Err(e),
+        }
+    });
+}
+
+fn readyz(port: u16) -> (u16, String) {
+    tests::http_get(&format!("http://127.0.0.1:{port}/readyz")).unwrap()
+}
+
+/// The store's free-space reserve for creates and updates (`StoreConfig::space_reserve_bytes`).
+const RESERVE: u64 = 16 * 1024 * 1024;
+
+#[test]
+fn a_full_disk_refuses_writes_by_name_serves_reads_and_deletes_and_recovers_by_itself() {
+    let Some(tmpfs) = Tmpfs::mount("64m") else {
+        return;
+    };
+    let logs = tempfile::tempdir().unwrap();
+    let data_dir = tmpfs.path().join("data");
+    let port = free_port();
+    let log = logs.path().join("minik8s.log");
+    let mut server = spawn_up(&data_dir, port, &log, "022");
+    wait_live(&mut server, port, &log);
+    wait_for("/readyz", Duration::from_secs(30), || match readyz(port) {
+        (200, _) => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let k = tests::Kubectl::new(&data_dir.join("kubeconfig"));
+    for i in 0..4 {
+        k.ok(&[
+            "create",
+            "configmap",
+            &format!("kept-{i}"),
+            "--from-literal=a=1",
+        ]);
+    }
+
+    // Full: less free than the reserve, more than the quarter deletes need.
+    let filler = tmpfs.fill_to("filler", RESERVE / 2);
+    let out = k.output(&["create", "configmap", "refused"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a create on a full disk succeeded");
+    assert!(
+        stderr.contains("failed to create configmap: the store has no space left: "),
+        "{stderr}"
+    );
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"refused"}}"#;
+    let (code, status) = raw(
+        port,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[("Content-Type", "application/json")],
+        body,
+    );
+    assert_eq!(code, 500, "{status}");
+    assert!(status.contains("the store has no space left: "), "{status}");
+    let (code, text) = readyz(port);
+    assert_eq!(code, 500, "{text}");
+    assert!(text.contains("[-]etcd failed: reason withheld\n"), "{text}");
+    assert!(text.ends_with("readyz check failed\n"), "{text}");
+    // Reads still answer; a delete frees space through the API.
+    assert_eq!(k.json(&["get", "configmap", "kept-0"])["data"]["a"], "1");
+    k.ok(&["delete", "configmap", "kept-3"]);
+    let out = k.output(&["get", "configmap", "refused"]);
+    assert!(!out.status.success(), "a refused create was stored");
+
+    // Space comes back: writes resume without a restart, nothing acknowledged is lost.
+    std::fs::remove_file(&filler).unwrap();
+    wait_for(
+        "/readyz after space came back",
+        Duration::from_secs(30),
+        || match readyz(port) {
+            (200, _) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    k.ok(&["create", "configmap", "after", "--from-literal=a=2"]);
+    let names = k.ok(&["get", "configmaps", "-o", "name"]);
+    for name in ["kept-0", "kept-1", "kept-2", "after"] {
+        assert!(names.contains(&format!("configmap/{name}\n")), "{names}");
+    }
+    assert!(!names.contains("configmap/kept-3\n"), "{names}");
+
+    // A restart on a full disk starts, serves reads, and is not ready.
+    let _filler = tmpfs.fill_to("filler-2", RESERVE / 2);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    wait_for("minik8s to exit", Duration::from_secs(15), || {
+        server
+            .0
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "running".to_string())
+    });
+    let log = logs.path().join("minik8s-restart.log");
+    let mut server = spawn_up(&data_dir, port, &log, "022");
+    wait_live(&mut server, port, &log);
+    assert_eq!(k.json(&["get", "configmap", "after"])["data"]["a"], "2");
+    assert_eq!(readyz(port).0, 500);
+    let names = k.ok(&["get", "configmaps", "-o", "name"]);
+    for name in ["kept-0", "kept-1", "kept-2", "after"] {
+        assert!(names.contains(&format!("configmap/{name}\n")), "{names}");
+    }
 }
