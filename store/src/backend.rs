@@ -49,6 +49,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Opens the back end's files again after a failed commit, dropping what it held in memory;
+    /// the engine then loads what is durable. Back ends that cannot reopen say [`crate::Error::Failed`].
+    fn reopen(&self) -> Result<()> {
+        Err(crate::Error::Failed)
+    }
+
     /// Nothing to flush: callers apply their writes inline instead of through the writer and
     /// flusher threads, whose pipeline exists to overlap applying with flushing.
     fn writes_inline(&self) -> bool {

@@ -52,8 +52,10 @@ pub enum Error {
     Closed,
 
     /// An earlier commit failed, so the outcome of that batch on disk is unknown; the store refuses
-    /// further writes instead of guessing. Restart to recover from what is durable.
-    #[error("store is failed after an earlier commit error; restart to recover")]
+    /// further writes instead of guessing until it has reopened from what is durable.
+    #[error(
+        "store is failed after an earlier commit error; writes are refused until it has reopened"
+    )]
     Failed,
 
     /// The store's background threads could not be started.

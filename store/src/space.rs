@@ -12,7 +12,16 @@
 //! Nothing is latched: the check runs again for every batch, so writes resume by themselves as soon
 //! as space is free again. The same check is the store's readiness ([`crate::Store::health`]).
 //!
+//! sled cannot open without writing (it writes a snapshot file at start), so a disk filled to the
+//! last byte by someone else would keep the store from starting, or from reopening after an
+//! `ENOSPC`. For that the store keeps an emergency ballast, as CockroachDB does: a file of
+//! [`BALLAST_BYTES`] allocated in its directory while the disk has room, deleted (with a WARN) when
+//! opening finds no space, so the store starts and serves reads.
+//!
 //! [`StoreConfig::space_reserve_bytes`]: crate::StoreConfig::space_reserve_bytes
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use crate::Error;
 
@@ -25,9 +34,54 @@ pub(crate) enum Need {
     Shrink,
 }
 
+/// Size of the emergency ballast: room for sled's snapshot and a few log segments.
+pub(crate) const BALLAST_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The ballast's name in the store's directory (sled ignores files it does not know).
+const BALLAST: &str = "ballast";
+
+/// Allocates the ballast in `dir` if it is missing and the disk has room for it beyond `reserve`.
+/// Best effort: a store without a ballast works, it only cannot start on a disk that is full.
+pub(crate) fn keep_ballast(dir: &Path, reserve: u64) {
+    let path = dir.join(BALLAST);
+    if path.exists() || available(dir).is_none_or(|free| free < reserve + BALLAST_BYTES) {
+        return;
+    }
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|file| {
+            // Allocated, not sparse: the blocks are really taken from the file system.
+            fs2::FileExt::allocate(&file, BALLAST_BYTES)?;
+            file.sync_all()
+        });
+    if let Err(error) = created {
+        tracing::debug!(path = %path.display(), %error, "cannot allocate the store's ballast");
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// Deletes the ballast in `dir`; whether there was one.
+pub(crate) fn release_ballast(dir: &Path) -> bool {
+    let path = dir.join(BALLAST);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            tracing::warn!(
+                path = %path.display(),
+                freed_bytes = BALLAST_BYTES,
+                "the store's disk is full: deleted its emergency ballast to open; free disk space"
+            );
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Free bytes on the file system of `path` (`None` when it cannot be read: then nothing is
 /// refused, and a real `ENOSPC` still surfaces as [`Error::NoSpace`] from the back end).
-pub(crate) fn available(path: &std::path::Path) -> Option<u64> {
+pub(crate) fn available(path: &Path) -> Option<u64> {
     fs2::available_space(path).ok()
 }
 

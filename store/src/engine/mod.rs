@@ -16,9 +16,11 @@
 //!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
-//! every later write get an error; a restart recovers what is durable. Before that can happen on a
-//! full disk, writes the disk has no room for are refused one by one before they are applied
-//! (`crate::space`), which latches nothing.
+//! every later write get an error until the writer has reopened the back end and taken what is
+//! durable as the truth, as a restart would (tried at most once a second, on the next write or
+//! compaction tick; `Writer::recover`). Before that can happen on a full disk, writes the disk has
+//! no room for are refused one by one before they are applied (`crate::space`), which latches
+//! nothing.
 //!
 //! **Reads** (`get`, `list`) are served from the index, which holds only acknowledged-durable data:
 //! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
@@ -205,6 +207,7 @@ impl<B: Backend> Engine<B> {
             next: revision + 1,
             stages,
             flusher,
+            last_recovery: None,
         };
         std::thread::Builder::new()
             .name(format!("{name}-writer"))

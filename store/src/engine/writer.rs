@@ -28,8 +28,17 @@ pub(super) struct Applied {
 
 pub(super) enum Stage {
     Batch(Applied),
+    /// Answered once every stage sent before it is done (the writer waits for it before a reopen).
+    Sync(std::sync::mpsc::SyncSender<()>),
     Close,
 }
+
+/// How often a failed store tries to reopen its back end: a disk that stays full costs one
+/// reopen per interval, not one per write.
+const RECOVERY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a recovery waits for the flusher to answer the batches sent before the failure.
+const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The single writer. Runs on its own thread; owns revision assignment, every mutation of the back
 /// end, and compaction. It applies batch N+1 while the flusher thread flushes batch N.
@@ -41,6 +50,8 @@ pub(super) struct Writer<B: Backend> {
     pub(super) next: Revision,
     pub(super) stages: std::sync::mpsc::SyncSender<Stage>,
     pub(super) flusher: std::thread::JoinHandle<Result<()>>,
+    /// When the last reopen was tried (see [`RECOVERY_INTERVAL`]).
+    pub(super) last_recovery: Option<std::time::Instant>,
 }
 
 type Reply = oneshot::Sender<Result<WriteOutcome>>;
@@ -73,7 +84,12 @@ impl<B: Backend> Writer<B> {
             }
             self.apply(writes);
             if compact {
-                self.compact();
+                if self.shared.failed.load(Ordering::Acquire) {
+                    // No writes needed: readiness comes back once the disk has room again.
+                    self.recover();
+                } else {
+                    self.compact();
+                }
             }
             if let (Some(inline), Some(_)) = (&self.shared.inline, &close) {
                 // Waits for a write in progress; none starts after.
@@ -122,7 +138,7 @@ impl<B: Backend> Writer<B> {
         if writes.is_empty() {
             return;
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.failed.load(Ordering::Acquire) && !self.recover() {
             for (_, reply) in writes {
                 let _ = reply.send(Err(Error::Failed));
             }
@@ -162,6 +178,82 @@ impl<B: Backend> Writer<B> {
                 let _ = reply.send(Err(Error::Failed));
             }
         }
+    }
+
+    /// Brings a failed store back: waits until the flusher has answered every batch sent before
+    /// the failure, reopens the back end, and takes what is durable as the truth, as a restart
+    /// would. Batches that reached the disk although their writers were told they failed (an
+    /// unknown outcome, as an etcd timeout is) are indexed and published, so watchers see no gap;
+    /// nothing acknowledged can be missing, or the store stays failed. At most once per
+    /// [`RECOVERY_INTERVAL`]. Returns whether the store takes writes again.
+    fn recover(&mut self) -> bool {
+        if self
+            .last_recovery
+            .is_some_and(|at| at.elapsed() < RECOVERY_INTERVAL)
+        {
+            return false;
+        }
+        self.last_recovery = Some(std::time::Instant::now());
+        let (done, synced) = std::sync::mpsc::sync_channel(1);
+        if self.stages.send(Stage::Sync(done)).is_err()
+            || synced.recv_timeout(SYNC_DEADLINE).is_err()
+        {
+            return false;
+        }
+        let shared = &self.shared;
+        let loaded = match shared.backend.reopen().and_then(|()| shared.backend.load()) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(%error, "store reopen failed; writes stay refused");
+                return false;
+            }
+        };
+        let acknowledged = shared.index.read().revision;
+        if loaded.revision < acknowledged {
+            tracing::error!(
+                durable = loaded.revision,
+                acknowledged,
+                "store reopened without acknowledged writes; writes stay refused"
+            );
+            return false;
+        }
+        let adopted = match shared
+            .backend
+            .read_log(acknowledged, loaded.revision, usize::MAX)
+        {
+            Ok(events) if events.len() as u64 == loaded.revision - acknowledged => events,
+            Ok(_) | Err(_) => {
+                tracing::error!(
+                    durable = loaded.revision,
+                    acknowledged,
+                    "store reopened with a hole in its log; writes stay refused"
+                );
+                return false;
+            }
+        };
+        let adopted: Vec<Arc<Event>> = adopted.into_iter().map(Arc::new).collect();
+        {
+            let mut index = shared.index.write();
+            index.items = loaded
+                .items
+                .into_iter()
+                .map(|kv| (kv.key.clone(), kv))
+                .collect();
+            index.revision = loaded.revision;
+        }
+        shared
+            .compacted
+            .fetch_max(loaded.compacted, Ordering::AcqRel);
+        shared.hub.publish(&adopted);
+        self.overlay.clear();
+        self.next = loaded.revision + 1;
+        shared.failed.store(false, Ordering::Release);
+        tracing::warn!(
+            revision = loaded.revision,
+            adopted = adopted.len(),
+            "store reopened after a failed commit; writes resume"
+        );
+        true
     }
 
     fn compact(&self) {
@@ -237,14 +329,24 @@ pub(super) fn flusher<B: Backend>(
 ) -> Result<()> {
     let mut closing = false;
     while !closing {
-        let Ok(Stage::Batch(first)) = stages.recv() else {
-            break;
+        let first = match stages.recv() {
+            Ok(Stage::Batch(first)) => first,
+            Ok(Stage::Sync(done)) => {
+                let _ = done.send(());
+                continue;
+            }
+            Ok(Stage::Close) | Err(_) => break,
         };
         // Every batch applied while the previous flush ran shares the next one.
         let mut group = vec![first];
+        let mut synced = None;
         while let Ok(stage) = stages.try_recv() {
             match stage {
                 Stage::Batch(applied) => group.push(applied),
+                Stage::Sync(done) => {
+                    synced = Some(done);
+                    break;
+                }
                 Stage::Close => {
                     closing = true;
                     break;
@@ -252,6 +354,9 @@ pub(super) fn flusher<B: Backend>(
             }
         }
         commit_group(&shared, group);
+        if let Some(done) = synced {
+            let _ = done.send(());
+        }
     }
     let flushed = shared.backend.flush();
     shared.hub.close();
