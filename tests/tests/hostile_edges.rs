@@ -423,13 +423,17 @@ impl Tmpfs {
         fs2::available_space(self.path()).unwrap()
     }
 
-    /// Writes a filler file until about `leave` bytes are free (tmpfs allocates on write).
+    /// Writes a filler file until about `leave` bytes are free (tmpfs allocates on write); with
+    /// `leave == 0`, until the file system refuses.
     fn fill_to(&self, name: &str, leave: u64) -> PathBuf {
         let path = self.path().join(name);
         let mut file = std::fs::File::create(&path).unwrap();
         let chunk = vec![0x5a_u8; 256 * 1024];
         while self.free() > leave + chunk.len() as u64 {
             file.write_all(&chunk).unwrap();
+        }
+        if leave == 0 {
+            while file.write(&chunk[..4096]).is_ok_and(|n| n > 0) {}
         }
         file.sync_all().unwrap();
         path
@@ -438,7 +442,11 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
+        // Lazily: a process still closing its files must not leave the mount behind.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -537,8 +545,10 @@ fn a_full_disk_refuses_writes_by_name_serves_reads_and_deletes_and_recovers_by_i
     }
     assert!(!names.contains("configmap/kept-3\n"), "{names}");
 
-    // A restart on a full disk starts, serves reads, and is not ready.
-    let _filler = tmpfs.fill_to("filler-2", RESERVE / 2);
+    // A restart on a disk full to the last byte starts (the store gives up its ballast), serves
+    // reads, and is not ready.
+    let _filler = tmpfs.fill_to("filler-2", 0);
+    assert_eq!(tmpfs.free(), 0);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -553,6 +563,8 @@ fn a_full_disk_refuses_writes_by_name_serves_reads_and_deletes_and_recovers_by_i
     let log = logs.path().join("minik8s-restart.log");
     let mut server = spawn_up(&data_dir, port, &log, "022");
     wait_live(&mut server, port, &log);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("deleted its emergency ballast"), "{text}");
     assert_eq!(k.json(&["get", "configmap", "after"])["data"]["a"], "2");
     assert_eq!(readyz(port).0, 500);
     let names = k.ok(&["get", "configmaps", "-o", "name"]);
