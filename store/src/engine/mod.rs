@@ -555,7 +555,10 @@ impl<B: Backend> Engine<B> {
     /// Whether the store takes writes: not failed, and room on disk for creates and updates.
     pub(crate) fn health(&self) -> Result<()> {
         if self.shared.failed.load(Ordering::Acquire) {
-            return Err(Error::Failed);
+            return Err(writer::failed_because(
+                &self.shared,
+                crate::space::Need::Grow,
+            ));
         }
         writer::room_for(&self.shared, crate::space::Need::Grow)
     }

@@ -139,8 +139,8 @@ impl<B: Backend> Writer<B> {
             return;
         }
         if self.shared.failed.load(Ordering::Acquire) && !self.recover() {
-            for (_, reply) in writes {
-                let _ = reply.send(Err(Error::Failed));
+            for (op, reply) in writes {
+                let _ = reply.send(Err(failed_because(&self.shared, op.need())));
             }
             return;
         }
@@ -310,6 +310,12 @@ fn refuse_without_room<B: Backend>(
             }
         })
         .collect()
+}
+
+/// What a write is told while the store is failed: that the disk is full, while it is (the usual
+/// cause), else [`Error::Failed`].
+pub(super) fn failed_because<B: Backend>(shared: &Shared<B>, need: space::Need) -> Error {
+    room_for(shared, need).err().unwrap_or(Error::Failed)
 }
 
 /// Whether the disk has room for a write that needs `need` (always, for a back end without files).
