@@ -197,10 +197,7 @@ impl From<store::Error> for ApiError {
             store::Error::ValueTooLarge { .. } => {
                 status::request_entity_too_large("the object is too large to store").into()
             }
-            full @ store::Error::NoSpace { .. } => {
-                tracing::warn!(error = %full, "write refused");
-                status::unknown(&full.to_string()).into()
-            }
+            full @ store::Error::NoSpace { .. } => status::unknown(&full.to_string()).into(),
             other => ApiError::internal("accessing the store", other),
         }
     }

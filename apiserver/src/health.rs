@@ -77,7 +77,8 @@ pub fn render(
             Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
             Err(reason) => {
                 failed = true;
-                tracing::warn!(check = name, %reason, "readyz check failed");
+                // Debug, as upstream's V(2): probes poll; the store logs its own failures.
+                tracing::debug!(check = name, %reason, "readyz check failed");
                 lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
             }
         }

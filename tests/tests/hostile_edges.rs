@@ -522,6 +522,11 @@ fn a_full_disk_refuses_writes_by_name_serves_reads_and_deletes_and_recovers_by_i
     assert_eq!(code, 500, "{text}");
     assert!(text.contains("[-]etcd failed: reason withheld\n"), "{text}");
     assert!(text.ends_with("readyz check failed\n"), "{text}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("the store's disk is nearly full: creates and updates are refused"),
+        "{logged}"
+    );
     // Reads still answer; a delete frees space through the API.
     assert_eq!(k.json(&["get", "configmap", "kept-0"])["data"]["a"], "1");
     k.ok(&["delete", "configmap", "kept-3"]);

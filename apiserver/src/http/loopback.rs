@@ -165,7 +165,9 @@ where
         match check(req.headers()) {
             Ok(()) => Either::Right(self.inner.call(req)),
             Err(refusal) => {
-                tracing::warn!(reason = %refusal.message(), "request refused by the loopback guard");
+                // Debug only: a page can send thousands a second; the apiserver's failure log
+                // (rate-limited) carries the 403 and its message.
+                tracing::debug!(reason = %refusal.message(), "request refused by the loopback guard");
                 Either::Left(futures::future::ready(Ok(refusal.into_response())))
             }
         }

@@ -208,6 +208,7 @@ impl<B: Backend> Engine<B> {
             stages,
             flusher,
             last_recovery: None,
+            short_of_space: false,
         };
         std::thread::Builder::new()
             .name(format!("{name}-writer"))

@@ -52,6 +52,9 @@ pub(super) struct Writer<B: Backend> {
     pub(super) flusher: std::thread::JoinHandle<Result<()>>,
     /// When the last reopen was tried (see [`RECOVERY_INTERVAL`]).
     pub(super) last_recovery: Option<std::time::Instant>,
+    /// Whether the last batch found less free space than the reserve: the log says so once when
+    /// the store starts refusing and once when it stops.
+    pub(super) short_of_space: bool,
 }
 
 type Reply = oneshot::Sender<Result<WriteOutcome>>;
@@ -144,7 +147,7 @@ impl<B: Backend> Writer<B> {
             }
             return;
         }
-        let writes = refuse_without_room(&self.shared, writes);
+        let writes = refuse_without_room(&self.shared, &mut self.short_of_space, writes);
         if writes.is_empty() {
             return;
         }
@@ -291,13 +294,30 @@ impl<B: Backend> Writer<B> {
 /// the rest. One look at the file system per batch.
 fn refuse_without_room<B: Backend>(
     shared: &Shared<B>,
+    short_of_space: &mut bool,
     writes: Vec<(WriteOp, Reply)>,
 ) -> Vec<(WriteOp, Reply)> {
     let Some(free) = shared.backend.free_space() else {
         return writes;
     };
     let reserve = shared.config.space_reserve_bytes;
-    if free >= reserve {
+    let short = free < reserve;
+    if short != *short_of_space {
+        *short_of_space = short;
+        if short {
+            tracing::warn!(
+                free_bytes = free,
+                reserve_bytes = reserve,
+                "the store's disk is nearly full: creates and updates are refused until space is freed"
+            );
+        } else {
+            tracing::info!(
+                free_bytes = free,
+                "the store's disk has room again: writes resume"
+            );
+        }
+    }
+    if !short {
         return writes;
     }
     writes
