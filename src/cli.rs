@@ -92,7 +92,8 @@ pub struct RemoteArgs {
 pub struct ControllerManagerArgs {
     #[command(flatten)]
     pub remote: RemoteArgs,
-    /// Where to serve /healthz and /metrics (kube-controller-manager's port is 10257).
+    /// Where to serve /healthz and /metrics (kube-controller-manager's port is 10257); loopback
+    /// only, as the port serves without authentication.
     #[arg(long, default_value = "127.0.0.1:10257")]
     pub metrics_address: SocketAddr,
     /// Elect a leader on a Lease in kube-system, so several copies can run and only one acts.
@@ -115,7 +116,8 @@ pub struct KubeletArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Where to serve /healthz, /metrics and the admin endpoints
-    /// `POST /nodes/{name}/stop` and `POST /nodes/{name}/start`.
+    /// `POST /nodes/{name}/stop` and `POST /nodes/{name}/start`; loopback only, as the port
+    /// serves without authentication.
     #[arg(long, default_value = "127.0.0.1:10250")]
     pub admin_address: SocketAddr,
 }
@@ -228,6 +230,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                     &identity,
                 ));
             }
+            crate::control_plane::require_loopback(args.metrics_address)?;
             let listener = tokio::net::TcpListener::bind(args.metrics_address)
                 .await
                 .map_err(|e| Error::Component(format!("bind {}: {e}", args.metrics_address)))?;
@@ -240,7 +243,8 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                         let metrics = metrics.clone();
                         async move { metrics.render() }
                     }),
-                );
+                )
+                .layer(apiserver::http::loopback::LoopbackGuardLayer);
             let token = shutdown.clone();
             tokio::spawn(async move {
                 let _ = axum::serve(listener, app)
@@ -256,6 +260,8 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             .await
             .map_err(|e| Error::Component(e.to_string())),
         Command::Kubelet(args) => {
+            // Checked before the nodes start, so a refused address registers no node.
+            crate::control_plane::require_loopback(args.admin_address)?;
             let client = args.remote.client(crate::control_plane::KUBELET)?;
             let mut cfg = match &args.config {
                 Some(path) => kubelet_fake::KubeletConfig::from_file(path)
@@ -395,5 +401,6 @@ fn kubelet_admin(kubelets: std::sync::Arc<kubelet_fake::FakeKubelets>) -> axum::
                 },
             ),
         )
+        .layer(apiserver::http::loopback::LoopbackGuardLayer)
         .with_state(kubelets)
 }

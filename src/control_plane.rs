@@ -70,6 +70,16 @@ pub enum Error {
     Crds(#[from] crate::crds::Error),
 }
 
+/// Refuses a listen address that is not loopback: every port minik8s serves (the apiserver, the
+/// kubelet admin port, the controller manager's metrics port) serves without authentication.
+pub fn require_loopback(addr: SocketAddr) -> Result<(), Error> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(Error::NotLoopback(addr))
+    }
+}
+
 /// Where objects live.
 #[derive(Debug, Clone)]
 pub enum Storage {
@@ -148,9 +158,7 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Opens the store, serves the API, starts the components, writes the kubeconfig.
     pub async fn start(config: ControlPlaneConfig) -> Result<Self, Error> {
-        if !config.listen.ip().is_loopback() {
-            return Err(Error::NotLoopback(config.listen));
-        }
+        require_loopback(config.listen)?;
         // Read before anything starts, so a bad file fails fast.
         let mut crds = config.crds.clone();
         for dir in &config.crd_dirs {
@@ -212,6 +220,9 @@ impl ControlPlane {
             .await
             .map_err(|e| Error::Apiserver(e.to_string()))?;
         if let Some(dir) = &data_dir {
+            // The store and the credentials are created: no file in the directory is left open to
+            // other users, whatever the umask (`datadir`).
+            dir.restrict_contents()?;
             tracing::info!(
                 component = "minik8s",
                 data_dir = %dir.path().display(),

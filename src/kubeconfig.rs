@@ -33,8 +33,13 @@ pub fn render(server: &str, token: Option<&str>) -> String {
     )
 }
 
-/// Writes the kubeconfig to `path` with mode 0600, replacing any previous file atomically.
+/// Writes the kubeconfig to `path` with mode 0600, replacing any previous file atomically. A file
+/// that already says the same is left as it is (a restart on a full disk needs no new file).
 pub fn write(path: &Path, server: &str, token: Option<&str>) -> std::io::Result<()> {
+    let text = render(server, token);
+    if unchanged(path, &text) {
+        return Ok(());
+    }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir)?;
@@ -49,7 +54,7 @@ pub fn write(path: &Path, server: &str, token: Option<&str>) -> std::io::Result<
             opts.mode(0o600);
         }
         let mut file = opts.open(&tmp)?;
-        file.write_all(render(server, token).as_bytes())?;
+        file.write_all(text.as_bytes())?;
         file.sync_all()?;
     }
     #[cfg(unix)]
@@ -58,6 +63,20 @@ pub fn write(path: &Path, server: &str, token: Option<&str>) -> std::io::Result<
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
     }
     std::fs::rename(&tmp, path)
+}
+
+/// Whether `path` holds exactly `text` with mode 0600 already.
+fn unchanged(path: &Path, text: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let private =
+            std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o777 == 0o600);
+        if !private {
+            return false;
+        }
+    }
+    std::fs::read(path).is_ok_and(|found| found == text.as_bytes())
 }
 
 /// Quotes a scalar for YAML (JSON strings are valid YAML).

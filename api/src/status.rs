@@ -327,6 +327,12 @@ pub fn unknown(msg: &str) -> Status {
     }
 }
 
+/// 403 Forbidden for a request refused before any resource is resolved (a browser's request
+/// to an unauthenticated server): the message as given, no details.
+pub fn forbidden_request(msg: &str) -> Status {
+    failure(403, "Forbidden", msg, None)
+}
+
 /// 403 `<gr> "<name>" is forbidden: <msg>` (`<gr> is forbidden: <msg>` without a name, as
 /// apimachinery's `NewForbidden`).
 pub fn forbidden(group_resource: &str, name: &str, msg: &str) -> Status {

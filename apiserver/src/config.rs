@@ -48,6 +48,11 @@ pub struct Config {
     /// `ServiceAccount` off; a control plane with controllers (`minik8s up`) and `minik8s
     /// apiserver` use kube-apiserver's full default set.
     pub admission: crate::admission::AdmissionConfig,
+    /// Refuse requests from foreign browser origins and for foreign `Host`s
+    /// ([`crate::http::loopback`]). Required while the server serves without authentication,
+    /// which it always does today (it binds loopback only); a server that authenticates every
+    /// request (TLS and credentials) turns it off.
+    pub loopback_guard: bool,
 }
 
 impl Default for Config {
@@ -70,6 +75,7 @@ impl Default for Config {
             credentials_dir: None,
             components: Default::default(),
             admission: crate::admission::AdmissionConfig::without_controllers(),
+            loopback_guard: true,
         }
     }
 }

@@ -188,13 +188,16 @@ fn text_of(status: &serde_json::Value, field: &str) -> String {
         .to_string()
 }
 
-/// Converts a store failure into an internal error (never a client-facing message).
+/// Converts a store failure into an internal error (never a client-facing message), except a
+/// full disk: that is a 500 whose message names the cause, as kube-apiserver passes on etcd's
+/// `etcdserver: mvcc: database space exceeded` (no reason; kubectl prints `Error from server: …`).
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> Self {
         match e {
             store::Error::ValueTooLarge { .. } => {
                 status::request_entity_too_large("the object is too large to store").into()
             }
+            full @ store::Error::NoSpace { .. } => status::unknown(&full.to_string()).into(),
             other => ApiError::internal("accessing the store", other),
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! Layout: [`server`] accepts connections (header-read timeout, connection cap, graceful
 //! shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
-//! handlers of [`handlers`] (HTTP only), behind the in-flight/timeout limits of [`http::limits`].
+//! handlers of [`handlers`] (HTTP only), behind the loopback guard of [`http::loopback`] (no
+//! browser origins, no foreign `Host`) and the in-flight/timeout limits of [`http::limits`].
 //! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
 //! says what is served, its generic [`Store`](registry::Store) implements every verb (one
 //! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
@@ -22,6 +23,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod handlers;
+pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod openapi;
@@ -122,11 +124,13 @@ pub fn app(state: AppState) -> Router {
         state.config.request_timeout,
         state.metrics.clone(),
     );
-    Router::new()
+    let guard = state.config.loopback_guard;
+    let router = Router::new()
         .route("/version", get(version))
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
-        .route("/readyz", get(ok))
+        .route("/readyz", get(health::readyz))
+        .route("/readyz/{check}", get(health::readyz_check))
         .route("/metrics", get(metrics_text))
         .route("/api", get(api_root))
         .route(
@@ -144,7 +148,14 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(limits, http::limits::limit))
+        .layer(middleware::from_fn_with_state(limits, http::limits::limit));
+    // Refused browser requests are counted and logged by `record` but take no in-flight seat.
+    let router = if guard {
+        router.layer(http::loopback::LoopbackGuardLayer)
+    } else {
+        router
+    };
+    router
         .layer(middleware::from_fn_with_state(state.clone(), record))
         .with_state(state)
 }

@@ -170,7 +170,7 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
     for _ in 0..200 {
         stallers.push(tokio::spawn(async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
-            let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n";
+            let head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n";
             let mut buf = [0u8; 256];
             for b in head.iter() {
                 if s.write_all(&[*b]).await.is_err() {
@@ -215,7 +215,7 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
     for _ in 0..50 {
         slow.push(tokio::spawn(async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
-            let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n";
+            let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n";
             s.write_all(head.as_bytes()).await.unwrap();
             let t0 = Instant::now();
             let mut resp = Vec::new();

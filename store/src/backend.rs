@@ -43,6 +43,18 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Make everything applied so far durable.
     fn flush(&self) -> Result<()>;
 
+    /// Free bytes on the file system the back end writes to; `None` for a back end that writes no
+    /// files (or when the file system cannot be asked).
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
+
+    /// Opens the back end's files again after a failed commit, dropping what it held in memory;
+    /// the engine then loads what is durable. Back ends that cannot reopen say [`crate::Error::Failed`].
+    fn reopen(&self) -> Result<()> {
+        Err(crate::Error::Failed)
+    }
+
     /// Nothing to flush: callers apply their writes inline instead of through the writer and
     /// flusher threads, whose pipeline exists to overlap applying with flushing.
     fn writes_inline(&self) -> bool {

@@ -56,6 +56,13 @@ pub trait Store: Send + Sync + 'static {
     /// Oldest revision a watch can start after (events with revision > it are retained).
     fn compacted_revision(&self) -> Revision;
 
+    /// Whether the store takes writes now (its readiness, as etcd's health for kube-apiserver's
+    /// `/readyz`): `Err(NoSpace)` while its disk has no room for creates and updates, `Err(Failed)`
+    /// after a failed commit. Cheap (one look at the file system at most).
+    fn health(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Clean shutdown: finish writes already submitted, flush, end every watcher with
     /// [`crate::WatchClosedReason::StoreShutdown`]. Later writes get `Err(Closed)`.
     async fn flush_and_close(&self) -> Result<()>;

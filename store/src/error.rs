@@ -42,13 +42,20 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The store's file system is (nearly) full: the write was refused before it reached the disk
+    /// (see `space`), or the disk ran out under it (then the store is also failed).
+    #[error("the store has no space left: {detail}")]
+    NoSpace { detail: String },
+
     /// The store was closed ([`crate::Store::flush_and_close`]) or its writer stopped.
     #[error("store is closed")]
     Closed,
 
     /// An earlier commit failed, so the outcome of that batch on disk is unknown; the store refuses
-    /// further writes instead of guessing. Restart to recover from what is durable.
-    #[error("store is failed after an earlier commit error; restart to recover")]
+    /// further writes instead of guessing until it has reopened from what is durable.
+    #[error(
+        "store is failed after an earlier commit error; writes are refused until it has reopened"
+    )]
     Failed,
 
     /// The store's background threads could not be started.
@@ -58,6 +65,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// What each write of a batch whose commit failed with `self` is told: a full disk by name,
+    /// anything else as [`Error::Failed`].
+    pub(crate) fn for_each_write(&self) -> Error {
+        match self {
+            Error::NoSpace { detail } => Error::NoSpace {
+                detail: detail.clone(),
+            },
+            _ => Error::Failed,
+        }
+    }
 }
 
 /// `Result` with the store's [`Error`] as the default error type.

@@ -11,7 +11,7 @@
 //! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs:
 //! `engine` (pipeline, index, lists at a revision, compaction), `watch` (hub and streams),
 //! `sled_backend` (layout, atomicity, corruption), `backend` (the persistence boundary),
-//! `codec` and `continue_token` (encodings).
+//! `codec` and `continue_token` (encodings), `space` (the disk reserve).
 
 mod backend;
 mod codec;
@@ -21,6 +21,7 @@ mod contract;
 mod engine;
 mod error;
 mod sled_backend;
+mod space;
 mod stores;
 mod types;
 mod watch;

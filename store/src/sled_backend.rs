@@ -18,6 +18,11 @@
 //! - **Never reset**: a directory that is not ours, or holds data that does not decode, fails start-up
 //!   with [`Error::Corrupt`] naming the path. sled panics on some corrupt files; those are caught at
 //!   open and reported the same way.
+//! - **Reopened, not restarted, after a failed write**: sled latches its first I/O error (a full
+//!   disk's `ENOSPC`) until it is opened again; [`Backend::reopen`] drops the database and opens it
+//!   again behind the same handle, and the engine reloads what is durable. A snapshot cut short
+//!   (`snap.*.generating`, which sled 0.34 would read as corrupt) is removed before every open; a
+//!   disk too full for sled to open gives up the store's emergency ballast (`crate::space`).
 //! - Compaction writes the `compacted` marker before removing entries and is not flushed on its own: a
 //!   crash may bring back old log entries, which are real history, never invented.
 
@@ -59,10 +64,11 @@ fn decode_log_key(key: &[u8]) -> Option<Revision> {
 
 pub(crate) struct SledBackend {
     path: PathBuf,
-    db: sled::Db,
-    data: sled::Tree,
-    /// sled's log file, opened again so each flush can end with `fdatasync` (see `flush`).
-    log_file: std::fs::File,
+    /// `StoreConfig::sled_cache_bytes`, kept to reopen.
+    cache_bytes: u64,
+    /// The open database. Writers of this lock: [`Backend::reopen`] only; everything else reads.
+    /// `None` between a reopen that dropped the old database and one that opened the new.
+    open: parking_lot::RwLock<Option<Opened>>,
     /// `StoreConfig::fsync`.
     fsync: bool,
     /// Blob files already fsynced; the set is rebuilt from the directory on each flush, so it stays
@@ -70,26 +76,18 @@ pub(crate) struct SledBackend {
     synced_blobs: parking_lot::Mutex<HashSet<OsString>>,
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
+/// One opening of the sled database.
+struct Opened {
+    db: sled::Db,
+    data: sled::Tree,
+    /// sled's log file, opened again so each flush can end with `fdatasync` (see `flush`).
+    log_file: std::fs::File,
 }
 
-/// fsync a directory, so the entries of files created in it survive power loss.
-fn sync_dir(path: &Path) -> Result<()> {
-    std::fs::File::open(path)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io_err(path))
-}
-
-impl SledBackend {
-    pub(crate) fn open(path: &Path, cache_bytes: u64, fsync: bool) -> Result<Self> {
-        std::fs::create_dir_all(path).map_err(|source| Error::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+impl Opened {
+    /// Opens the database in `path`; sled's panics on corrupt files become [`Error::Corrupt`].
+    fn open(path: &Path, cache_bytes: u64) -> Result<Self> {
+        remove_partial_snapshots(path)?;
         let config = sled::Config::new()
             .path(path)
             .cache_capacity(cache_bytes)
@@ -103,6 +101,11 @@ impl SledBackend {
                 return Err(Error::Corrupt {
                     path: path.to_owned(),
                     detail: format!("sled reports corruption at {at:?}"),
+                })
+            }
+            Ok(Err(sled::Error::Io(io))) if crate::space::is_enospc(&io) => {
+                return Err(Error::NoSpace {
+                    detail: format!("opening the store failed: {io}"),
                 })
             }
             Ok(Err(source)) => {
@@ -124,15 +127,94 @@ impl SledBackend {
         })?;
         let log_path = path.join("db");
         let log_file = std::fs::File::open(&log_path).map_err(io_err(&log_path))?;
+        Ok(Self { db, data, log_file })
+    }
+
+    /// [`Opened::open`]; on a disk too full for sled to open, once more after deleting the
+    /// emergency ballast (`crate::space`).
+    fn open_or_release_ballast(path: &Path, cache_bytes: u64) -> Result<Self> {
+        match Self::open(path, cache_bytes) {
+            Err(Error::NoSpace { .. }) if crate::space::release_ballast(path) => {
+                Self::open(path, cache_bytes)
+            }
+            other => other,
+        }
+    }
+}
+
+/// An I/O failure on `path`; "no space left on device" becomes [`Error::NoSpace`].
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| {
+        if crate::space::is_enospc(&source) {
+            Error::NoSpace {
+                detail: format!("writing {} failed: {source}", file_name(path)),
+            }
+        } else {
+            Error::Io {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    }
+}
+
+/// sled writes a snapshot to `snap.<lsn>.generating`, then renames it to `snap.<lsn>`; a write cut
+/// short (a full disk, a crash) leaves the first behind, and sled 0.34 then reads it as the newest
+/// snapshot and reports corruption. Such a file is incomplete by construction (the older snapshot
+/// is only deleted after the rename), so it is removed before sled opens; sled then recovers from
+/// the older snapshot and its log.
+fn remove_partial_snapshots(path: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io_err(path)(error)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_err(path))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            let file = entry.path();
+            std::fs::remove_file(&file).map_err(io_err(&file))?;
+            tracing::warn!(path = %file.display(), "removed an incomplete sled snapshot");
+        }
+    }
+    Ok(())
+}
+
+/// The last component of `path` (what a client may see of it).
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// fsync a directory, so the entries of files created in it survive power loss.
+fn sync_dir(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_err(path))
+}
+
+impl SledBackend {
+    pub(crate) fn open(path: &Path, cache_bytes: u64, fsync: bool, reserve: u64) -> Result<Self> {
+        // Owner-only: the store holds every Secret, and sled creates its files with the umask's mode.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(path)
+            .map_err(|source| Error::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        let opened = Opened::open_or_release_ballast(path, cache_bytes)?;
         let backend = Self {
-            data,
             path: path.to_owned(),
-            db,
-            log_file,
+            cache_bytes,
+            open: parking_lot::RwLock::new(Some(opened)),
             fsync,
             synced_blobs: parking_lot::Mutex::new(HashSet::new()),
         };
         backend.check_format()?;
+        crate::space::keep_ballast(path, reserve);
         sync_dir(path)?;
         Ok(backend)
     }
@@ -144,16 +226,30 @@ impl SledBackend {
         }
     }
 
-    fn sled_err(operation: &'static str) -> impl FnOnce(sled::Error) -> Error {
-        move |source| Error::Sled { operation, source }
+    /// A sled failure; "no space left on device" becomes [`Error::NoSpace`], naming the path.
+    fn sled_err(&self, operation: &'static str) -> impl FnOnce(sled::Error) -> Error + '_ {
+        move |source| match &source {
+            sled::Error::Io(io) if crate::space::is_enospc(io) => Error::NoSpace {
+                detail: format!("{operation} failed: {io}"),
+            },
+            _ => Error::Sled { operation, source },
+        }
     }
 
     /// A new (empty) database gets the format marker; an existing one must carry ours.
     fn check_format(&self) -> Result<()> {
-        let found = self
+        {
+            let open = self.opened()?;
+            self.check_format_of(&open)?;
+        }
+        self.flush()
+    }
+
+    fn check_format_of(&self, open: &Opened) -> Result<()> {
+        let found = open
             .data
             .get(FORMAT_KEY)
-            .map_err(Self::sled_err("read format"))?;
+            .map_err(self.sled_err("read format"))?;
         match found {
             Some(found) if found.as_ref() == FORMAT => Ok(()),
             Some(found) => Err(self.corrupt(format!(
@@ -161,24 +257,30 @@ impl SledBackend {
                 String::from_utf8_lossy(&found)
             ))),
             None => {
-                let foreign = self
+                let foreign = open
                     .db
                     .tree_names()
                     .iter()
                     .any(|name| !matches!(name.as_ref(), b"__sled__default" | b"data"));
-                if !self.data.is_empty() || foreign || !self.db.is_empty() {
+                if !open.data.is_empty() || foreign || !open.db.is_empty() {
                     return Err(self.corrupt("not a minik8s store (format marker missing)"));
                 }
-                self.data
+                open.data
                     .insert(FORMAT_KEY, FORMAT)
-                    .map_err(Self::sled_err("write format"))?;
-                self.flush()
+                    .map_err(self.sled_err("write format"))?;
+                Ok(())
             }
         }
     }
 
-    fn read_meta_u64(&self, key: &[u8]) -> Result<Revision> {
-        match self.data.get(key).map_err(Self::sled_err("read meta"))? {
+    /// The open database, or [`Error::Failed`] after a reopen that could not open it.
+    fn opened(&self) -> Result<parking_lot::MappedRwLockReadGuard<'_, Opened>> {
+        parking_lot::RwLockReadGuard::try_map(self.open.read(), Option::as_ref)
+            .map_err(|_| Error::Failed)
+    }
+
+    fn read_meta_u64(&self, open: &Opened, key: &[u8]) -> Result<Revision> {
+        match open.data.get(key).map_err(self.sled_err("read meta"))? {
             None => Ok(0),
             Some(bytes) => codec::decode_revision_key(&bytes).ok_or_else(|| {
                 self.corrupt(format!(
@@ -192,19 +294,20 @@ impl SledBackend {
 
 impl Backend for SledBackend {
     fn load(&self) -> Result<Loaded> {
-        let revision = self.read_meta_u64(REVISION_KEY)?;
-        let mut compacted = self.read_meta_u64(COMPACTED_KEY)?;
+        let open = self.opened()?;
+        let revision = self.read_meta_u64(&open, REVISION_KEY)?;
+        let mut compacted = self.read_meta_u64(&open, COMPACTED_KEY)?;
         let log_bound = |entry: Option<(sled::IVec, sled::IVec)>| -> Result<Option<Revision>> {
             entry
                 .map(|(k, _)| decode_log_key(&k).ok_or_else(|| self.corrupt("bad log key")))
                 .transpose()
         };
-        let mut log = self.data.scan_prefix([LOG]);
-        let first = log_bound(log.next().transpose().map_err(Self::sled_err("read log"))?)?;
+        let mut log = open.data.scan_prefix([LOG]);
+        let first = log_bound(log.next().transpose().map_err(self.sled_err("read log"))?)?;
         let last = log_bound(
             log.next_back()
                 .transpose()
-                .map_err(Self::sled_err("read log"))?,
+                .map_err(self.sled_err("read log"))?,
         )?;
         let last = last.or(first);
         if let Some(last) = last {
@@ -226,8 +329,8 @@ impl Backend for SledBackend {
             )));
         }
         let mut items = Vec::new();
-        for entry in self.data.scan_prefix([OBJECT]) {
-            let (key, value) = entry.map_err(Self::sled_err("read objects"))?;
+        for entry in open.data.scan_prefix([OBJECT]) {
+            let (key, value) = entry.map_err(self.sled_err("read objects"))?;
             let kv = codec::decode_kv(&key[1..], &value).ok_or_else(|| {
                 self.corrupt(format!(
                     "object {:?} does not decode",
@@ -264,9 +367,10 @@ impl Backend for SledBackend {
             batch.insert(&log_key(event.revision), codec::encode_event(event, at_ms));
         }
         batch.insert(REVISION_KEY, &codec::revision_key(last.revision));
-        self.data
+        self.opened()?
+            .data
             .apply_batch(batch)
-            .map_err(Self::sled_err("commit"))
+            .map_err(self.sled_err("commit"))
     }
 
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
@@ -274,12 +378,13 @@ impl Backend for SledBackend {
             return Ok(Vec::new());
         }
         let mut events = Vec::new();
-        for entry in self
+        let open = self.opened()?;
+        for entry in open
             .data
             .range(log_key(after + 1)..=log_key(upto))
             .take(max)
         {
-            let (key, value) = entry.map_err(Self::sled_err("read log"))?;
+            let (key, value) = entry.map_err(self.sled_err("read log"))?;
             let revision = decode_log_key(&key).ok_or_else(|| self.corrupt("bad log key"))?;
             let event = codec::decode_event(revision, &value).ok_or_else(|| {
                 self.corrupt(format!("event at revision {revision} does not decode"))
@@ -291,8 +396,9 @@ impl Backend for SledBackend {
 
     fn last_committed_before(&self, cutoff_ms: u64, upto: Revision) -> Result<Option<Revision>> {
         let mut found = None;
-        for entry in self.data.range(log_key(0)..=log_key(upto)) {
-            let (key, value) = entry.map_err(Self::sled_err("read log"))?;
+        let open = self.opened()?;
+        for entry in open.data.range(log_key(0)..=log_key(upto)) {
+            let (key, value) = entry.map_err(self.sled_err("read log"))?;
             let revision = decode_log_key(&key).ok_or_else(|| self.corrupt("bad log key"))?;
             let at = codec::event_time(&value).ok_or_else(|| {
                 self.corrupt(format!("event at revision {revision} does not decode"))
@@ -309,12 +415,31 @@ impl Backend for SledBackend {
         // Marker and removals in one batch: the log never looks compacted further than recorded.
         let mut batch = sled::Batch::default();
         batch.insert(COMPACTED_KEY, &codec::revision_key(upto));
-        for key in self.data.range(log_key(0)..=log_key(upto)).keys() {
-            batch.remove(key.map_err(Self::sled_err("compact"))?);
+        let open = self.opened()?;
+        for key in open.data.range(log_key(0)..=log_key(upto)).keys() {
+            batch.remove(key.map_err(self.sled_err("compact"))?);
         }
-        self.data
+        open.data
             .apply_batch(batch)
-            .map_err(Self::sled_err("compact"))
+            .map_err(self.sled_err("compact"))
+    }
+
+    fn free_space(&self) -> Option<u64> {
+        crate::space::available(&self.path)
+    }
+
+    /// sled latches its first I/O error (a full disk's `ENOSPC` included) and fails every later
+    /// operation until the database is opened again; this is that opening. The old database goes
+    /// first: it holds the directory's lock. What the new one finds is what reached the disk, as
+    /// after a crash.
+    fn reopen(&self) -> Result<()> {
+        let mut open = self.open.write();
+        drop(open.take());
+        let opened = Opened::open_or_release_ballast(&self.path, self.cache_bytes)?;
+        *open = Some(opened);
+        drop(open);
+        self.synced_blobs.lock().clear();
+        Ok(())
     }
 
     /// sled's `flush` writes its buffers with `sync_file_range` (data pages only: no file metadata,
@@ -322,13 +447,16 @@ impl Backend for SledBackend {
     /// survives a process kill, not a power loss; so after it: `fdatasync` the log file, `fsync`
     /// new blob files and their directory.
     fn flush(&self) -> Result<()> {
-        self.db.flush().map_err(Self::sled_err("flush"))?;
-        if !self.fsync {
-            return Ok(());
+        {
+            let open = self.opened()?;
+            open.db.flush().map_err(self.sled_err("flush"))?;
+            if !self.fsync {
+                return Ok(());
+            }
+            open.log_file
+                .sync_data()
+                .map_err(io_err(&self.path.join("db")))?;
         }
-        self.log_file
-            .sync_data()
-            .map_err(io_err(&self.path.join("db")))?;
         self.sync_new_blobs()
     }
 }

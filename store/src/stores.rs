@@ -29,7 +29,12 @@ impl SledStore {
     /// Open (or create) the store in directory `path`. A directory that is not a minik8s store, or
     /// whose data does not decode, fails with [`crate::Error::Corrupt`] naming the path.
     pub fn open(path: &Path, cfg: StoreConfig) -> Result<Self> {
-        let backend = SledBackend::open(path, cfg.sled_cache_bytes, cfg.fsync)?;
+        let backend = SledBackend::open(
+            path,
+            cfg.sled_cache_bytes,
+            cfg.fsync,
+            cfg.space_reserve_bytes,
+        )?;
         let engine = Engine::start(backend, cfg, "store")?;
         tracing::info!(path = %path.display(), revision = engine.current_revision(), "sled store opened");
         Ok(Self {
@@ -118,6 +123,9 @@ macro_rules! delegate_store {
             }
             fn compacted_revision(&self) -> Revision {
                 self.engine.compacted_revision()
+            }
+            fn health(&self) -> Result<()> {
+                self.engine.health()
             }
             async fn flush_and_close(&self) -> Result<()> {
                 self.engine.flush_and_close().await

@@ -162,6 +162,10 @@ pub struct StoreConfig {
     /// (`sync_file_range`), which survives a process crash (kill -9) but not a power loss or a kernel
     /// crash; faster on disks with a slow cache flush.
     pub fsync: bool,
+    /// Free space the store keeps on its file system (on-disk back ends only): below it creates and
+    /// updates are refused with [`crate::Error::NoSpace`], below a quarter of it deletes too.
+    /// Default 16 MiB: room for the batches in flight, sled's new log segments and a snapshot.
+    pub space_reserve_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -175,6 +179,7 @@ impl Default for StoreConfig {
             max_batch: 1_024,
             sled_cache_bytes: 64 * 1024 * 1024,
             fsync: true,
+            space_reserve_bytes: 16 * 1024 * 1024,
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod body;
 pub mod httplog;
 pub mod limits;
+pub mod loopback;
 pub mod negotiate;
 pub mod path;
 pub mod query;

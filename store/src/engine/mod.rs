@@ -16,7 +16,11 @@
 //!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
-//! every later write get an error; a restart recovers what is durable.
+//! every later write get an error until the writer has reopened the back end and taken what is
+//! durable as the truth, as a restart would (tried at most once a second, on the next write or
+//! compaction tick; `Writer::recover`). Before that can happen on a full disk, writes the disk has
+//! no room for are refused one by one before they are applied (`crate::space`), which latches
+//! nothing.
 //!
 //! **Reads** (`get`, `list`) are served from the index, which holds only acknowledged-durable data:
 //! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
@@ -70,6 +74,16 @@ enum WriteOp {
         key: String,
         expected: Option<Revision>,
     },
+}
+
+impl WriteOp {
+    /// What the write needs from the disk.
+    fn need(&self) -> crate::space::Need {
+        match self {
+            WriteOp::Create { .. } | WriteOp::Update { .. } => crate::space::Need::Grow,
+            WriteOp::Delete { .. } => crate::space::Need::Shrink,
+        }
+    }
 }
 
 enum WriteOutcome {
@@ -193,6 +207,8 @@ impl<B: Backend> Engine<B> {
             next: revision + 1,
             stages,
             flusher,
+            last_recovery: None,
+            short_of_space: false,
         };
         std::thread::Builder::new()
             .name(format!("{name}-writer"))
@@ -261,6 +277,7 @@ impl<B: Backend> Engine<B> {
         if shared.failed.load(Ordering::Acquire) {
             return Err(Error::Failed);
         }
+        writer::room_for(shared, op.need())?;
         let (events, mut outcomes) = {
             let index = shared.index.read();
             let evaluated = writer::evaluate(&index, overlay, next, vec![(op, ())]);
@@ -275,7 +292,7 @@ impl<B: Backend> Engine<B> {
         if let Err(error) = shared.backend.apply(&events, now_ms()) {
             tracing::error!(%error, "store commit failed; refusing further writes");
             shared.failed.store(true, Ordering::Release);
-            return Err(Error::Failed);
+            return Err(error.for_each_write());
         }
         shared
             .apply_nanos
@@ -534,6 +551,17 @@ impl<B: Backend> Engine<B> {
     /// Number of live watch subscribers (for tests and metrics).
     pub(crate) fn watcher_count(&self) -> usize {
         self.shared.hub.subscriber_count()
+    }
+
+    /// Whether the store takes writes: not failed, and room on disk for creates and updates.
+    pub(crate) fn health(&self) -> Result<()> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(writer::failed_because(
+                &self.shared,
+                crate::space::Need::Grow,
+            ));
+        }
+        writer::room_for(&self.shared, crate::space::Need::Grow)
     }
 
     pub(crate) async fn flush_and_close(&self) -> Result<()> {

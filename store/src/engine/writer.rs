@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{elapsed_nanos, now_ms, Command, Index, Shared, WriteOp, WriteOutcome};
 use crate::backend::Backend;
+use crate::space;
 use crate::watch::WatchSource;
 use crate::{
     CreateOutcome, DeleteOutcome, Error, Event, EventKind, KeyValue, Result, Revision,
@@ -27,8 +28,17 @@ pub(super) struct Applied {
 
 pub(super) enum Stage {
     Batch(Applied),
+    /// Answered once every stage sent before it is done (the writer waits for it before a reopen).
+    Sync(std::sync::mpsc::SyncSender<()>),
     Close,
 }
+
+/// How often a failed store tries to reopen its back end: a disk that stays full costs one
+/// reopen per interval, not one per write.
+const RECOVERY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a recovery waits for the flusher to answer the batches sent before the failure.
+const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The single writer. Runs on its own thread; owns revision assignment, every mutation of the back
 /// end, and compaction. It applies batch N+1 while the flusher thread flushes batch N.
@@ -40,6 +50,11 @@ pub(super) struct Writer<B: Backend> {
     pub(super) next: Revision,
     pub(super) stages: std::sync::mpsc::SyncSender<Stage>,
     pub(super) flusher: std::thread::JoinHandle<Result<()>>,
+    /// When the last reopen was tried (see [`RECOVERY_INTERVAL`]).
+    pub(super) last_recovery: Option<std::time::Instant>,
+    /// Whether the last batch found less free space than the reserve: the log says so once when
+    /// the store starts refusing and once when it stops.
+    pub(super) short_of_space: bool,
 }
 
 type Reply = oneshot::Sender<Result<WriteOutcome>>;
@@ -72,7 +87,12 @@ impl<B: Backend> Writer<B> {
             }
             self.apply(writes);
             if compact {
-                self.compact();
+                if self.shared.failed.load(Ordering::Acquire) {
+                    // No writes needed: readiness comes back once the disk has room again.
+                    self.recover();
+                } else {
+                    self.compact();
+                }
             }
             if let (Some(inline), Some(_)) = (&self.shared.inline, &close) {
                 // Waits for a write in progress; none starts after.
@@ -121,10 +141,14 @@ impl<B: Backend> Writer<B> {
         if writes.is_empty() {
             return;
         }
-        if self.shared.failed.load(Ordering::Acquire) {
-            for (_, reply) in writes {
-                let _ = reply.send(Err(Error::Failed));
+        if self.shared.failed.load(Ordering::Acquire) && !self.recover() {
+            for (op, reply) in writes {
+                let _ = reply.send(Err(failed_because(&self.shared, op.need())));
             }
+            return;
+        }
+        let writes = refuse_without_room(&self.shared, &mut self.short_of_space, writes);
+        if writes.is_empty() {
             return;
         }
         let (events, pending) = {
@@ -144,7 +168,7 @@ impl<B: Backend> Writer<B> {
                 tracing::error!(%error, "store commit failed; refusing further writes");
                 self.shared.failed.store(true, Ordering::Release);
                 for (reply, _) in pending {
-                    let _ = reply.send(Err(Error::Failed));
+                    let _ = reply.send(Err(error.for_each_write()));
                 }
                 return;
             }
@@ -157,6 +181,82 @@ impl<B: Backend> Writer<B> {
                 let _ = reply.send(Err(Error::Failed));
             }
         }
+    }
+
+    /// Brings a failed store back: waits until the flusher has answered every batch sent before
+    /// the failure, reopens the back end, and takes what is durable as the truth, as a restart
+    /// would. Batches that reached the disk although their writers were told they failed (an
+    /// unknown outcome, as an etcd timeout is) are indexed and published, so watchers see no gap;
+    /// nothing acknowledged can be missing, or the store stays failed. At most once per
+    /// [`RECOVERY_INTERVAL`]. Returns whether the store takes writes again.
+    fn recover(&mut self) -> bool {
+        if self
+            .last_recovery
+            .is_some_and(|at| at.elapsed() < RECOVERY_INTERVAL)
+        {
+            return false;
+        }
+        self.last_recovery = Some(std::time::Instant::now());
+        let (done, synced) = std::sync::mpsc::sync_channel(1);
+        if self.stages.send(Stage::Sync(done)).is_err()
+            || synced.recv_timeout(SYNC_DEADLINE).is_err()
+        {
+            return false;
+        }
+        let shared = &self.shared;
+        let loaded = match shared.backend.reopen().and_then(|()| shared.backend.load()) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(%error, "store reopen failed; writes stay refused");
+                return false;
+            }
+        };
+        let acknowledged = shared.index.read().revision;
+        if loaded.revision < acknowledged {
+            tracing::error!(
+                durable = loaded.revision,
+                acknowledged,
+                "store reopened without acknowledged writes; writes stay refused"
+            );
+            return false;
+        }
+        let adopted = match shared
+            .backend
+            .read_log(acknowledged, loaded.revision, usize::MAX)
+        {
+            Ok(events) if events.len() as u64 == loaded.revision - acknowledged => events,
+            Ok(_) | Err(_) => {
+                tracing::error!(
+                    durable = loaded.revision,
+                    acknowledged,
+                    "store reopened with a hole in its log; writes stay refused"
+                );
+                return false;
+            }
+        };
+        let adopted: Vec<Arc<Event>> = adopted.into_iter().map(Arc::new).collect();
+        {
+            let mut index = shared.index.write();
+            index.items = loaded
+                .items
+                .into_iter()
+                .map(|kv| (kv.key.clone(), kv))
+                .collect();
+            index.revision = loaded.revision;
+        }
+        shared
+            .compacted
+            .fetch_max(loaded.compacted, Ordering::AcqRel);
+        shared.hub.publish(&adopted);
+        self.overlay.clear();
+        self.next = loaded.revision + 1;
+        shared.failed.store(false, Ordering::Release);
+        tracing::warn!(
+            revision = loaded.revision,
+            adopted = adopted.len(),
+            "store reopened after a failed commit; writes resume"
+        );
+        true
     }
 
     fn compact(&self) {
@@ -190,6 +290,62 @@ impl<B: Backend> Writer<B> {
     }
 }
 
+/// Answers [`Error::NoSpace`] to the writes the disk has no room for (`crate::space`) and returns
+/// the rest. One look at the file system per batch.
+fn refuse_without_room<B: Backend>(
+    shared: &Shared<B>,
+    short_of_space: &mut bool,
+    writes: Vec<(WriteOp, Reply)>,
+) -> Vec<(WriteOp, Reply)> {
+    let Some(free) = shared.backend.free_space() else {
+        return writes;
+    };
+    let reserve = shared.config.space_reserve_bytes;
+    let short = free < reserve;
+    if short != *short_of_space {
+        *short_of_space = short;
+        if short {
+            tracing::warn!(
+                free_bytes = free,
+                reserve_bytes = reserve,
+                "the store's disk is nearly full: creates and updates are refused until space is freed"
+            );
+        } else {
+            tracing::info!(
+                free_bytes = free,
+                "the store's disk has room again: writes resume"
+            );
+        }
+    }
+    if !short {
+        return writes;
+    }
+    writes
+        .into_iter()
+        .filter_map(|(op, reply)| match space::check(op.need(), free, reserve) {
+            Ok(()) => Some((op, reply)),
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                None
+            }
+        })
+        .collect()
+}
+
+/// What a write is told while the store is failed: that the disk is full, while it is (the usual
+/// cause), else [`Error::Failed`].
+pub(super) fn failed_because<B: Backend>(shared: &Shared<B>, need: space::Need) -> Error {
+    room_for(shared, need).err().unwrap_or(Error::Failed)
+}
+
+/// Whether the disk has room for a write that needs `need` (always, for a back end without files).
+pub(super) fn room_for<B: Backend>(shared: &Shared<B>, need: space::Need) -> Result<()> {
+    match shared.backend.free_space() {
+        Some(free) => space::check(need, free, shared.config.space_reserve_bytes),
+        None => Ok(()),
+    }
+}
+
 /// The flusher stage: for each applied batch, in order: flush, apply to the index, acknowledge,
 /// publish. A flush covers every batch applied before it started, so acknowledging after it is
 /// acknowledging durable data.
@@ -199,14 +355,24 @@ pub(super) fn flusher<B: Backend>(
 ) -> Result<()> {
     let mut closing = false;
     while !closing {
-        let Ok(Stage::Batch(first)) = stages.recv() else {
-            break;
+        let first = match stages.recv() {
+            Ok(Stage::Batch(first)) => first,
+            Ok(Stage::Sync(done)) => {
+                let _ = done.send(());
+                continue;
+            }
+            Ok(Stage::Close) | Err(_) => break,
         };
         // Every batch applied while the previous flush ran shares the next one.
         let mut group = vec![first];
+        let mut synced = None;
         while let Ok(stage) = stages.try_recv() {
             match stage {
                 Stage::Batch(applied) => group.push(applied),
+                Stage::Sync(done) => {
+                    synced = Some(done);
+                    break;
+                }
                 Stage::Close => {
                     closing = true;
                     break;
@@ -214,6 +380,9 @@ pub(super) fn flusher<B: Backend>(
             }
         }
         commit_group(&shared, group);
+        if let Some(done) = synced {
+            let _ = done.send(());
+        }
     }
     let flushed = shared.backend.flush();
     shared.hub.close();
@@ -222,13 +391,13 @@ pub(super) fn flusher<B: Backend>(
 
 /// Flush once for `group` (batches in revision order), then per batch: index, acknowledge, publish.
 fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
-    let fail = |group: Vec<Applied>| {
+    let fail = |group: Vec<Applied>, error: Option<&Error>| {
         for (reply, _) in group.into_iter().flat_map(|applied| applied.pending) {
-            let _ = reply.send(Err(Error::Failed));
+            let _ = reply.send(Err(error.map_or(Error::Failed, Error::for_each_write)));
         }
     };
     if shared.failed.load(Ordering::Acquire) {
-        return fail(group);
+        return fail(group, None);
     }
     let writes: usize = group.iter().map(|applied| applied.events.len()).sum();
     if writes > 0 {
@@ -240,7 +409,7 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
         if let Err(error) = flushed {
             tracing::error!(%error, "store flush failed; refusing further writes");
             shared.failed.store(true, Ordering::Release);
-            return fail(group);
+            return fail(group, Some(&error));
         }
         shared.commits.fetch_add(1, Ordering::Relaxed);
         shared
