@@ -308,3 +308,109 @@ fn node_events_for_new_and_changed_conditions() {
     );
     assert_eq!(node_condition_reason("NetworkUnavailable", "False"), None);
 }
+
+/// Walks a pod's simulated timeline the way the runtime does (evaluate, then look again at the
+/// next change) and returns `(offset secs, reason, field path)` of every event.
+fn walk(
+    pod: &Pod,
+    cfg: &crate::LifecycleConfig,
+    until: u64,
+    delete_at: Option<u64>,
+) -> Vec<(u64, &'static str, String)> {
+    use crate::pod_status::{add, evaluate, PodFacts};
+    use std::time::Duration;
+    let t0 = k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap_or_default();
+    let plan = crate::plan::PodPlan::resolve(cfg, pod);
+    let mut marks = PodMarks::of(pod);
+    let mut images = HashSet::new();
+    let mut out = Vec::new();
+    let mut now = Duration::ZERO;
+    let mut pod = pod.clone();
+    while now <= Duration::from_secs(until) {
+        let deleting = delete_at.is_some_and(|d| now >= Duration::from_secs(d));
+        if deleting && pod.metadata.deletion_timestamp.is_none() {
+            pod.metadata.deletion_timestamp = Some(crate::pod_status::api_time(add(
+                t0,
+                now + Duration::from_secs(30),
+            )));
+        }
+        let facts = PodFacts {
+            accepted: t0,
+            pod_ip: Some(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+            host_ip: std::net::Ipv4Addr::new(10, 1, 0, 1),
+            deletion_seen: deleting
+                .then(|| add(t0, Duration::from_secs(delete_at.unwrap_or_default()))),
+        };
+        let e = evaluate(&pod, &plan, &facts, add(t0, now));
+        for ev in marks.advance(&pod, &e.status, deleting, &mut store(&mut images)) {
+            out.push((now.as_secs(), ev.reason, ev.field_path.unwrap_or_default()));
+        }
+        let next = match e.next_change {
+            Some(t) => crate::pod_status::since(t, t0),
+            None if delete_at.is_some_and(|d| Duration::from_secs(d) > now) => {
+                Duration::from_secs(delete_at.unwrap_or_default())
+            }
+            None => break,
+        };
+        now = next.max(now + Duration::from_millis(1));
+    }
+    out
+}
+
+fn crash_pod() -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "d", "uid": "u"},
+        "spec": {
+            "initContainers": [{"name": "init", "image": "busybox:1"}],
+            "containers": [{"name": "app", "image": "app:1"}]
+        }
+    }))
+    .unwrap_or_default()
+}
+
+#[test]
+fn a_crash_loop_timeline_records_the_kubelets_sequence() -> crate::Result<()> {
+    let cfg = crate::LifecycleConfig::from_yaml(
+        "podStartDelay: 1s\ninitContainerDuration: 2s\nrules: [{name: c, match: {image: 'app*'}, crashLoop: {runFor: 5s}}]",
+    )?;
+    let evs = walk(&crash_pod(), &cfg, 40, None);
+    let seq: Vec<(u64, &str, &str)> = evs.iter().map(|(t, r, p)| (*t, *r, p.as_str())).collect();
+    let init = "spec.initContainers{init}";
+    let app = "spec.containers{app}";
+    assert_eq!(
+        seq,
+        [
+            // Init container at the sandbox (1 s), the app once it is done (3 s).
+            (1, "Pulling", init),
+            (1, "Pulled", init),
+            (1, "Created", init),
+            (1, "Started", init),
+            (3, "Pulling", app),
+            (3, "Pulled", app),
+            (3, "Created", app),
+            (3, "Started", app),
+            // Exits at 8 s, restarted at once; exits at 13 s into a 10 s back-off.
+            (8, "Pulled", app),
+            (8, "Created", app),
+            (8, "Started", app),
+            (13, "BackOff", app),
+            (23, "Pulled", app),
+            (23, "Created", app),
+            (23, "Started", app),
+            (28, "BackOff", app),
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn deleting_a_running_pod_kills_its_containers_once() -> crate::Result<()> {
+    let cfg = crate::LifecycleConfig::from_yaml("podStartDelay: 1s\ninitContainerDuration: 2s")?;
+    let evs = walk(&crash_pod(), &cfg, 60, Some(10));
+    let killing: Vec<&(u64, &str, String)> =
+        evs.iter().filter(|(_, r, _)| *r == "Killing").collect();
+    assert_eq!(killing.len(), 1, "{evs:?}");
+    assert_eq!(killing[0].0, 10);
+    assert_eq!(killing[0].2, "spec.containers{app}");
+    Ok(())
+}

@@ -14,7 +14,7 @@
 //! heartbeatConcurrency: 8
 //! eventRecordQPS: 50
 //! eventBurst: 100
-//! eventWriteConcurrency: 4
+//! eventWriteConcurrency: 2
 //! lifecycle:
 //!   podStartDelay: {delay: 100ms, jitter: 200ms}
 //!   rules: [...]
@@ -103,7 +103,7 @@ impl Default for KubeletConfig {
             heartbeat_concurrency: 8,
             event_record_qps: EVENT_RECORD_QPS,
             event_burst: EVENT_BURST,
-            event_write_concurrency: 4,
+            event_write_concurrency: 2,
         }
     }
 }

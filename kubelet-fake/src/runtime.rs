@@ -670,11 +670,9 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
             let rt = match admit(&pod, pods.values(), capacity) {
                 Admission::Admit => adopt(&pod, ipam, now, &shared.counters),
                 Admission::Reject(message) => {
-                    if !pod
-                        .status
-                        .as_ref()
-                        .is_some_and(|s| s.phase.as_deref() == Some("Failed"))
-                    {
+                    // A pod an earlier run rejected (already Failed) was recorded then.
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                    if phase != Some("Failed") {
                         // `rejectPod`: the event carries the reason without the status' prefix.
                         let m = message
                             .strip_prefix("Pod was rejected: ")

@@ -246,11 +246,8 @@ async fn record_to_sink(
         let permit = match &limits.permits {
             Some(p) => tokio::select! {
                 _ = shutdown.cancelled() => return,
-                p = p.clone().acquire_owned() => match p {
-                    Ok(p) => Some(p),
-                    // Closed: nobody limits any more.
-                    Err(_) => None,
-                },
+                // Closed (`Err`): nobody limits any more.
+                p = p.clone().acquire_owned() => p.ok(),
             },
             None => None,
         };
