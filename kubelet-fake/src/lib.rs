@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod node;
 pub mod plan;
 pub mod pod_status;
+mod recorder;
 pub mod runtime;
 
 pub use config::LifecycleConfig;

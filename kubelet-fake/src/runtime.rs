@@ -45,9 +45,8 @@ use std::time::Duration;
 
 use client::workqueue::{ItemExponentialFailureRateLimiter, MaxOfRateLimiter};
 use client::{
-    Action, Client, DeleteParams, DeletedObject, EventBroadcaster, EventRecorder, EventType,
-    Indexers, ListParams, Preconditions, RateLimitingQueue, Runner, SharedIndexInformer,
-    SharedInformerFactory,
+    Action, Client, DeleteParams, DeletedObject, EventRecorder, EventType, Indexers, ListParams,
+    Preconditions, RateLimitingQueue, Runner, SharedIndexInformer, SharedInformerFactory,
 };
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -60,7 +59,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::error::{Error, Result};
-use crate::events::{self, PodMarks, Severity};
+use crate::events::{self, PodMarks};
 use crate::heartbeat;
 use crate::ipam::{Ipam, Reservation};
 use crate::kubelet_config::KubeletConfig;
@@ -70,6 +69,7 @@ use crate::plan::PodPlan;
 use crate::pod_status::{
     evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
 };
+use crate::recorder::start_recorder;
 
 /// How often a pod that got no IP (its node's CIDR was full) tries again.
 const IP_RETRY_INTERVAL: Duration = Duration::from_secs(5);
@@ -187,46 +187,6 @@ pub(crate) struct Shared {
     /// Runs the nodes' event broadcasters.
     event_tasks: TaskTracker,
     shutdown: CancellationToken,
-}
-
-/// Starts node `name`'s event broadcaster on `tasks` and returns its recorder.
-fn start_recorder(
-    client: &Client,
-    cfg: &KubeletConfig,
-    name: &str,
-    permits: &Arc<Semaphore>,
-    tasks: &TaskTracker,
-    shutdown: &CancellationToken,
-) -> EventRecorder {
-    let broadcaster = EventBroadcaster::new(client.clone(), "kubelet")
-        .with_host(name)
-        .with_rate_limit(cfg.event_record_qps, cfg.event_burst)
-        .with_write_permits(permits.clone());
-    let recorder = broadcaster.recorder("");
-    tasks.spawn(broadcaster.run(shutdown.clone()));
-    recorder
-}
-
-impl NodeState {
-    /// The events of a kubelet starting: `Starting`, then the container manager's
-    /// `NodeAllocatableEnforced`.
-    pub(crate) fn kubelet_started(&self) {
-        self.node_event(events::STARTING, events::STARTING_MESSAGE);
-        self.node_event(
-            events::NODE_ALLOCATABLE_ENFORCED,
-            events::NODE_ALLOCATABLE_MESSAGE,
-        );
-    }
-
-    /// Records an event about this node (the kubelet's `nodeRef`).
-    pub(crate) fn node_event(&self, reason: &str, message: &str) {
-        self.recorder.event(
-            &events::node_ref(&self.id.name),
-            EventType::Normal,
-            reason,
-            message,
-        );
-    }
 }
 
 impl Shared {
@@ -761,14 +721,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
             eval
         }
     };
-    for e in pod_events {
-        let type_ = match e.severity {
-            Severity::Normal => EventType::Normal,
-            Severity::Warning => EventType::Warning,
-        };
-        let obj = events::pod_ref(&pod, e.field_path.as_deref());
-        node.recorder.event(&obj, type_, e.reason, &e.message);
-    }
+    node.record_pod_events(&pod, pod_events);
     let next = match eval.next_change {
         Some(t) => Some(since(t, now) + Duration::from_millis(1)),
         // Waiting for an address: look again later.
