@@ -115,6 +115,12 @@ pub struct KubeletArgs {
     /// Lifecycle configuration (YAML), see kubelet-fake's documentation.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Each node's event writes per second (the kubelet's `--event-qps`; default 50, 0: no limit).
+    #[arg(long)]
+    pub event_qps: Option<f64>,
+    /// Each node's event write burst (the kubelet's `--event-burst`; default 100).
+    #[arg(long)]
+    pub event_burst: Option<u32>,
     /// Where to serve /healthz, /metrics and the admin endpoints
     /// `POST /nodes/{name}/stop` and `POST /nodes/{name}/start`; loopback only, as the port
     /// serves without authentication.
@@ -269,6 +275,12 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 None => kubelet_fake::KubeletConfig::default(),
             };
             cfg.nodes = args.nodes;
+            if let Some(qps) = args.event_qps {
+                cfg.event_record_qps = qps;
+            }
+            if let Some(burst) = args.event_burst {
+                cfg.event_burst = burst;
+            }
             let kubelets = kubelet_fake::FakeKubelets::start(client, cfg, shutdown.clone())
                 .await
                 .map_err(|e| Error::Component(e.to_string()))?;

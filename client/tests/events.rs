@@ -149,3 +149,70 @@ async fn a_deleted_event_is_recreated_instead_of_patched() {
     token.cancel();
     let _ = task.await;
 }
+
+/// Broadcasters sharing write permits wait for one, write, and give it back (the fake kubelets'
+/// per-node recorders share a process-wide budget).
+#[tokio::test]
+async fn shared_write_permits_gate_and_are_returned() {
+    let s = TestServer::start().await;
+    let client = match Client::new(Config::new(s.url())) {
+        Ok(c) => c,
+        Err(e) => panic!("client: {e}"),
+    };
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+    let held = match permits.clone().acquire_owned().await {
+        Ok(p) => p,
+        Err(e) => panic!("semaphore: {e}"),
+    };
+    let token = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for node in ["node-0", "node-1"] {
+        let b = EventBroadcaster::new(client.clone(), "kubelet")
+            .with_host(node)
+            .with_rate_limit(50.0, 100)
+            .with_write_permits(permits.clone());
+        let rec = b.recorder("");
+        let t = token.clone();
+        tasks.push(tokio::spawn(async move { b.run(t).await }));
+        let obj = ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            uid: Some(node.into()),
+            ..Default::default()
+        };
+        rec.event(&obj, EventType::Normal, "Starting", "Starting kubelet.");
+    }
+    // The writers wait for the only permit, which the test holds; once it lets go, both write
+    // one after the other and the permit comes back.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let posts = s
+            .requests()
+            .iter()
+            .filter(|r| r.method == Method::POST)
+            .count();
+        if posts == 2 && permits.available_permits() == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "posts {posts}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hosts: Vec<String> = s
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["source"]["host"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(hosts.contains(&"node-0".to_string()) && hosts.contains(&"node-1".to_string()));
+    token.cancel();
+    for t in tasks {
+        assert!(tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .is_ok());
+    }
+}

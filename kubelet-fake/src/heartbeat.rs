@@ -7,6 +7,11 @@
 //! `pkg/kubelet/nodelease` does) and compute the node status, posting it (JSON merge patch of
 //! `nodes/status`) only if it changed or the report interval passed ([`crate::node`]).
 //!
+//! Events (the kubelet's setters, [`crate::events::node_condition_events`]): registration records
+//! one event per condition the created Node has (or that an adopted Node lacked or had with
+//! another status); a status post records one per condition whose status differs from the cached
+//! Node's (e.g. back from `Unknown` after the node controller's grace period).
+//!
 //! Bounds: a node never has two heartbeats in flight (a per-node flag), so at most `nodes` tasks
 //! exist, and at most `heartbeat_concurrency` of them talk to the apiserver at once (a semaphore).
 //! A stopped node is skipped entirely.
@@ -17,7 +22,7 @@ use std::time::Duration;
 
 use client::Patch;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{mpsc, Semaphore};
@@ -27,6 +32,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::error::{Error, Result};
+use crate::events::node_condition_events;
 use crate::metrics::Counters;
 use crate::node::{
     desired_status, lease_object, node_object, status_needs_update, NODE_LEASE_NAMESPACE,
@@ -49,12 +55,22 @@ pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
     let mut attempt = 0;
     loop {
         let outcome = match api.create(&obj).await {
-            Ok(created) => Ok(created),
-            Err(e) if e.is_already_exists() => api.get(&name).await,
+            Ok(created) => Ok((created, false)),
+            Err(e) if e.is_already_exists() => api.get(&name).await.map(|n| (n, true)),
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(n) => {
+            Ok((n, adopted)) => {
+                let previous = if adopted {
+                    conditions(n.status.as_ref())
+                } else {
+                    &[]
+                };
+                for (reason, message) in
+                    node_condition_events(&name, previous, conditions(obj.status.as_ref()))
+                {
+                    node.node_event(reason, &message);
+                }
                 *node.uid.lock() = n.metadata.uid;
                 return Ok(());
             }
@@ -71,6 +87,10 @@ pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
             }
         }
     }
+}
+
+fn conditions(s: Option<&k8s_openapi::api::core::v1::NodeStatus>) -> &[NodeCondition] {
+    s.and_then(|s| s.conditions.as_deref()).unwrap_or_default()
 }
 
 /// One heartbeat of node `i`: lease renewal, then node status if due. No-op if the node is stopped
@@ -164,6 +184,13 @@ async fn post_status(shared: &Shared, i: usize) {
         now,
     ) {
         return;
+    }
+    if let Some(current) = current {
+        for (reason, message) in
+            node_condition_events(name, conditions(Some(current)), conditions(Some(&desired)))
+        {
+            node.node_event(reason, &message);
+        }
     }
     let body = match serde_json::to_value(&desired) {
         Ok(v) => serde_json::json!({ "status": v }),

@@ -12,6 +12,9 @@
 //! nodeStatusReportInterval: 1m
 //! statusWorkers: 16
 //! heartbeatConcurrency: 8
+//! eventRecordQPS: 50
+//! eventBurst: 100
+//! eventWriteConcurrency: 2
 //! lifecycle:
 //!   podStartDelay: {delay: 100ms, jitter: 200ms}
 //!   rules: [...]
@@ -30,6 +33,11 @@ use crate::error::{Error, Result};
 use crate::node::{
     NodeTemplate, NODE_LEASE_DURATION, NODE_LEASE_RENEW_INTERVAL, NODE_STATUS_REPORT_INTERVAL,
 };
+
+/// The kubelet's `eventRecordQPS` default (`--event-qps`).
+pub const EVENT_RECORD_QPS: f64 = 50.0;
+/// The kubelet's `eventBurst` default (`--event-burst`).
+pub const EVENT_BURST: u32 = 100;
 
 /// Default of [`KubeletConfig::status_coalesce_window`].
 pub const STATUS_COALESCE_WINDOW: Duration = Duration::from_millis(500);
@@ -65,6 +73,14 @@ pub struct KubeletConfig {
     pub status_workers: usize,
     /// At most this many heartbeats (lease + node status) in flight at once.
     pub heartbeat_concurrency: usize,
+    /// Each node's event writes per second (the kubelet's `eventRecordQPS`; 0: unlimited).
+    #[serde(rename = "eventRecordQPS")]
+    pub event_record_qps: f64,
+    /// Each node's event write burst (the kubelet's `eventBurst`).
+    pub event_burst: u32,
+    /// At most this many event writes of all nodes in flight at once: the nodes share one
+    /// process and one apiserver budget, which real kubelets on separate machines do not.
+    pub event_write_concurrency: usize,
 }
 
 impl Default for KubeletConfig {
@@ -85,6 +101,9 @@ impl Default for KubeletConfig {
             // second (with 16 each, a few 429s per 500-pod round stalled `bench scale` 2x).
             status_workers: 8,
             heartbeat_concurrency: 8,
+            event_record_qps: EVENT_RECORD_QPS,
+            event_burst: EVENT_BURST,
+            event_write_concurrency: 2,
         }
     }
 }
@@ -122,9 +141,18 @@ impl KubeletConfig {
     /// Checks the values [`crate::FakeKubelets::start`] cannot work with.
     pub fn validate(&self) -> Result<()> {
         self.lifecycle.validate()?;
-        if self.status_workers == 0 || self.heartbeat_concurrency == 0 {
+        if self.status_workers == 0
+            || self.heartbeat_concurrency == 0
+            || self.event_write_concurrency == 0
+        {
             return Err(Error::InvalidConfig(
-                "statusWorkers and heartbeatConcurrency must be at least 1".into(),
+                "statusWorkers, heartbeatConcurrency and eventWriteConcurrency must be at least 1"
+                    .into(),
+            ));
+        }
+        if !(self.event_record_qps >= 0.0 && self.event_record_qps.is_finite()) {
+            return Err(Error::InvalidConfig(
+                "eventRecordQPS must be a finite number, at least 0".into(),
             ));
         }
         if self.lease_renew_interval.is_zero() {
@@ -223,5 +251,19 @@ lifecycle:
         assert_eq!(d.lease_duration, Duration::from_secs(40));
         assert_eq!(d.lease_renew_interval, Duration::from_secs(10));
         assert_eq!(d.node.pods, 110);
+        assert_eq!(d.event_record_qps, 50.0);
+        assert_eq!(d.event_burst, 100);
+    }
+
+    #[test]
+    fn event_limits_parse() -> Result<()> {
+        let cfg = KubeletConfig::from_yaml(
+            "eventRecordQPS: 5\neventBurst: 10\neventWriteConcurrency: 2",
+        )?;
+        assert_eq!(cfg.event_record_qps, 5.0);
+        assert_eq!(cfg.event_burst, 10);
+        assert_eq!(cfg.event_write_concurrency, 2);
+        assert!(KubeletConfig::from_yaml("eventRecordQPS: -1").is_err());
+        Ok(())
     }
 }

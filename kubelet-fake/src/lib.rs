@@ -9,7 +9,7 @@
 //! * [`node`]: Node and Lease objects, the node status update rule, kubelet timing constants.
 //! * [`runtime`]: [`FakeKubelets`] — one shared pod informer routed by `spec.nodeName`, one work
 //!   queue with a bounded pool of status writers, one heartbeat wheel ([`heartbeat`]) for all
-//!   nodes; [`metrics`] plain counters.
+//!   nodes; [`metrics`] plain counters; [`events`] the kubelet's pod and node events.
 //!
 //! It talks to the apiserver only over HTTP, through the `client` crate.
 
@@ -18,6 +18,7 @@ pub mod bench;
 pub mod config;
 pub mod container_status;
 pub mod error;
+pub mod events;
 pub mod heartbeat;
 pub mod ids;
 pub mod ipam;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod node;
 pub mod plan;
 pub mod pod_status;
+mod recorder;
 pub mod runtime;
 
 pub use config::LifecycleConfig;

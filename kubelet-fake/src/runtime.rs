@@ -15,6 +15,11 @@
 //!   superseded within `status_coalesce_window` (500 ms) is not written at all, the way the
 //!   kubelet's 1 s PLEG relist never reports sub-second states: a default pod costs one write.
 //! * **One** heartbeat wheel for all nodes ([`crate::heartbeat`]).
+//! * **One event recorder per node** (a client-go broadcaster with its own correlator, bounded
+//!   queue, `source.host` and the kubelet's `eventRecordQPS`/`eventBurst`), its writes sharing
+//!   `event_write_concurrency` permits with every other node's. A writer turns what changed
+//!   since its last look at a pod into the kubelet's events ([`crate::events::PodMarks`]) and
+//!   hands them over without waiting: a full queue drops, the pod lifecycle never blocks.
 //!
 //! Nodes can join while running ([`FakeKubelets::add_node`]: the next index, registered and Ready
 //! before it returns) and leave ([`FakeKubelets::remove_node`]: it stops and its Node object is
@@ -30,7 +35,7 @@
 //! deadline, and exit) and ends the wheel; [`FakeKubelets::join`] waits for all of it.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::net::Ipv4Addr;
@@ -40,20 +45,21 @@ use std::time::Duration;
 
 use client::workqueue::{ItemExponentialFailureRateLimiter, MaxOfRateLimiter};
 use client::{
-    Action, Client, DeleteParams, DeletedObject, Indexers, ListParams, Preconditions,
-    RateLimitingQueue, Runner, SharedIndexInformer, SharedInformerFactory,
+    Action, Client, DeleteParams, DeletedObject, EventRecorder, EventType, Indexers, ListParams,
+    Preconditions, RateLimitingQueue, Runner, SharedIndexInformer, SharedInformerFactory,
 };
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::error::{Error, Result};
+use crate::events::{self, PodMarks};
 use crate::heartbeat;
 use crate::ipam::{Ipam, Reservation};
 use crate::kubelet_config::KubeletConfig;
@@ -63,6 +69,7 @@ use crate::plan::PodPlan;
 use crate::pod_status::{
     evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
 };
+use crate::recorder::start_recorder;
 
 /// How often a pod that got no IP (its node's CIDR was full) tries again.
 const IP_RETRY_INTERVAL: Duration = Duration::from_secs(5);
@@ -98,12 +105,34 @@ pub(crate) struct PodRuntime {
     /// The pod's address went back to the node's pool when it finished (its sandbox is gone, as
     /// a kubelet's CNI teardown frees it), though its status keeps showing it, as upstream's.
     ip_released: bool,
+    /// What the events recorded so far say about its containers.
+    marks: PodMarks,
 }
 
 /// One node's pods and addresses, under one lock.
 pub(crate) struct NodePods {
     ipam: Ipam,
     pods: HashMap<String, PodRuntime>,
+    /// Images this node pulled (for `IfNotPresent`), at most [`MAX_NODE_IMAGES`].
+    images: HashSet<String>,
+}
+
+/// Bound of a node's image list (a real node's image GC keeps it bounded too).
+const MAX_NODE_IMAGES: usize = 1024;
+
+impl NodePods {
+    /// Whether a node with `images` has `image`; `pulled`: it now has.
+    fn image_present_in(images: &mut HashSet<String>, image: &str, pulled: bool) -> bool {
+        if pulled && !images.contains(image) {
+            if images.len() >= MAX_NODE_IMAGES {
+                if let Some(old) = images.iter().next().cloned() {
+                    images.remove(&old);
+                }
+            }
+            images.insert(image.to_string());
+        }
+        images.contains(image)
+    }
 }
 
 /// One simulated node.
@@ -117,15 +146,20 @@ pub(crate) struct NodeState {
     pub(crate) lease: Mutex<Option<Lease>>,
     pub(crate) last_report: Mutex<Option<Timestamp>>,
     pods: Mutex<NodePods>,
+    /// This node's kubelet's event recorder (`source.component: kubelet`, `source.host`: the
+    /// node's name).
+    pub(crate) recorder: EventRecorder,
 }
 
 impl NodeState {
-    fn new(id: NodeIdentity) -> Self {
+    fn new(id: NodeIdentity, recorder: EventRecorder) -> Self {
         Self {
             pods: Mutex::new(NodePods {
                 ipam: Ipam::new(id.pod_cidr),
                 pods: HashMap::new(),
+                images: HashSet::new(),
             }),
+            recorder,
             id,
             running: AtomicBool::new(true),
             heartbeat_in_flight: AtomicBool::new(false),
@@ -148,6 +182,11 @@ pub(crate) struct Shared {
     pub(crate) node_informer: SharedIndexInformer<Node>,
     queue: RateLimitingQueue<String>,
     pub(crate) counters: Counters,
+    /// Event writes in flight, shared by every node's broadcaster.
+    event_permits: Arc<Semaphore>,
+    /// Runs the nodes' event broadcasters.
+    event_tasks: TaskTracker,
+    shutdown: CancellationToken,
 }
 
 impl Shared {
@@ -230,6 +269,8 @@ impl FakeKubelets {
         shutdown: CancellationToken,
     ) -> Result<FakeKubelets> {
         cfg.validate()?;
+        let event_permits = Arc::new(Semaphore::new(cfg.event_write_concurrency));
+        let event_tasks = TaskTracker::new();
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut by_name = HashMap::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
@@ -238,7 +279,15 @@ impl FakeKubelets {
                     Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
                 })?;
             by_name.insert(id.name.clone(), i);
-            nodes.push(Arc::new(NodeState::new(id)));
+            let recorder = start_recorder(
+                &client,
+                &cfg,
+                &id.name,
+                &event_permits,
+                &event_tasks,
+                &shutdown,
+            );
+            nodes.push(Arc::new(NodeState::new(id, recorder)));
         }
 
         // The kubelet never reads managedFields: its caches go without them.
@@ -279,6 +328,9 @@ impl FakeKubelets {
             node_informer,
             queue,
             counters: Counters::default(),
+            event_permits,
+            event_tasks,
+            shutdown: shutdown.clone(),
         });
 
         // Register every node and give it its first heartbeat (lease + Ready status); a long
@@ -289,6 +341,9 @@ impl FakeKubelets {
             .map(|i| {
                 let (shared, registered) = (shared.clone(), &registered);
                 async move {
+                    if let Some(node) = shared.node(i) {
+                        node.kubelet_started();
+                    }
                     heartbeat::register(&shared, i).await?;
                     heartbeat::heartbeat(&shared, i).await;
                     registered.fetch_add(1, Ordering::Relaxed);
@@ -381,10 +436,21 @@ impl FakeKubelets {
                 Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
             })?;
             let name = id.name.clone();
-            nodes.push(Arc::new(NodeState::new(id)));
+            let recorder = start_recorder(
+                &shared.client,
+                &shared.cfg,
+                &name,
+                &shared.event_permits,
+                &shared.event_tasks,
+                &shared.shutdown,
+            );
+            nodes.push(Arc::new(NodeState::new(id, recorder)));
             by_name.insert(name.clone(), i);
             (i, name)
         };
+        if let Some(node) = shared.node(i) {
+            node.kubelet_started();
+        }
         if let Err(e) = heartbeat::register(shared, i).await {
             shared.by_name.write().remove(&name);
             if let Some(n) = shared.node(i) {
@@ -446,6 +512,7 @@ impl FakeKubelets {
             return NodeToggle::Unchanged;
         }
         tracing::info!(node = name, "node started");
+        node.kubelet_started();
         // Full channel: the wheel reaches the node within one renew interval anyway.
         let _ = self.urgent.try_send(i);
         for pod in self.shared.pods.indexer().by_index(NODE_NAME_INDEX, name) {
@@ -476,6 +543,8 @@ impl FakeKubelets {
     /// Waits until everything stopped after the shutdown token was cancelled.
     pub async fn join(&self) {
         self.tasks.wait().await;
+        self.shared.event_tasks.close();
+        self.shared.event_tasks.wait().await;
         self.factory.shutdown().await;
     }
 }
@@ -537,7 +606,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
 
     let (facts, written, rejection) = {
         let mut np = node.pods.lock();
-        let NodePods { ipam, pods } = &mut *np;
+        let NodePods { ipam, pods, .. } = &mut *np;
         if pods.get(key).is_some_and(|rt| rt.uid != uid) {
             // Same name, new pod: the old one's address goes back.
             if let Some(old) = pods.remove(key) {
@@ -560,16 +629,33 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
             let capacity = shared.cfg.node.pods as usize;
             let rt = match admit(&pod, pods.values(), capacity) {
                 Admission::Admit => adopt(&pod, ipam, now, &shared.counters),
-                Admission::Reject(message) => PodRuntime {
-                    uid: uid.clone(),
-                    accepted: now,
-                    ip: None,
-                    deletion_seen: None,
-                    written: None,
-                    rejection: Some(message),
-                    terminal: true,
-                    ip_released: false,
-                },
+                Admission::Reject(message) => {
+                    // A pod an earlier run rejected (already Failed) was recorded then.
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                    if phase != Some("Failed") {
+                        // `rejectPod`: the event carries the reason without the status' prefix.
+                        let m = message
+                            .strip_prefix("Pod was rejected: ")
+                            .unwrap_or(&message);
+                        node.recorder.event(
+                            &events::pod_ref(&pod, None),
+                            EventType::Warning,
+                            OUT_OF_PODS,
+                            m,
+                        );
+                    }
+                    PodRuntime {
+                        uid: uid.clone(),
+                        accepted: now,
+                        ip: None,
+                        deletion_seen: None,
+                        written: None,
+                        rejection: Some(message),
+                        terminal: true,
+                        ip_released: false,
+                        marks: PodMarks::default(),
+                    }
+                }
             };
             pods.insert(key.to_string(), rt);
         }
@@ -596,6 +682,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
     };
 
     let rejection_free = rejection.is_none();
+    let mut pod_events = Vec::new();
     let eval = match rejection {
         Some(message) => Evaluation {
             status: rejected_status(OUT_OF_PODS, &message),
@@ -611,8 +698,16 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                 Some("Succeeded") | Some("Failed")
             );
             let mut np = node.pods.lock();
-            let NodePods { ipam, pods } = &mut *np;
+            let NodePods { ipam, pods, images } = &mut *np;
             if let Some(rt) = pods.get_mut(key) {
+                let mut present =
+                    |image: &str, pulled: bool| NodePods::image_present_in(images, image, pulled);
+                pod_events = rt.marks.advance(
+                    &pod,
+                    &eval.status,
+                    facts.deletion_seen.is_some(),
+                    &mut present,
+                );
                 rt.terminal = terminal;
                 // A finished pod's address is free for the next pod (a Job's pods finish by the
                 // thousand; holding their addresses exhausted a node's /24).
@@ -626,6 +721,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
             eval
         }
     };
+    node.record_pod_events(&pod, pod_events);
     let next = match eval.next_change {
         Some(t) => Some(since(t, now) + Duration::from_millis(1)),
         // Waiting for an address: look again later.
@@ -726,6 +822,7 @@ fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> Pod
         rejection: None,
         terminal: false,
         ip_released: false,
+        marks: PodMarks::of(pod),
     }
 }
 
@@ -783,6 +880,7 @@ mod tests {
             rejection: rejected.then(|| "no".to_string()),
             terminal,
             ip_released: false,
+            marks: PodMarks::default(),
         }
     }
 

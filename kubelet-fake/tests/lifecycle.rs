@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use client::{Api, Client, Config, DeleteParams};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kubelet_fake::{FakeKubelets, KubeletConfig, LifecycleConfig, NodeToggle};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -435,6 +435,17 @@ async fn repairs_what_the_node_lifecycle_controller_marked() {
         (cond_node(&n, "Ready").as_deref() == Some("True")).then_some(())
     })
     .await;
+    // The setter saw Ready go from Unknown to True again: NodeReady a second time.
+    wait_for(
+        "NodeReady recorded twice",
+        Duration::from_secs(10),
+        || async {
+            let evs = events(&env.client, "default", "Node", "node-0", "NodeReady").await;
+            let count: i32 = evs.iter().map(|e| e.count.unwrap_or(1)).sum();
+            (count >= 2).then_some(())
+        },
+    )
+    .await;
     env.stop().await;
 }
 
@@ -446,6 +457,12 @@ async fn a_restarted_kubelet_adopts_its_pods_unchanged() {
         .await
         .expect("create");
     let before = ready_pod(&pods, "web").await;
+    let containers = before.spec.as_ref().map_or(0, |s| s.containers.len());
+    wait_for("web's Started events", Duration::from_secs(10), || async {
+        let evs = events(&env.client, "default", "Pod", "web", "Started").await;
+        (evs.len() == containers).then_some(())
+    })
+    .await;
     env.shutdown.cancel();
     env.kubelets.join().await;
     // Same nodes, new process state.
@@ -464,6 +481,17 @@ async fn a_restarted_kubelet_adopts_its_pods_unchanged() {
     let second = ready_pod(&pods, "web2").await;
     let after = pods.get("web").await.expect("get");
     assert_eq!(after.status, before.status, "adopted pod untouched");
+    // The node's events are written in order, the adopted pod's sync before the new pod's: once
+    // web2's Started is there, a repeat for web would be too. There is none.
+    wait_for("web2's Started event", Duration::from_secs(10), || async {
+        events(&env.client, "default", "Pod", "web2", "Started")
+            .await
+            .pop()
+    })
+    .await;
+    let started = events(&env.client, "default", "Pod", "web", "Started").await;
+    assert_eq!(started.len(), containers, "one per container: {started:?}");
+    assert!(started.iter().all(|e| e.count == Some(1)), "{started:?}");
     assert_ne!(
         second.status.and_then(|s| s.pod_ip),
         after.status.and_then(|s| s.pod_ip),
@@ -512,7 +540,28 @@ async fn a_full_node_rejects_pods_out_of_pods() {
     );
     assert_eq!(rejected.pod_ip, None);
     assert_eq!(env.kubelets.metrics().pods_failed, 1);
+    // `rejectPod` records the reason and the message without the status' prefix.
+    let ev = wait_for("the OutOfpods event", Duration::from_secs(10), || async {
+        events(&env.client, "default", "Pod", "c", "OutOfpods")
+            .await
+            .pop()
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        ev.message.as_deref(),
+        Some("Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2")
+    );
     env.stop().await;
+}
+
+/// The events about `name` (of `kind`) in `ns` with `reason`.
+async fn events(client: &Client, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = client.api(Some(ns));
+    let lp = client::ListParams::default().fields(format!(
+        "involvedObject.kind={kind},involvedObject.name={name},reason={reason}"
+    ));
+    api.list(&lp).await.map(|l| l.items).unwrap_or_default()
 }
 
 /// The terminated state of container `name`: (reason, exit code).

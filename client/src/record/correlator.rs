@@ -104,9 +104,11 @@ fn aggregate_keys(e: &Event) -> (String, String) {
     (parts.join(""), e.message.clone().unwrap_or_default())
 }
 
-/// `getEventKey`: everything including the message.
+/// `getEventKey`: everything including the message and the object's `fieldPath` (two
+/// containers of one pod with the same message are two events).
 fn event_key(e: &Event) -> String {
     let mut parts = source_and_object(e);
+    parts.push(e.involved_object.field_path.clone().unwrap_or_default());
     parts.push(e.type_.clone().unwrap_or_default());
     parts.push(e.reason.clone().unwrap_or_default());
     parts.push(e.message.clone().unwrap_or_default());

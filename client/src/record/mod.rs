@@ -10,6 +10,11 @@
 //!   event is gone), otherwise a POST. An API error (e.g. AlreadyExists, namespace terminating) is
 //!   final; a transport error is retried up to [`MAX_TRIES_PER_EVENT`] times, [`RETRY_SLEEP`]
 //!   apart (the first retry after a random fraction of it), stopping at shutdown.
+//! * Optional write limits, for many recorders in one process (the fake kubelets): a token
+//!   bucket per broadcaster ([`EventBroadcaster::with_rate_limit`], the kubelet's
+//!   `eventRecordQPS`/`eventBurst` on its event client) and a semaphore shared by several
+//!   broadcasters ([`EventBroadcaster::with_write_permits`]) bounding their writes in flight.
+//!   Waiting for either never blocks a recorder: the queue in front absorbs it, and drops.
 
 pub mod correlator;
 
@@ -21,12 +26,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 pub use correlator::{CorrelationResult, EventCorrelator};
 
 use crate::error::{Error, Result};
+use crate::flowcontrol::TokenBucket;
 use crate::rest::{Client, Patch};
 
 /// `maxQueuedEvents`.
@@ -125,6 +131,10 @@ pub struct EventBroadcaster {
     rx: mpsc::Receiver<Event>,
     correlator: EventCorrelator,
     dropped: Arc<AtomicU64>,
+    /// Writes (creates and patches, retries included) wait for a token.
+    rate_limit: Option<TokenBucket>,
+    /// Writes in flight, shared with other broadcasters.
+    permits: Option<Arc<Semaphore>>,
 }
 
 impl EventBroadcaster {
@@ -138,7 +148,21 @@ impl EventBroadcaster {
             rx,
             correlator: EventCorrelator::new(),
             dropped: Arc::new(AtomicU64::new(0)),
+            rate_limit: None,
+            permits: None,
         }
+    }
+
+    /// Limits writes to `qps` per second with bursts of `burst` (a client's QPS/burst).
+    pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.rate_limit = (qps > 0.0).then(|| TokenBucket::new(qps, burst));
+        self
+    }
+
+    /// Each write holds one of `permits` (shared by several broadcasters) while in flight.
+    pub fn with_write_permits(mut self, permits: Arc<Semaphore>) -> Self {
+        self.permits = Some(permits);
+        self
     }
 
     /// Sets `source.host` of events recorded from now on (default: `$HOSTNAME`).
@@ -173,9 +197,15 @@ impl EventBroadcaster {
             mut rx,
             correlator,
             tx,
+            rate_limit,
+            permits,
             ..
         } = self;
         drop(tx);
+        let limits = WriteLimits {
+            rate_limit,
+            permits,
+        };
         loop {
             let e = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -187,20 +217,44 @@ impl EventBroadcaster {
                 tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
                 continue;
             }
-            record_to_sink(&client, &correlator, result, &shutdown).await;
+            record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
         }
     }
+}
+
+/// What a write waits for before it is sent.
+struct WriteLimits {
+    rate_limit: Option<TokenBucket>,
+    permits: Option<Arc<Semaphore>>,
 }
 
 async fn record_to_sink(
     client: &Client,
     correlator: &EventCorrelator,
     result: CorrelationResult,
+    limits: &WriteLimits,
     shutdown: &CancellationToken,
 ) {
     let mut tries = 0u32;
     loop {
-        match write_event(client, &result).await {
+        if let Some(bucket) = &limits.rate_limit {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = bucket.acquire() => {}
+            }
+        }
+        let permit = match &limits.permits {
+            Some(p) => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                // Closed (`Err`): nobody limits any more.
+                p = p.clone().acquire_owned() => p.ok(),
+            },
+            None => None,
+        };
+        let outcome = write_event(client, &result).await;
+        // The permit goes back before any retry sleep.
+        drop(permit);
+        match outcome {
             Ok(written) => {
                 correlator.update_state(&result.key, &written);
                 return;

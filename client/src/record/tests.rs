@@ -140,3 +140,26 @@ async fn a_full_queue_drops_and_counts_without_blocking() {
     }
     assert_eq!(b.dropped(), 250);
 }
+
+/// Two containers of one pod with the same reason and message are two events (client-go's
+/// `getEventKey` includes `involvedObject.fieldPath`), not one with count 2.
+#[tokio::test(start_paused = true)]
+async fn field_paths_are_part_of_the_event_key() {
+    let c = EventCorrelator::new();
+    let with_path = |path: &str, t: i64| {
+        let mut e = ev(
+            "p",
+            "Pulled",
+            "Container image \"x\" already present on machine",
+            at(t),
+        );
+        e.involved_object.field_path = Some(path.into());
+        e
+    };
+    let a = c.correlate(with_path("spec.containers{a}", 0), at(0));
+    let b = c.correlate(with_path("spec.containers{b}", 0), at(0));
+    assert!(a.patch.is_none() && b.patch.is_none());
+    assert_eq!(b.event.count, Some(1));
+    let again = c.correlate(with_path("spec.containers{a}", 1), at(1));
+    assert_eq!(again.event.count, Some(2));
+}
