@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::store::{Attempt, Outcome, Store, WriteScope};
+use super::store::{Attempt, Decoded, Outcome, PatchRequest, Store, WriteScope};
 use super::{Preconditions, ScaleAccess, WriteOptions};
 use crate::error::{ApiError, Result};
 
@@ -59,6 +59,13 @@ impl Store<'_> {
                     )
                     .map_err(|e| ApiError::from(e.to_status(&info.group_resource(), "")))?,
                 };
+                let from = match &change {
+                    ScaleChange::Replace(_) => Decoded::Body,
+                    ScaleChange::Patch(ty, body) => {
+                        Decoded::Patched(&PatchRequest { ty: *ty, body })
+                    }
+                };
+                self.check_scale_decodes(&scale, from)?;
                 let wanted = self.body_precondition(&scale, name)?;
                 if wanted.is_some_and(|w| w != current.revision) {
                     return Err(self.conflict(name));
