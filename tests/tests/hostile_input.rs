@@ -463,6 +463,31 @@ fn the_issues_ill_typed_writes_are_refused_with_upstreams_messages() {
             "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal bool into Go struct field ScaleSpec.spec.replicas of type int32"
         );
 
+        let (code, status) = send_json(
+            "POST",
+            &format!("{pods}/typed-pod/binding"),
+            "application/json",
+            &json!({"metadata": {"name": "typed-pod"}, "target": 5}),
+        )
+        .await;
+        assert_eq!(code, 400, "binding: {status}");
+        assert_eq!(
+            message(&status),
+            "Binding in version \"v1\" cannot be handled as a Binding: json: cannot unmarshal number into Go struct field Binding.target of type v1.ObjectReference"
+        );
+        let (code, status) = send_json(
+            "PUT",
+            "/api/v1/namespaces/default/finalize",
+            "application/json",
+            &json!({"metadata": {"name": "default"}, "spec": {"finalizers": 5}}),
+        )
+        .await;
+        assert_eq!(code, 400, "finalize: {status}");
+        assert!(
+            message(&status).starts_with("Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot unmarshal number into Go struct field NamespaceSpec.spec.finalizers"),
+            "{status}"
+        );
+
         let (_, pod) = get(&format!("{pods}/typed-pod")).await;
         assert!(pod["spec"].get("tolerations").is_none_or(Value::is_array), "{pod}");
         for gone in [

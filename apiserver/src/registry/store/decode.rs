@@ -8,13 +8,10 @@
 //!   its value is the patched object's JSON for JSON and merge patches, Go's `%+v` of the patch
 //!   for strategic merge (and apply) patches.
 
-use std::sync::OnceLock;
-
 use serde_json::Value;
 
 use super::{PatchRequest, Store};
 use crate::error::{ApiError, Result};
-use crate::openapi::schemas::KindSchema;
 use crate::patch::PatchType;
 
 /// What a checked object came from, for the answer's shape.
@@ -36,17 +33,24 @@ impl Store<'_> {
         Err(refusal(&info.kind, &info.version, message, obj, from))
     }
 
-    /// Refuses a Scale (`autoscaling/v1`, what `*/scale` reads and writes) that does not decode.
-    pub fn check_scale_decodes(&self, scale: &Value, from: Written<'_>) -> Result<()> {
-        use k8s_openapi::api::autoscaling::v1::Scale;
-        static SCHEMA: OnceLock<KindSchema> = OnceLock::new();
-        let Err(e) = crate::registry::typed::decode::<Scale>(scale) else {
+    /// Refuses the body of a subresource whose kind is not the resource's (a `Scale` of
+    /// `*/scale`, a `Binding` of `pods/binding`) unless it decodes into `T`, the `kind` of
+    /// `version`. The schema for the message is only generated for a refusal.
+    pub fn check_decodes_as<T>(
+        &self,
+        (kind, version): (&str, &str),
+        obj: &Value,
+        from: Written<'_>,
+    ) -> Result<()>
+    where
+        T: serde::de::DeserializeOwned + schemars::JsonSchema,
+    {
+        let Err(e) = crate::registry::typed::decode::<T>(obj) else {
             return Ok(());
         };
-        let schema = SCHEMA
-            .get_or_init(|| crate::openapi::schemas::kind_schema(|g| g.subschema_for::<Scale>()));
-        let message = crate::registry::typed::go_message(schema, scale, &e);
-        Err(refusal("Scale", "v1", message, scale, from))
+        let schema = crate::openapi::schemas::kind_schema(|g| g.subschema_for::<T>());
+        let message = crate::registry::typed::go_message(&schema, obj, &e);
+        Err(refusal(kind, version, message, obj, from))
     }
 }
 
