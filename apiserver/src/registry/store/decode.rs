@@ -83,3 +83,47 @@ fn refusal(kind: &str, version: &str, message: String, obj: &Value, from: Writte
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bodies_are_400_and_patches_422_on_field_patch() {
+        let go = "json: cannot unmarshal number into Go struct field PodSpec.spec.tolerations of type []v1.Toleration";
+        let obj = json!({"spec": {"tolerations": 5}});
+        let body = refusal("Pod", "v1", go.to_string(), &obj, Written::Body);
+        assert_eq!(body.code(), 400);
+        assert_eq!(
+            body.to_status()["message"],
+            format!("Pod in version \"v1\" cannot be handled as a Pod: {go}")
+        );
+        let smp = PatchRequest {
+            ty: PatchType::StrategicMerge,
+            body: br#"{"spec":{"tolerations":5}}"#,
+        };
+        let patched = refusal("Pod", "v1", go.to_string(), &obj, Written::Patched(&smp));
+        let status = patched.to_status();
+        assert_eq!(patched.code(), 422);
+        assert_eq!(
+            status["message"],
+            format!(
+                " \"\" is invalid: patch: Invalid value: \"map[spec:map[tolerations:5]]\": {go}"
+            )
+        );
+        assert_eq!(status["details"]["causes"][0]["field"], "patch");
+        let merge = PatchRequest {
+            ty: PatchType::Merge,
+            body: br#"{"spec":{"tolerations":5}}"#,
+        };
+        let patched = refusal("Pod", "v1", go.to_string(), &obj, Written::Patched(&merge));
+        let message = patched.to_status()["message"].clone();
+        assert!(
+            message
+                .as_str()
+                .is_some_and(|m| m.contains(r#"Invalid value: "{\"spec\":{\"tolerations\":5}}""#)),
+            "the patched object's JSON: {message}"
+        );
+    }
+}
