@@ -409,7 +409,7 @@ fn the_issues_ill_typed_writes_are_refused_with_upstreams_messages() {
         }
         let (code, status) = send_json(
             "PATCH",
-            &format!("{pods}/typed-pod?fieldManager=hostile"),
+            &format!("{pods}/typed-pod?fieldManager=hostile&force=true"),
             APPLY_PATCH,
             &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typed-pod"},
                     "spec": {"tolerations": 5}}),
