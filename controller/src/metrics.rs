@@ -2,7 +2,8 @@
 //!
 //! Each controller registers its work queue (depth, adds, retries, latency: client-go's
 //! `workqueue_*` family) and, for the replication controllers, its sync counters (syncs, errors,
-//! pods created/deleted, and the concurrent-sync violation counter that must stay 0). Rendering takes
+//! pods created/deleted, and the concurrent-sync violation counter that must stay 0), and the
+//! informers' count of undecodable objects they skipped. Rendering takes
 //! snapshots; nothing here blocks a controller. The registry holds one entry per controller (bounded).
 
 use std::fmt::Write as _;
@@ -174,6 +175,11 @@ impl ManagerMetrics {
             "counter",
             &s(&|m| m.deletes.load(Ordering::Relaxed)),
         );
+        let _ = writeln!(
+            out,
+            "# HELP informer_undecodable_objects_total Objects of a list or watch that did not decode and were skipped.\n# TYPE informer_undecodable_objects_total counter\ninformer_undecodable_objects_total {}",
+            client::rest::undecodable::undecodable_objects()
+        );
         out
     }
 }
@@ -200,6 +206,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE workqueue_adds_total counter"));
+        assert!(text.contains("\ninformer_undecodable_objects_total "));
         assert_eq!(
             m.sync_metrics("replicaset")
                 .map(|s| s.creates.load(Ordering::Relaxed)),

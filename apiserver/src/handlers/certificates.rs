@@ -18,7 +18,7 @@ use crate::error::{ApiError, Result};
 use crate::http::body::{decode_object, patch_type};
 use crate::http::render::{respond_object, respond_outcome, ObjectResponse};
 use crate::http::request::Ctx;
-use crate::registry::store::{Attempt, Outcome, WriteScope};
+use crate::registry::store::{Attempt, Decoded, Outcome, PatchRequest, WriteScope};
 use crate::registry::strategy::{approval_update, validate_approval_update};
 use crate::registry::{Preconditions, Store};
 
@@ -89,6 +89,14 @@ pub async fn approval(ctx: Ctx, method: Method, body: Body) -> Result<Response> 
                             }
                             (None, None) => Value::clone(&current.object),
                         };
+                        match (&put_body, ty) {
+                            (Some(_), _) => store.check_decodes(&new, Decoded::Body)?,
+                            (None, Some(ty)) => {
+                                let patch = PatchRequest { ty, body: &bytes };
+                                store.check_decodes(&new, Decoded::Patched(&patch))?
+                            }
+                            (None, None) => {}
+                        }
                         let old = Value::clone(&current.object);
                         approval_update(&mut new, &old);
                         crate::patch::update_managed_fields(

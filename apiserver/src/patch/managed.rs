@@ -881,6 +881,7 @@ pub fn server_side_apply<'k>(
     if field_manager == KUBECTL_SERVER_SIDE {
         sync_last_applied(&mut merged, &applied);
     }
+    super::limits::check_result(&merged)?;
     Ok(merged)
 }
 

@@ -4,8 +4,11 @@
 //! Guarantees: the result never contains `$`-directives; patch bodies are parsed with bounded nesting
 //! (the HTTP side limits body size, this module rejects documents nested deeper than
 //! [`MAX_DEPTH`]); every failure is a [`PatchError`] value that maps to one Kubernetes `Status`
-//! ([`PatchError::to_status`]); nothing here panics on any input.
+//! ([`PatchError::to_status`]); nothing here panics on any input. Application is bounded in
+//! memory and time for every patch type ([`limits`]: operations, copied bytes, result size and
+//! depth, with kube-apiserver's values).
 
+pub mod limits;
 pub mod managed;
 pub mod schema;
 pub mod strategic;
@@ -81,6 +84,10 @@ pub enum PatchError {
     Conflict {
         conflicts: Vec<api::status::ManagerConflict>,
     },
+    /// The patch or its result passes one of the [`limits`] (413 RequestEntityTooLarge,
+    /// `Request entity too large: …`).
+    #[error("Request entity too large: {0}")]
+    TooLarge(String),
     /// The patch type is not accepted for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {PATCH_MEDIA_TYPES}")]
     UnsupportedMediaType,
@@ -103,6 +110,7 @@ impl PatchError {
             Self::Conflict { conflicts } => {
                 api::status::apply_conflicts(group_resource, name, conflicts)
             }
+            Self::TooLarge(_) => api::status::request_entity_too_large(&self.to_string()),
             Self::UnsupportedMediaType => api::status::unsupported_media_type(&self.to_string()),
         }
     }
@@ -140,8 +148,19 @@ pub(crate) fn parse_json(patch: &[u8]) -> Result<Value, PatchError> {
 
 /// Applies a JSON, merge or strategic merge patch to `original` (`Apply` is [`server_side_apply`]).
 /// `kind` selects the strategic-merge schema; the caller checks resourceVersion/uid preconditions
-/// and runs the strategy on the result.
+/// and runs the strategy on the result. The result is within [`limits`].
 pub fn apply_patch(
+    kind: &ResourceInfo,
+    patch_type: PatchType,
+    original: &Value,
+    patch: &[u8],
+) -> Result<Value, PatchError> {
+    let result = apply_unchecked(kind, patch_type, original, patch)?;
+    limits::check_result(&result)?;
+    Ok(result)
+}
+
+fn apply_unchecked(
     kind: &ResourceInfo,
     patch_type: PatchType,
     original: &Value,
@@ -152,11 +171,7 @@ pub fn apply_patch(
             let ops: json_patch::Patch = serde_json::from_slice(patch)
                 .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
             let mut doc = original.clone();
-            json_patch::patch(&mut doc, &ops).map_err(|e| {
-                PatchError::Invalid(format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ))
-            })?;
+            limits::apply_json_patch(&mut doc, &ops)?;
             Ok(doc)
         }
         PatchType::Merge => {

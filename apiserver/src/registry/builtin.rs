@@ -36,14 +36,29 @@ use super::strategy::{
     ValidatingAdmissionPolicyBindingStrategy, ValidatingAdmissionPolicyStrategy,
     WebhookConfigurationStrategy,
 };
+use super::typed::DecodeFn;
 use super::{ClusterIpAllocator, Strategy};
 
 fn schema<T: schemars::JsonSchema>(gen: &mut SchemaGenerator) -> Schema {
     gen.subschema_for::<T>()
 }
 
-/// A built-in kind's strategy and typed schema.
-type Parts = (Arc<dyn Strategy>, SchemaFn);
+/// A built-in kind's type: its schema and its decoding, both from the `k8s-openapi` type.
+#[derive(Clone, Copy)]
+struct Typed {
+    schema: SchemaFn,
+    decode: DecodeFn,
+}
+
+fn typed<T: schemars::JsonSchema + serde::de::DeserializeOwned>() -> Typed {
+    Typed {
+        schema: schema::<T>,
+        decode: super::typed::decode::<T>,
+    }
+}
+
+/// A built-in kind's strategy and type.
+type Parts = (Arc<dyn Strategy>, Typed);
 
 /// The strategy and schema of a built-in (group, plural), or `None` for an unknown one.
 fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
@@ -74,26 +89,26 @@ fn parts(group: &str, version: &str, plural: &str, ips: &Arc<ClusterIpAllocator>
 
 fn core(plural: &str, ips: &Arc<ClusterIpAllocator>) -> Option<Parts> {
     let parts: Parts = match plural {
-        "namespaces" => (Arc::new(NamespaceStrategy), schema::<core::v1::Namespace>),
-        "pods" => (Arc::new(PodStrategy), schema::<core::v1::Pod>),
+        "namespaces" => (Arc::new(NamespaceStrategy), typed::<core::v1::Namespace>()),
+        "pods" => (Arc::new(PodStrategy), typed::<core::v1::Pod>()),
         "replicationcontrollers" => (
             Arc::new(ReplicationControllerStrategy),
-            schema::<core::v1::ReplicationController>,
+            typed::<core::v1::ReplicationController>(),
         ),
-        "nodes" => (Arc::new(NodeStrategy), schema::<core::v1::Node>),
+        "nodes" => (Arc::new(NodeStrategy), typed::<core::v1::Node>()),
         "events" => (
             Arc::new(EventStrategy { new_api: false }),
-            schema::<core::v1::Event>,
+            typed::<core::v1::Event>(),
         ),
         "services" => (
             Arc::new(ServiceStrategy::new(ips.clone())),
-            schema::<core::v1::Service>,
+            typed::<core::v1::Service>(),
         ),
-        "configmaps" => (Arc::new(ConfigMapStrategy), schema::<core::v1::ConfigMap>),
-        "secrets" => (Arc::new(SecretStrategy), schema::<core::v1::Secret>),
+        "configmaps" => (Arc::new(ConfigMapStrategy), typed::<core::v1::ConfigMap>()),
+        "secrets" => (Arc::new(SecretStrategy), typed::<core::v1::Secret>()),
         "serviceaccounts" => (
             Arc::new(ServiceAccountStrategy),
-            schema::<core::v1::ServiceAccount>,
+            typed::<core::v1::ServiceAccount>(),
         ),
         _ => return core_storage_and_policy(plural),
     };
@@ -106,27 +121,30 @@ fn core_storage_and_policy(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "persistentvolumes" => (
             Arc::new(PersistentVolumeStrategy),
-            schema::<core::v1::PersistentVolume>,
+            typed::<core::v1::PersistentVolume>(),
         ),
         "persistentvolumeclaims" => (
             Arc::new(PersistentVolumeClaimStrategy),
-            schema::<core::v1::PersistentVolumeClaim>,
+            typed::<core::v1::PersistentVolumeClaim>(),
         ),
         "podtemplates" => (
             Arc::new(PodTemplateStrategy),
-            schema::<core::v1::PodTemplate>,
+            typed::<core::v1::PodTemplate>(),
         ),
-        "limitranges" => (Arc::new(LimitRangeStrategy), schema::<core::v1::LimitRange>),
+        "limitranges" => (
+            Arc::new(LimitRangeStrategy),
+            typed::<core::v1::LimitRange>(),
+        ),
         "resourcequotas" => (
             Arc::new(ResourceQuotaStrategy),
-            schema::<core::v1::ResourceQuota>,
+            typed::<core::v1::ResourceQuota>(),
         ),
-        "endpoints" => (Arc::new(EndpointsStrategy), schema::<core::v1::Endpoints>),
+        "endpoints" => (Arc::new(EndpointsStrategy), typed::<core::v1::Endpoints>()),
         "componentstatuses" => (
             Arc::new(ComponentStatusStrategy),
-            schema::<core::v1::ComponentStatus>,
+            typed::<core::v1::ComponentStatus>(),
         ),
-        "bindings" => (Arc::new(BindingStrategy), schema::<core::v1::Binding>),
+        "bindings" => (Arc::new(BindingStrategy), typed::<core::v1::Binding>()),
         _ => return None,
     };
     Some(parts)
@@ -136,7 +154,7 @@ fn discovery_group(plural: &str) -> Option<Parts> {
     match plural {
         "endpointslices" => Some((
             Arc::new(EndpointSliceStrategy),
-            schema::<discovery::v1::EndpointSlice>,
+            typed::<discovery::v1::EndpointSlice>(),
         )),
         _ => None,
     }
@@ -144,16 +162,22 @@ fn discovery_group(plural: &str) -> Option<Parts> {
 
 fn apps(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
-        "replicasets" => (Arc::new(ReplicaSetStrategy), schema::<apps::v1::ReplicaSet>),
-        "deployments" => (Arc::new(DeploymentStrategy), schema::<apps::v1::Deployment>),
+        "replicasets" => (
+            Arc::new(ReplicaSetStrategy),
+            typed::<apps::v1::ReplicaSet>(),
+        ),
+        "deployments" => (
+            Arc::new(DeploymentStrategy),
+            typed::<apps::v1::Deployment>(),
+        ),
         "statefulsets" => (
             Arc::new(StatefulSetStrategy),
-            schema::<apps::v1::StatefulSet>,
+            typed::<apps::v1::StatefulSet>(),
         ),
-        "daemonsets" => (Arc::new(DaemonSetStrategy), schema::<apps::v1::DaemonSet>),
+        "daemonsets" => (Arc::new(DaemonSetStrategy), typed::<apps::v1::DaemonSet>()),
         "controllerrevisions" => (
             Arc::new(ControllerRevisionStrategy),
-            schema::<apps::v1::ControllerRevision>,
+            typed::<apps::v1::ControllerRevision>(),
         ),
         _ => return None,
     };
@@ -162,8 +186,8 @@ fn apps(plural: &str) -> Option<Parts> {
 
 fn batch(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
-        "jobs" => (Arc::new(JobStrategy), schema::<batch::v1::Job>),
-        "cronjobs" => (Arc::new(CronJobStrategy), schema::<batch::v1::CronJob>),
+        "jobs" => (Arc::new(JobStrategy), typed::<batch::v1::Job>()),
+        "cronjobs" => (Arc::new(CronJobStrategy), typed::<batch::v1::CronJob>()),
         _ => return None,
     };
     Some(parts)
@@ -171,7 +195,7 @@ fn batch(plural: &str) -> Option<Parts> {
 
 fn coordination(plural: &str) -> Option<Parts> {
     match plural {
-        "leases" => Some((Arc::new(LeaseStrategy), schema::<coordination::v1::Lease>)),
+        "leases" => Some((Arc::new(LeaseStrategy), typed::<coordination::v1::Lease>())),
         _ => None,
     }
 }
@@ -180,7 +204,7 @@ fn events(plural: &str) -> Option<Parts> {
     match plural {
         "events" => Some((
             Arc::new(EventStrategy { new_api: true }),
-            schema::<events::v1::Event>,
+            typed::<events::v1::Event>(),
         )),
         _ => None,
     }
@@ -190,17 +214,17 @@ fn rbac(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "clusterrolebindings" => (
             Arc::new(ClusterRoleBindingStrategy),
-            schema::<rbac::v1::ClusterRoleBinding>,
+            typed::<rbac::v1::ClusterRoleBinding>(),
         ),
         "clusterroles" => (
             Arc::new(ClusterRoleStrategy),
-            schema::<rbac::v1::ClusterRole>,
+            typed::<rbac::v1::ClusterRole>(),
         ),
         "rolebindings" => (
             Arc::new(RoleBindingStrategy),
-            schema::<rbac::v1::RoleBinding>,
+            typed::<rbac::v1::RoleBinding>(),
         ),
-        "roles" => (Arc::new(RoleStrategy), schema::<rbac::v1::Role>),
+        "roles" => (Arc::new(RoleStrategy), typed::<rbac::v1::Role>()),
         _ => return None,
     };
     Some(parts)
@@ -210,7 +234,7 @@ fn scheduling(plural: &str) -> Option<Parts> {
     match plural {
         "priorityclasses" => Some((
             Arc::new(PriorityClassStrategy),
-            schema::<scheduling::v1::PriorityClass>,
+            typed::<scheduling::v1::PriorityClass>(),
         )),
         _ => None,
     }
@@ -219,11 +243,11 @@ fn scheduling(plural: &str) -> Option<Parts> {
 fn networking(plural: &str) -> Option<Parts> {
     use networking::v1 as n;
     let parts: Parts = match plural {
-        "ingressclasses" => (Arc::new(IngressClassStrategy), schema::<n::IngressClass>),
-        "ingresses" => (Arc::new(IngressStrategy), schema::<n::Ingress>),
-        "ipaddresses" => (Arc::new(IpAddressStrategy), schema::<n::IPAddress>),
-        "networkpolicies" => (Arc::new(NetworkPolicyStrategy), schema::<n::NetworkPolicy>),
-        "servicecidrs" => (Arc::new(ServiceCidrStrategy), schema::<n::ServiceCIDR>),
+        "ingressclasses" => (Arc::new(IngressClassStrategy), typed::<n::IngressClass>()),
+        "ingresses" => (Arc::new(IngressStrategy), typed::<n::Ingress>()),
+        "ipaddresses" => (Arc::new(IpAddressStrategy), typed::<n::IPAddress>()),
+        "networkpolicies" => (Arc::new(NetworkPolicyStrategy), typed::<n::NetworkPolicy>()),
+        "servicecidrs" => (Arc::new(ServiceCidrStrategy), typed::<n::ServiceCIDR>()),
         _ => return None,
     };
     Some(parts)
@@ -233,7 +257,7 @@ fn node(plural: &str) -> Option<Parts> {
     match plural {
         "runtimeclasses" => Some((
             Arc::new(RuntimeClassStrategy),
-            schema::<node::v1::RuntimeClass>,
+            typed::<node::v1::RuntimeClass>(),
         )),
         _ => None,
     }
@@ -243,7 +267,7 @@ fn policy(plural: &str) -> Option<Parts> {
     match plural {
         "poddisruptionbudgets" => Some((
             Arc::new(PodDisruptionBudgetStrategy),
-            schema::<policy::v1::PodDisruptionBudget>,
+            typed::<policy::v1::PodDisruptionBudget>(),
         )),
         _ => None,
     }
@@ -252,16 +276,16 @@ fn policy(plural: &str) -> Option<Parts> {
 fn storage(plural: &str) -> Option<Parts> {
     use storage::v1 as s;
     let parts: Parts = match plural {
-        "csidrivers" => (Arc::new(CsiDriverStrategy), schema::<s::CSIDriver>),
-        "csinodes" => (Arc::new(CsiNodeStrategy), schema::<s::CSINode>),
+        "csidrivers" => (Arc::new(CsiDriverStrategy), typed::<s::CSIDriver>()),
+        "csinodes" => (Arc::new(CsiNodeStrategy), typed::<s::CSINode>()),
         "csistoragecapacities" => (
             Arc::new(CsiStorageCapacityStrategy),
-            schema::<s::CSIStorageCapacity>,
+            typed::<s::CSIStorageCapacity>(),
         ),
-        "storageclasses" => (Arc::new(StorageClassStrategy), schema::<s::StorageClass>),
+        "storageclasses" => (Arc::new(StorageClassStrategy), typed::<s::StorageClass>()),
         "volumeattachments" => (
             Arc::new(VolumeAttachmentStrategy),
-            schema::<s::VolumeAttachment>,
+            typed::<s::VolumeAttachment>(),
         ),
         _ => return None,
     };
@@ -272,7 +296,7 @@ fn apiregistration_group(plural: &str) -> Option<Parts> {
     match plural {
         "apiservices" => Some((
             Arc::new(ApiServiceStrategy),
-            schema::<apiregistration::v1::APIService>,
+            typed::<apiregistration::v1::APIService>(),
         )),
         _ => None,
     }
@@ -283,7 +307,7 @@ fn apiextensions_group(plural: &str) -> Option<Parts> {
     match plural {
         "customresourcedefinitions" => Some((
             Arc::new(super::strategy::CustomResourceDefinitionStrategy),
-            schema::<ext::CustomResourceDefinition>,
+            typed::<ext::CustomResourceDefinition>(),
         )),
         _ => None,
     }
@@ -295,11 +319,11 @@ fn authentication_group(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "selfsubjectreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authentication::v1::SelfSubjectReview>,
+            typed::<authentication::v1::SelfSubjectReview>(),
         ),
         "tokenreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authentication::v1::TokenReview>,
+            typed::<authentication::v1::TokenReview>(),
         ),
         _ => return None,
     };
@@ -310,19 +334,19 @@ fn authorization_group(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "localsubjectaccessreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authorization::v1::LocalSubjectAccessReview>,
+            typed::<authorization::v1::LocalSubjectAccessReview>(),
         ),
         "selfsubjectaccessreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authorization::v1::SelfSubjectAccessReview>,
+            typed::<authorization::v1::SelfSubjectAccessReview>(),
         ),
         "selfsubjectrulesreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authorization::v1::SelfSubjectRulesReview>,
+            typed::<authorization::v1::SelfSubjectRulesReview>(),
         ),
         "subjectaccessreviews" => (
             Arc::new(GenericStrategy),
-            schema::<authorization::v1::SubjectAccessReview>,
+            typed::<authorization::v1::SubjectAccessReview>(),
         ),
         _ => return None,
     };
@@ -333,7 +357,7 @@ fn certificates_group(plural: &str) -> Option<Parts> {
     match plural {
         "certificatesigningrequests" => Some((
             Arc::new(CertificateSigningRequestStrategy),
-            schema::<certificates::v1::CertificateSigningRequest>,
+            typed::<certificates::v1::CertificateSigningRequest>(),
         )),
         _ => None,
     }
@@ -345,11 +369,11 @@ fn autoscaling(version: &str, plural: &str) -> Option<Parts> {
     match (version, plural) {
         ("v2", "horizontalpodautoscalers") => Some((
             Arc::new(HorizontalPodAutoscalerStrategy { v1: false }),
-            schema::<autoscaling::v2::HorizontalPodAutoscaler>,
+            typed::<autoscaling::v2::HorizontalPodAutoscaler>(),
         )),
         ("v1", "horizontalpodautoscalers") => Some((
             Arc::new(HorizontalPodAutoscalerStrategy { v1: true }),
-            schema::<autoscaling::v1::HorizontalPodAutoscaler>,
+            typed::<autoscaling::v1::HorizontalPodAutoscaler>(),
         )),
         _ => None,
     }
@@ -359,11 +383,11 @@ fn flowcontrol(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "flowschemas" => (
             Arc::new(FlowSchemaStrategy),
-            schema::<flowcontrol::v1::FlowSchema>,
+            typed::<flowcontrol::v1::FlowSchema>(),
         ),
         "prioritylevelconfigurations" => (
             Arc::new(PriorityLevelConfigurationStrategy),
-            schema::<flowcontrol::v1::PriorityLevelConfiguration>,
+            typed::<flowcontrol::v1::PriorityLevelConfiguration>(),
         ),
         _ => return None,
     };
@@ -375,19 +399,19 @@ fn admissionregistration(plural: &str) -> Option<Parts> {
     let parts: Parts = match plural {
         "mutatingwebhookconfigurations" => (
             Arc::new(WebhookConfigurationStrategy { mutating: true }),
-            schema::<ar::MutatingWebhookConfiguration>,
+            typed::<ar::MutatingWebhookConfiguration>(),
         ),
         "validatingwebhookconfigurations" => (
             Arc::new(WebhookConfigurationStrategy { mutating: false }),
-            schema::<ar::ValidatingWebhookConfiguration>,
+            typed::<ar::ValidatingWebhookConfiguration>(),
         ),
         "validatingadmissionpolicies" => (
             Arc::new(ValidatingAdmissionPolicyStrategy),
-            schema::<ar::ValidatingAdmissionPolicy>,
+            typed::<ar::ValidatingAdmissionPolicy>(),
         ),
         "validatingadmissionpolicybindings" => (
             Arc::new(ValidatingAdmissionPolicyBindingStrategy),
-            schema::<ar::ValidatingAdmissionPolicyBinding>,
+            typed::<ar::ValidatingAdmissionPolicyBinding>(),
         ),
         _ => return None,
     };
@@ -399,8 +423,12 @@ pub fn resources(ips: &Arc<ClusterIpAllocator>) -> Vec<Resource> {
     api::resources::builtin()
         .into_iter()
         .filter_map(|info| {
-            let (strategy, schema) = parts(&info.group, &info.version, &info.plural, ips)?;
-            Some(Resource::new(info, strategy).with_schema(schema))
+            let (strategy, typed) = parts(&info.group, &info.version, &info.plural, ips)?;
+            Some(
+                Resource::new(info, strategy)
+                    .with_schema(typed.schema)
+                    .with_decode(typed.decode),
+            )
         })
         .collect()
 }

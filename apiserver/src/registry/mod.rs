@@ -32,6 +32,7 @@ pub mod resources;
 pub mod store;
 pub mod strategy;
 pub mod subresources;
+pub mod typed;
 
 pub use options::{
     DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings, WriteOptions,

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::store::{Attempt, Outcome, Store};
+use super::store::{Attempt, Decoded, Outcome, PatchRequest, Store};
 use super::{Preconditions, WriteOptions};
 use crate::error::{ApiError, Result};
 use crate::patch::PatchType;
@@ -106,6 +106,11 @@ impl Store<'_> {
                         })?
                     }
                 };
+                let from = match &change {
+                    PodChange::Replace(_) => Decoded::Body,
+                    PodChange::Patch(ty, body) => Decoded::Patched(&PatchRequest { ty: *ty, body }),
+                };
+                self.check_decodes(&body, from)?;
                 let wanted = self.body_precondition(&body, name)?;
                 if wanted.is_some_and(|w| w != current.revision) {
                     return Err(self.conflict(name));

@@ -33,6 +33,8 @@ pub struct Resource {
     pub strategy: Arc<dyn Strategy>,
     /// The kind's typed schema, when it has one (`kubectl explain`, `fieldValidation`).
     pub schema: Option<SchemaFn>,
+    /// Decodes an object into the kind's type (built-in kinds): every write is checked with it.
+    pub decode: Option<super::typed::DecodeFn>,
     /// That schema generated, on first use (the typed kinds' schemas take milliseconds).
     generated: OnceLock<Option<KindSchema>>,
     /// The OpenAPI v3 schema of a kind without a typed one (a custom resource's, from its CRD).
@@ -58,6 +60,7 @@ impl Resource {
             info,
             strategy,
             schema: None,
+            decode: None,
             generated: OnceLock::new(),
             openapi: None,
             converter: None,
@@ -68,6 +71,24 @@ impl Resource {
     pub fn with_schema(mut self, schema: SchemaFn) -> Self {
         self.schema = Some(schema);
         self
+    }
+
+    /// With the typed decoding of a built-in kind.
+    pub fn with_decode(mut self, decode: super::typed::DecodeFn) -> Self {
+        self.decode = Some(decode);
+        self
+    }
+
+    /// Checks that `obj` decodes into the kind's type (kinds without one: always); the error
+    /// is worded as Go's (`json: cannot unmarshal …`, see [`super::typed`]).
+    pub fn decodes(&self, obj: &Value) -> Result<(), String> {
+        let Some(decode) = self.decode else {
+            return Ok(());
+        };
+        decode(obj).map_err(|e| match self.kind_schema() {
+            Some(schema) => super::typed::go_message(schema, obj, &e),
+            None => e.reason,
+        })
     }
 
     /// With a webhook converter (custom resources whose CRD converts through a webhook).

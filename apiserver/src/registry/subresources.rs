@@ -3,10 +3,13 @@
 //! (`BindingREST`: schedules a pod) and `namespaces/finalize` (`FinalizeREST`: sets
 //! `spec.finalizers`; a terminating namespace whose finalizers are all gone is removed). Each write
 //! is one [`Store::guaranteed_update`]. `status` is the object itself with [`WriteScope::Status`].
+//! Each body (or patched Scale) is first decoded into its type ([`Store::check_decodes`]).
 
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Binding;
 use serde_json::Value;
 
-use super::store::{Attempt, Outcome, Store, WriteScope};
+use super::store::{Attempt, Decoded, Outcome, PatchRequest, Store, WriteScope};
 use super::{Preconditions, ScaleAccess, WriteOptions};
 use crate::error::{ApiError, Result};
 
@@ -59,6 +62,13 @@ impl Store<'_> {
                     )
                     .map_err(|e| ApiError::from(e.to_status(&info.group_resource(), "")))?,
                 };
+                let from = match &change {
+                    ScaleChange::Replace(_) => Decoded::Body,
+                    ScaleChange::Patch(ty, body) => {
+                        Decoded::Patched(&PatchRequest { ty: *ty, body })
+                    }
+                };
+                self.check_decodes_as::<Scale>(("Scale", "v1"), &scale, from)?;
                 let wanted = self.body_precondition(&scale, name)?;
                 if wanted.is_some_and(|w| w != current.revision) {
                     return Err(self.conflict(name));
@@ -84,6 +94,7 @@ impl Store<'_> {
 
     /// `pods/binding`: assigns the pod `name` to the binding's node.
     pub async fn bind(&self, name: &str, binding: &Value, opts: &WriteOptions) -> Result<()> {
+        self.check_decodes_as::<Binding>(("Binding", "v1"), binding, Decoded::Body)?;
         self.guaranteed_update(name, "POST", &Preconditions::default(), opts, |current| {
             let Some(current) = current else {
                 return Err(self.not_found(name));
@@ -100,6 +111,7 @@ impl Store<'_> {
     /// `namespaces/finalize`: sets `spec.finalizers` from `body` (its resourceVersion, if any, is
     /// a precondition).
     pub async fn finalize(&self, name: &str, body: &Value, opts: &WriteOptions) -> Result<Outcome> {
+        self.check_decodes(body, Decoded::Body)?;
         let wanted = self.body_precondition(body, name)?;
         let finalizers = body
             .pointer("/spec/finalizers")

@@ -362,7 +362,21 @@ impl<K: ApiObject> Api<K> {
         } else {
             std::borrow::Cow::Borrowed(body.as_ref())
         };
-        let raw: RawList<K> = decode(&self.resource.kind, &body)?;
+        let raw: RawList<K> = match decode(&self.resource.kind, &body) {
+            Ok(raw) => raw,
+            // One object that does not decode must not fail the whole list (and wedge the
+            // informer relisting it): decode item by item, skipping the bad ones.
+            Err(whole) => match serde_json::from_slice::<RawList<serde_json::Value>>(&body) {
+                Ok(raw) => RawList {
+                    items: Some(crate::rest::undecodable::decode_items(
+                        &self.resource.kind,
+                        raw.items.unwrap_or_default(),
+                    )),
+                    metadata: raw.metadata,
+                },
+                Err(_) => return Err(whole),
+            },
+        };
         let mut items = raw.items.unwrap_or_default();
         if self.strip_managed_fields {
             // A no-op unless the text was laid out in a way the cutter does not follow.

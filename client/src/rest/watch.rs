@@ -117,6 +117,9 @@ fn decode_framed<K: DeserializeOwned>(line: &[u8], strip: bool) -> Option<WatchE
     })
 }
 
+/// What a watch event whose object does not decode is reported as.
+const OBJECT_UNDECODABLE: &str = "watch event object";
+
 /// Decodes one watch line.
 pub fn decode_event<K: DeserializeOwned + crate::Object>(line: &[u8]) -> Result<WatchEvent<K>> {
     decode_line(line, false)
@@ -142,7 +145,7 @@ fn decode_line<K: DeserializeOwned + crate::Object>(
         "ADDED" | "MODIFIED" | "DELETED" => {
             let ty = t.type_.into_owned();
             let mut obj: Typed<K> =
-                serde_json::from_slice(line).map_err(|e| dec("watch event object", e))?;
+                serde_json::from_slice(line).map_err(|e| dec(OBJECT_UNDECODABLE, e))?;
             if strip {
                 // A line framed unlike our apiserver's: the entries were decoded; drop them.
                 obj.object.meta_mut().managed_fields = None;
@@ -199,6 +202,16 @@ where
                     continue;
                 }
                 let ev = decode(line);
+                if let Err(Error::Decode { what, source }) = &ev {
+                    if what == OBJECT_UNDECODABLE {
+                        // One bad object is skipped; the watch goes on (see `undecodable`).
+                        let event = serde_json::from_slice::<serde_json::Value>(line).ok();
+                        let kind = std::any::type_name::<K>().rsplit("::").next().unwrap_or("");
+                        let object = event.as_ref().and_then(|e| e.get("object"));
+                        crate::rest::undecodable::report(kind, object, "watch", source);
+                        continue;
+                    }
+                }
                 if ev.is_err() {
                     st.done = true;
                 }
@@ -287,5 +300,33 @@ mod tests {
             );
         }
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_object_is_skipped_and_the_watch_goes_on() {
+        let lines = concat!(
+            r#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#,
+            "\n",
+            r#"{"type":"ADDED","object":{"metadata":{"name":"poison"},"spec":{"tolerations":5}}}"#,
+            "\n",
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"b"}}}"#,
+            "\n",
+        );
+        let before = crate::rest::undecodable::undecodable_objects();
+        let body = futures::stream::iter([Ok::<_, reqwest::Error>(bytes::Bytes::from_static(
+            lines.as_bytes(),
+        ))]);
+        let events: Vec<Result<WatchEvent<Pod>>> = decode_body(body, false).collect().await;
+        let names: Vec<String> = events
+            .iter()
+            .map(|e| match e {
+                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => {
+                    p.metadata.name.clone().unwrap_or_default()
+                }
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(crate::rest::undecodable::undecodable_objects() > before);
     }
 }

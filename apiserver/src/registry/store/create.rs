@@ -144,6 +144,7 @@ impl Store<'_> {
         let strategy = &self.resource.strategy;
         let mut obj = crate::registry::with_type_meta(info, obj);
         self.validate_fields(&mut obj, opts)?;
+        self.check_decodes(&obj, super::Decoded::Body)?;
         let mut obj = strategy.to_storage(obj);
         api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
         api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());

@@ -28,12 +28,14 @@
 mod admission;
 mod convert;
 mod create;
+mod decode;
 mod delete;
 mod list;
 mod update;
 
 pub use admission::CachedObjects;
 pub use create::generate_name;
+pub use decode::Written as Decoded;
 pub use delete::Deleted;
 pub use list::{Filter, ListPage, WatchOpened};
 pub use update::{PatchRequest, WriteScope};

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{Attempt, Current, Outcome, Store};
+use super::{Attempt, Current, Decoded, Outcome, Store};
 use crate::error::{ApiError, Result};
 use crate::patch::PatchType;
 use crate::registry::{FieldValidation, Preconditions, WriteOptions};
@@ -153,6 +153,7 @@ impl Store<'_> {
         } else {
             self.validate_fields(&mut obj, opts)?;
         }
+        self.check_decodes(&obj, Decoded::Body)?;
         Ok(self.resource.strategy.to_storage(obj))
     }
 
@@ -275,6 +276,7 @@ impl Store<'_> {
                     )
                     .map_err(patch_error)?;
                     self.validate_fields(&mut r, opts)?;
+                    self.check_decodes(&r, Decoded::Patched(&patch))?;
                     if converted {
                         self.resource.strategy.to_storage(r)
                     } else {
@@ -285,6 +287,7 @@ impl Store<'_> {
                     let mut result = crate::patch::apply_patch(info, patch.ty, &shown, patch.body)
                         .map_err(patch_error)?;
                     self.validate_fields(&mut result, opts)?;
+                    self.check_decodes(&result, Decoded::Patched(&patch))?;
                     self.resource.strategy.to_storage(result)
                 };
                 self.check_patched(name, &patched, current)?;
