@@ -29,6 +29,7 @@ pub mod server;
 pub mod state;
 pub mod table;
 pub mod watch_cache;
+pub mod webhook;
 
 pub use config::Config;
 pub use error::ApiError;

@@ -34,7 +34,8 @@ pub mod strategy;
 pub mod subresources;
 
 pub use options::{
-    DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings, WriteOptions,
+    AuditAnnotations, DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings,
+    WriteOptions,
 };
 pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};

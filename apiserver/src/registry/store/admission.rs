@@ -16,9 +16,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{object_key, Store};
+use crate::admission::webhook::{Effects, Operation as WebhookOperation, Request};
 use crate::admission::{Attributes, Operation};
 use crate::error::Result;
-use crate::registry::{Forbidden, Objects};
+use crate::registry::{Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
 use crate::watch_cache::{ListAt, SnapshotOutcome};
 
@@ -143,7 +144,137 @@ impl Store<'_> {
     }
 }
 
+/// Which admission webhooks a store step runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Mutating,
+    Validating,
+}
+
 impl Store<'_> {
+    /// The options of a write as admission webhooks see them (`CreateOptions`/`UpdateOptions`
+    /// fields).
+    fn webhook_options(opts: &WriteOptions) -> Value {
+        let mut o = serde_json::Map::new();
+        if opts.dry_run {
+            o.insert("dryRun".into(), serde_json::json!(["All"]));
+        }
+        if !opts.field_manager.is_empty() {
+            o.insert(
+                "fieldManager".into(),
+                Value::String(opts.field_manager.clone()),
+            );
+        }
+        Value::Object(o)
+    }
+
+    /// Runs the admission webhooks of `phase` on a write of `obj` (`old` for an update) to
+    /// `subresource`; `Some` with the object mutating webhooks changed (in storage form).
+    /// Server-internal writes (no user) are not sent.
+    async fn run_webhooks(
+        &self,
+        phase: Phase,
+        obj: &Value,
+        old: Option<&Value>,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<Option<Value>> {
+        let info = &self.resource.info;
+        let webhooks = &self.state.webhooks;
+        let any = match phase {
+            Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
+            Phase::Validating => webhooks.any_validating(&info.group, &info.plural),
+        };
+        let Some(user) = opts.user.as_deref().filter(|_| any) else {
+            return Ok(None);
+        };
+        let shown_old = old.map(|o| self.shown(o));
+        let shown = self.shown(obj);
+        let options = Self::webhook_options(opts);
+        let name = api::meta::name(&shown)
+            .or_else(|| old.and_then(api::meta::name))
+            .unwrap_or("")
+            .to_string();
+        let req = Request {
+            operation: if old.is_some() {
+                WebhookOperation::Update
+            } else {
+                WebhookOperation::Create
+            },
+            group: &info.group,
+            version: &info.version,
+            resource: &info.plural,
+            kind: &info.kind,
+            subresource,
+            name: &name,
+            namespace: self.namespace.as_deref(),
+            object: Some(&shown),
+            old: shown_old.as_deref(),
+            user,
+            dry_run: opts.dry_run,
+            options: &options,
+        };
+        let cache = &self.state.cache;
+        let namespace_labels = |ns: &str| {
+            cache
+                .get(&format!("/registry/namespaces/{ns}"))
+                .map(|o| api::meta::labels(&o))
+        };
+        let fx = Effects {
+            warnings: &opts.warnings,
+            audit: &opts.audit_annotations,
+            namespace_labels: &namespace_labels,
+        };
+        let gr = self.group_resource();
+        match phase {
+            Phase::Mutating => Ok(webhooks
+                .mutate(&req, &fx, &gr)
+                .await?
+                .map(|mutated| self.resource.strategy.to_storage(mutated))),
+            Phase::Validating => webhooks.validate(&req, &fx, &gr).await.map(|()| None),
+        }
+    }
+
+    /// An object as the request's endpoint shows it.
+    fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+        if self.resource.is_presentable(obj) {
+            std::borrow::Cow::Borrowed(obj)
+        } else {
+            std::borrow::Cow::Owned(self.resource.present(obj.clone()))
+        }
+    }
+
+    /// MutatingAdmissionWebhook on `obj`; whether it changed.
+    pub(crate) async fn mutate_by_webhooks(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<bool> {
+        let mutated = self
+            .run_webhooks(Phase::Mutating, obj, old, subresource, opts)
+            .await?;
+        let changed = mutated.is_some();
+        if let Some(m) = mutated {
+            *obj = m;
+        }
+        Ok(changed)
+    }
+
+    /// ValidatingAdmissionWebhook on `obj`.
+    pub(crate) async fn validate_by_webhooks(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        self.run_webhooks(Phase::Validating, obj, old, subresource, opts)
+            .await
+            .map(|_| ())
+    }
+
     /// The last validating admission plugin, ResourceQuota, on `obj` (`old` for an update)
     /// written as `subresource` (`""` for the main resource), after the built-in chain's
     /// [`validate_admission`](Self::validate_admission): it charges the namespace's quotas by

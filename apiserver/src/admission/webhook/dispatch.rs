@@ -1,0 +1,327 @@
+//! Calling the webhooks a request matches (upstream's `webhook/generic.Webhook.Dispatch`,
+//! `mutating/dispatcher.go` and `validating/dispatcher.go`).
+//!
+//! - Mutating webhooks are called one after another in configuration order; each sees the
+//!   object as the previous ones left it. A `JSONPatch` answer is applied to the object; when it
+//!   changed the object, every webhook called before it with `reinvocationPolicy: IfNeeded` is
+//!   marked for a second round, which calls the marked ones once more, in order.
+//! - Validating webhooks are called concurrently; the request is refused by the first refusal
+//!   in configuration order.
+//! - For each webhook: rules, namespace and object selectors, then match conditions
+//!   ([`super::matching`], [`super::conditions`]); a dry-run request is refused (400
+//!   `admission webhook "x" does not support dry run`) by a webhook whose `sideEffects` is not
+//!   `None`/`NoneOnDryRun`; then the call through the shared client ([`crate::webhook`]) with the
+//!   webhook's `timeoutSeconds`.
+//! - A failed call (transport, deadline, status, invalid answer) is `failed calling webhook
+//!   "x": …`: with `failurePolicy: Fail` a 500 `Internal error occurred: …`, with `Ignore` the
+//!   webhook is skipped and a `failed-open` audit annotation recorded. A refusal is the answer's
+//!   status as upstream's `ToStatusErr` renders it (`… is forbidden: admission webhook "x"
+//!   denied the request: msg`).
+//! - Warnings of every answer go to the response's `Warning` headers; audit annotations are
+//!   kept on the request as `<webhook>/<key>`, with upstream's `mutation.webhook…` annotations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::conditions::Decision;
+use super::matching::{Hook, NamespaceMiss};
+use super::request::{review_version, verify, Request};
+use crate::error::{ApiError, Result};
+use crate::registry::{AuditAnnotations, Warnings};
+use crate::webhook::CallError;
+
+/// Where a request's webhooks leave what they report besides the verdict.
+pub struct Effects<'a> {
+    pub warnings: &'a Warnings,
+    pub audit: &'a AuditAnnotations,
+    /// Labels of a namespace by name (`None`: no such namespace).
+    pub namespace_labels: &'a (dyn Fn(&str) -> Option<BTreeMap<String, String>> + Sync),
+}
+
+/// How one webhook call ended, short of a refusal.
+enum Called {
+    /// Allowed; with the patched object if a patch was applied.
+    Allowed(Option<Value>),
+    /// The call failed: `failed calling webhook "x": <reason>`.
+    Failed(String),
+}
+
+/// The status of a 500 for `failed calling webhook`.
+fn internal(msg: &str) -> ApiError {
+    api::status::internal(msg).into()
+}
+
+/// Whether `hook` is to be called for `req`: `Ok(false)` to skip it.
+fn should_call(hook: &Hook, req: &Request<'_>, fx: &Effects<'_>, gr: &str) -> Result<bool> {
+    if !hook.matches_rules(req) {
+        return Ok(false);
+    }
+    match hook.matches_namespace(req, |ns| (fx.namespace_labels)(ns)) {
+        Ok(true) => {}
+        Ok(false) => return Ok(false),
+        Err(NamespaceMiss::NotFound(ns)) => return Err(ApiError::not_found("namespaces", &ns)),
+        Err(NamespaceMiss::Invalid(e)) => return Err(internal(&e)),
+    }
+    match hook.matches_object(req) {
+        Ok(true) => {}
+        Ok(false) => return Ok(false),
+        Err(e) => return Err(internal(&e)),
+    }
+    if hook.conditions.is_empty() {
+        return Ok(true);
+    }
+    let request = req.admission_request("");
+    let null = Value::Null;
+    match hook.conditions.decide(
+        req.object.unwrap_or(&null),
+        req.old.unwrap_or(&null),
+        &request,
+    ) {
+        Decision::Call => Ok(true),
+        Decision::Skip => Ok(false),
+        Decision::Error(_) if hook.ignore_failures => Ok(false),
+        Decision::Error(e) => Err(api::status::forbidden(gr, req.name, &e).into()),
+    }
+}
+
+/// The dry-run check: a webhook with side effects cannot see a dry-run request.
+fn check_dry_run(hook: &Hook, req: &Request<'_>) -> Result<()> {
+    if req.dry_run && !matches!(hook.side_effects.as_str(), "None" | "NoneOnDryRun") {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name
+        )));
+    }
+    Ok(())
+}
+
+/// `ToStatusErr`: a refusal as the request's error.
+fn refusal(hook: &Hook, req: &Request<'_>, gr: &str, result: Option<&Value>) -> ApiError {
+    let field = |f: &str| {
+        result
+            .and_then(|r| r.get(f))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let code = result
+        .and_then(|r| r.get("code"))
+        .and_then(Value::as_i64)
+        .filter(|c| *c != 0)
+        .unwrap_or(403);
+    let denied = format!("admission webhook {:?} denied the request", hook.name);
+    let (message, reason) = (field("message"), field("reason"));
+    let text = if !message.is_empty() {
+        format!("{denied}: {message}")
+    } else if !reason.is_empty() {
+        format!("{denied}: {reason}")
+    } else {
+        format!("{denied} without explanation")
+    };
+    let name = if req.name.is_empty() {
+        "Unknown"
+    } else {
+        req.name
+    };
+    let mut status = if code == 500 {
+        api::status::internal(&text)
+    } else {
+        api::status::forbidden(gr, name, &text)
+    };
+    status.code = i32::try_from(code).ok();
+    if !reason.is_empty() {
+        status.reason = Some(reason);
+    }
+    if let Some(details) = result
+        .and_then(|r| r.get("details"))
+        .filter(|d| d.is_object())
+    {
+        status.details = serde_json::from_value(details.clone()).ok();
+    }
+    status.into()
+}
+
+/// Calls one webhook; `Err` is a refusal or an error not subject to `failurePolicy`.
+async fn call(
+    hook: &Hook,
+    req: &Request<'_>,
+    fx: &Effects<'_>,
+    gr: &str,
+    mutating: bool,
+) -> Result<Called> {
+    let Some(version) = review_version(&hook.review_versions) else {
+        return Ok(Called::Failed(
+            "webhook does not accept v1 or v1beta1 AdmissionReview".into(),
+        ));
+    };
+    let uid = uuid::Uuid::new_v4().to_string();
+    let review = req.review(&uid, version);
+    let answer =
+        match crate::webhook::post_json(hook.client.endpoint(), &review, hook.timeout).await {
+            Ok(a) => a,
+            Err(CallError::Client(e)) => {
+                return Ok(Called::Failed(format!("could not get REST client: {e}")))
+            }
+            Err(CallError::Call(e)) => {
+                return Ok(Called::Failed(format!("failed to call webhook: {e}")))
+            }
+        };
+    let verdict = match verify(&answer, &uid, version, mutating) {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Called::Failed(format!(
+                "received invalid webhook response: {e}"
+            )))
+        }
+    };
+    for (k, v) in &verdict.audit_annotations {
+        fx.audit.add(format!("{}/{k}", hook.name), v.clone());
+    }
+    for w in verdict.warnings {
+        fx.warnings.push(w);
+    }
+    if !verdict.allowed {
+        return Err(refusal(hook, req, gr, verdict.result.as_ref()));
+    }
+    if verdict.patch.is_empty() {
+        return Ok(Called::Allowed(None));
+    }
+    let patch: json_patch::Patch = match serde_json::from_slice(&verdict.patch) {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(Called::Failed(format!(
+                "received undecodable patch in webhook response: {e}"
+            )))
+        }
+    };
+    if patch.0.is_empty() {
+        return Ok(Called::Allowed(None));
+    }
+    let Some(object) = req.object else {
+        return Err(internal(&format!(
+            "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+            hook.name
+        )));
+    };
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).map_err(|e| internal(&e.to_string()))?;
+    Ok(Called::Allowed(Some(patched)))
+}
+
+/// A failed call under the webhook's `failurePolicy`: `Ok` to go on (Ignore), else the 500.
+fn failed(hook: &Hook, reason: &str, fx: &Effects<'_>, annotation: String) -> Result<()> {
+    let err = format!("failed calling webhook {:?}: {reason}", hook.name);
+    if hook.ignore_failures {
+        tracing::warn!(webhook = %hook.name, error = %err, "failed calling webhook, failing open");
+        fx.audit.add(annotation, hook.name.clone());
+        return Ok(());
+    }
+    tracing::warn!(webhook = %hook.name, error = %err, "failed calling webhook, failing closed");
+    Err(internal(&err))
+}
+
+/// The mutating webhooks on `req` (whose `object` is `obj`): `Some` with the mutated object when
+/// any webhook changed it.
+pub async fn mutate(
+    hooks: &[Arc<Hook>],
+    req: &Request<'_>,
+    fx: &Effects<'_>,
+    gr: &str,
+) -> Result<Option<Value>> {
+    let mut current: Option<Value> = None;
+    // Called webhooks that asked to be reinvoked, and those marked for the second round.
+    let mut invoked: BTreeSet<usize> = BTreeSet::new();
+    let mut reinvoke: BTreeSet<usize> = BTreeSet::new();
+    for round in 0..2 {
+        if round == 1 && reinvoke.is_empty() {
+            break;
+        }
+        for (i, hook) in hooks.iter().enumerate() {
+            let req = Request {
+                object: current.as_ref().or(req.object),
+                ..*req
+            };
+            if round == 1 && !reinvoke.contains(&i) {
+                continue;
+            }
+            if !should_call(hook, &req, fx, gr)? {
+                continue;
+            }
+            check_dry_run(hook, &req)?;
+            let called = call(hook, &req, fx, gr, true).await?;
+            let mut mutated = false;
+            match called {
+                Called::Allowed(Some(patched)) => {
+                    mutated = req.object != Some(&patched);
+                    if mutated {
+                        record_patch(hook, round, i, fx);
+                        current = Some(patched);
+                    }
+                }
+                Called::Allowed(None) => {}
+                Called::Failed(reason) => failed(
+                    hook,
+                    &reason,
+                    fx,
+                    format!(
+                        "failed-open.mutation.webhook.admission.k8s.io/round_{round}_index_{i}"
+                    ),
+                )?,
+            }
+            fx.audit.add(
+                format!("mutation.webhook.admission.k8s.io/round_{round}_index_{i}"),
+                json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated})
+                    .to_string(),
+            );
+            if mutated && round == 0 {
+                reinvoke.extend(invoked.iter().copied());
+            }
+            if hook.reinvoke_if_needed && round == 0 {
+                invoked.insert(i);
+            }
+        }
+    }
+    Ok(current)
+}
+
+fn record_patch(hook: &Hook, round: usize, i: usize, fx: &Effects<'_>) {
+    fx.audit.add(
+        format!("patch.webhook.admission.k8s.io/round_{round}_index_{i}"),
+        json!({"configuration": hook.configuration, "webhook": hook.name, "patchType": "JSONPatch"})
+            .to_string(),
+    );
+}
+
+/// The validating webhooks on `req`, called concurrently.
+pub async fn validate(
+    hooks: &[Arc<Hook>],
+    req: &Request<'_>,
+    fx: &Effects<'_>,
+    gr: &str,
+) -> Result<()> {
+    let mut called = Vec::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        if should_call(hook, req, fx, gr)? {
+            check_dry_run(hook, req)?;
+            called.push((i, hook));
+        }
+    }
+    let calls = called
+        .iter()
+        .map(|(_, hook)| call(hook, req, fx, gr, false));
+    let results = futures::future::join_all(calls).await;
+    for ((i, hook), result) in called.iter().zip(results) {
+        match result? {
+            Called::Allowed(_) => {}
+            Called::Failed(reason) => failed(
+                hook,
+                &reason,
+                fx,
+                format!("failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}"),
+            )?,
+        }
+    }
+    Ok(())
+}
