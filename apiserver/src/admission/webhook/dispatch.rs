@@ -325,3 +325,160 @@ pub async fn validate(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::request::Operation;
+    use super::*;
+    use crate::authn::UserInfo;
+
+    fn hook(extra: Value) -> Hook {
+        let mut w = json!({"name": "w.example.com", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": "ns", "name": "svc"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["configmaps"]}]});
+        if let (Some(w), Value::Object(extra)) = (w.as_object_mut(), extra) {
+            w.extend(extra);
+        }
+        Hook::compile("c", 0, &w).unwrap_or_else(|| panic!("webhook does not decode"))
+    }
+
+    fn with_request<T>(name: &str, dry_run: bool, f: impl FnOnce(&Request<'_>) -> T) -> T {
+        let user = UserInfo::admin();
+        let obj = json!({"metadata": {"name": name}});
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Create,
+            group: "",
+            version: "v1",
+            resource: "configmaps",
+            kind: "ConfigMap",
+            subresource: "",
+            name,
+            namespace: Some("default"),
+            object: Some(&obj),
+            old: None,
+            user: &user,
+            dry_run,
+            options: &opts,
+        };
+        f(&req)
+    }
+
+    fn message(e: &ApiError) -> (u16, String) {
+        let s = e.to_status();
+        (e.code(), s["message"].as_str().unwrap_or("").to_string())
+    }
+
+    #[test]
+    fn dry_run_needs_a_webhook_without_side_effects() {
+        for (side_effects, refused) in [
+            ("None", false),
+            ("NoneOnDryRun", false),
+            ("Some", true),
+            ("Unknown", true),
+        ] {
+            let h = hook(json!({"sideEffects": side_effects}));
+            let checked = with_request("x", true, |req| check_dry_run(&h, req));
+            match checked {
+                Ok(()) => assert!(!refused, "{side_effects}"),
+                Err(e) => assert_eq!(
+                    message(&e),
+                    (
+                        400,
+                        "admission webhook \"w.example.com\" does not support dry run".into()
+                    )
+                ),
+            }
+            assert!(with_request("x", false, |req| check_dry_run(&h, req)).is_ok());
+        }
+    }
+
+    #[test]
+    fn refusals_are_rendered_as_upstreams_to_status_err() {
+        let h = hook(json!({}));
+        let r = |name: &str, result: Value| {
+            with_request(name, false, |req| {
+                message(&refusal(&h, req, "configmaps", Some(&result)))
+            })
+        };
+        assert_eq!(
+            r("x", json!({"message": "no"})),
+            (403, "configmaps \"x\" is forbidden: admission webhook \"w.example.com\" denied the request: no".into())
+        );
+        assert_eq!(
+            r("", json!({"reason": "Because"})),
+            (403, "configmaps \"Unknown\" is forbidden: admission webhook \"w.example.com\" denied the request: Because".into())
+        );
+        assert_eq!(
+            r("x", json!({})),
+            (403, "configmaps \"x\" is forbidden: admission webhook \"w.example.com\" denied the request without explanation".into())
+        );
+        assert_eq!(
+            r("x", json!({"code": 500, "message": "broken"})),
+            (500, "Internal error occurred: admission webhook \"w.example.com\" denied the request: broken".into())
+        );
+        assert_eq!(r("x", json!({"code": 422, "message": "bad"})).0, 422);
+    }
+
+    #[tokio::test]
+    async fn failure_policy_decides_what_a_failed_call_does() {
+        let warnings = Warnings::default();
+        let audit = AuditAnnotations::default();
+        let no_namespaces = |_: &str| None;
+        let fx = Effects {
+            warnings: &warnings,
+            audit: &audit,
+            namespace_labels: &no_namespaces,
+        };
+        let fail = [Arc::new(hook(json!({"failurePolicy": "Fail"})))];
+        let user = UserInfo::admin();
+        let obj = json!({"metadata": {"name": "x"}});
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Create,
+            group: "",
+            version: "v1",
+            resource: "configmaps",
+            kind: "ConfigMap",
+            subresource: "",
+            name: "x",
+            namespace: None,
+            object: Some(&obj),
+            old: None,
+            user: &user,
+            dry_run: false,
+            options: &opts,
+        };
+        let err = mutate(&fail, &req, &fx, "configmaps").await.err();
+        let (code, msg) = err.as_ref().map(message).unwrap_or_default();
+        assert_eq!(code, 500);
+        assert!(
+            msg.starts_with("Internal error occurred: failed calling webhook \"w.example.com\": could not get REST client: clientConfig.service ns/svc cannot be reached"),
+            "{msg}"
+        );
+        let ignore = [Arc::new(hook(json!({"failurePolicy": "Ignore"})))];
+        assert!(matches!(
+            mutate(&ignore, &req, &fx, "configmaps").await,
+            Ok(None)
+        ));
+        assert!(validate(&ignore, &req, &fx, "configmaps").await.is_ok());
+        let annotations = audit.all();
+        assert_eq!(
+            annotations
+                .get("failed-open.validating.webhook.admission.k8s.io/round_0_index_0")
+                .map(String::as_str),
+            Some("w.example.com")
+        );
+        // A rule for another resource: not called, whatever its failure policy.
+        let other = [Arc::new(hook(
+            json!({"rules": [{"operations": ["*"], "apiGroups": ["apps"],
+            "apiVersions": ["*"], "resources": ["*"]}]}),
+        ))];
+        assert!(matches!(
+            mutate(&other, &req, &fx, "configmaps").await,
+            Ok(None)
+        ));
+    }
+}

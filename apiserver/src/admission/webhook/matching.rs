@@ -238,6 +238,108 @@ fn resource_matches(entry: &str, resource: &str, subresource: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authn::UserInfo;
+    use serde_json::json;
+
+    fn hook(rules: Value, extra: Value) -> Hook {
+        let mut w = json!({"name": "w.example.com", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "clientConfig": {"url": "https://127.0.0.1/"},
+            "rules": rules});
+        if let (Some(w), Value::Object(extra)) = (w.as_object_mut(), extra) {
+            w.extend(extra);
+        }
+        Hook::compile("c", 0, &w).unwrap_or_else(|| panic!("webhook does not decode"))
+    }
+
+    /// A request for `group/version resource[/sub]` in `namespace`, labelled `labels`.
+    fn check<T>(
+        (group, version, resource, sub): (&str, &str, &str, &str),
+        namespace: Option<&str>,
+        labels: Value,
+        f: impl FnOnce(&Request<'_>) -> T,
+    ) -> T {
+        let user = UserInfo::admin();
+        let obj = json!({"metadata": {"name": "n", "labels": labels}});
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Update,
+            group,
+            version,
+            resource,
+            kind: "K",
+            subresource: sub,
+            name: "n",
+            namespace,
+            object: Some(&obj),
+            old: None,
+            user: &user,
+            dry_run: false,
+            options: &opts,
+        };
+        f(&req)
+    }
+
+    #[test]
+    fn rules_operations_versions_policy_and_scope() {
+        let rule = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers"], "scope": "Namespaced"}]);
+        let equivalent = hook(rule.clone(), json!({}));
+        let exact = hook(rule, json!({"matchPolicy": "Exact"}));
+        let hpa = |v| ("autoscaling", v, "horizontalpodautoscalers", "");
+        let ns = Some("default");
+        assert!(check(hpa("v1"), ns, json!({}), |r| exact.matches_rules(r)));
+        assert!(!check(hpa("v2"), ns, json!({}), |r| exact.matches_rules(r)));
+        assert!(check(hpa("v2"), ns, json!({}), |r| equivalent.matches_rules(r)));
+        // Cluster scope is not Namespaced.
+        assert!(!check(hpa("v1"), None, json!({}), |r| exact.matches_rules(r)));
+        let status = ("autoscaling", "v1", "horizontalpodautoscalers", "status");
+        assert!(!check(status, ns, json!({}), |r| exact.matches_rules(r)));
+        let create_only = hook(
+            json!([{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],
+                "resources": ["*"]}]),
+            json!({}),
+        );
+        assert!(!check(hpa("v1"), ns, json!({}), |r| create_only.matches_rules(r)));
+    }
+
+    #[test]
+    fn namespace_and_object_selectors() {
+        let rules = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+            "resources": ["*"]}]);
+        let h = hook(
+            rules,
+            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}},
+                "objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}}),
+        );
+        let cm = ("", "v1", "configmaps", "");
+        let prod = |ns: &str| (ns == "p").then(|| [("env".to_string(), "prod".to_string())].into());
+        let ns_match =
+            |ns: Option<&str>| check(cm, ns, json!({}), |r| h.matches_namespace(r, prod));
+        assert_eq!(ns_match(Some("p")), Ok(true));
+        assert_eq!(
+            ns_match(Some("q")),
+            Err(NamespaceMiss::NotFound("q".into()))
+        );
+        // Cluster-scoped objects other than namespaces are never exempted.
+        assert_eq!(ns_match(None), Ok(true));
+        // A namespace's own write is matched on its labels.
+        let namespace = ("", "v1", "namespaces", "");
+        let own = |labels| {
+            check(namespace, None, labels, |r| {
+                h.matches_namespace(r, |_| None)
+            })
+        };
+        assert_eq!(own(json!({"env": "prod"})), Ok(true));
+        assert_eq!(own(json!({})), Ok(false));
+        assert_eq!(
+            check(cm, None, json!({}), |r| h.matches_object(r)),
+            Ok(true)
+        );
+        assert_eq!(
+            check(cm, None, json!({"skip": "1"}), |r| h.matches_object(r)),
+            Ok(false)
+        );
+    }
 
     #[test]
     fn resource_entries_and_subresources() {
