@@ -375,12 +375,16 @@ async fn validating_webhooks_deny_with_a_message_and_warn_through_kubectl() {
     let mut warn = hooks.webhook("warn.example.com", "warn");
     warn["matchConditions"] = json!([{"name": "named-warn",
         "expression": "object.metadata.name.startsWith('warn-')"}]);
+    let mut protect = hooks.webhook("protect.example.com", "deny");
+    protect["rules"][0]["operations"] = json!(["DELETE"]);
+    protect["matchConditions"] = json!([{"name": "protected",
+        "expression": "oldObject.metadata.name == 'protected'"}]);
     hooks
         .install(
             &client,
             "ValidatingWebhookConfiguration",
             "checks",
-            vec![deny, warn],
+            vec![deny, warn, protect],
         )
         .await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -418,6 +422,28 @@ async fn validating_webhooks_deny_with_a_message_and_warn_through_kubectl() {
         "{stderr}"
     );
     assert!(cms.get_opt("warn-me").await.unwrap().is_some());
+
+    // A delete is validated with the object being deleted as the old object.
+    cms.create(&PostParams::default(), &configmap("protected", json!({})))
+        .await
+        .unwrap();
+    let refused = cms.delete("protected", &Default::default()).await;
+    assert_eq!(
+        refusal(refused),
+        (
+            403,
+            "configmaps \"protected\" is forbidden: admission webhook \"protect.example.com\" denied the request: configmaps named deny-* are not welcome".into()
+        )
+    );
+    let review = hooks.last_call("deny", "protected");
+    assert_eq!(review["request"]["operation"], "DELETE");
+    assert_eq!(review["request"]["options"]["kind"], "DeleteOptions");
+    assert_eq!(review["request"]["object"], Value::Null);
+    assert_eq!(
+        review["request"]["oldObject"]["metadata"]["name"],
+        "protected"
+    );
+    cms.delete("fine", &Default::default()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,4 +116,6 @@ pub struct DeleteOptions {
     pub preconditions: Preconditions,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Who asks; `None` for the server's own deletes, which admission webhooks do not see.
+    pub user: Option<std::sync::Arc<crate::authn::UserInfo>>,
 }

@@ -19,7 +19,7 @@ use super::{object_key, Store};
 use crate::admission::webhook::{Effects, Operation as WebhookOperation, Request};
 use crate::admission::{Attributes, Operation};
 use crate::error::Result;
-use crate::registry::{Forbidden, Objects, WriteOptions};
+use crate::registry::{DeleteOptions, Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
 use crate::watch_cache::{ListAt, SnapshotOutcome};
 
@@ -144,6 +144,22 @@ impl Store<'_> {
     }
 }
 
+/// A write as admission webhooks see it.
+struct WebhookWrite<'w> {
+    operation: WebhookOperation,
+    /// The name when neither object has one.
+    name: &'w str,
+    object: Option<&'w Value>,
+    old: Option<&'w Value>,
+    subresource: &'w str,
+    user: Option<&'w crate::authn::UserInfo>,
+    dry_run: bool,
+    /// `CreateOptions`/`UpdateOptions`/`DeleteOptions` fields.
+    options: Value,
+    warnings: &'w crate::registry::Warnings,
+    audit: &'w crate::registry::AuditAnnotations,
+}
+
 /// Which admission webhooks a store step runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -168,51 +184,40 @@ impl Store<'_> {
         Value::Object(o)
     }
 
-    /// Runs the admission webhooks of `phase` on a write of `obj` (`old` for an update) to
-    /// `subresource`; `Some` with the object mutating webhooks changed (in storage form).
-    /// Server-internal writes (no user) are not sent.
-    async fn run_webhooks(
-        &self,
-        phase: Phase,
-        obj: &Value,
-        old: Option<&Value>,
-        subresource: &str,
-        opts: &WriteOptions,
-    ) -> Result<Option<Value>> {
+    /// Runs the admission webhooks of `phase` on `write`; `Some` with the object mutating
+    /// webhooks changed (in storage form). Server-internal writes (no user) are not sent.
+    async fn run_webhooks(&self, phase: Phase, write: WebhookWrite<'_>) -> Result<Option<Value>> {
         let info = &self.resource.info;
         let webhooks = &self.state.webhooks;
         let any = match phase {
             Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
             Phase::Validating => webhooks.any_validating(&info.group, &info.plural),
         };
-        let Some(user) = opts.user.as_deref().filter(|_| any) else {
+        let Some(user) = write.user.filter(|_| any) else {
             return Ok(None);
         };
-        let shown_old = old.map(|o| self.shown(o));
-        let shown = self.shown(obj);
-        let options = Self::webhook_options(opts);
-        let name = api::meta::name(&shown)
-            .or_else(|| old.and_then(api::meta::name))
-            .unwrap_or("")
+        let shown_old = write.old.map(|o| self.shown(o));
+        let shown = write.object.map(|o| self.shown(o));
+        let name = write
+            .object
+            .and_then(api::meta::name)
+            .or_else(|| write.old.and_then(api::meta::name))
+            .unwrap_or(write.name)
             .to_string();
         let req = Request {
-            operation: if old.is_some() {
-                WebhookOperation::Update
-            } else {
-                WebhookOperation::Create
-            },
+            operation: write.operation,
             group: &info.group,
             version: &info.version,
             resource: &info.plural,
             kind: &info.kind,
-            subresource,
+            subresource: write.subresource,
             name: &name,
             namespace: self.namespace.as_deref(),
-            object: Some(&shown),
+            object: shown.as_deref(),
             old: shown_old.as_deref(),
             user,
-            dry_run: opts.dry_run,
-            options: &options,
+            dry_run: write.dry_run,
+            options: &write.options,
         };
         let cache = &self.state.cache;
         let namespace_labels = |ns: &str| {
@@ -221,8 +226,8 @@ impl Store<'_> {
                 .map(|o| api::meta::labels(&o))
         };
         let fx = Effects {
-            warnings: &opts.warnings,
-            audit: &opts.audit_annotations,
+            warnings: write.warnings,
+            audit: write.audit,
             namespace_labels: &namespace_labels,
         };
         let gr = self.group_resource();
@@ -233,6 +238,66 @@ impl Store<'_> {
                 .map(|mutated| self.resource.strategy.to_storage(mutated))),
             Phase::Validating => webhooks.validate(&req, &fx, &gr).await.map(|()| None),
         }
+    }
+
+    /// A create or update as admission webhooks see it.
+    fn webhook_write<'w>(
+        obj: &'w Value,
+        old: Option<&'w Value>,
+        subresource: &'w str,
+        opts: &'w WriteOptions,
+    ) -> WebhookWrite<'w> {
+        WebhookWrite {
+            operation: if old.is_some() {
+                WebhookOperation::Update
+            } else {
+                WebhookOperation::Create
+            },
+            name: "",
+            object: Some(obj),
+            old,
+            subresource,
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            options: Self::webhook_options(opts),
+            warnings: &opts.warnings,
+            audit: &opts.audit_annotations,
+        }
+    }
+
+    /// Both webhook phases on the delete of `current` (upstream's delete handler admits with no
+    /// object; the store validates with the object being deleted as the old object).
+    pub(crate) async fn admit_delete_by_webhooks(
+        &self,
+        current: &Value,
+        opts: &DeleteOptions,
+    ) -> Result<()> {
+        let mut options = serde_json::Map::new();
+        if opts.dry_run {
+            options.insert("dryRun".into(), serde_json::json!(["All"]));
+        }
+        if let Some(g) = opts.grace_period_seconds {
+            options.insert("gracePeriodSeconds".into(), serde_json::json!(g));
+        }
+        // Warnings of a delete are not rendered, and audit is not kept: both go nowhere here.
+        let (warnings, audit) = (Default::default(), Default::default());
+        let name = api::meta::name(current).unwrap_or("");
+        let write = |old| WebhookWrite {
+            operation: WebhookOperation::Delete,
+            name,
+            object: None,
+            old,
+            subresource: "",
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            options: Value::Object(options.clone()),
+            warnings: &warnings,
+            audit: &audit,
+        };
+        self.run_webhooks(Phase::Mutating, write(None)).await?;
+        self.run_webhooks(Phase::Validating, write(Some(current)))
+            .await
+            .map(|_| ())
     }
 
     /// An object as the request's endpoint shows it.
@@ -252,9 +317,8 @@ impl Store<'_> {
         subresource: &str,
         opts: &WriteOptions,
     ) -> Result<bool> {
-        let mutated = self
-            .run_webhooks(Phase::Mutating, obj, old, subresource, opts)
-            .await?;
+        let write = Self::webhook_write(obj, old, subresource, opts);
+        let mutated = self.run_webhooks(Phase::Mutating, write).await?;
         let changed = mutated.is_some();
         if let Some(m) = mutated {
             *obj = m;
@@ -270,7 +334,8 @@ impl Store<'_> {
         subresource: &str,
         opts: &WriteOptions,
     ) -> Result<()> {
-        self.run_webhooks(Phase::Validating, obj, old, subresource, opts)
+        let write = Self::webhook_write(obj, old, subresource, opts);
+        self.run_webhooks(Phase::Validating, write)
             .await
             .map(|_| ())
     }
