@@ -46,7 +46,7 @@ fn answer(uid: &Value, response: Value) -> Value {
 
 /// The webhooks, by path:
 /// - `allow`: allows; `deny`: refuses with a message; `warn`: allows with a warning;
-/// - `add-label`: adds the label `mutated-by=webhook`;
+/// - `add-label`: adds the label `mutated-by=webhook` (and a field ConfigMaps do not have);
 /// - `count`: counts its calls in the annotation `count`; `label-once`: adds `once=yes` when
 ///   missing (a change that asks earlier `IfNeeded` webhooks to run again);
 /// - `hang`: answers after 20 s (past any test timeout).
@@ -79,7 +79,8 @@ async fn review(
         ),
         "add-label" => patched(
             uid,
-            json!([{"op": "add", "path": "/metadata/labels", "value": with(labels, "mutated-by", "webhook")}]),
+            json!([{"op": "add", "path": "/metadata/labels", "value": with(labels, "mutated-by", "webhook")},
+                {"op": "add", "path": "/notAField", "value": 1}]),
         ),
         "count" => {
             let annotations = obj["metadata"]["annotations"].clone();
@@ -290,9 +291,17 @@ async fn kube_rs_a_mutating_webhook_adds_a_label() {
         Some("webhook")
     );
     assert_eq!(labels.get("app").map(String::as_str), Some("x"));
-    // Stored as mutated.
+    // Stored as mutated, without the field the kind does not define.
     let stored = cms.get("a").await.unwrap();
     assert_eq!(stored.metadata.labels, Some(labels));
+    let raw: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<ConfigMap>(&()),
+    );
+    let raw = raw.get("a").await.unwrap();
+    assert!(raw.data.get("notAField").is_none(), "{:?}", raw.data);
+    assert_eq!(raw.data["data"], json!({"k": "v"}));
 
     // The review as upstream builds it.
     let review = hooks.last_call("add-label", "a");
@@ -470,7 +479,10 @@ async fn failure_policy_against_a_hanging_and_a_down_server() {
     for h in [&mut down_fail, &mut down_ignore] {
         h["clientConfig"]["url"] = json!(format!("https://127.0.0.1:{down_port}/down"));
     }
+    let mut service = with("service.example.com", "service", "Fail", "service-");
+    service["clientConfig"] = json!({"service": {"namespace": "default", "name": "hooks"}});
     let hooks_list = vec![
+        service,
         with("hang-fail.example.com", "hang", "Fail", "hang-fail-"),
         with("hang-ignore.example.com", "hang", "Ignore", "hang-ignore-"),
         down_fail,
@@ -509,6 +521,14 @@ async fn failure_policy_against_a_hanging_and_a_down_server() {
     cms.create(&pp, &configmap("down-ignore-1", json!({})))
         .await
         .unwrap();
+
+    // A service reference cannot be reached from a sandbox, and says so.
+    let (code, message) = refusal(cms.create(&pp, &configmap("service-1", json!({}))).await);
+    assert_eq!(code, 500);
+    assert!(
+        message.starts_with("Internal error occurred: failed calling webhook \"service.example.com\": could not get REST client: clientConfig.service default/hooks cannot be reached: a minik8s sandbox has no service network"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -232,10 +232,15 @@ impl Store<'_> {
         };
         let gr = self.group_resource();
         match phase {
-            Phase::Mutating => Ok(webhooks
-                .mutate(&req, &fx, &gr)
-                .await?
-                .map(|mutated| self.resource.strategy.to_storage(mutated))),
+            // Fields the kind does not define are dropped, as decoding the patched object into
+            // its type (or pruning a custom resource) does upstream.
+            Phase::Mutating => match webhooks.mutate(&req, &fx, &gr).await? {
+                Some(mut mutated) => {
+                    self.validate_fields(&mut mutated, &WriteOptions::default())?;
+                    Ok(Some(self.resource.strategy.to_storage(mutated)))
+                }
+                None => Ok(None),
+            },
             Phase::Validating => webhooks.validate(&req, &fx, &gr).await.map(|()| None),
         }
     }
