@@ -125,3 +125,75 @@ fn apply(configs: &mut ByConfiguration, ev: &crate::watch_cache::CacheEvent) {
         .unwrap_or_default();
     configs.insert(ev.key.clone(), hooks);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(name: &str, hooks: &[&str]) -> bytes::Bytes {
+        let webhooks: Vec<_> = hooks
+            .iter()
+            .map(|h| {
+                json!({"name": h, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                    "clientConfig": {"url": "https://127.0.0.1/"}})
+            })
+            .collect();
+        let obj = json!({"metadata": {"name": name}, "webhooks": webhooks});
+        bytes::Bytes::from(obj.to_string())
+    }
+
+    fn names(hooks: &[Arc<Hook>]) -> Vec<String> {
+        hooks.iter().map(|h| h.name.clone()).collect()
+    }
+
+    /// Waits (bounded) until the published hooks satisfy `f`.
+    async fn until(source: &Source, f: impl Fn(&Hooks) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tokio::time::Instant::now() < deadline {
+            if f(&source.hooks()) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn follows_configurations_in_name_then_index_order() {
+        let store: Arc<dyn store::Store> =
+            match store::MemoryStore::new(store::StoreConfig::default()) {
+                Ok(s) => Arc::new(s),
+                Err(e) => panic!("store: {e}"),
+            };
+        let shutdown = CancellationToken::new();
+        let cache = match WatchCache::start(store.clone(), 100, 100, shutdown.clone()).await {
+            Ok(c) => c,
+            Err(e) => panic!("cache: {e}"),
+        };
+        let key = |p: &str, n: &str| format!("{p}{n}");
+        // One before the source starts (its snapshot), the rest after (its watch).
+        let b = key(MUTATING_PREFIX, "b");
+        assert!(store.create(&b, config("b", &["b1.x.io"])).await.is_ok());
+        let source = Arc::new(Source::default());
+        tokio::spawn(source.clone().follow(cache.clone(), shutdown.clone()));
+        let a = key(MUTATING_PREFIX, "a");
+        assert!(store
+            .create(&a, config("a", &["a1.x.io", "a2.x.io"]))
+            .await
+            .is_ok());
+        let v = key(VALIDATING_PREFIX, "v");
+        assert!(store.create(&v, config("v", &["v1.x.io"])).await.is_ok());
+        assert!(
+            until(&source, |h| names(&h.mutating)
+                == ["a1.x.io", "a2.x.io", "b1.x.io"]
+                && names(&h.validating) == ["v1.x.io"])
+            .await,
+            "{:?}",
+            source.hooks()
+        );
+        assert!(store.delete(&a, None).await.is_ok());
+        assert!(until(&source, |h| names(&h.mutating) == ["b1.x.io"]).await);
+        shutdown.cancel();
+    }
+}
