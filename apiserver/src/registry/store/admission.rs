@@ -189,11 +189,7 @@ impl Store<'_> {
     async fn run_webhooks(&self, phase: Phase, write: WebhookWrite<'_>) -> Result<Option<Value>> {
         let info = &self.resource.info;
         let webhooks = &self.state.webhooks;
-        let any = match phase {
-            Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
-            Phase::Validating => webhooks.any_validating(&info.group, &info.plural),
-        };
-        let Some(user) = write.user.filter(|_| any) else {
+        let Some(user) = write.user.filter(|_| self.any_webhooks(phase)) else {
             return Ok(None);
         };
         let shown_old = write.old.map(|o| self.shown(o));
@@ -242,6 +238,15 @@ impl Store<'_> {
                 None => Ok(None),
             },
             Phase::Validating => webhooks.validate(&req, &fx, &gr).await.map(|()| None),
+        }
+    }
+
+    /// Whether any webhook of `phase` is configured for this resource (a lock and a length).
+    fn any_webhooks(&self, phase: Phase) -> bool {
+        let (info, webhooks) = (&self.resource.info, &self.state.webhooks);
+        match phase {
+            Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
+            Phase::Validating => webhooks.any_validating(&info.group, &info.plural),
         }
     }
 
@@ -322,6 +327,9 @@ impl Store<'_> {
         subresource: &str,
         opts: &WriteOptions,
     ) -> Result<bool> {
+        if opts.user.is_none() || !self.any_webhooks(Phase::Mutating) {
+            return Ok(false);
+        }
         let write = Self::webhook_write(obj, old, subresource, opts);
         let mutated = self.run_webhooks(Phase::Mutating, write).await?;
         let changed = mutated.is_some();
@@ -339,6 +347,9 @@ impl Store<'_> {
         subresource: &str,
         opts: &WriteOptions,
     ) -> Result<()> {
+        if opts.user.is_none() || !self.any_webhooks(Phase::Validating) {
+            return Ok(());
+        }
         let write = Self::webhook_write(obj, old, subresource, opts);
         self.run_webhooks(Phase::Validating, write)
             .await
