@@ -45,11 +45,14 @@ impl Conditions {
         let vars = [("object", object), ("oldObject", old), ("request", request)];
         let mut errors = Vec::new();
         for (src, compiled) in &self.0 {
-            let result = compiled
-                .as_ref()
-                .map_err(Clone::clone)
-                .and_then(|e| e.eval_bool(&vars));
-            match result {
+            let compiled = match compiled {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!("compilation error: {e}"));
+                    continue;
+                }
+            };
+            match compiled.eval_bool(&vars) {
                 Ok(true) => {}
                 Ok(false) => return Decision::Skip,
                 Err(e) => errors.push(format!("expression '{src}' resulted in error: {e}")),
@@ -103,5 +106,9 @@ mod tests {
             )
         );
         assert_eq!(decide(&conditions(&[])), Decision::Call);
+        assert!(matches!(
+            decide(&conditions(&["object."])),
+            Decision::Error(e) if e.starts_with("compilation error: ")
+        ));
     }
 }

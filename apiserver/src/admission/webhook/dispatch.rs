@@ -471,6 +471,20 @@ mod tests {
                 .map(String::as_str),
             Some("w.example.com")
         );
+        // A match condition that errs: refused under Fail, skipped under Ignore.
+        let cond = json!([{"name": "c", "expression": "object.nope == 1"}]);
+        let erring = [Arc::new(hook(
+            json!({"failurePolicy": "Fail", "matchConditions": cond}),
+        ))];
+        let err = validate(&erring, &req, &fx, "configmaps").await.err();
+        assert_eq!(
+            err.as_ref().map(message),
+            Some((403, "configmaps \"x\" is forbidden: expression 'object.nope == 1' resulted in error: no such key: nope".into()))
+        );
+        let skipped = [Arc::new(hook(
+            json!({"failurePolicy": "Ignore", "matchConditions": cond}),
+        ))];
+        assert!(validate(&skipped, &req, &fx, "configmaps").await.is_ok());
         // A rule for another resource: not called, whatever its failure policy.
         let other = [Arc::new(hook(
             json!({"rules": [{"operations": ["*"], "apiGroups": ["apps"],
