@@ -40,10 +40,16 @@ pub struct Effects<'a> {
     pub namespace_labels: &'a (dyn Fn(&str) -> Option<BTreeMap<String, String>> + Sync),
 }
 
+/// An object a webhook's patch was applied to, and the patch (for the audit annotation).
+struct Patched {
+    object: Value,
+    patch: Value,
+}
+
 /// How one webhook call ended, short of a refusal.
 enum Called {
     /// Allowed; with the patched object if a patch was applied.
-    Allowed(Option<Value>),
+    Allowed(Option<Patched>),
     /// The call failed: `failed calling webhook "x": <reason>`.
     Failed(String),
 }
@@ -207,7 +213,10 @@ async fn call(
     };
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch).map_err(|e| internal(&e.to_string()))?;
-    Ok(Called::Allowed(Some(patched)))
+    Ok(Called::Allowed(Some(Patched {
+        object: patched,
+        patch: serde_json::to_value(&patch).unwrap_or(Value::Null),
+    })))
 }
 
 /// A failed call under the webhook's `failurePolicy`: `Ok` to go on (Ignore), else the 500.
@@ -254,10 +263,10 @@ pub async fn mutate(
             let mut mutated = false;
             match called {
                 Called::Allowed(Some(patched)) => {
-                    mutated = req.object != Some(&patched);
+                    mutated = req.object != Some(&patched.object);
                     if mutated {
-                        record_patch(hook, round, i, fx);
-                        current = Some(patched);
+                        record_patch(hook, round, i, patched.patch, fx);
+                        current = Some(patched.object);
                     }
                 }
                 Called::Allowed(None) => {}
@@ -286,11 +295,13 @@ pub async fn mutate(
     Ok(current)
 }
 
-fn record_patch(hook: &Hook, round: usize, i: usize, fx: &Effects<'_>) {
+/// Upstream's `patch.webhook.admission.k8s.io/round_R_index_I` annotation.
+fn record_patch(hook: &Hook, round: usize, i: usize, patch: Value, fx: &Effects<'_>) {
     fx.audit.add(
         format!("patch.webhook.admission.k8s.io/round_{round}_index_{i}"),
-        json!({"configuration": hook.configuration, "webhook": hook.name, "patchType": "JSONPatch"})
-            .to_string(),
+        json!({"configuration": hook.configuration, "webhook": hook.name, "patch": patch,
+            "patchType": "JSONPatch"})
+        .to_string(),
     );
 }
 
