@@ -10,6 +10,14 @@
 //! Validating admission ([`Store::validate_admission`], the ResourceQuota plugin of
 //! [`crate::admission`]) runs later, on the validated object just before the store write; it may
 //! write other objects (a quota's usage) through the generic store.
+//!
+//! Admission webhooks ([`crate::admission::webhook`]) run at their upstream places: mutating
+//! webhooks after the built-in mutating phase (their result is validated: on a create by the
+//! validation that follows, on an update again), validating webhooks after the built-in
+//! validating phase and before ResourceQuota, and both on a client's delete. They see the object
+//! in the endpoint's version; a mutated object drops fields its kind does not define and goes
+//! back to storage form. Only clients' requests (a user in the options) are sent; nothing is
+//! built for a request when no webhook is configured.
 
 use std::sync::Arc;
 
