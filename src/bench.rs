@@ -22,6 +22,7 @@ mod plane;
 mod scale;
 mod service;
 mod statefulset;
+mod webhooks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
@@ -52,6 +53,9 @@ pub enum Which {
     /// A DaemonSet on `--daemonset-nodes` fake nodes: time to every daemon pod Running and Ready
     /// (not part of `all`).
     Daemonset,
+    /// Admission webhooks: ConfigMap create latency with no webhook, with one that matches
+    /// nothing, and with a local mutating webhook (not part of `all`).
+    Webhooks,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
 }
@@ -97,6 +101,9 @@ pub struct BenchArgs {
     /// Parallelism of the job benchmark.
     #[arg(long, default_value_t = 100)]
     pub parallelism: usize,
+    /// Creates per configuration of the webhooks benchmark.
+    #[arg(long, default_value_t = 2000)]
+    pub webhook_creates: usize,
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
@@ -148,6 +155,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Webhooks {
+        webhooks::webhooks(args.webhook_creates, Duration::from_secs(120)).await?;
     }
     if args.which == Which::Job {
         job::job_bench(

@@ -31,6 +31,7 @@ pub mod server;
 pub mod state;
 pub mod table;
 pub mod watch_cache;
+pub mod webhook;
 
 pub use config::Config;
 pub use error::ApiError;

@@ -33,6 +33,8 @@ pub struct AppState {
     pub httplog: Arc<crate::http::httplog::FailureLog>,
     /// The built-in admission plugins `config.admission` enables, in order.
     pub admission: Arc<crate::admission::Chain>,
+    /// The admission webhooks, their configurations followed in the watch cache.
+    pub webhooks: Arc<crate::admission::webhook::Webhooks>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -75,8 +77,23 @@ impl AppState {
             }
         }
         let admission = Arc::new(crate::admission::Chain::new(&config.admission));
+        let webhooks = Arc::new(crate::admission::webhook::Webhooks::new(
+            config
+                .admission
+                .enabled(crate::admission::MUTATING_ADMISSION_WEBHOOK),
+            config
+                .admission
+                .enabled(crate::admission::VALIDATING_ADMISSION_WEBHOOK),
+        ));
+        tokio::spawn(
+            webhooks
+                .source
+                .clone()
+                .follow(cache.clone(), shutdown.clone()),
+        );
         Ok(AppState {
             admission,
+            webhooks,
             resources,
             openapi: Default::default(),
             config: Arc::new(config),

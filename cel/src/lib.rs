@@ -41,6 +41,7 @@ pub mod convert;
 pub mod cost;
 pub mod env;
 pub mod errors;
+pub mod expression;
 pub mod library;
 pub mod rules;
 pub mod schema;

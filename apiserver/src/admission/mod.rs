@@ -10,6 +10,8 @@
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
+//! | MutatingAdmissionWebhook | [`webhook`], called by the store after the chain's mutating phase | calls mutating webhooks, applies their patches |
+//! | ValidatingAdmissionWebhook | [`webhook`], called by the store after the chain's validating phase | calls validating webhooks concurrently |
 //! | ResourceQuota | [`resourcequota`], called by the store after the chain's validating phase | refuses writes over a quota; charges quotas by compare-and-swap before the write |
 //!
 //! A request runs every enabled plugin's mutating [`Plugin::admit`] in order after the kind's
@@ -31,6 +33,7 @@ mod limit_ranger;
 mod pod_secrets;
 pub mod resourcequota;
 mod service_account;
+pub mod webhook;
 
 #[cfg(test)]
 mod tests;
@@ -59,6 +62,7 @@ pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 /// `PersistentVolumeClaimResize`.
 pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
+pub use webhook::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
 /// `ResourceQuota`.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 
@@ -69,6 +73,8 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     SERVICE_ACCOUNT,
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
+    MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
 ];
 

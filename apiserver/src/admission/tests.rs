@@ -422,6 +422,13 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         config.disable_list("Foo"),
         Err("admission-control plugin \"Foo\" is unknown".to_string())
     );
+    assert!(config.enabled("MutatingAdmissionWebhook"));
+    assert_eq!(
+        config.disable_list("MutatingAdmissionWebhook,ValidatingAdmissionWebhook"),
+        Ok(())
+    );
+    assert!(!config.enabled("MutatingAdmissionWebhook"));
+    assert!(!config.enabled("ValidatingAdmissionWebhook"));
 }
 
 #[test]

@@ -19,7 +19,10 @@ use crate::watch_cache::ObjectJson;
 pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let name = ctx.target.require_name()?;
     let bytes = ctx.read_body(body).await?;
-    let opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
+    let mut opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
+    opts.user = Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
+        &ctx.headers,
+    )));
     let resource = &ctx.target.resource;
     let d = ctx.store().delete(name, &opts).await?;
     let (obj, revision, json) = match d {
@@ -62,7 +65,10 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
 /// deleted (or marked) objects.
 pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
-    let opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
+    let mut opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
+    opts.user = Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
+        &ctx.headers,
+    )));
     let list_opts = ListOptions::from_query(&ctx.query)?;
     let store = ctx.store();
     let deleted = store.delete_collection(&opts, &list_opts).await?;

@@ -426,6 +426,7 @@ impl DeleteOptions {
             propagation: combine_orphan(propagation, q.bool("orphanDependents")?)?,
             preconditions: Preconditions::default(),
             dry_run: parse_dry_run(q.all("dryRun"), "DeleteOptions")?,
+            user: None,
         })
     }
 
@@ -467,6 +468,7 @@ impl DeleteOptions {
                 resource_version: field("resourceVersion"),
             },
             dry_run,
+            user: None,
         })
     }
 }

@@ -121,6 +121,10 @@ impl Ctx {
             field_validation: q.field_validation,
             force: q.force.unwrap_or(false),
             warnings: Default::default(),
+            user: Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
+                &self.headers,
+            ))),
+            audit_annotations: Default::default(),
         })
     }
 

@@ -7,10 +7,10 @@
 //!    `apiVersion` and `kind` is converted by rewriting `apiVersion` (the nop converter).
 //! 2. The review version is the first of `conversionReviewVersions` this client speaks (`v1`,
 //!    `v1beta1`); none → `no supported conversion review versions`.
-//! 3. POST to `url?timeout=30s` (client-go appends its timeout), HTTP/1.1, JSON, [`TIMEOUT`] for
-//!    the whole exchange; a `service` reference is refused: a sandbox has no service network.
-//! 4. The response: at most [`MAX_RESPONSE_BYTES`] (or a multiple of the request, if larger);
-//!    `apiVersion`/`kind` `apiextensions.k8s.io/v1, Kind=ConversionReview` (v1 only), a
+//! 3. POST to `url?timeout=30s` through the shared webhook client ([`crate::webhook`]: caBundle
+//!    trust, [`TIMEOUT`] for the whole exchange, a bounded response; a `service` reference is
+//!    refused: a sandbox has no service network).
+//! 4. The response: `apiVersion`/`kind` `apiextensions.k8s.io/v1, Kind=ConversionReview` (v1 only), a
 //!    `response`, the request's `uid` (v1 only), `result.status` `Success`, as many
 //!    `convertedObjects` as were sent.
 //! 5. Each converted object: the desired group/version, the same kind, name, namespace and UID;
@@ -19,17 +19,12 @@
 //!
 //! Errors carry upstream's text, prefixed `conversion webhook for <gvk> failed: ` where upstream
 //! prefixes it ([`convert_items`] names the items' kind there, as upstream's per-object decoding
-//! of a list does). The request path calls it through [`super::conversion`]. Clients are cached per (url, caBundle), at most [`CLIENT_CACHE_SIZE`] (upstream's
-//! LRU size), so a CRD's conversions share connections.
+//! of a list does). The request path calls it through [`super::conversion`].
 
-use std::collections::HashMap;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use api::validation::{validate_annotations, validate_labels, FieldError};
-use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookConversion;
-use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
 /// Why a conversion failed; its text is the message of the 500 the request gets.
@@ -41,15 +36,7 @@ pub struct ConversionError(pub String);
 /// client uses the webhook default of 30 s (kubernetes/kubernetes#91338).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The smallest bound on a response body. Upstream reads any size; a response is bounded here
-/// by the larger of this and [`RESPONSE_TO_REQUEST_RATIO`] × the request.
-pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-
-/// A converted object may grow (new fields), but not without bound.
-pub const RESPONSE_TO_REQUEST_RATIO: usize = 4;
-
-/// Hook clients kept (upstream's `webhook.ClientManager` LRU holds 200).
-pub const CLIENT_CACHE_SIZE: usize = 200;
+pub use crate::webhook::{MAX_RESPONSE_BYTES, RESPONSE_TO_REQUEST_RATIO};
 
 const REVIEW_GROUP_VERSION: &str = "apiextensions.k8s.io/v1";
 
@@ -448,139 +435,23 @@ fn converted_objects(response: &Value, uid: &str, v1: bool) -> Result<Vec<Value>
     })
 }
 
-/// A hook client's identity: its URL and CA bundle.
-type ClientKey = (String, Vec<u8>);
-
-/// The hook clients.
-static CLIENTS: LazyLock<Mutex<HashMap<ClientKey, reqwest::Client>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-fn hook_client(url: &str, ca_bundle: &[u8]) -> Result<reqwest::Client, String> {
-    let key = (url.to_string(), ca_bundle.to_vec());
-    if let Some(c) = CLIENTS.lock().get(&key) {
-        return Ok(c.clone());
-    }
-    let mut b = reqwest::Client::builder()
-        .http1_only()
-        .timeout(TIMEOUT)
-        .use_rustls_tls();
-    if !ca_bundle.is_empty() {
-        let certs = reqwest::Certificate::from_pem_bundle(ca_bundle)
-            .map_err(|e| format!("unable to load caBundle: {e}"))?;
-        if certs.is_empty() {
-            return Err("unable to load caBundle: no PEM certificates".into());
-        }
-        b = b.tls_built_in_root_certs(false);
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
-    }
-    let client = b.build().map_err(|e| e.to_string())?;
-    let mut cache = CLIENTS.lock();
-    if cache.len() >= CLIENT_CACHE_SIZE {
-        if let Some(k) = cache.keys().next().cloned() {
-            cache.remove(&k);
-        }
-    }
-    cache.insert(key, client.clone());
-    Ok(client)
-}
-
-/// POSTs the review and decodes the response (the error text is what follows upstream's
-/// `conversion webhook for <gvk> failed: `).
+/// POSTs the review through the shared webhook client ([`crate::webhook`]) and decodes the
+/// response (the error text is what follows upstream's `conversion webhook for <gvk> failed: `).
 async fn post(webhook: &WebhookConversion, review: &Value) -> Result<Value, String> {
     let config = webhook.client_config.as_ref();
-    if let Some(s) = config.and_then(|c| c.service.as_ref()) {
-        return Err(format!(
-            "clientConfig.service {}/{} cannot be reached: a minik8s sandbox has no service network; \
-             point clientConfig.url at the test's own webhook server (https://127.0.0.1:PORT/PATH), as envtest does",
-            s.namespace, s.name
-        ));
-    }
-    let Some(url) = config.and_then(|c| c.url.as_deref()) else {
-        return Err("webhook configuration must have either service or URL".into());
+    let endpoint = crate::webhook::Endpoint {
+        url: config.and_then(|c| c.url.as_deref()),
+        service: config
+            .and_then(|c| c.service.as_ref())
+            .map(|s| (s.namespace.as_str(), s.name.as_str())),
+        ca_bundle: config
+            .and_then(|c| c.ca_bundle.as_ref())
+            .map(|b| b.0.as_slice())
+            .unwrap_or_default(),
     };
-    let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("Unparsable URL: {e}"))?;
-    parsed
-        .query_pairs_mut()
-        .append_pair("timeout", &format!("{}s", TIMEOUT.as_secs()));
-    let ca = config
-        .and_then(|c| c.ca_bundle.as_ref())
-        .map(|b| b.0.as_slice())
-        .unwrap_or_default();
-    let client = hook_client(url, ca)?;
-    let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
-    let limit = MAX_RESPONSE_BYTES.max(body.len().saturating_mul(RESPONSE_TO_REQUEST_RATIO));
-    let shown = parsed.to_string();
-    let resp = client
-        .post(parsed)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json, */*")
-        .body(body)
-        .send()
+    crate::webhook::post_json(endpoint, review, TIMEOUT)
         .await
-        .map_err(|e| format!("Post {shown:?}: {}", error_chain(&e)))?;
-    let code = resp.status();
-    let mut bytes: Vec<u8> = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| format!("Post {shown:?}: {}", error_chain(&e)))?;
-        if bytes.len() + chunk.len() > limit {
-            return Err(format!("response body larger than {limit} bytes"));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    if !code.is_success() {
-        return Err(unsuccessful(code, &bytes));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
-}
-
-/// A failed response as client-go renders it: a `Status` body's message, else the generic text
-/// for the code.
-fn unsuccessful(code: http::StatusCode, body: &[u8]) -> String {
-    if let Ok(s) = serde_json::from_slice::<Value>(body) {
-        if s.get("kind").and_then(Value::as_str) == Some("Status") {
-            if let Some(m) = s.get("message").and_then(Value::as_str) {
-                return m.to_string();
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&body[..body.len().min(1024)]).into_owned();
-    match code.as_u16() {
-        400 => "the server rejected our request for an unknown reason".into(),
-        401 => "Unauthorized".into(),
-        403 => "forbidden".into(),
-        404 => "the server could not find the requested resource".into(),
-        405 => "the server does not allow this method on the requested resource".into(),
-        409 => "the server reported a conflict".into(),
-        422 => "the server rejected our request due to an error in our request".into(),
-        429 => "the server has received too many requests and has asked us to try again later".into(),
-        500 => format!("an error on the server ({text:?}) has prevented the request from succeeding"),
-        503 => "the server is currently unable to handle the request".into(),
-        504 => "the server was unable to return a response in the time allotted, but may still be processing the request".into(),
-        c => format!("the server responded with the status code {c} but did not return more information"),
-    }
-}
-
-/// An error and its causes, `a: b: c`, without the transport's own wrappers (which repeat the
-/// URL the message already names), as Go's `Post "url": cause`.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cur {
-        let m = c.to_string();
-        let wrapper =
-            m.starts_with("error sending request for url") || m.starts_with("client error (");
-        if !wrapper && !parts.iter().any(|p| p.contains(&m)) {
-            parts.push(m);
-        }
-        cur = c.source();
-    }
-    if parts.is_empty() {
-        return e.to_string();
-    }
-    parts.join(": ")
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

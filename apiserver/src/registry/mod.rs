@@ -35,7 +35,8 @@ pub mod subresources;
 pub mod typed;
 
 pub use options::{
-    DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings, WriteOptions,
+    AuditAnnotations, DeleteOptions, FieldValidation, Preconditions, Propagation, Warnings,
+    WriteOptions,
 };
 pub use resources::{Resource, ResourceRegistry};
 pub use store::{Deleted, Store, Written};

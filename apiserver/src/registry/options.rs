@@ -29,6 +29,36 @@ pub struct WriteOptions {
     /// Where the write leaves its warnings (`fieldValidation=Warn`'s unknown fields) for the
     /// response's `Warning` headers.
     pub warnings: Warnings,
+    /// Who asks; `None` for the server's own writes, which admission webhooks do not see.
+    pub user: Option<std::sync::Arc<crate::authn::UserInfo>>,
+    /// What admission leaves for the request's audit event (admission webhooks'
+    /// `auditAnnotations`).
+    pub audit_annotations: AuditAnnotations,
+}
+
+/// The audit annotations of one request (`admission.Attributes.AddAnnotation`): a key keeps its
+/// first value. Bounded by [`MAX_AUDIT_ANNOTATIONS`].
+#[derive(Debug, Clone, Default)]
+pub struct AuditAnnotations(
+    std::sync::Arc<parking_lot::Mutex<std::collections::BTreeMap<String, String>>>,
+);
+
+/// Most audit annotations one request keeps.
+pub const MAX_AUDIT_ANNOTATIONS: usize = 256;
+
+impl AuditAnnotations {
+    /// Adds `key` unless it is there already or the bound is reached.
+    pub fn add(&self, key: String, value: String) {
+        let mut a = self.0.lock();
+        if a.len() < MAX_AUDIT_ANNOTATIONS {
+            a.entry(key).or_insert(value);
+        }
+    }
+
+    /// The annotations so far.
+    pub fn all(&self) -> std::collections::BTreeMap<String, String> {
+        self.0.lock().clone()
+    }
 }
 
 /// The warnings of one request, in order, without repeats (a retried attempt finds the same
@@ -86,4 +116,6 @@ pub struct DeleteOptions {
     pub preconditions: Preconditions,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Who asks; `None` for the server's own deletes, which admission webhooks do not see.
+    pub user: Option<std::sync::Arc<crate::authn::UserInfo>>,
 }

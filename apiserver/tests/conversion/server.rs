@@ -126,8 +126,8 @@ async fn review(
 /// A CA and a serving certificate for 127.0.0.1 signed by it.
 pub struct Pki {
     pub ca_pem: String,
-    cert_der: Vec<u8>,
-    key_der: Vec<u8>,
+    pub cert_der: Vec<u8>,
+    pub key_der: Vec<u8>,
 }
 
 pub fn pki() -> Pki {

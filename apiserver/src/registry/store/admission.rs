@@ -10,15 +10,24 @@
 //! Validating admission ([`Store::validate_admission`], the ResourceQuota plugin of
 //! [`crate::admission`]) runs later, on the validated object just before the store write; it may
 //! write other objects (a quota's usage) through the generic store.
+//!
+//! Admission webhooks ([`crate::admission::webhook`]) run at their upstream places: mutating
+//! webhooks after the built-in mutating phase (their result is validated: on a create by the
+//! validation that follows, on an update again), validating webhooks after the built-in
+//! validating phase and before ResourceQuota, and both on a client's delete. They see the object
+//! in the endpoint's version; a mutated object drops fields its kind does not define and goes
+//! back to storage form. Only clients' requests (a user in the options) are sent; nothing is
+//! built for a request when no webhook is configured.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{object_key, Store};
+use crate::admission::webhook::{Effects, Operation as WebhookOperation, Request};
 use crate::admission::{Attributes, Operation};
 use crate::error::Result;
-use crate::registry::{Forbidden, Objects};
+use crate::registry::{DeleteOptions, Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
 use crate::watch_cache::{ListAt, SnapshotOutcome};
 
@@ -143,7 +152,218 @@ impl Store<'_> {
     }
 }
 
+/// A write as admission webhooks see it.
+struct WebhookWrite<'w> {
+    operation: WebhookOperation,
+    /// The name when neither object has one.
+    name: &'w str,
+    object: Option<&'w Value>,
+    old: Option<&'w Value>,
+    subresource: &'w str,
+    user: Option<&'w crate::authn::UserInfo>,
+    dry_run: bool,
+    /// `CreateOptions`/`UpdateOptions`/`DeleteOptions` fields.
+    options: Value,
+    warnings: &'w crate::registry::Warnings,
+    audit: &'w crate::registry::AuditAnnotations,
+}
+
+/// Which admission webhooks a store step runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Mutating,
+    Validating,
+}
+
 impl Store<'_> {
+    /// The options of a write as admission webhooks see them (`CreateOptions`/`UpdateOptions`
+    /// fields).
+    fn webhook_options(opts: &WriteOptions) -> Value {
+        let mut o = serde_json::Map::new();
+        if opts.dry_run {
+            o.insert("dryRun".into(), serde_json::json!(["All"]));
+        }
+        if !opts.field_manager.is_empty() {
+            o.insert(
+                "fieldManager".into(),
+                Value::String(opts.field_manager.clone()),
+            );
+        }
+        Value::Object(o)
+    }
+
+    /// Runs the admission webhooks of `phase` on `write`; `Some` with the object mutating
+    /// webhooks changed (in storage form). Server-internal writes (no user) are not sent.
+    async fn run_webhooks(&self, phase: Phase, write: WebhookWrite<'_>) -> Result<Option<Value>> {
+        let info = &self.resource.info;
+        let webhooks = &self.state.webhooks;
+        let Some(user) = write.user.filter(|_| self.any_webhooks(phase)) else {
+            return Ok(None);
+        };
+        let shown_old = write.old.map(|o| self.shown(o));
+        let shown = write.object.map(|o| self.shown(o));
+        let name = write
+            .object
+            .and_then(api::meta::name)
+            .or_else(|| write.old.and_then(api::meta::name))
+            .unwrap_or(write.name)
+            .to_string();
+        let req = Request {
+            operation: write.operation,
+            group: &info.group,
+            version: &info.version,
+            resource: &info.plural,
+            kind: &info.kind,
+            subresource: write.subresource,
+            name: &name,
+            namespace: self.namespace.as_deref(),
+            object: shown.as_deref(),
+            old: shown_old.as_deref(),
+            user,
+            dry_run: write.dry_run,
+            options: &write.options,
+        };
+        let cache = &self.state.cache;
+        let namespace_labels = |ns: &str| {
+            cache
+                .get(&format!("/registry/namespaces/{ns}"))
+                .map(|o| api::meta::labels(&o))
+        };
+        let fx = Effects {
+            warnings: write.warnings,
+            audit: write.audit,
+            namespace_labels: &namespace_labels,
+        };
+        let gr = self.group_resource();
+        match phase {
+            // Fields the kind does not define are dropped, as decoding the patched object into
+            // its type (or pruning a custom resource) does upstream.
+            Phase::Mutating => match webhooks.mutate(&req, &fx, &gr).await? {
+                Some(mut mutated) => {
+                    self.validate_fields(&mut mutated, &WriteOptions::default())?;
+                    Ok(Some(self.resource.strategy.to_storage(mutated)))
+                }
+                None => Ok(None),
+            },
+            Phase::Validating => webhooks.validate(&req, &fx, &gr).await.map(|()| None),
+        }
+    }
+
+    /// Whether any webhook of `phase` is configured for this resource (a lock and a length).
+    fn any_webhooks(&self, phase: Phase) -> bool {
+        let (info, webhooks) = (&self.resource.info, &self.state.webhooks);
+        match phase {
+            Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
+            Phase::Validating => webhooks.any_validating(&info.group, &info.plural),
+        }
+    }
+
+    /// A create or update as admission webhooks see it.
+    fn webhook_write<'w>(
+        obj: &'w Value,
+        old: Option<&'w Value>,
+        subresource: &'w str,
+        opts: &'w WriteOptions,
+    ) -> WebhookWrite<'w> {
+        WebhookWrite {
+            operation: if old.is_some() {
+                WebhookOperation::Update
+            } else {
+                WebhookOperation::Create
+            },
+            name: "",
+            object: Some(obj),
+            old,
+            subresource,
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            options: Self::webhook_options(opts),
+            warnings: &opts.warnings,
+            audit: &opts.audit_annotations,
+        }
+    }
+
+    /// Both webhook phases on the delete of `current` (upstream's delete handler admits with no
+    /// object; the store validates with the object being deleted as the old object).
+    pub(crate) async fn admit_delete_by_webhooks(
+        &self,
+        current: &Value,
+        opts: &DeleteOptions,
+    ) -> Result<()> {
+        let mut options = serde_json::Map::new();
+        if opts.dry_run {
+            options.insert("dryRun".into(), serde_json::json!(["All"]));
+        }
+        if let Some(g) = opts.grace_period_seconds {
+            options.insert("gracePeriodSeconds".into(), serde_json::json!(g));
+        }
+        // Warnings of a delete are not rendered, and audit is not kept: both go nowhere here.
+        let (warnings, audit) = (Default::default(), Default::default());
+        let name = api::meta::name(current).unwrap_or("");
+        let write = |old| WebhookWrite {
+            operation: WebhookOperation::Delete,
+            name,
+            object: None,
+            old,
+            subresource: "",
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            options: Value::Object(options.clone()),
+            warnings: &warnings,
+            audit: &audit,
+        };
+        self.run_webhooks(Phase::Mutating, write(None)).await?;
+        self.run_webhooks(Phase::Validating, write(Some(current)))
+            .await
+            .map(|_| ())
+    }
+
+    /// An object as the request's endpoint shows it.
+    fn shown<'v>(&self, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+        if self.resource.is_presentable(obj) {
+            std::borrow::Cow::Borrowed(obj)
+        } else {
+            std::borrow::Cow::Owned(self.resource.present(obj.clone()))
+        }
+    }
+
+    /// MutatingAdmissionWebhook on `obj`; whether it changed.
+    pub(crate) async fn mutate_by_webhooks(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<bool> {
+        if opts.user.is_none() || !self.any_webhooks(Phase::Mutating) {
+            return Ok(false);
+        }
+        let write = Self::webhook_write(obj, old, subresource, opts);
+        let mutated = self.run_webhooks(Phase::Mutating, write).await?;
+        let changed = mutated.is_some();
+        if let Some(m) = mutated {
+            *obj = m;
+        }
+        Ok(changed)
+    }
+
+    /// ValidatingAdmissionWebhook on `obj`.
+    pub(crate) async fn validate_by_webhooks(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        if opts.user.is_none() || !self.any_webhooks(Phase::Validating) {
+            return Ok(());
+        }
+        let write = Self::webhook_write(obj, old, subresource, opts);
+        self.run_webhooks(Phase::Validating, write)
+            .await
+            .map(|_| ())
+    }
+
     /// The last validating admission plugin, ResourceQuota, on `obj` (`old` for an update)
     /// written as `subresource` (`""` for the main resource), after the built-in chain's
     /// [`validate_admission`](Self::validate_admission): it charges the namespace's quotas by

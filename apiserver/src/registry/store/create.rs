@@ -4,8 +4,9 @@
 //! another is refused), `generateName` expanded, unknown fields (`fieldValidation`), conversion to
 //! the storage form, system metadata (uid, creationTimestamp; client-set deletion fields and
 //! resourceVersion dropped), the kind's defaults and status reset, managed fields, mutating
-//! admission (403), object-meta and kind validation (422), validating admission (403; the
-//! built-in chain, then ResourceQuota, which charges the namespace's quotas), the kind's
+//! admission (403; the built-in chain, then mutating webhooks), object-meta and kind validation
+//! (422), validating admission (403; the built-in chain, validating webhooks, then
+//! ResourceQuota, which charges the namespace's quotas), the kind's
 //! allocations (`before_create`), then the store create. The namespace's existence and lifecycle
 //! (upstream's first admission plugin, NamespaceLifecycle) are checked before all of these, and
 //! then the store waits (bounded) for objects admission expects to appear shortly. Under a webhook
@@ -127,7 +128,7 @@ impl Store<'_> {
 
     /// A new object ready to store (the steps of the module docs after the namespace check;
     /// [`create`](Self::create) has checked its type meta and namespace).
-    fn prepare_create(&self, mut obj: Value, opts: &WriteOptions) -> Result<Value> {
+    async fn prepare_create(&self, mut obj: Value, opts: &WriteOptions) -> Result<Value> {
         let info = &self.resource.info;
         if api::meta::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request(
@@ -166,12 +167,14 @@ impl Store<'_> {
             None,
         );
         self.admit(&mut obj, None, &requested_name)?;
+        self.mutate_by_webhooks(&mut obj, None, "", opts).await?;
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         let errs = self.resource.validate_create(&obj);
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
         self.validate_admission(&obj, None, &requested_name)?;
+        self.validate_by_webhooks(&obj, None, "", opts).await?;
         strategy.canonicalize(&mut obj);
         Ok(obj)
     }
@@ -191,7 +194,7 @@ impl Store<'_> {
         // for objects of the namespace.
         self.check_namespace(api::meta::name(&obj).unwrap_or(""))?;
         self.await_admission_objects(&obj).await;
-        let obj = self.prepare_create(obj, opts)?;
+        let obj = self.prepare_create(obj, opts).await?;
         self.validate_quota(&obj, None, "", opts.dry_run).await?;
         if opts.dry_run {
             let mut obj = obj;

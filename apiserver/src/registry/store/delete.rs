@@ -8,7 +8,8 @@
 //! it, and the pod garbage collector force-deletes pods whose node is gone) → propagation
 //! finalizers (`orphan`, `foregroundDeletion`) → pending finalizers, of the object or the kind
 //! (mark and keep) → remove now. Nothing of a deletion lives only in memory: a marked object is
-//! stored, and whoever finishes it does so through the API.
+//! stored, and whoever finishes it does so through the API. A client's delete first passes the
+//! admission webhooks (operation DELETE, the object being deleted as `oldObject`).
 
 use std::sync::Arc;
 
@@ -69,6 +70,7 @@ impl Store<'_> {
         if let Some(reason) = strategy.protected_from_deletion(name) {
             return Err(api::status::forbidden(&self.group_resource(), name, reason).into());
         }
+        self.delete_webhooks(name, opts).await?;
         let write = WriteOptions {
             dry_run: opts.dry_run,
             ..Default::default()
@@ -128,6 +130,22 @@ impl Store<'_> {
             Outcome::Stored(w) | Outcome::Created(w) => Deleted::Marked(w),
             Outcome::Removed(obj, rev, json) => Deleted::Removed(obj, rev, json),
         })
+    }
+
+    /// The admission webhooks of a client's delete of `name`, on the object as read now (a
+    /// missing one is left to the delete to report). Nothing is read when no webhook exists.
+    async fn delete_webhooks(&self, name: &str, opts: &DeleteOptions) -> Result<()> {
+        let info = &self.resource.info;
+        let webhooks = &self.state.webhooks;
+        let any = webhooks.any_mutating(&info.group, &info.plural)
+            || webhooks.any_validating(&info.group, &info.plural);
+        if opts.user.is_none() || !any {
+            return Ok(());
+        }
+        match self.read(name).await? {
+            Some(current) => self.admit_delete_by_webhooks(&current.object, opts).await,
+            None => Ok(()),
+        }
     }
 
     /// Deletes every object of the collection that `list` selects, each as [`delete`](Self::delete)

@@ -260,6 +260,14 @@ impl<'a> Store<'a> {
             // stored in the storage version ([`convert`]).
             let view = self.view_of(current.as_ref()).await?;
             let attempt = try_update(view.as_ref().or(current.as_ref()))?;
+            // Admission webhooks see a client's write in the request's version.
+            let attempt = match (attempt, subresource, view.as_ref().or(current.as_ref())) {
+                (Attempt::Write(new), Some(sub), Some(old)) => Attempt::Write(
+                    self.admit_update_by_webhooks(new, &old.object, sub, opts)
+                        .await?,
+                ),
+                (other, _, _) => other,
+            };
             let attempt = match attempt {
                 Attempt::Write(new) if view.is_some() && !opts.dry_run => {
                     Attempt::Write(self.to_storage_version(new).await?)

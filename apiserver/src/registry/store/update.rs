@@ -127,6 +127,35 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// The admission webhooks on an update of `old` to `new` (after [`prepare_update`]
+    /// (Self::prepare_update) ran the built-in admission and validation): mutating webhooks,
+    /// the validation again if they changed the object, then validating webhooks.
+    pub(crate) async fn admit_update_by_webhooks(
+        &self,
+        mut new: Value,
+        old: &Value,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<Value> {
+        if self
+            .mutate_by_webhooks(&mut new, Some(old), subresource, opts)
+            .await?
+        {
+            let name = api::meta::name(old).unwrap_or("").to_string();
+            let errs = self.resource.validate_update(&new, old);
+            if !errs.is_empty() {
+                return Err(self.invalid(&name, &errs));
+            }
+            if subresource.is_empty() {
+                self.validate_admission(&new, Some(old), &name)?;
+            }
+            self.resource.strategy.canonicalize(&mut new);
+        }
+        self.validate_by_webhooks(&new, Some(old), subresource, opts)
+            .await?;
+        Ok(new)
+    }
+
     /// [`validate_fields`](Self::validate_fields) for a status write that need not refuse unknown
     /// fields: only `status` is kept from its body (everything else comes from the stored object),
     /// so only `status` is walked.

@@ -2,7 +2,8 @@
 //! ValidatingWebhookConfigurations, ValidatingAdmissionPolicies (with status) and their
 //! bindings, as upstream's `pkg/apis/admissionregistration/v1/defaults.go`,
 //! `pkg/apis/admissionregistration/validation` and `pkg/registry/admissionregistration/*` define
-//! them. Stored and validated only: calling webhooks and evaluating policies is not done here.
+//! them. Stored and validated here; the webhooks are called by [`crate::admission::webhook`],
+//! which follows these objects in the watch cache (policies are not evaluated yet).
 //!
 //! - Defaults: each webhook's `failurePolicy` Fail, `matchPolicy` Equivalent, `namespaceSelector`
 //!   and `objectSelector` `{}`, `timeoutSeconds` 10 (mutating: `reinvocationPolicy` Never), each

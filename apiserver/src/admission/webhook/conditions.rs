@@ -1,0 +1,114 @@
+//! `matchConditions` of a webhook (upstream's `webhook/matchconditions`): CEL expressions over
+//! `object`, `oldObject` and `request`, compiled once with the configuration on the shared CEL
+//! environment ([`k8s_cel::expression`]).
+//!
+//! Outcome, as upstream: any condition `false` → the webhook is skipped, whatever errors others
+//! had; otherwise errors (of evaluation, or of an expression that did not compile) go by the
+//! webhook's `failurePolicy`: `Fail` refuses the request (403 naming the errors), `Ignore`
+//! skips the webhook. The `authorizer` variable is not provided (no authorizer checks here).
+
+use k8s_cel::expression::Expression;
+use k8s_openapi::api::admissionregistration::v1::MatchCondition;
+use serde_json::Value;
+
+/// The compiled conditions of one webhook.
+#[derive(Debug, Default)]
+pub struct Conditions(Vec<(String, Result<Expression, String>)>);
+
+/// What the conditions decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Call,
+    Skip,
+    /// Errors and no `false`: the errors, joined as Go's aggregate.
+    Error(String),
+}
+
+impl Conditions {
+    /// Compiles each condition (a compile error is kept and reported at evaluation).
+    pub fn compile(conditions: &[MatchCondition]) -> Conditions {
+        Conditions(
+            conditions
+                .iter()
+                .map(|c| (c.expression.clone(), Expression::compile(&c.expression)))
+                .collect(),
+        )
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Evaluates every condition with `object`, `oldObject` and `request` bound.
+    pub fn decide(&self, object: &Value, old: &Value, request: &Value) -> Decision {
+        let vars = [("object", object), ("oldObject", old), ("request", request)];
+        let mut errors = Vec::new();
+        for (src, compiled) in &self.0 {
+            let compiled = match compiled {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!("compilation error: {e}"));
+                    continue;
+                }
+            };
+            match compiled.eval_bool(&vars) {
+                Ok(true) => {}
+                Ok(false) => return Decision::Skip,
+                Err(e) => errors.push(format!("expression '{src}' resulted in error: {e}")),
+            }
+        }
+        match errors.len() {
+            0 => Decision::Call,
+            1 => Decision::Error(errors.remove(0)),
+            _ => Decision::Error(format!("[{}]", errors.join(", "))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn conditions(exprs: &[&str]) -> Conditions {
+        let list: Vec<MatchCondition> = exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| MatchCondition {
+                name: format!("c{i}"),
+                expression: e.to_string(),
+            })
+            .collect();
+        Conditions::compile(&list)
+    }
+
+    #[test]
+    fn false_wins_over_errors_and_errors_are_reported() {
+        let obj = json!({"metadata": {"name": "p"}});
+        let req = json!({"operation": "CREATE"});
+        let decide = |c: &Conditions| c.decide(&obj, &Value::Null, &req);
+        assert_eq!(
+            decide(&conditions(&["request.operation == 'CREATE'"])),
+            Decision::Call
+        );
+        assert_eq!(
+            decide(&conditions(&[
+                "object.nope == 1",
+                "request.operation == 'UPDATE'"
+            ])),
+            Decision::Skip
+        );
+        assert_eq!(
+            decide(&conditions(&["object.nope == 1"])),
+            Decision::Error(
+                "expression 'object.nope == 1' resulted in error: no such key: nope".into()
+            )
+        );
+        assert_eq!(decide(&conditions(&[])), Decision::Call);
+        assert!(matches!(
+            decide(&conditions(&["object."])),
+            Decision::Error(e) if e.starts_with("compilation error: ")
+        ));
+    }
+}

@@ -1,0 +1,359 @@
+//! Which webhooks a request goes to (upstream's `webhook/predicates/rules`,
+//! `predicates/namespace`, `predicates/object` and `generic.Webhook.ShouldCallHook`): a
+//! configuration's webhooks compiled once into [`Hook`]s, then matched per request.
+//!
+//! - `rules`: a rule matches when the operation (`*` for all; CONNECT is never sent here: the
+//!   apiserver serves no connect requests to webhooks), the group, the version and the resource
+//!   (`pods`, `pods/status`, `*`, `*/status`, `pods/*`, `*/*`; `*` alone is every main resource
+//!   and no subresource) match, and `scope` (`*`, `Cluster`, `Namespaced`) admits the request's
+//!   namespace.
+//! - `matchPolicy`: `Exact` matches the request's group/version only; `Equivalent` (the default)
+//!   also matches a rule that names the same group and resource in another version.
+//! - `namespaceSelector`: cluster-scoped requests other than namespaces always match; a namespace's
+//!   own create or update is matched on the object's labels; others on the labels of the
+//!   request's namespace, read from the watch cache.
+//! - `objectSelector`: matched against the labels of the object and of the old object; either
+//!   matching is enough.
+//! - `matchConditions` ([`super::conditions`]) are evaluated last, only for hooks that matched so
+//!   far.
+
+use std::time::Duration;
+
+use api::labels::{label_selector_as_selector, Selector};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations};
+use serde_json::Value;
+
+use super::conditions::Conditions;
+use super::request::{Operation, Request};
+
+/// The timeout of a webhook without `timeoutSeconds` (upstream's default, 10 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a hook is reached (`clientConfig`), owned.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    pub url: Option<String>,
+    pub service: Option<(String, String)>,
+    pub ca_bundle: Vec<u8>,
+}
+
+impl ClientConfig {
+    /// The shared client's view of it.
+    pub fn endpoint(&self) -> crate::webhook::Endpoint<'_> {
+        crate::webhook::Endpoint {
+            url: self.url.as_deref(),
+            service: self
+                .service
+                .as_ref()
+                .map(|(ns, n)| (ns.as_str(), n.as_str())),
+            ca_bundle: &self.ca_bundle,
+        }
+    }
+}
+
+/// One webhook of a configuration, compiled.
+#[derive(Debug)]
+pub struct Hook {
+    /// `webhooks[].name`.
+    pub name: String,
+    /// The configuration's `metadata.name`.
+    pub configuration: String,
+    /// Its position in the configuration, for upstream's ordering (configuration name, then index).
+    pub index: usize,
+    pub client: ClientConfig,
+    rules: Vec<RuleWithOperations>,
+    exact: bool,
+    /// A selector that does not parse fails every request it is asked about (upstream's
+    /// `GetParsedNamespaceSelector` error).
+    namespace_selector: Result<Selector, String>,
+    object_selector: Result<Selector, String>,
+    /// `sideEffects`.
+    pub side_effects: String,
+    pub timeout: Duration,
+    /// `failurePolicy: Ignore`.
+    pub ignore_failures: bool,
+    /// `reinvocationPolicy: IfNeeded`.
+    pub reinvoke_if_needed: bool,
+    /// `admissionReviewVersions`.
+    pub review_versions: Vec<String>,
+    pub conditions: Conditions,
+}
+
+impl Hook {
+    /// Compiles the `index`th webhook (JSON of a `MutatingWebhook` or `ValidatingWebhook`) of
+    /// the configuration `configuration`; `None` for one that does not decode.
+    pub fn compile(configuration: &str, index: usize, webhook: &Value) -> Option<Hook> {
+        let w: MutatingWebhook = serde_json::from_value(webhook.clone()).ok()?;
+        let selector = |s: &Option<_>| match s {
+            // Absent means the default `{}`: everything.
+            None => Ok(Selector::everything()),
+            Some(s) => label_selector_as_selector(Some(s)).map_err(|e| e.to_string()),
+        };
+        let client = ClientConfig {
+            url: w.client_config.url.clone(),
+            service: w
+                .client_config
+                .service
+                .as_ref()
+                .map(|s| (s.namespace.clone(), s.name.clone())),
+            ca_bundle: w
+                .client_config
+                .ca_bundle
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+        };
+        let timeout = w
+            .timeout_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        Some(Hook {
+            conditions: Conditions::compile(w.match_conditions.as_deref().unwrap_or_default()),
+            name: w.name,
+            configuration: configuration.to_string(),
+            index,
+            client,
+            rules: w.rules.unwrap_or_default(),
+            exact: w.match_policy.as_deref() == Some("Exact"),
+            namespace_selector: selector(&w.namespace_selector),
+            object_selector: selector(&w.object_selector),
+            side_effects: w.side_effects,
+            timeout,
+            ignore_failures: w.failure_policy.as_deref() == Some("Ignore"),
+            reinvoke_if_needed: w.reinvocation_policy.as_deref() == Some("IfNeeded"),
+            review_versions: w.admission_review_versions,
+        })
+    }
+
+    /// Whether a rule admits the request (`rules` and `matchPolicy`).
+    pub fn matches_rules(&self, req: &Request<'_>) -> bool {
+        let exact = self.rules.iter().any(|r| rule_matches(r, req, true));
+        exact || (!self.exact && self.rules.iter().any(|r| rule_matches(r, req, false)))
+    }
+
+    /// `objectSelector` against the object and the old object.
+    pub fn matches_object(&self, req: &Request<'_>) -> Result<bool, String> {
+        let selector = self.object_selector.as_ref().map_err(Clone::clone)?;
+        if selector.is_empty() {
+            return Ok(true);
+        }
+        let matches =
+            |o: Option<&Value>| o.is_some_and(|o| selector.matches(&api::meta::labels(o)));
+        Ok(matches(req.object) || matches(req.old))
+    }
+
+    /// `namespaceSelector`, with the labels of the request's namespace from `namespace_labels`
+    /// (`None`: the namespace does not exist).
+    pub fn matches_namespace(
+        &self,
+        req: &Request<'_>,
+        namespace_labels: impl FnOnce(&str) -> Option<std::collections::BTreeMap<String, String>>,
+    ) -> Result<bool, NamespaceMiss> {
+        let namespace = req.namespace.unwrap_or("");
+        let is_namespace = req.group.is_empty() && req.resource == "namespaces";
+        if namespace.is_empty() && !is_namespace {
+            return Ok(true);
+        }
+        let selector = self
+            .namespace_selector
+            .as_ref()
+            .map_err(|e| NamespaceMiss::Invalid(e.clone()))?;
+        if selector.is_empty() {
+            return Ok(true);
+        }
+        let own = is_namespace
+            && req.subresource.is_empty()
+            && matches!(req.operation, Operation::Create | Operation::Update);
+        let labels = if own {
+            req.object.map(api::meta::labels).unwrap_or_default()
+        } else {
+            let name = if is_namespace { req.name } else { namespace };
+            namespace_labels(name).ok_or_else(|| NamespaceMiss::NotFound(name.to_string()))?
+        };
+        Ok(selector.matches(&labels))
+    }
+}
+
+/// Why a namespace selector could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceMiss {
+    /// The selector does not parse (500).
+    Invalid(String),
+    /// The namespace does not exist (404, as upstream for backwards compatibility).
+    NotFound(String),
+}
+
+fn listed(values: &Option<Vec<String>>, value: &str) -> bool {
+    values.iter().flatten().any(|v| v == "*" || v == value)
+}
+
+/// One rule against the request; with `exact` false, any version of the request's group and
+/// resource matches (`matchPolicy: Equivalent`).
+fn rule_matches(rule: &RuleWithOperations, req: &Request<'_>, exact: bool) -> bool {
+    let op = req.operation.as_str();
+    if !rule
+        .operations
+        .iter()
+        .flatten()
+        .any(|o| o == "*" || o == op)
+    {
+        return false;
+    }
+    if !listed(&rule.api_groups, req.group) {
+        return false;
+    }
+    if exact && !listed(&rule.api_versions, req.version) {
+        return false;
+    }
+    if !exact && rule.api_versions.as_ref().is_none_or(|v| v.is_empty()) {
+        return false;
+    }
+    let resource_ok = rule
+        .resources
+        .iter()
+        .flatten()
+        .any(|r| resource_matches(r, req.resource, req.subresource));
+    if !resource_ok {
+        return false;
+    }
+    match rule.scope.as_deref().unwrap_or("*") {
+        "Cluster" => req.namespace.unwrap_or("").is_empty(),
+        "Namespaced" => !req.namespace.unwrap_or("").is_empty(),
+        _ => true,
+    }
+}
+
+/// A rule's resource entry against `resource` and `subresource` (`""` for the main resource).
+fn resource_matches(entry: &str, resource: &str, subresource: &str) -> bool {
+    let (r, s) = entry.split_once('/').unwrap_or((entry, ""));
+    let resource_ok = r == "*" || r == resource;
+    let sub_ok = if entry.contains('/') {
+        s == "*" || s == subresource
+    } else {
+        subresource.is_empty()
+    };
+    resource_ok && sub_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authn::UserInfo;
+    use serde_json::json;
+
+    fn hook(rules: Value, extra: Value) -> Hook {
+        let mut w = json!({"name": "w.example.com", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "clientConfig": {"url": "https://127.0.0.1/"},
+            "rules": rules});
+        if let (Some(w), Value::Object(extra)) = (w.as_object_mut(), extra) {
+            w.extend(extra);
+        }
+        Hook::compile("c", 0, &w).unwrap_or_else(|| panic!("webhook does not decode"))
+    }
+
+    /// A request for `group/version resource[/sub]` in `namespace`, labelled `labels`.
+    fn check<T>(
+        (group, version, resource, sub): (&str, &str, &str, &str),
+        namespace: Option<&str>,
+        labels: Value,
+        f: impl FnOnce(&Request<'_>) -> T,
+    ) -> T {
+        let user = UserInfo::admin();
+        let obj = json!({"metadata": {"name": "n", "labels": labels}});
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Update,
+            group,
+            version,
+            resource,
+            kind: "K",
+            subresource: sub,
+            name: "n",
+            namespace,
+            object: Some(&obj),
+            old: None,
+            user: &user,
+            dry_run: false,
+            options: &opts,
+        };
+        f(&req)
+    }
+
+    #[test]
+    fn rules_operations_versions_policy_and_scope() {
+        let rule = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers"], "scope": "Namespaced"}]);
+        let equivalent = hook(rule.clone(), json!({}));
+        let exact = hook(rule, json!({"matchPolicy": "Exact"}));
+        let hpa = |v| ("autoscaling", v, "horizontalpodautoscalers", "");
+        let ns = Some("default");
+        assert!(check(hpa("v1"), ns, json!({}), |r| exact.matches_rules(r)));
+        assert!(!check(hpa("v2"), ns, json!({}), |r| exact.matches_rules(r)));
+        assert!(check(hpa("v2"), ns, json!({}), |r| equivalent.matches_rules(r)));
+        // Cluster scope is not Namespaced.
+        assert!(!check(hpa("v1"), None, json!({}), |r| exact.matches_rules(r)));
+        let status = ("autoscaling", "v1", "horizontalpodautoscalers", "status");
+        assert!(!check(status, ns, json!({}), |r| exact.matches_rules(r)));
+        let create_only = hook(
+            json!([{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],
+                "resources": ["*"]}]),
+            json!({}),
+        );
+        assert!(!check(hpa("v1"), ns, json!({}), |r| create_only.matches_rules(r)));
+    }
+
+    #[test]
+    fn namespace_and_object_selectors() {
+        let rules = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+            "resources": ["*"]}]);
+        let h = hook(
+            rules,
+            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}},
+                "objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}}),
+        );
+        let cm = ("", "v1", "configmaps", "");
+        let prod = |ns: &str| (ns == "p").then(|| [("env".to_string(), "prod".to_string())].into());
+        let ns_match =
+            |ns: Option<&str>| check(cm, ns, json!({}), |r| h.matches_namespace(r, prod));
+        assert_eq!(ns_match(Some("p")), Ok(true));
+        assert_eq!(
+            ns_match(Some("q")),
+            Err(NamespaceMiss::NotFound("q".into()))
+        );
+        // Cluster-scoped objects other than namespaces are never exempted.
+        assert_eq!(ns_match(None), Ok(true));
+        // A namespace's own write is matched on its labels.
+        let namespace = ("", "v1", "namespaces", "");
+        let own = |labels| {
+            check(namespace, None, labels, |r| {
+                h.matches_namespace(r, |_| None)
+            })
+        };
+        assert_eq!(own(json!({"env": "prod"})), Ok(true));
+        assert_eq!(own(json!({})), Ok(false));
+        assert_eq!(
+            check(cm, None, json!({}), |r| h.matches_object(r)),
+            Ok(true)
+        );
+        assert_eq!(
+            check(cm, None, json!({"skip": "1"}), |r| h.matches_object(r)),
+            Ok(false)
+        );
+    }
+
+    #[test]
+    fn resource_entries_and_subresources() {
+        assert!(resource_matches("pods", "pods", ""));
+        assert!(!resource_matches("pods", "pods", "status"));
+        assert!(resource_matches("pods/status", "pods", "status"));
+        assert!(!resource_matches("pods/status", "pods", ""));
+        assert!(resource_matches("*", "configmaps", ""));
+        assert!(!resource_matches("*", "pods", "status"));
+        assert!(resource_matches("*/status", "deployments", "status"));
+        assert!(!resource_matches("*/status", "deployments", "scale"));
+        assert!(resource_matches("pods/*", "pods", "binding"));
+        assert!(resource_matches("*/*", "pods", ""));
+        assert!(resource_matches("*/*", "pods", "exec"));
+        assert!(!resource_matches("services", "pods", ""));
+    }
+}
