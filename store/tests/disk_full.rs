@@ -66,6 +66,26 @@ fn fill(path: &Path) {
     }
 }
 
+/// Opens the store at `path` once the previous instance has let go of sled's file lock: sled's
+/// background threads (those of the instance the store replaced after ENOSPC too) release it a
+/// moment after the last handle is dropped. Any other error, or the lock still held after 10 s,
+/// fails the test.
+async fn open_once_unlocked(path: &Path) -> SledStore {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match SledStore::open(path, StoreConfig::default()) {
+            Ok(store) => return store,
+            Err(e)
+                if e.to_string().contains("could not acquire lock")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("reopening: {e:?}"),
+        }
+    }
+}
+
 fn value(i: usize) -> Bytes {
     Bytes::from(format!("{i:08}").repeat(4 * 1024))
 }
@@ -139,7 +159,7 @@ async fn enospc_under_sled_fails_by_name_and_the_store_reopens_itself_once_space
     store.flush_and_close().await.unwrap();
     drop(store);
     fill(&filler);
-    let store = SledStore::open(&path, StoreConfig::default()).unwrap();
+    let store = open_once_unlocked(&path).await;
     assert_eq!(store.current_revision(), revision);
     for key in acknowledged.iter().chain([&"/after".to_string()]) {
         assert!(
