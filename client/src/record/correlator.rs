@@ -88,12 +88,10 @@ fn source_and_object(e: &Event) -> Vec<String> {
     ]
 }
 
-/// `getSpamKey`: source + involved object + type + reason.
+/// `getSpamKey`: source + involved object (not type or reason: one source's events about one
+/// object share a bucket, whatever their reasons).
 fn spam_key(e: &Event) -> String {
-    let mut parts = source_and_object(e);
-    parts.push(e.type_.clone().unwrap_or_default());
-    parts.push(e.reason.clone().unwrap_or_default());
-    parts.join("")
+    source_and_object(e).join("")
 }
 
 /// `EventAggregatorByReasonFunc`: (aggregate key, local key = message).

@@ -109,6 +109,10 @@ async fn spam_filter_allows_burst_then_one_per_five_minutes_per_object() {
     }
     assert_eq!(passed, SPAM_BURST as usize);
     assert!(
+        c.correlate(ev("p", "Other", "other", at(45)), at(45)).skip,
+        "one bucket per source and object, whatever the reason (upstream's getSpamKey)"
+    );
+    assert!(
         !c.correlate(ev("q", "Same", "same", at(50)), at(50)).skip,
         "other objects have their own bucket"
     );
