@@ -216,3 +216,84 @@ async fn shared_write_permits_gate_and_are_returned() {
             .is_ok());
     }
 }
+
+/// A broadcaster with concurrent writes has several events in flight at once (kube-scheduler's
+/// events.k8s.io broadcaster writes each on its own goroutine), and no more than it was given: a
+/// server that answers only once four POSTs are waiting at the same time gets all of them.
+#[tokio::test]
+async fn concurrent_writes_have_several_events_in_flight() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Gate {
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+        written: AtomicUsize,
+    }
+    async fn post(
+        axum::extract::State(gate): axum::extract::State<Arc<Gate>>,
+        axum::Json(mut ev): axum::Json<serde_json::Value>,
+    ) -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
+        let now = gate.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        gate.most.fetch_max(now, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while gate.most.load(Ordering::SeqCst) < 4 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        gate.in_flight.fetch_sub(1, Ordering::SeqCst);
+        gate.written.fetch_add(1, Ordering::SeqCst);
+        ev["metadata"]["resourceVersion"] = "1".into();
+        (axum::http::StatusCode::CREATED, axum::Json(ev))
+    }
+    let gate = Arc::new(Gate::default());
+    let app = axum::Router::new()
+        .route(EVENTS, axum::routing::post(post))
+        .with_state(gate.clone());
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => panic!("bind: {e}"),
+    };
+    let addr = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => panic!("addr: {e}"),
+    };
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = match Client::new(Config::new(format!("http://{addr}"))) {
+        Ok(c) => c,
+        Err(e) => panic!("client: {e}"),
+    };
+    let b = EventBroadcaster::new(client, "default-scheduler").with_concurrent_writes(4);
+    let rec = b.recorder("");
+    let token = CancellationToken::new();
+    let task = tokio::spawn(b.run(token.clone()));
+    // One event per pod: nothing to aggregate, each is its own POST.
+    for i in 0..8 {
+        let obj = ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("default".into()),
+            name: Some(format!("p{i}")),
+            uid: Some(format!("uid-{i}")),
+            ..Default::default()
+        };
+        rec.event(
+            &obj,
+            EventType::Normal,
+            "Scheduled",
+            "Successfully assigned",
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gate.written.load(Ordering::SeqCst) < 8 {
+        assert!(Instant::now() < deadline, "written {:?}", gate.written);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        gate.most.load(Ordering::SeqCst),
+        4,
+        "at most 4, and 4, in flight"
+    );
+    token.cancel();
+    let _ = task.await;
+    server.abort();
+}

@@ -53,6 +53,9 @@ use crate::{Error, Result};
 
 /// How long shutdown waits for controllers to finish in-flight work.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+/// The scheduler's event writes in flight at once (its broadcaster writes concurrently, as
+/// kube-scheduler's events.k8s.io broadcaster does, bounded here).
+const SCHEDULER_EVENT_WRITES: usize = 2;
 
 /// Which controllers run (kube-controller-manager `--controllers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,6 +401,11 @@ async fn run_controllers(
         SharedInformerFactory::new(client.clone(), cfg.resync_period).without_managed_fields(),
     );
     let broadcaster = EventBroadcaster::new(client.clone(), "controller-manager");
+    // kube-scheduler is its own process with its own broadcaster (the events.k8s.io one, which
+    // writes each event on its own goroutine): one `Scheduled` event per pod cannot be aggregated,
+    // and written one at a time behind the controllers' events they filled the shared queue.
+    let scheduler_events = EventBroadcaster::new(client.clone(), "default-scheduler")
+        .with_concurrent_writes(SCHEDULER_EVENT_WRITES);
     let tracker = TaskTracker::new();
     let en = cfg.controllers;
     let clock = cfg.clock.clone();
@@ -648,7 +656,7 @@ async fn run_controllers(
             client.clone(),
             pods.clone(),
             factory.informer::<Node>(),
-            broadcaster.recorder("default-scheduler"),
+            scheduler_events.recorder("default-scheduler"),
             clock.clone(),
             cfg.scheduled_events,
         )
@@ -748,6 +756,7 @@ async fn run_controllers(
     }
     tracker.close();
     let events = tokio::spawn(broadcaster.run(shutdown.clone()));
+    let scheduler_events = tokio::spawn(scheduler_events.run(shutdown.clone()));
     factory.start(shutdown.clone());
     tracing::info!(?en, "controller manager started");
 
@@ -765,6 +774,7 @@ async fn run_controllers(
         tracing::warn!("informers did not stop within the shutdown deadline");
     }
     let _ = events.await;
+    let _ = scheduler_events.await;
     tracing::info!("controller manager stopped");
 }
 

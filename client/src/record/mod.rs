@@ -15,6 +15,11 @@
 //!   `eventRecordQPS`/`eventBurst` on its event client) and a semaphore shared by several
 //!   broadcasters ([`EventBroadcaster::with_write_permits`]) bounding their writes in flight.
 //!   Waiting for either never blocks a recorder: the queue in front absorbs it, and drops.
+//! * Optional concurrent writes ([`EventBroadcaster::with_concurrent_writes`]): events are still
+//!   correlated one at a time, in order, but up to `n` are written at once, as the events.k8s.io
+//!   broadcaster kube-scheduler uses writes each event on its own goroutine; a broadcaster of
+//!   events that cannot be aggregated (one per pod) then drains its queue as fast as the
+//!   apiserver takes them instead of one round trip at a time.
 
 pub mod correlator;
 
@@ -135,6 +140,8 @@ pub struct EventBroadcaster {
     rate_limit: Option<TokenBucket>,
     /// Writes in flight, shared with other broadcasters.
     permits: Option<Arc<Semaphore>>,
+    /// Writes of this broadcaster in flight at once (1: one after the other).
+    concurrency: usize,
 }
 
 impl EventBroadcaster {
@@ -150,7 +157,14 @@ impl EventBroadcaster {
             dropped: Arc::new(AtomicU64::new(0)),
             rate_limit: None,
             permits: None,
+            concurrency: 1,
         }
+    }
+
+    /// Writes up to `n` events at once (at least 1), each correlated before it is written.
+    pub fn with_concurrent_writes(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
     }
 
     /// Limits writes to `qps` per second with bursts of `burst` (a client's QPS/burst).
@@ -199,13 +213,16 @@ impl EventBroadcaster {
             tx,
             rate_limit,
             permits,
+            concurrency,
             ..
         } = self;
         drop(tx);
-        let limits = WriteLimits {
+        let limits = Arc::new(WriteLimits {
             rate_limit,
             permits,
-        };
+        });
+        let correlator = Arc::new(correlator);
+        let in_flight = Arc::new(Semaphore::new(concurrency));
         loop {
             let e = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -217,7 +234,27 @@ impl EventBroadcaster {
                 tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
                 continue;
             }
-            record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
+            if concurrency == 1 {
+                record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
+                continue;
+            }
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                p = in_flight.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            let (client, correlator, limits, shutdown) = (
+                client.clone(),
+                correlator.clone(),
+                limits.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(async move {
+                record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
+                drop(permit);
+            });
         }
     }
 }
