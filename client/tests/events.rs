@@ -182,8 +182,17 @@ async fn shared_write_permits_gate_and_are_returned() {
         };
         rec.event(&obj, EventType::Normal, "Starting", "Starting kubelet.");
     }
-    // The writers wait for the only permit, which the test holds; once it lets go, both write
-    // one after the other and the permit comes back.
+    // The writers wait for the only permit, which the test holds: nothing is written meanwhile.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        s.requests()
+            .iter()
+            .filter(|r| r.method == Method::POST)
+            .count(),
+        0,
+        "written without a permit"
+    );
+    // Once it lets go, both write one after the other and the permit comes back.
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -296,4 +305,51 @@ async fn concurrent_writes_have_several_events_in_flight() {
     token.cancel();
     let _ = task.await;
     server.abort();
+}
+
+/// Under concurrent writes a repeat is not sent before the create it patches: one POST, then
+/// PATCHes with counts in order, none refused.
+#[tokio::test]
+async fn concurrent_writes_keep_repeats_after_their_create() {
+    let s = TestServer::start().await;
+    let client = match Client::new(Config::new(s.url())) {
+        Ok(c) => c,
+        Err(e) => panic!("client: {e}"),
+    };
+    let b = EventBroadcaster::new(client, "default-scheduler").with_concurrent_writes(4);
+    let rec = b.recorder("");
+    let token = CancellationToken::new();
+    let task = tokio::spawn(b.run(token.clone()));
+    let pod = ObjectReference {
+        kind: Some("Pod".into()),
+        namespace: Some("default".into()),
+        name: Some("p".into()),
+        uid: Some("u".into()),
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        rec.event(
+            &pod,
+            EventType::Warning,
+            "FailedScheduling",
+            "0/3 nodes are available",
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reqs = s.requests();
+        let patches: Vec<_> = reqs.iter().filter(|r| r.method == Method::PATCH).collect();
+        if patches.len() == 4 {
+            let counts: Vec<_> = patches.iter().map(|p| p.body["count"].clone()).collect();
+            assert_eq!(counts, [2, 3, 4, 5]);
+            assert_eq!(reqs.iter().filter(|r| r.method == Method::POST).count(), 1);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{reqs:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    token.cancel();
+    assert!(tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .is_ok());
 }

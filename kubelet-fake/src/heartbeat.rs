@@ -61,15 +61,15 @@ pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
         };
         match outcome {
             Ok((n, adopted)) => {
-                let previous = if adopted {
-                    conditions(n.status.as_ref())
-                } else {
-                    &[]
-                };
-                for (reason, message) in
-                    node_condition_events(&name, previous, conditions(obj.status.as_ref()))
-                {
-                    node.node_event(reason, &message);
+                // A created Node's conditions are new: their events now. An adopted Node keeps its
+                // stored status until the first status post, which compares against it and
+                // records the changes then (once, as upstream's status setters do).
+                if !adopted {
+                    for (reason, message) in
+                        node_condition_events(&name, &[], conditions(obj.status.as_ref()))
+                    {
+                        node.node_event(reason, &message);
+                    }
                 }
                 *node.uid.lock() = n.metadata.uid;
                 return Ok(());

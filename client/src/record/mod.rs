@@ -16,10 +16,13 @@
 //!   broadcasters ([`EventBroadcaster::with_write_permits`]) bounding their writes in flight.
 //!   Waiting for either never blocks a recorder: the queue in front absorbs it, and drops.
 //! * Optional concurrent writes ([`EventBroadcaster::with_concurrent_writes`]): events are still
-//!   correlated one at a time, in order, but up to `n` are written at once, as the events.k8s.io
-//!   broadcaster kube-scheduler uses writes each event on its own goroutine; a broadcaster of
-//!   events that cannot be aggregated (one per pod) then drains its queue as fast as the
-//!   apiserver takes them instead of one round trip at a time.
+//!   correlated one at a time, in order, but up to `n` first occurrences are written at once, as
+//!   the events.k8s.io broadcaster kube-scheduler uses writes each event on its own goroutine; a
+//!   broadcaster of events that cannot be aggregated (one per pod) then drains its queue as fast
+//!   as the apiserver takes them instead of one round trip at a time. A repeat (a PATCH of an
+//!   event the correlator has named) waits until every write in flight has finished and is
+//!   written alone, so it never overtakes the create it patches and counts never go backwards;
+//!   `run` returns only after its writes have ended.
 
 pub mod correlator;
 
@@ -33,6 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rand::Rng;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use correlator::{CorrelationResult, EventCorrelator};
 
@@ -161,9 +165,9 @@ impl EventBroadcaster {
         }
     }
 
-    /// Writes up to `n` events at once (at least 1), each correlated before it is written.
+    /// Writes up to `n` events at once (1 to 1,024), each correlated before it is written.
     pub fn with_concurrent_writes(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
+        self.concurrency = n.clamp(1, 1024);
         self
     }
 
@@ -223,12 +227,13 @@ impl EventBroadcaster {
         });
         let correlator = Arc::new(correlator);
         let in_flight = Arc::new(Semaphore::new(concurrency));
+        let writes = TaskTracker::new();
         loop {
             let e = tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => break,
                 e = rx.recv() => e,
             };
-            let Some(e) = e else { return };
+            let Some(e) = e else { break };
             let result = correlator.correlate(e, Timestamp::now());
             if result.skip {
                 tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
@@ -238,24 +243,37 @@ impl EventBroadcaster {
                 record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
                 continue;
             }
+            // A repeat waits for every write in flight (the create it patches among them).
+            let wanted = if result.patch.is_some() {
+                u32::try_from(concurrency).unwrap_or(u32::MAX)
+            } else {
+                1
+            };
             let permit = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                p = in_flight.clone().acquire_owned() => match p {
+                _ = shutdown.cancelled() => break,
+                p = in_flight.clone().acquire_many_owned(wanted) => match p {
                     Ok(p) => p,
-                    Err(_) => return,
+                    Err(_) => break,
                 },
             };
+            if wanted > 1 {
+                record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
+                drop(permit);
+                continue;
+            }
             let (client, correlator, limits, shutdown) = (
                 client.clone(),
                 correlator.clone(),
                 limits.clone(),
                 shutdown.clone(),
             );
-            tokio::spawn(async move {
+            writes.spawn(async move {
                 record_to_sink(&client, &correlator, result, &limits, &shutdown).await;
                 drop(permit);
             });
         }
+        writes.close();
+        writes.wait().await;
     }
 }
 

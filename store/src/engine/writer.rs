@@ -142,8 +142,14 @@ impl<B: Backend> Writer<B> {
             return;
         }
         if self.shared.failed.load(Ordering::Acquire) && !self.recover() {
+            // One look at the file system for the whole batch.
+            let free = self.shared.backend.free_space();
+            let reserve = self.shared.config.space_reserve_bytes;
             for (op, reply) in writes {
-                let _ = reply.send(Err(failed_because(&self.shared, op.need())));
+                let why = free
+                    .and_then(|f| space::check(op.need(), f, reserve).err())
+                    .unwrap_or(Error::Failed);
+                let _ = reply.send(Err(why));
             }
             return;
         }
@@ -279,6 +285,11 @@ impl<B: Backend> Writer<B> {
             .max(by_age)
             .min(compacted.saturating_add(COMPACT_STEP));
         if target <= compacted {
+            return;
+        }
+        // A compaction is a sled write too: with the disk short even for deletes it would hit
+        // ENOSPC, which sled latches while the store still looks healthy. Wait for room.
+        if room_for(&self.shared, space::Need::Shrink).is_err() {
             return;
         }
         // Raise the bound first, so no new watch or list relies on entries about to go.

@@ -112,11 +112,13 @@ fn refusal(hook: &Hook, req: &Request<'_>, gr: &str, result: Option<&Value>) -> 
             .unwrap_or("")
             .to_string()
     };
+    // A refusal is an error: upstream raises any code below 400 to 400, so a webhook's
+    // `code: 200` cannot turn a refusal into an HTTP 200 a typed client would decode as the object.
     let code = result
         .and_then(|r| r.get("code"))
         .and_then(Value::as_i64)
         .filter(|c| *c != 0)
-        .unwrap_or(403);
+        .map_or(403, |c| c.clamp(400, 599));
     let denied = format!("admission webhook {:?} denied the request", hook.name);
     let (message, reason) = (field("message"), field("reason"));
     let text = if !message.is_empty() {
@@ -212,7 +214,11 @@ async fn call(
         )));
     };
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).map_err(|e| internal(&e.to_string()))?;
+    // The same bounds as a client's JSON patch (operations, copied bytes, result size and depth):
+    // a webhook's answer must not grow the object without limit either.
+    crate::patch::limits::apply_json_patch(&mut patched, &patch.0)
+        .and_then(|()| crate::patch::limits::check_result(&patched))
+        .map_err(|e| internal(&e.to_string()))?;
     Ok(Called::Allowed(Some(Patched {
         object: patched,
         patch: serde_json::to_value(&patch).unwrap_or(Value::Null),
@@ -431,6 +437,8 @@ mod tests {
             (500, "Internal error occurred: admission webhook \"w.example.com\" denied the request: broken".into())
         );
         assert_eq!(r("x", json!({"code": 422, "message": "bad"})).0, 422);
+        // A refusal is never a success: codes below 400 are raised to 400, as upstream.
+        assert_eq!(r("x", json!({"code": 200, "message": "no"})).0, 400);
     }
 
     #[tokio::test]

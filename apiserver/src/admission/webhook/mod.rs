@@ -47,12 +47,16 @@ pub struct Webhooks {
     validating: bool,
 }
 
-/// Whether requests for `group`/`resource` are never sent to webhooks.
+/// Whether requests for `group`/`resource` are never sent to webhooks
+/// (`IsExemptAdmissionConfigurationResource`: the admission configuration kinds).
 fn exempt(group: &str, resource: &str) -> bool {
     group == "admissionregistration.k8s.io"
         && matches!(
             resource,
-            "mutatingwebhookconfigurations" | "validatingwebhookconfigurations"
+            "mutatingwebhookconfigurations"
+                | "validatingwebhookconfigurations"
+                | "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
         )
 }
 

@@ -241,6 +241,11 @@ impl Store<'_> {
             Phase::Mutating => match webhooks.mutate(&req, &fx, &gr).await? {
                 Some(mut mutated) => {
                     self.validate_fields(&mut mutated, &WriteOptions::default())?;
+                    // Upstream decodes the patched object into its type and answers 500 if it
+                    // does not decode: an ill-typed patch must not reach storage.
+                    if let Err(message) = self.resource.decodes(&mutated) {
+                        return Err(api::status::internal(&message).into());
+                    }
                     Ok(Some(self.resource.strategy.to_storage(mutated)))
                 }
                 None => Ok(None),
