@@ -18,6 +18,7 @@
 //! object's size (one stable sort per object node), and nothing here panics.
 
 mod go_order;
+pub mod proto;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
