@@ -249,6 +249,7 @@ def main():
     print("use super::{Msg, Shape, PF, PT};")
     print()
     print("/// Every message, sorted by schema name.")
+    print("#[rustfmt::skip]")
     print("pub(super) static MESSAGES: &[Msg] = &[")
     for n in names:
         print(f'    Msg {{ name: "{n}", fields: &[')
