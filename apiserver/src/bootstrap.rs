@@ -1,7 +1,8 @@
 //! Built-in objects created at first start: the namespaces `default`, `kube-system`,
 //! `kube-public`, `kube-node-lease`, the `kubernetes` Service in `default`, the system
 //! PriorityClasses, the `kubernetes` ServiceCIDR ([`servicecidr`]), the bootstrap RBAC policy
-//! ([`rbac`]) and the API Priority and Fairness configuration ([`flowcontrol`]). Idempotent: on a
+//! ([`rbac`]) and the API Priority and Fairness configuration ([`flowcontrol`]); then the Local
+//! APIServices ([`apiservices`]) and the Services' IPAddresses ([`ipaddresses`]) are kept in step. Idempotent: on a
 //! restart existing
 //! objects are left alone, changed or not (upstream's reconciliation would update objects
 //! annotated `autoupdate`; here they stay as they are).
@@ -11,6 +12,7 @@
 
 pub mod apiservices;
 pub mod flowcontrol;
+pub mod ipaddresses;
 pub mod rbac;
 pub mod servicecidr;
 
@@ -146,6 +148,7 @@ pub async fn seed(state: &AppState) -> Result<()> {
     ensure_all(state, APF, "flowschemas", &flowcontrol::flow_schemas()).await?;
     apiservices::sync(state).await?;
     apiservices::keep_in_step(state);
+    ipaddresses::keep_in_step(state);
     crate::registry::customresource::keep_in_step(state);
     Ok(())
 }

@@ -530,6 +530,71 @@ async fn the_default_service_cidr_exists_and_is_ready() {
     );
 }
 
+/// Waits (bounded) until `GET uri` answers `code`, returning the last body.
+async fn until_code(app: &Router, uri: &str, code: u16) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (got, body) = get(app, uri).await;
+        if got == code || tokio::time::Instant::now() > deadline {
+            assert_eq!(got, code, "{uri}: {body}");
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_cluster_ip_has_an_ip_address_naming_its_service() {
+    let app = app().await;
+    const IPS: &str = "/apis/networking.k8s.io/v1/ipaddresses";
+    let kubernetes = until_code(&app, &format!("{IPS}/10.96.0.1"), 200).await;
+    assert_eq!(
+        kubernetes["spec"]["parentRef"],
+        json!({"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"})
+    );
+    assert_eq!(
+        kubernetes["metadata"]["labels"],
+        json!({"ipaddress.kubernetes.io/ip-family": "IPv4",
+               "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"})
+    );
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}});
+    let (code, svc) = post(&app, "/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(code, 201, "{svc}");
+    let ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let addr = until_code(&app, &format!("{IPS}/{ip}"), 200).await;
+    assert_eq!(addr["spec"]["parentRef"]["name"], "web");
+    assert_eq!(addr["spec"]["parentRef"]["namespace"], "default");
+    // A headless Service holds no address.
+    let headless = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hl"},
+        "spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
+    assert_eq!(
+        post(&app, "/api/v1/namespaces/default/services", headless)
+            .await
+            .0,
+        201
+    );
+    // Deleting the Service releases its address.
+    let (code, _) = call(
+        &app,
+        "DELETE",
+        "/api/v1/namespaces/default/services/web",
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200);
+    until_code(&app, &format!("{IPS}/{ip}"), 404).await;
+    // An address someone else created is left alone.
+    let foreign = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+        "metadata": {"name": "10.96.0.200"},
+        "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "gone"}}});
+    assert_eq!(post(&app, IPS, foreign).await.0, 201);
+    // A check that nothing happens: the follower gets a moment to (wrongly) delete it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(get(&app, &format!("{IPS}/10.96.0.200")).await.0, 200);
+}
+
 #[tokio::test]
 async fn garbage_bodies_are_never_5xx() {
     let app = app().await;
