@@ -32,6 +32,7 @@ pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod servicecidrs;
 pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;

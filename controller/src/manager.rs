@@ -112,6 +112,8 @@ pub struct EnabledControllers {
     pub endpointslice_mirroring: bool,
     /// `resourcequota` (`resourcequota-controller`).
     pub resourcequota: bool,
+    /// `service-cidr-controller`.
+    pub service_cidr: bool,
 }
 
 impl Default for EnabledControllers {
@@ -149,6 +151,7 @@ impl EnabledControllers {
             endpointslice: true,
             endpointslice_mirroring: true,
             resourcequota: true,
+            service_cidr: true,
         }
     }
 
@@ -180,6 +183,7 @@ impl EnabledControllers {
             endpointslice: false,
             endpointslice_mirroring: false,
             resourcequota: false,
+            service_cidr: false,
         }
     }
 
@@ -238,6 +242,7 @@ impl EnabledControllers {
                     &mut out.endpointslice_mirroring
                 }
                 "resourcequota" | "resourcequota-controller" => &mut out.resourcequota,
+                "service-cidr-controller" => &mut out.service_cidr,
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -725,6 +730,18 @@ async fn run_controllers(
         // Upstream runs it with 5 workers.
         tracker.spawn(async move { ca.run(5, s).await });
     }
+    if en.service_cidr {
+        let sc = crate::servicecidrs::ServiceCidrController::new(
+            client.clone(),
+            factory.informer::<k8s_openapi::api::networking::v1::ServiceCIDR>(),
+            factory.informer::<k8s_openapi::api::networking::v1::IPAddress>(),
+            clock.clone(),
+        );
+        cfg.metrics.register("service_cidr", sc.queue(), None);
+        let s = shutdown.clone();
+        // Upstream runs it with 5 workers.
+        tracker.spawn(async move { sc.run(5, s).await });
+    }
     if en.podgc {
         let gc = PodGcController::new(
             client.clone(),
@@ -844,6 +861,9 @@ mod tests {
                 .unwrap_or_default()
                 .resourcequota
         );
+        let cidr = EnabledControllers::parse("service-cidr-controller").unwrap_or_default();
+        assert!(cidr.service_cidr && !cidr.job);
+        assert!(EnabledControllers::all().service_cidr);
     }
 
     #[test]

@@ -489,3 +489,98 @@ async fn kubectl_shows_endpoints_slices_and_describes_the_service() {
     assert!(describe.contains("Endpoints:"), "{describe}");
     sandbox.stop().await;
 }
+
+/// The ServiceCIDR controller with the apiserver's IPAddresses: every ServiceCIDR gets the
+/// protection finalizer and a Ready condition; deleting the default one is blocked while the
+/// `kubernetes` Service's address lies in it alone; a ServiceCIDR holding no address goes, after
+/// the deletion grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_cidrs_are_protected_while_they_hold_addresses() {
+    use minik8s::k8s_openapi::api::networking::v1::{IPAddress, ServiceCIDR};
+    const FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";
+    let sandbox = sandbox().await;
+    let client = sandbox.client();
+    let cidrs: Api<ServiceCIDR> = client.api(None);
+    let ips: Api<IPAddress> = client.api(None);
+    let svcs: Api<Service> = client.api(Some("default"));
+    let has_finalizer = |c: &ServiceCIDR| {
+        c.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER)
+    };
+    let ready = |c: &ServiceCIDR| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+    };
+    eventually("the default ServiceCIDR's finalizer", || async {
+        cidrs.get("kubernetes").await.ok().filter(has_finalizer)
+    })
+    .await;
+    let extra: ServiceCIDR = serde_json::from_value(
+        json!({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.100.0.0/24"]}}),
+    )
+    .unwrap();
+    cidrs.create(&extra).await.unwrap();
+    let got = eventually("extra's finalizer and Ready condition", || async {
+        cidrs
+            .get("extra")
+            .await
+            .ok()
+            .filter(|c| has_finalizer(c) && ready(c).is_some())
+    })
+    .await;
+    let cond = ready(&got).unwrap();
+    assert_eq!(
+        (cond.status.as_str(), cond.message.as_str()),
+        ("True", "Kubernetes Service CIDR is ready")
+    );
+    // A Service's cluster IP has its IPAddress.
+    let svc = svcs
+        .create(&service(
+            "web",
+            json!({"ports": [{"port": 80}], "selector": {"app": "web"}}),
+        ))
+        .await
+        .unwrap();
+    let ip = svc.spec.unwrap().cluster_ip.unwrap();
+    let addr = eventually("the Service's IPAddress", || async {
+        ips.get(&ip).await.ok()
+    })
+    .await;
+    assert_eq!(addr.spec.unwrap().parent_ref.name, "web");
+    // The default range holds the Services' addresses and nothing contains it: blocked.
+    cidrs
+        .delete("kubernetes", &DeleteParams::default())
+        .await
+        .unwrap();
+    let blocked = eventually("the default ServiceCIDR blocked", || async {
+        cidrs
+            .get("kubernetes")
+            .await
+            .ok()
+            .and_then(|c| ready(&c))
+            .filter(|c| c.status == "False")
+    })
+    .await;
+    assert_eq!(blocked.reason, "Terminating");
+    assert_eq!(
+        blocked.message,
+        "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR"
+    );
+    // An empty range goes once the grace period has passed.
+    cidrs
+        .delete("extra", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("extra gone", || async {
+        cidrs.get("extra").await.err().map(|_| ())
+    })
+    .await;
+    assert!(cidrs.get("kubernetes").await.is_ok());
+}
