@@ -58,7 +58,7 @@ fn name_of(cidr: &ServiceCIDR) -> &str {
 }
 
 /// The ServiceCIDRs of `all` with a range containing `ip` (`servicecidr.ContainsAddress`).
-fn containing_address<'a>(all: &'a [Arc<ServiceCIDR>], ip: IpAddr) -> Vec<&'a ServiceCIDR> {
+fn containing_address(all: &[Arc<ServiceCIDR>], ip: IpAddr) -> Vec<&ServiceCIDR> {
     all.iter()
         .map(|c| c.as_ref())
         .filter(|c| ranges(c).iter().any(|r| r.contains(&ip)))
@@ -357,21 +357,14 @@ mod tests {
     #[test]
     fn deletion_waits_for_orphans_unless_a_parent_covers_the_range() {
         let extra = cidr("extra", &["10.100.0.0/24"]);
+        let alone = [extra.clone()];
         let ips = [ip("10.100.0.5", true)];
         // The only ServiceCIDR holding an allocated address: blocked.
-        assert!(!can_delete(&extra, &[extra.clone()], &ips));
+        assert!(!can_delete(&extra, &alone, &ips));
         // Addresses someone else manages never block.
-        assert!(can_delete(
-            &extra,
-            &[extra.clone()],
-            &[ip("10.100.0.5", false)]
-        ));
+        assert!(can_delete(&extra, &alone, &[ip("10.100.0.5", false)]));
         // No address in range: free to go.
-        assert!(can_delete(
-            &extra,
-            &[extra.clone()],
-            &[ip("10.96.0.5", true)]
-        ));
+        assert!(can_delete(&extra, &alone, &[ip("10.96.0.5", true)]));
         // A larger ServiceCIDR contains the range: the addresses stay covered.
         let parent = cidr("parent", &["10.100.0.0/16"]);
         assert!(can_delete(&extra, &[extra.clone(), parent.clone()], &ips));
