@@ -137,8 +137,8 @@ impl Matcher {
         one(true) || (!self.exact && one(false))
     }
 
-    /// upstream's `Matches`: selectors, exclusions, then rules; a selector's error counts only
-    /// when the rules match.
+    /// upstream's `Matches`: selectors, exclusions, then rules (none: any resource); a
+    /// selector's error counts only when the rules match.
     pub fn matches(
         &self,
         req: &Request<'_>,
@@ -153,7 +153,8 @@ impl Matcher {
         if obj == Ok(false) {
             return Ok(false);
         }
-        if self.any(&self.exclude, req) || !self.any(&self.rules, req) {
+        // No `resourceRules` (a binding's `matchResources`) does not constrain resources.
+        if self.any(&self.exclude, req) || (!self.rules.is_empty() && !self.any(&self.rules, req)) {
             return Ok(false);
         }
         obj.map_err(NamespaceMiss::Invalid)?;
@@ -304,6 +305,12 @@ mod tests {
         );
         assert_eq!(check(&named, "configmaps", "only", json!({})), Ok(true));
         assert_eq!(check(&named, "configmaps", "other", json!({})), Ok(false));
+        let selectors_only = matcher(json!({"objectSelector": {"matchLabels": {"a": "b"}}}));
+        assert_eq!(
+            check(&selectors_only, "pods", "x", json!({"a": "b"})),
+            Ok(true)
+        );
+        assert_eq!(check(&selectors_only, "pods", "x", json!({})), Ok(false));
     }
 
     #[test]

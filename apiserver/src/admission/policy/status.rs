@@ -101,13 +101,16 @@ async fn write(state: &AppState, name: &str) -> Result<()> {
             let warnings = super::typecheck::check(&current.object, &state.resources.snapshot());
             let mut new = Value::clone(&current.object);
             let generation = new.pointer("/metadata/generation").cloned();
+            // As upstream's apply: no warnings leave `typeChecking` empty.
+            let type_checking = if warnings.is_empty() {
+                json!({})
+            } else {
+                json!({"expressionWarnings": warnings})
+            };
             if let Some(obj) = new.as_object_mut() {
                 obj.insert(
                     "status".into(),
-                    json!({
-                        "observedGeneration": generation,
-                        "typeChecking": {"expressionWarnings": warnings},
-                    }),
+                    json!({"observedGeneration": generation, "typeChecking": type_checking}),
                 );
             }
             store.prepare_update(
