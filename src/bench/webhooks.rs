@@ -288,7 +288,7 @@ async fn run(
     report("none configured", &none, None);
 
     let target = ("secrets-only", "secrets", "Secret");
-    install_policy(&http, &base, &secrets, target, deadline).await?;
+    install_policy(&http, base, &secrets, target, deadline).await?;
     let unmatched_policy = creates(&http, &configmaps, "unmatched-policy", count, deadline).await?;
     report("policy not matching", &unmatched_policy, Some(&none));
 
@@ -305,7 +305,7 @@ async fn run(
     report("one local mutating", &matched, Some(&none));
 
     let target = ("on-configmaps", "configmaps", "ConfigMap");
-    install_policy(&http, &base, &configmaps, target, deadline).await?;
+    install_policy(&http, base, &configmaps, target, deadline).await?;
     let policy = creates(&http, &configmaps, "policy", count, deadline).await?;
     report("+ one matching policy", &policy, Some(&matched));
     Ok(())

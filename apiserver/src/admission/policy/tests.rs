@@ -54,13 +54,12 @@ fn binding(name: &str, policy: &str, extra: Value) -> Value {
     json!({"metadata": {"name": name}, "spec": spec})
 }
 
+/// A run's refusal (code and message), warnings and audit annotations.
+type Ran = (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>);
+
 /// Runs `p` on a ConfigMap create named `name`: the outcome (code and message), warnings and
 /// audit annotations.
-fn run(
-    p: &Policies,
-    resource: &str,
-    name: &str,
-) -> (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>) {
+fn run(p: &Policies, resource: &str, name: &str) -> Ran {
     let user = UserInfo::admin();
     let obj = json!({"metadata": {"name": name, "namespace": "default"}});
     let opts = json!({});
@@ -210,4 +209,19 @@ fn binding_match_resources_narrow_and_unbound_policies_do_nothing() {
         "admissionregistration.k8s.io",
         "validatingadmissionpolicies"
     ));
+}
+
+#[test]
+fn the_plugin_is_named_and_ordered_as_upstream() {
+    let mut config = crate::admission::AdmissionConfig::default();
+    assert!(config.enabled(VALIDATING_ADMISSION_POLICY));
+    assert_eq!(config.disable_list("ValidatingAdmissionPolicy"), Ok(()));
+    assert!(!config.enabled(VALIDATING_ADMISSION_POLICY));
+    let at = |name: &str| {
+        crate::admission::ORDERED_PLUGINS
+            .iter()
+            .position(|p| *p == name)
+    };
+    assert!(at("MutatingAdmissionWebhook") < at(VALIDATING_ADMISSION_POLICY));
+    assert!(at(VALIDATING_ADMISSION_POLICY) < at("ValidatingAdmissionWebhook"));
 }
