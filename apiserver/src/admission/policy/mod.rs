@@ -159,7 +159,8 @@ impl Policies {
                 let is_namespace = req.group.is_empty() && req.resource == "namespaces";
                 let namespace_object = (!namespace.is_empty() && !is_namespace)
                     .then(|| (lookups.namespace)(namespace))
-                    .flatten();
+                    .flatten()
+                    .map(|ns| namespace_object(&ns));
                 let request = request.get_or_insert_with(|| req.admission_request(""));
                 for param in &params {
                     let act = Activation::new(
@@ -169,7 +170,7 @@ impl Policies {
                             req.old.unwrap_or(&null),
                             request,
                             param.as_deref().unwrap_or(&null),
-                            namespace_object.as_deref().unwrap_or(&null),
+                            namespace_object.as_ref().unwrap_or(&null),
                         ],
                     );
                     let result = evaluate::evaluate(policy, &act);
@@ -221,6 +222,43 @@ impl Policies {
             Some(d) => Err(refusal(req, gr, d)),
         }
     }
+}
+
+/// upstream's `CreateNamespaceObject`: the namespace's spec, status and the metadata fields
+/// policies may read (not its managed fields or owners).
+fn namespace_object(ns: &Value) -> Value {
+    const KEPT: [&str; 13] = [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "finalizers",
+        "selfLink",
+    ];
+    let metadata: serde_json::Map<String, Value> = ns
+        .get("metadata")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| KEPT.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = json!({"metadata": metadata});
+    for part in ["spec", "status"] {
+        if let (Some(v), Some(o)) = (ns.get(part), out.as_object_mut()) {
+            o.insert(part.into(), v.clone());
+        }
+    }
+    out
 }
 
 fn miss_message(e: compiled::MatchError) -> String {

@@ -86,7 +86,11 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         audit: &audit,
         namespace_labels: &labels,
     };
-    let namespace = |_: &str| Some(Arc::new(json!({"metadata": {"name": "default"}})));
+    let namespace = |_: &str| {
+        Some(Arc::new(json!({"metadata": {"name": "default",
+            "labels": {"env": "prod"}, "managedFields": [{"manager": "m"}]},
+            "status": {"phase": "Active"}})))
+    };
     let lookups = Lookups {
         namespace: &namespace,
         params: &NoParams,
@@ -224,4 +228,30 @@ fn the_plugin_is_named_and_ordered_as_upstream() {
     };
     assert!(at("MutatingAdmissionWebhook") < at(VALIDATING_ADMISSION_POLICY));
     assert!(at(VALIDATING_ADMISSION_POLICY) < at("ValidatingAdmissionWebhook"));
+}
+
+#[test]
+fn the_namespace_object_shows_what_upstream_shows() {
+    let p = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"validations": [{"expression":
+                "namespaceObject.metadata.labels.env != 'prod' || !has(namespaceObject.metadata.managedFields)",
+                "messageExpression": "'in ' + namespaceObject.metadata.name + ' ' + namespaceObject.status.phase"}]}),
+        )],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(run(&p, "configmaps", "x").0, None);
+    let p = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"validations": [{"expression": "namespaceObject.metadata.labels.env != 'prod'",
+                "messageExpression": "'in ' + namespaceObject.metadata.name + ' ' + namespaceObject.status.phase"}]}),
+        )],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(
+        run(&p, "configmaps", "x").0,
+        Some((422, "configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: in default Active".into()))
+    );
 }
