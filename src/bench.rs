@@ -54,7 +54,8 @@ pub enum Which {
     /// (not part of `all`).
     Daemonset,
     /// Admission webhooks: ConfigMap create latency with no webhook, with one that matches
-    /// nothing, and with a local mutating webhook (not part of `all`).
+    /// nothing, and with a local mutating webhook; with a ValidatingAdmissionPolicy that matches
+    /// nothing and with one that matches (not part of `all`).
     Webhooks,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,

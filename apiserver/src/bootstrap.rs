@@ -150,5 +150,6 @@ pub async fn seed(state: &AppState) -> Result<()> {
     apiservices::keep_in_step(state);
     ipaddresses::keep_in_step(state);
     crate::registry::customresource::keep_in_step(state);
+    crate::admission::policy::status::keep_in_step(state);
     Ok(())
 }

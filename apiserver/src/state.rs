@@ -35,6 +35,8 @@ pub struct AppState {
     pub admission: Arc<crate::admission::Chain>,
     /// The admission webhooks, their configurations followed in the watch cache.
     pub webhooks: Arc<crate::admission::webhook::Webhooks>,
+    /// ValidatingAdmissionPolicy, its policies and bindings followed in the watch cache.
+    pub policies: Arc<crate::admission::policy::Policies>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -91,9 +93,21 @@ impl AppState {
                 .clone()
                 .follow(cache.clone(), shutdown.clone()),
         );
+        let policies = Arc::new(crate::admission::policy::Policies::new(
+            config
+                .admission
+                .enabled(crate::admission::VALIDATING_ADMISSION_POLICY),
+        ));
+        tokio::spawn(
+            policies
+                .source
+                .clone()
+                .follow(cache.clone(), shutdown.clone()),
+        );
         Ok(AppState {
             admission,
             webhooks,
+            policies,
             resources,
             openapi: Default::default(),
             config: Arc::new(config),

@@ -57,6 +57,8 @@ pub fn compile(src: &str, root: &Arc<Node>, want: Want) -> Result<Compiled, Stri
         scope: Vec::new(),
         issues: Vec::new(),
         uses_old_self: false,
+        declared: &[],
+        no_self: false,
     };
     let result = checker.check(program.expression());
     if !checker.issues.is_empty() {
@@ -79,6 +81,68 @@ pub fn compile(src: &str, root: &Arc<Node>, want: Want) -> Result<Compiled, Stri
         max_cost,
         uses_old_self,
     })
+}
+
+/// Compiles `src` over the `declared` variables (each typed by its schema node when known, else
+/// `dyn`): parse, the field-reference check on typed variables, the result check for `want`,
+/// then instrumentation. `self` is not declared. Returns the expression and the names it selects
+/// on `variables`. The error is cel-go's issue text.
+pub fn compile_declared(
+    src: &str,
+    declared: &[(&str, Option<Arc<Node>>)],
+    want: Option<Want>,
+) -> Result<(Expression, Vec<String>), String> {
+    let program = ENV.compile(src).map_err(|e| parse_issues(src, &e))?;
+    let info = program.source_info();
+    let dyn_root = Arc::new(Node {
+        kind: Kind::Dyn,
+        type_name: String::new(),
+        max_elements: 0,
+        list_type: None,
+        list_map_keys: Vec::new(),
+        map_type: None,
+    });
+    let mut checker = Checker {
+        src,
+        info,
+        root: dyn_root,
+        scope: Vec::new(),
+        issues: Vec::new(),
+        uses_old_self: false,
+        declared,
+        no_self: false,
+    };
+    checker.no_self = true;
+    let result = checker.check(program.expression());
+    if !checker.issues.is_empty() {
+        return Err(checker.issues.join("\n"));
+    }
+    if let Some(want) = want {
+        if !result_may_be(program.expression(), result.as_deref(), want) {
+            return Err(match want {
+                Want::Bool => "cel expression must evaluate to a bool".to_owned(),
+                Want::String => "must evaluate to a string".to_owned(),
+            });
+        }
+    }
+    let variables = selected_names(program.expression(), "variables");
+    let mut expr = program.expression().clone();
+    instrument(&mut expr);
+    Ok((expr, variables))
+}
+
+/// The names `root.<name>` selects anywhere in `e` (`variables.x` gives `x`).
+pub fn selected_names(e: &IdedExpr, root: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    visit(e, &mut |x| {
+        if let Expr::Select(s) = &x.expr {
+            if matches!(&s.operand.expr, Expr::Ident(n) if n == root) && !names.contains(&s.field) {
+                names.push(s.field.clone());
+            }
+        }
+        true
+    });
+    names
 }
 
 fn parse_issues(src: &str, e: &cel::ParseErrors) -> String {
@@ -220,6 +284,11 @@ struct Checker<'a> {
     scope: Vec<(String, Ty)>,
     issues: Vec<String>,
     uses_old_self: bool,
+    /// Variables declared besides `self`/`oldSelf` (admission's `object`, `params`, ...), each
+    /// with its schema when known.
+    declared: &'a [(&'a str, Ty)],
+    /// `self`/`oldSelf` are undeclared (admission expressions).
+    no_self: bool,
 }
 
 impl Checker<'_> {
@@ -266,7 +335,17 @@ impl Checker<'_> {
                 if let Some((_, t)) = self.scope.iter().rev().find(|(n, _)| n == name) {
                     return t.clone();
                 }
+                if let Some((_, t)) = self.declared.iter().find(|(n, _)| n == name) {
+                    return t.clone();
+                }
                 match name.as_str() {
+                    "self" | "oldSelf" if self.no_self => {
+                        self.issue(
+                            e.id,
+                            format!("undeclared reference to '{name}' (in container '')"),
+                        );
+                        None
+                    }
                     "self" => Some(self.root.clone()),
                     "oldSelf" => {
                         self.uses_old_self = true;

@@ -35,6 +35,7 @@
 //! - URL parsing is a reduction of Go's `url.ParseRequestURI`; quantities are exact decimals up to
 //!   38 digits (larger ones are refused).
 
+pub mod admission;
 pub mod compile;
 pub mod comprehensions;
 pub mod convert;

@@ -11,6 +11,7 @@
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
 //! | MutatingAdmissionWebhook | [`webhook`], called by the store after the chain's mutating phase | calls mutating webhooks, applies their patches |
+//! | ValidatingAdmissionPolicy | [`policy`], called by the store after the chain's validating phase, before validating webhooks | CEL validations of bound ValidatingAdmissionPolicies |
 //! | ValidatingAdmissionWebhook | [`webhook`], called by the store after the chain's validating phase | calls validating webhooks concurrently |
 //! | ResourceQuota | [`resourcequota`], called by the store after the chain's validating phase | refuses writes over a quota; charges quotas by compare-and-swap before the write |
 //!
@@ -31,6 +32,7 @@ mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
 mod pod_secrets;
+pub mod policy;
 pub mod resourcequota;
 mod service_account;
 pub mod webhook;
@@ -62,6 +64,7 @@ pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 /// `PersistentVolumeClaimResize`.
 pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
+pub use policy::VALIDATING_ADMISSION_POLICY;
 pub use webhook::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
 /// `ResourceQuota`.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -74,6 +77,7 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
     MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
 ];

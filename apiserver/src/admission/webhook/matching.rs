@@ -65,8 +65,8 @@ pub struct Hook {
     exact: bool,
     /// A selector that does not parse fails every request it is asked about (upstream's
     /// `GetParsedNamespaceSelector` error).
-    namespace_selector: Result<Selector, String>,
-    object_selector: Result<Selector, String>,
+    namespace_selector: ParsedSelector,
+    object_selector: ParsedSelector,
     /// `sideEffects`.
     pub side_effects: String,
     pub timeout: Duration,
@@ -84,11 +84,7 @@ impl Hook {
     /// the configuration `configuration`; `None` for one that does not decode.
     pub fn compile(configuration: &str, index: usize, webhook: &Value) -> Option<Hook> {
         let w: MutatingWebhook = serde_json::from_value(webhook.clone()).ok()?;
-        let selector = |s: &Option<_>| match s {
-            // Absent means the default `{}`: everything.
-            None => Ok(Selector::everything()),
-            Some(s) => label_selector_as_selector(Some(s)).map_err(|e| e.to_string()),
-        };
+        let selector = |s: &Option<_>| parse_selector(s.as_ref());
         let client = ClientConfig {
             url: w.client_config.url.clone(),
             service: w
@@ -133,13 +129,7 @@ impl Hook {
 
     /// `objectSelector` against the object and the old object.
     pub fn matches_object(&self, req: &Request<'_>) -> Result<bool, String> {
-        let selector = self.object_selector.as_ref().map_err(Clone::clone)?;
-        if selector.is_empty() {
-            return Ok(true);
-        }
-        let matches =
-            |o: Option<&Value>| o.is_some_and(|o| selector.matches(&api::meta::labels(o)));
-        Ok(matches(req.object) || matches(req.old))
+        object_matches(&self.object_selector, req)
     }
 
     /// `namespaceSelector`, with the labels of the request's namespace from `namespace_labels`
@@ -149,29 +139,63 @@ impl Hook {
         req: &Request<'_>,
         namespace_labels: impl FnOnce(&str) -> Option<std::collections::BTreeMap<String, String>>,
     ) -> Result<bool, NamespaceMiss> {
-        let namespace = req.namespace.unwrap_or("");
-        let is_namespace = req.group.is_empty() && req.resource == "namespaces";
-        if namespace.is_empty() && !is_namespace {
-            return Ok(true);
-        }
-        let selector = self
-            .namespace_selector
-            .as_ref()
-            .map_err(|e| NamespaceMiss::Invalid(e.clone()))?;
-        if selector.is_empty() {
-            return Ok(true);
-        }
-        let own = is_namespace
-            && req.subresource.is_empty()
-            && matches!(req.operation, Operation::Create | Operation::Update);
-        let labels = if own {
-            req.object.map(api::meta::labels).unwrap_or_default()
-        } else {
-            let name = if is_namespace { req.name } else { namespace };
-            namespace_labels(name).ok_or_else(|| NamespaceMiss::NotFound(name.to_string()))?
-        };
-        Ok(selector.matches(&labels))
+        namespace_matches(&self.namespace_selector, req, namespace_labels)
     }
+}
+
+/// A configured label selector, parsed once; one that does not parse fails every request it is
+/// asked about (upstream's `GetParsedNamespaceSelector`/`GetParsedObjectSelector` error). Shared
+/// with ValidatingAdmissionPolicy's `matchResources`.
+pub type ParsedSelector = Result<Selector, String>;
+
+/// Parses a configured selector; absent is the default `{}`: everything.
+pub fn parse_selector(
+    s: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) -> ParsedSelector {
+    match s {
+        None => Ok(Selector::everything()),
+        Some(s) => label_selector_as_selector(Some(s)).map_err(|e| e.to_string()),
+    }
+}
+
+/// `objectSelector` against the object and the old object: either matching is enough.
+pub fn object_matches(selector: &ParsedSelector, req: &Request<'_>) -> Result<bool, String> {
+    let selector = selector.as_ref().map_err(Clone::clone)?;
+    if selector.is_empty() {
+        return Ok(true);
+    }
+    let matches = |o: Option<&Value>| o.is_some_and(|o| selector.matches(&api::meta::labels(o)));
+    Ok(matches(req.object) || matches(req.old))
+}
+
+/// `namespaceSelector`, with the labels of the request's namespace from `namespace_labels`
+/// (`None`: the namespace does not exist).
+pub fn namespace_matches(
+    selector: &ParsedSelector,
+    req: &Request<'_>,
+    namespace_labels: impl FnOnce(&str) -> Option<std::collections::BTreeMap<String, String>>,
+) -> Result<bool, NamespaceMiss> {
+    let namespace = req.namespace.unwrap_or("");
+    let is_namespace = req.group.is_empty() && req.resource == "namespaces";
+    if namespace.is_empty() && !is_namespace {
+        return Ok(true);
+    }
+    let selector = selector
+        .as_ref()
+        .map_err(|e| NamespaceMiss::Invalid(e.clone()))?;
+    if selector.is_empty() {
+        return Ok(true);
+    }
+    let own = is_namespace
+        && req.subresource.is_empty()
+        && matches!(req.operation, Operation::Create | Operation::Update);
+    let labels = if own {
+        req.object.map(api::meta::labels).unwrap_or_default()
+    } else {
+        let name = if is_namespace { req.name } else { namespace };
+        namespace_labels(name).ok_or_else(|| NamespaceMiss::NotFound(name.to_string()))?
+    };
+    Ok(selector.matches(&labels))
 }
 
 /// Why a namespace selector could not be evaluated.
@@ -188,8 +212,8 @@ fn listed(values: &Option<Vec<String>>, value: &str) -> bool {
 }
 
 /// One rule against the request; with `exact` false, any version of the request's group and
-/// resource matches (`matchPolicy: Equivalent`).
-fn rule_matches(rule: &RuleWithOperations, req: &Request<'_>, exact: bool) -> bool {
+/// resource matches (`matchPolicy: Equivalent`). Shared with ValidatingAdmissionPolicy.
+pub fn rule_matches(rule: &RuleWithOperations, req: &Request<'_>, exact: bool) -> bool {
     let op = req.operation.as_str();
     if !rule
         .operations

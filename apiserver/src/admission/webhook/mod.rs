@@ -49,7 +49,7 @@ pub struct Webhooks {
 
 /// Whether requests for `group`/`resource` are never sent to webhooks
 /// (`IsExemptAdmissionConfigurationResource`: the admission configuration kinds).
-fn exempt(group: &str, resource: &str) -> bool {
+pub(crate) fn exempt(group: &str, resource: &str) -> bool {
     group == "admissionregistration.k8s.io"
         && matches!(
             resource,

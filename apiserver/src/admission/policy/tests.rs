@@ -1,0 +1,257 @@
+//! The dispatcher: actions, refusals' texts and codes, configuration errors, audit annotations.
+
+use super::compiled::{Binding, Policy};
+use super::*;
+use crate::admission::webhook::Operation;
+use crate::authn::UserInfo;
+use crate::registry::{AuditAnnotations, Warnings};
+use serde_json::json;
+
+struct NoParams;
+
+impl ParamSource for NoParams {
+    fn namespaced(&self, kind: &compiled::ParamKind) -> Option<bool> {
+        (kind.kind == "ConfigMap").then_some(true)
+    }
+    fn get(&self, _: &compiled::ParamKind, _: Option<&str>, _: &str) -> Option<Arc<Value>> {
+        None
+    }
+    fn list(&self, _: &compiled::ParamKind, _: Option<&str>) -> Vec<Arc<Value>> {
+        Vec::new()
+    }
+}
+
+fn plugin(policies: &[Value], bindings: &[Value]) -> Policies {
+    let p = Policies::new(true);
+    let compiled = |v: &Value| v["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let ps = policies
+        .iter()
+        .filter_map(|v| Some((compiled(v), Arc::new(Policy::compile(v)?))))
+        .collect();
+    let bs = bindings
+        .iter()
+        .filter_map(|v| Some((compiled(v), Arc::new(Binding::compile(v)?))))
+        .collect();
+    p.source.publish(&ps, &bs);
+    p
+}
+
+fn configmaps_policy(name: &str, extra: Value) -> Value {
+    let mut spec = json!({"matchConstraints": {"resourceRules": [{"apiGroups": [""],
+        "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+        "validations": [{"expression": "object.metadata.name != 'bad'", "message": "bad name"}]});
+    if let (Some(s), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+        s.extend(extra);
+    }
+    json!({"metadata": {"name": name}, "spec": spec})
+}
+
+fn binding(name: &str, policy: &str, extra: Value) -> Value {
+    let mut spec = json!({"policyName": policy, "validationActions": ["Deny"]});
+    if let (Some(s), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+        s.extend(extra);
+    }
+    json!({"metadata": {"name": name}, "spec": spec})
+}
+
+/// A run's refusal (code and message), warnings and audit annotations.
+type Ran = (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>);
+
+/// Runs `p` on a ConfigMap create named `name`: the outcome (code and message), warnings and
+/// audit annotations.
+fn run(p: &Policies, resource: &str, name: &str) -> Ran {
+    let user = UserInfo::admin();
+    let obj = json!({"metadata": {"name": name, "namespace": "default"}});
+    let opts = json!({});
+    let req = Request {
+        operation: Operation::Create,
+        group: "",
+        version: "v1",
+        resource,
+        kind: "ConfigMap",
+        subresource: "",
+        name,
+        namespace: Some("default"),
+        object: Some(&obj),
+        old: None,
+        user: &user,
+        dry_run: false,
+        options: &opts,
+    };
+    let warnings = Warnings::default();
+    let audit = AuditAnnotations::default();
+    let labels = |_: &str| Some(BTreeMap::new());
+    let fx = Effects {
+        warnings: &warnings,
+        audit: &audit,
+        namespace_labels: &labels,
+    };
+    let namespace = |_: &str| {
+        Some(Arc::new(json!({"metadata": {"name": "default",
+            "labels": {"env": "prod"}, "managedFields": [{"manager": "m"}]},
+            "status": {"phase": "Active"}})))
+    };
+    let lookups = Lookups {
+        namespace: &namespace,
+        params: &NoParams,
+    };
+    let out = p
+        .validate(&req, &fx, "configmaps", &lookups)
+        .err()
+        .map(|e| {
+            let s = e.to_status();
+            (e.code(), s["message"].as_str().unwrap_or("").to_string())
+        });
+    (out, warnings.all(), audit.all())
+}
+
+#[test]
+fn deny_refuses_with_upstreams_text_and_reason_code() {
+    let p = plugin(
+        &[configmaps_policy("p", json!({}))],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(
+        run(&p, "configmaps", "bad").0,
+        Some((422, "configmaps \"bad\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: bad name".into()))
+    );
+    assert_eq!(run(&p, "configmaps", "good").0, None);
+    // Another resource is not matched.
+    assert_eq!(run(&p, "secrets", "bad").0, None);
+    let forbidden = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"validations": [{"expression": "false", "reason": "Forbidden"}]}),
+        )],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(run(&forbidden, "configmaps", "x").0.map(|o| o.0), Some(403));
+}
+
+#[test]
+fn warn_and_audit_actions_do_not_refuse() {
+    let p = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"auditAnnotations": [{"key": "seen", "valueExpression": "object.metadata.name"}]}),
+        )],
+        &[binding(
+            "b",
+            "p",
+            json!({"validationActions": ["Warn", "Audit"]}),
+        )],
+    );
+    let (out, warnings, audit) = run(&p, "configmaps", "bad");
+    assert_eq!(out, None);
+    assert_eq!(
+        warnings,
+        vec!["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': bad name"]
+    );
+    let failure = audit
+        .get("validation.policy.admission.k8s.io/validation_failure")
+        .cloned()
+        .unwrap_or_default();
+    let failure: Value = serde_json::from_str(&failure).unwrap_or(Value::Null);
+    assert_eq!(
+        failure,
+        json!([{"message": "bad name", "policy": "p", "binding": "b", "expressionIndex": 0,
+            "validationActions": ["Warn", "Audit"]}])
+    );
+    assert_eq!(audit.get("p/seen").map(String::as_str), Some("bad"));
+}
+
+#[test]
+fn missing_params_refuse_under_deny_and_fail() {
+    let with_params = |fp: &str| {
+        configmaps_policy(
+            "p",
+            json!({"failurePolicy": fp, "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}),
+        )
+    };
+    let deny = binding(
+        "b",
+        "p",
+        json!({"paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"}}),
+    );
+    let p = plugin(&[with_params("Fail")], std::slice::from_ref(&deny));
+    assert_eq!(
+        run(&p, "configmaps", "good").0,
+        Some((422, "configmaps \"good\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction".into()))
+    );
+    let ignored = plugin(&[with_params("Ignore")], &[deny]);
+    assert_eq!(run(&ignored, "configmaps", "good").0, None);
+    // Allow: the binding is skipped, even for an object its validation would refuse.
+    let allow = binding(
+        "b",
+        "p",
+        json!({"paramRef": {"name": "limits", "parameterNotFoundAction": "Allow"}}),
+    );
+    let p = plugin(&[with_params("Fail")], &[allow]);
+    assert_eq!(run(&p, "configmaps", "bad").0, None);
+}
+
+#[test]
+fn binding_match_resources_narrow_and_unbound_policies_do_nothing() {
+    let narrowed = binding(
+        "b",
+        "p",
+        json!({"matchResources": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE"], "resources": ["configmaps"], "resourceNames": ["other"]}]}}),
+    );
+    let p = plugin(&[configmaps_policy("p", json!({}))], &[narrowed]);
+    assert_eq!(run(&p, "configmaps", "bad").0, None);
+    let unbound = plugin(&[configmaps_policy("p", json!({}))], &[]);
+    assert!(!unbound.any("", "configmaps"));
+    let disabled = Policies::new(false);
+    assert!(!disabled.any("", "configmaps"));
+    // The admission configuration kinds are exempt.
+    let p = plugin(
+        &[configmaps_policy("p", json!({}))],
+        &[binding("b", "p", json!({}))],
+    );
+    assert!(!p.any(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies"
+    ));
+}
+
+#[test]
+fn the_plugin_is_named_and_ordered_as_upstream() {
+    let mut config = crate::admission::AdmissionConfig::default();
+    assert!(config.enabled(VALIDATING_ADMISSION_POLICY));
+    assert_eq!(config.disable_list("ValidatingAdmissionPolicy"), Ok(()));
+    assert!(!config.enabled(VALIDATING_ADMISSION_POLICY));
+    let at = |name: &str| {
+        crate::admission::ORDERED_PLUGINS
+            .iter()
+            .position(|p| *p == name)
+    };
+    assert!(at("MutatingAdmissionWebhook") < at(VALIDATING_ADMISSION_POLICY));
+    assert!(at(VALIDATING_ADMISSION_POLICY) < at("ValidatingAdmissionWebhook"));
+}
+
+#[test]
+fn the_namespace_object_shows_what_upstream_shows() {
+    let p = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"validations": [{"expression":
+                "namespaceObject.metadata.labels.env != 'prod' || !has(namespaceObject.metadata.managedFields)",
+                "messageExpression": "'in ' + namespaceObject.metadata.name + ' ' + namespaceObject.status.phase"}]}),
+        )],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(run(&p, "configmaps", "x").0, None);
+    let p = plugin(
+        &[configmaps_policy(
+            "p",
+            json!({"validations": [{"expression": "namespaceObject.metadata.labels.env != 'prod'",
+                "messageExpression": "'in ' + namespaceObject.metadata.name + ' ' + namespaceObject.status.phase"}]}),
+        )],
+        &[binding("b", "p", json!({}))],
+    );
+    assert_eq!(
+        run(&p, "configmaps", "x").0,
+        Some((422, "configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: in default Active".into()))
+    );
+}
