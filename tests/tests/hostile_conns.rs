@@ -2,7 +2,8 @@
 //! - 2,000 open watches plus 600 slowloris clients (partial request heads, reconnecting when the
 //!   server closes them) do not lock anyone out: every `/healthz` and `GET pods` probe on a new
 //!   connection succeeds (their p99 is printed, not asserted), the server registers all 2,000
-//!   watchers, and it closes every staller on the header deadline;
+//!   watchers, and it closes every staller on the header deadline (and an idle keep-alive
+//!   connection on the same deadline);
 //! - 48 uploads that declare a 1 MB body and send 10 B/s (more than the 32 mutating seats) are
 //!   answered 408 with a `Timeout` Status and the connection closed, long before the request
 //!   timeout, while ordinary writers all succeed and every node's lease keeps being renewed
@@ -208,9 +209,23 @@ async fn connections_attack(addr: SocketAddr) {
         closed.iter().sum::<usize>()
     );
 
-    // The watches are still open and still deliver.
+    // The watches are all still open.
     assert!(registered_watchers(addr).await >= WATCHES as i64);
     drop(watches);
+
+    // An idle keep-alive connection is closed on the same deadline once its response is sent.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_head(&mut s, Duration::from_secs(10)).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(HEADER_TIMEOUT * 5, s.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "an idle keep-alive connection was not closed"
+    );
 }
 
 /// One slow upload: declares 1 MB, sends 10 bytes a second. Returns the response head and
