@@ -164,6 +164,20 @@ async fn open_watch(addr: SocketAddr) -> Result<TcpStream, Error> {
     Ok(s)
 }
 
+/// This process's resident set size (Linux `/proc/self/status`), if known.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 /// The benchmark.
 pub async fn conns(
     watches: usize,
@@ -178,12 +192,21 @@ pub async fn conns(
 
     probe_phase(addr, "quiet", Instant::now() + seconds, false).await;
 
+    let rss_before = resident_bytes();
     let mut open = Vec::with_capacity(watches);
     while open.len() < watches {
         let batch = 250.min(watches - open.len());
         for w in futures::future::join_all((0..batch).map(|_| open_watch(addr))).await {
             open.push(w?);
         }
+    }
+    if let (Some(before), Some(after)) = (rss_before, resident_bytes()) {
+        println!(
+            "conns: resident memory {} MiB before and {} MiB after opening {watches} watches ({} KiB a watch, both ends in this process)",
+            before >> 20,
+            after >> 20,
+            after.saturating_sub(before) / 1024 / watches.max(1) as u64
+        );
     }
     let stop = CancellationToken::new();
     let closes = Arc::new(AtomicUsize::new(0));
