@@ -15,6 +15,7 @@ use futures::StreamExt;
 
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
+mod conns;
 mod crds;
 mod daemonset;
 mod job;
@@ -57,6 +58,10 @@ pub enum Which {
     /// nothing, and with a local mutating webhook; with a ValidatingAdmissionPolicy that matches
     /// nothing and with one that matches (not part of `all`).
     Webhooks,
+    /// Hostile connections: `/healthz` and `GET pods` latency on new connections, quiet, under
+    /// `--conn-watches` watches plus `--stallers` slowloris clients, and under `--uploaders` slow
+    /// uploads with creates (not part of `all`).
+    Conns,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
 }
@@ -105,6 +110,15 @@ pub struct BenchArgs {
     /// Creates per configuration of the webhooks benchmark.
     #[arg(long, default_value_t = 2000)]
     pub webhook_creates: usize,
+    /// Open watches of the conns benchmark.
+    #[arg(long, default_value_t = 2000)]
+    pub conn_watches: usize,
+    /// Slowloris clients of the conns benchmark.
+    #[arg(long, default_value_t = 600)]
+    pub stallers: usize,
+    /// Slow uploads (1 MB declared, 10 B/s) of the conns benchmark.
+    #[arg(long, default_value_t = 48)]
+    pub uploaders: usize,
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
@@ -156,6 +170,15 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Crds {
         crds::crds(&args.gateway_crds, Duration::from_secs(args.seconds)).await?;
+    }
+    if args.which == Which::Conns {
+        conns::conns(
+            args.conn_watches,
+            args.stallers,
+            args.uploaders,
+            Duration::from_secs(args.seconds),
+        )
+        .await?;
     }
     if args.which == Which::Webhooks {
         webhooks::webhooks(args.webhook_creates, Duration::from_secs(120)).await?;

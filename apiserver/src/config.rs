@@ -22,7 +22,17 @@ pub struct Config {
     /// Concurrent mutating requests before 429 (Kubernetes 200; scaled for 2 cores, T9).
     pub max_mutating_inflight: usize,
     /// Open connections; further connections wait in the kernel backlog, not in memory (T8).
-    pub max_connections: usize,
+    /// `None` (the default): sized from the file-descriptor limit ([`crate::fdlimit`]), so only
+    /// running out of descriptors, never watches or stalled clients, can reach it.
+    pub max_connections: Option<usize>,
+    /// Time a request body may take before its rate is checked ([`crate::http::preread`]).
+    pub body_read_grace: Duration,
+    /// Least average rate (bytes per second, after the grace) a request body must arrive at;
+    /// the whole body must also arrive within `request_timeout`. 0: no rate rule.
+    pub body_read_min_rate: u64,
+    /// Bytes of request bodies buffered before their requests take an in-flight seat, all
+    /// requests together; a body waits for room under its own deadline.
+    pub preread_budget: usize,
     /// Events each watcher may have queued; a watcher that falls this far behind is closed.
     pub watch_buffer: usize,
     /// Recent events kept per resource for watches resuming from an older resourceVersion
@@ -64,7 +74,10 @@ impl Default for Config {
             header_read_timeout: Duration::from_secs(10),
             max_read_inflight: 64,
             max_mutating_inflight: 32,
-            max_connections: 512,
+            max_connections: None,
+            body_read_grace: Duration::from_secs(5),
+            body_read_min_rate: 4 * 1024,
+            preread_budget: 256 * 1024 * 1024,
             watch_buffer: 1024,
             watch_history: 10 * 1024,
             bookmark_interval: Duration::from_secs(60),

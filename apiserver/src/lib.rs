@@ -1,9 +1,10 @@
 //! The Kubernetes REST API over the `store` crate.
 //!
-//! Layout: [`server`] accepts connections (header-read timeout, connection cap, graceful
-//! shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
+//! Layout: [`server`] accepts connections (header-read timeout, a connection bound sized from the
+//! raised fd limit of [`fdlimit`], graceful shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
 //! handlers of [`handlers`] (HTTP only), behind the loopback guard of [`http::loopback`] (no
-//! browser origins, no foreign `Host`) and the in-flight/timeout limits of [`http::limits`].
+//! browser origins, no foreign `Host`) and the in-flight/timeout limits of [`http::limits`], whose
+//! request bodies [`http::preread`] has already read (under a deadline and a minimum rate).
 //! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
 //! says what is served, its generic [`Store`](registry::Store) implements every verb (one
 //! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
@@ -22,6 +23,7 @@ pub mod components;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod fdlimit;
 pub mod handlers;
 pub mod health;
 pub mod http;
@@ -149,7 +151,12 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(limits, http::limits::limit));
+        .layer(middleware::from_fn_with_state(limits, http::limits::limit))
+        // Outside the limiter: a body is read whole before its request takes a seat.
+        .layer(middleware::from_fn_with_state(
+            http::preread::PreRead::new(&state.config),
+            http::preread::preread,
+        ));
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
     let router = if guard {
         router.layer(http::loopback::LoopbackGuardLayer)

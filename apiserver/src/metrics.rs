@@ -145,6 +145,11 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {}",
+            crate::fdlimit::current()
+        );
+        let _ = writeln!(
+            out,
             "# HELP apiserver_storage_revision Latest store revision observed.\n# TYPE apiserver_storage_revision gauge\napiserver_storage_revision {}",
             self.revision.load(Ordering::Relaxed)
         );

@@ -1,15 +1,22 @@
-//! Serving: the accept loop, connection limits, graceful shutdown.
+//! Serving: the accept loop, connection deadlines, graceful shutdown.
 //!
 //! Connections are served by hyper's HTTP/1 connection builder with a real header-read timeout
-//! (axum's `serve` does not turn it on, T8). The number of open connections is capped by a
-//! semaphore: when it is exhausted the loop stops accepting, so excess connections wait in the
-//! kernel backlog rather than in memory. Shutdown is one protocol: the token is cancelled, the
+//! (axum's `serve` does not turn it on, T8), which is also the idle keep-alive timeout
+//! ([`serve_connection`]); request bodies have their own deadline and minimum rate
+//! ([`crate::http::preread`]). There is no fixed connection cap (a kube-apiserver has none): the
+//! soft file-descriptor limit is raised to the hard limit at start-up and the only bound left is
+//! sized from it ([`crate::fdlimit`]), so it is reached only when descriptors would run out; then
+//! the loop stops accepting and excess connections wait in the kernel backlog. Accept errors
+//! (EMFILE) pause the loop with a doubling back-off (5 ms to 1 s) and never end it. The steps are
+//! accept → (a stream-wrapping step such as a TLS handshake, under the header deadline) →
+//! [`serve_connection`], generic over the stream. Shutdown is one protocol: the token is cancelled, the
 //! loop stops accepting, every connection is told to finish its in-flight request and close,
 //! watch streams end themselves on the same token, and `run` waits for all connection tasks up to
 //! `Config::shutdown_deadline`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -64,12 +71,28 @@ pub async fn run(
     Ok(())
 }
 
+/// First pause after a failed accept; doubled on each further failure up to [`ACCEPT_BACKOFF_MAX`]
+/// (Go's `http.Server` backs off the same way on EMFILE).
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+/// Longest pause after failed accepts.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// The accept loop over an already started [`AppState`].
 pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) {
     let config = state.config.clone();
+    let fd_limit = crate::fdlimit::raise();
+    let max_connections = config
+        .max_connections
+        .unwrap_or_else(|| crate::fdlimit::connection_bound(fd_limit));
+    tracing::info!(
+        fd_limit,
+        max_connections,
+        "serving; connections past the bound wait in the kernel backlog"
+    );
     let router = crate::app(state);
-    let conns = Arc::new(Semaphore::new(config.max_connections));
+    let conns = Arc::new(Semaphore::new(max_connections));
     let tracker = TaskTracker::new();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -83,39 +106,29 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
-                    // Accept errors (EMFILE, ECONNABORTED) are transient; back off briefly.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // Out of descriptors (EMFILE, ENFILE) or a connection aborted before it was
+                    // accepted: never fatal, never a busy loop.
+                    tracing::warn!(error = %e, pause = ?backoff, "accept failed");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     continue;
                 }
             },
         };
+        backoff = ACCEPT_BACKOFF_MIN;
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let token = shutdown.clone();
         let header_timeout = config.header_read_timeout;
         tracker.spawn(async move {
             let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(%peer, error = %e, "connection ended with error");
-                    }
-                }
-                _ = token.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "connection ended with error during shutdown");
-                    }
-                }
-            }
+            // A stream-wrapping step (a TLS handshake) goes here, bounded by `header_timeout`
+            // as Go bounds it by ReadHeaderTimeout: a client that stalls its handshake is closed
+            // on the same deadline as one that stalls its request head.
+            serve_connection(TokioIo::new(stream), peer, service, header_timeout, token).await;
         });
     }
     drop(listener);
@@ -125,6 +138,49 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
         .is_err()
     {
         tracing::warn!("shutdown deadline passed with connections still open");
+    }
+}
+
+/// Serves HTTP/1.1 on one established connection until the client closes it, a deadline closes
+/// it, or `shutdown` asks it to finish its in-flight request and close.
+///
+/// Deadlines: hyper arms the header-read timer whenever the connection waits for a request head,
+/// on a new connection and again after every response, so `header_timeout` is both the
+/// slowloris deadline and the idle keep-alive timeout. Request bodies are bounded by
+/// [`crate::http::preread`]; watches stream for as long as their own timeout.
+pub async fn serve_connection<I, S>(
+    io: I,
+    peer: SocketAddr,
+    service: S,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming> + Send + 'static,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    let conn = builder.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(%peer, error = %e, "connection ended with error");
+            }
+        }
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with error during shutdown");
+            }
+        }
     }
 }
 

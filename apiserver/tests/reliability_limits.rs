@@ -391,7 +391,7 @@ async fn t9_max_inflight_sheds_with_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t8_connection_cap_leaves_excess_in_the_backlog() {
     let server = common::start_with(apiserver::Config {
-        max_connections: 4,
+        max_connections: Some(4),
         ..Default::default()
     })
     .await;

@@ -7,6 +7,7 @@ pub mod limits;
 pub mod loopback;
 pub mod negotiate;
 pub mod path;
+pub mod preread;
 pub mod query;
 pub mod render;
 pub mod request;
