@@ -71,9 +71,14 @@ pub struct ApiserverArgs {
     /// Keep nothing on disk.
     #[arg(long)]
     pub in_memory: bool,
+    /// Admission plugins that should be enabled in addition to default enabled ones
+    /// (comma-delimited; the order does not matter, plugins run in upstream's order).
+    #[arg(long, value_name = "PLUGINS", default_value = "")]
+    pub enable_admission_plugins: String,
     /// Admission plugins that should be disabled although they are in the default enabled
-    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, DefaultTolerationSeconds,
-    /// PersistentVolumeClaimResize, ResourceQuota).
+    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, PodSecurity,
+    /// DefaultTolerationSeconds, PersistentVolumeClaimResize, MutatingAdmissionWebhook,
+    /// ValidatingAdmissionWebhook, ResourceQuota).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub disable_admission_plugins: String,
 }
@@ -153,9 +158,10 @@ impl ApiserverArgs {
     /// The apiserver configuration these flags select.
     fn apiserver(&self) -> Result<apiserver::Config, Error> {
         let mut config = ControlPlaneConfig::default().apiserver;
-        config
-            .admission
-            .disable_list(&self.disable_admission_plugins)
+        let admission = &mut config.admission;
+        admission
+            .enable_list(&self.enable_admission_plugins)
+            .and_then(|()| admission.disable_list(&self.disable_admission_plugins))
             .map_err(Error::Component)?;
         Ok(config)
     }

@@ -6,6 +6,7 @@
 //! | NamespaceLifecycle | the store's namespace check (`registry/store/create.rs`) | refuses creates in a missing or terminating namespace |
 //! | LimitRanger | [`limit_ranger`] | LimitRange defaults for containers; min/max/ratio for containers, pods and claims |
 //! | ServiceAccount | [`service_account`] | the pod's account (default `default`, must exist) and its API token volume |
+//! | PodSecurity | [`pod_security`] (validating) | Pod Security Standards per namespace labels: enforce (403), audit, warn; also on `pods/ephemeralcontainers` |
 //! | Priority, DefaultIngressClass | the kind's [`Strategy::admit`](crate::registry::Strategy::admit) | run at Priority's place |
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
@@ -22,8 +23,10 @@
 //! prepared, [`Chain::awaited`] names objects a plugin expects to appear shortly (upstream's
 //! repeated live lookups of the `default` ServiceAccount); the store waits for them, bounded.
 //!
-//! Which plugins run is [`AdmissionConfig`]: kube-apiserver's default set, less those named in
-//! `--disable-admission-plugins`. Guarantees: plugins are pure functions of the request and the
+//! Which plugins run is [`AdmissionConfig`]: kube-apiserver's default set, plus those named in
+//! `--enable-admission-plugins`, less those named in `--disable-admission-plugins`. A write of a
+//! subresource runs only the plugins that handle subresources (PodSecurity), with the request's
+//! warnings and audit annotations reachable through [`Attributes`]. Guarantees: plugins are pure functions of the request and the
 //! objects they read (no I/O, no panics on any JSON); a refusal is a 403 naming the object.
 
 mod claim_resize;
@@ -31,6 +34,7 @@ mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
 mod pod_secrets;
+pub mod pod_security;
 pub mod resourcequota;
 mod service_account;
 pub mod webhook;
@@ -45,7 +49,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::registry::{Forbidden, Objects};
+use api::validation::FieldError;
+
+use crate::registry::{AuditAnnotations, Forbidden, Objects, Warnings};
 
 pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use limit_ranger::{LimitRanger, LIMIT_RANGER_ANNOTATION};
@@ -58,6 +64,8 @@ pub use service_account::{
 pub const LIMIT_RANGER: &str = "LimitRanger";
 /// `ServiceAccount`.
 pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
+/// `PodSecurity`.
+pub const POD_SECURITY: &str = "PodSecurity";
 /// `DefaultTolerationSeconds`.
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 /// `PersistentVolumeClaimResize`.
@@ -71,6 +79,7 @@ pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 pub const ORDERED_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
+    POD_SECURITY,
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
     MUTATING_ADMISSION_WEBHOOK,
@@ -97,6 +106,12 @@ pub struct Attributes<'a> {
     pub namespace: Option<&'a str>,
     /// The stored object an update replaces.
     pub old: Option<&'a Value>,
+    /// The subresource written (`""` for the object itself, `ephemeralcontainers`).
+    pub subresource: &'a str,
+    /// Where the request's `Warning` headers go; none where a path renders no warnings.
+    pub warnings: Option<&'a Warnings>,
+    /// Where the request's audit annotations go; none where a path keeps none.
+    pub audit: Option<&'a AuditAnnotations>,
 }
 
 impl Attributes<'_> {
@@ -108,6 +123,20 @@ impl Attributes<'_> {
     /// The namespace, `""` when none.
     pub fn namespace(&self) -> &str {
         self.namespace.unwrap_or("")
+    }
+
+    /// Adds a `Warning` to the response (`admission.Attributes` warnings).
+    pub fn warn(&self, text: String) {
+        if let Some(w) = self.warnings {
+            w.push(text);
+        }
+    }
+
+    /// Adds an audit annotation (`AddAnnotation`: a key keeps its first value).
+    pub fn annotate(&self, key: &str, value: String) {
+        if let Some(a) = self.audit {
+            a.add(key.to_string(), value);
+        }
     }
 }
 
@@ -147,15 +176,33 @@ pub trait Plugin: Send + Sync {
         Ok(())
     }
 
+    /// Field errors that make the request invalid (422) before the validating phase (PodSecurity's
+    /// namespace labels).
+    fn invalid(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Whether the plugin sees writes of subresources (`pods/ephemeralcontainers`); the others
+    /// see only writes of the object itself.
+    fn handles_subresources(&self) -> bool {
+        false
+    }
+
     /// An object the request's admission will look up and that may appear shortly.
     fn awaited(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Option<Awaited> {
         None
     }
 }
 
+/// Plugins of [`ORDERED_PLUGINS`] that run only when named in `--enable-admission-plugins`
+/// (upstream's `DefaultOffAdmissionPlugins` among those implemented here).
+pub const DEFAULT_OFF_PLUGINS: &[&str] = &[];
+
 /// Which admission plugins run, and their settings (kube-apiserver's admission flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionConfig {
+    /// Plugins turned on beyond the default set (`--enable-admission-plugins`).
+    pub enabled: BTreeSet<String>,
     /// Plugins of the default set that do not run (`--disable-admission-plugins`).
     pub disabled: BTreeSet<String>,
     /// `--default-not-ready-toleration-seconds` (300).
@@ -171,12 +218,18 @@ impl Default for AdmissionConfig {
     /// kube-apiserver's default set: every plugin here runs.
     fn default() -> Self {
         AdmissionConfig {
+            enabled: BTreeSet::new(),
             disabled: BTreeSet::new(),
             default_not_ready_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_unreachable_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_service_account_wait: DEFAULT_SERVICE_ACCOUNT_WAIT,
         }
     }
+}
+
+/// The names of a comma-separated plugin list, trimmed, empty ones skipped.
+fn plugin_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
 impl AdmissionConfig {
@@ -193,21 +246,69 @@ impl AdmissionConfig {
         self.disabled.insert(plugin.to_string());
     }
 
-    /// Whether `plugin` runs.
-    pub fn enabled(&self, plugin: &str) -> bool {
-        !self.disabled.contains(plugin)
+    /// Runs `plugin` although it is off by default.
+    pub fn enable(&mut self, plugin: &str) {
+        self.enabled.insert(plugin.to_string());
     }
 
-    /// Disables the comma-separated `plugins` (`--disable-admission-plugins`); an unknown name is
-    /// an error naming it, as kube-apiserver refuses to start with one.
+    /// Whether `plugin` runs: enabled explicitly or on by default, and not disabled.
+    pub fn enabled(&self, plugin: &str) -> bool {
+        !self.disabled.contains(plugin)
+            && (self.enabled.contains(plugin) || !DEFAULT_OFF_PLUGINS.contains(&plugin))
+    }
+
+    /// Disables the comma-separated `plugins` (`--disable-admission-plugins`); an unknown name
+    /// or one also enabled is an error in upstream's words (see [`check`](Self::check)), and
+    /// then nothing changes.
     pub fn disable_list(&mut self, plugins: &str) -> Result<(), String> {
-        for name in plugins.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if !ORDERED_PLUGINS.contains(&name) {
-                return Err(format!("admission-control plugin \"{name}\" is unknown"));
-            }
-            self.disable(name);
-        }
+        let mut next = self.clone();
+        plugin_names(plugins).for_each(|n| next.disable(n));
+        next.check()?;
+        *self = next;
         Ok(())
+    }
+
+    /// Enables the comma-separated `plugins` (`--enable-admission-plugins`: added to the
+    /// default-on set); errors as [`disable_list`](Self::disable_list)'s.
+    pub fn enable_list(&mut self, plugins: &str) -> Result<(), String> {
+        let mut next = self.clone();
+        plugin_names(plugins).for_each(|n| next.enable(n));
+        next.check()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// kube-apiserver's checks of its admission flags (`AdmissionOptions.Validate`): every name
+    /// is a known plugin, and none is both enabled and disabled; the errors in upstream's words,
+    /// one per line.
+    pub fn check(&self) -> Result<(), String> {
+        let mut errs = Vec::new();
+        for (flag, names) in [
+            ("enable-admission-plugins", &self.enabled),
+            ("disable-admission-plugins", &self.disabled),
+        ] {
+            for name in names
+                .iter()
+                .filter(|n| !ORDERED_PLUGINS.contains(&n.as_str()))
+            {
+                errs.push(format!("{flag} plugin \"{name}\" is unknown"));
+            }
+        }
+        let both: Vec<&str> = self
+            .enabled
+            .intersection(&self.disabled)
+            .map(String::as_str)
+            .collect();
+        if !both.is_empty() {
+            errs.push(format!(
+                "[{}] in enable-admission-plugins and disable-admission-plugins overlapped",
+                both.join(" ")
+            ));
+        }
+        match errs.is_empty() {
+            true => Ok(()),
+            false => Err(errs.join("\n")),
+        }
     }
 }
 
@@ -240,6 +341,9 @@ impl Chain {
             before_kind.push(Box::new(ServiceAccount::new(
                 config.default_service_account_wait,
             )));
+        }
+        if config.enabled(POD_SECURITY) {
+            before_kind.push(Box::new(pod_security::PodSecurity::default()));
         }
         let mut after_kind: Vec<Box<dyn Plugin>> = Vec::new();
         if config.enabled(DEFAULT_TOLERATION_SECONDS) {
@@ -291,7 +395,8 @@ impl Chain {
         Ok(())
     }
 
-    /// The validating phase, in order; the first refusal ends it.
+    /// The validating phase, in order; the first refusal ends it. A subresource's write runs
+    /// only the plugins that handle subresources.
     pub fn validate(
         &self,
         attrs: &Attributes<'_>,
@@ -299,7 +404,16 @@ impl Chain {
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
         self.plugins()
+            .filter(|p| attrs.subresource.is_empty() || p.handles_subresources())
             .try_for_each(|p| p.validate(attrs, obj, objects))
+    }
+
+    /// The field errors plugins find in the request (a 422 before the validating phase).
+    pub fn invalid(&self, attrs: &Attributes<'_>, obj: &Value) -> Vec<FieldError> {
+        self.plugins()
+            .filter(|p| attrs.subresource.is_empty() || p.handles_subresources())
+            .flat_map(|p| p.invalid(attrs, obj))
+            .collect()
     }
 
     /// The objects a create waits for before it is prepared.

@@ -44,6 +44,9 @@ fn create_pod() -> Attributes<'static> {
         resource: "pods",
         namespace: Some("ns"),
         old: None,
+        subresource: "",
+        warnings: None,
+        audit: None,
     }
 }
 
@@ -396,6 +399,7 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         [
             "LimitRanger",
             "ServiceAccount",
+            "PodSecurity",
             "DefaultTolerationSeconds",
             "PersistentVolumeClaimResize"
         ]
@@ -405,6 +409,7 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         names(&Chain::new(&AdmissionConfig::without_controllers())),
         [
             "LimitRanger",
+            "PodSecurity",
             "DefaultTolerationSeconds",
             "PersistentVolumeClaimResize"
         ]
@@ -412,7 +417,7 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
     let mut config = AdmissionConfig::default();
     assert_eq!(
         config.disable_list(
-            "LimitRanger, DefaultTolerationSeconds, PersistentVolumeClaimResize, ResourceQuota"
+            "LimitRanger, PodSecurity, DefaultTolerationSeconds, PersistentVolumeClaimResize, ResourceQuota"
         ),
         Ok(())
     );
@@ -420,7 +425,7 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
     assert!(!Chain::new(&config).resource_quota());
     assert_eq!(
         config.disable_list("Foo"),
-        Err("admission-control plugin \"Foo\" is unknown".to_string())
+        Err("disable-admission-plugins plugin \"Foo\" is unknown".to_string())
     );
     assert!(config.enabled("MutatingAdmissionWebhook"));
     assert_eq!(
