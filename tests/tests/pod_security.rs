@@ -3,8 +3,8 @@
 //! upstream's messages; a Deployment's pods are refused while the Deployment only warns, and the
 //! ReplicaSet's FailedCreate event carries the refusal; the checks for host paths, capabilities,
 //! runAsNonRoot and seccomp; labelling a namespace warns about its existing pods; invalid labels
-//! are refused; `kubectl debug` adding a privileged ephemeral container is refused; and the
-//! `--enable-admission-plugins` / `--disable-admission-plugins` checks and effect.
+//! are refused; `kubectl debug` adding a privileged ephemeral container is refused. The plugin
+//! flags are tested in `admission_plugins.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -242,46 +242,4 @@ async fn a_privileged_ephemeral_container_is_refused() {
     })
     .await;
     sandbox.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_plugin_flags_are_checked_and_disable_pod_security() {
-    let err = minik8s::Sandbox::builder()
-        .enable_admission_plugins("PodSecurity,Foo")
-        .start()
-        .await
-        .err()
-        .map(|e| e.to_string());
-    assert_eq!(
-        err.as_deref(),
-        Some("cannot start the apiserver: enable-admission-plugins plugin \"Foo\" is unknown")
-    );
-    let err = minik8s::Sandbox::builder()
-        .enable_admission_plugins("PodSecurity")
-        .disable_admission_plugins("PodSecurity")
-        .start()
-        .await
-        .err()
-        .map(|e| e.to_string());
-    assert_eq!(
-        err.as_deref(),
-        Some("cannot start the apiserver: [PodSecurity] in enable-admission-plugins and disable-admission-plugins overlapped")
-    );
-    // Enabling a default plugin changes nothing; disabling PodSecurity lets the pod in.
-    for (disable, admitted) in [("", false), ("PodSecurity", true)] {
-        let sandbox = minik8s::Sandbox::builder()
-            .enable_admission_plugins("ResourceQuota")
-            .disable_admission_plugins(disable)
-            .start()
-            .await
-            .unwrap();
-        let (ok, text) = kubectl(&sandbox, |k| {
-            let labels = json!({"pod-security.kubernetes.io/enforce": "restricted"});
-            assert!(apply(&k, &["create"], &namespace("s", labels)).0);
-            apply(&k, &["create"], &pod("s", "p", privileged_spec()))
-        })
-        .await;
-        assert_eq!(ok, admitted, "{text}");
-        sandbox.stop().await;
-    }
 }

@@ -11,6 +11,8 @@
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
+//! | RuntimeClass | [`runtime_class`] | a new pod takes its RuntimeClass's overhead and scheduling; an unknown class is refused |
+//! | CertificateSubjectRestriction | [`certificate_subject_restriction`] (validating) | no `system:masters` CSR for `kubernetes.io/kube-apiserver-client` |
 //! | MutatingAdmissionWebhook | [`webhook`], called by the store after the chain's mutating phase | calls mutating webhooks, applies their patches |
 //! | ValidatingAdmissionWebhook | [`webhook`], called by the store after the chain's validating phase | calls validating webhooks concurrently |
 //! | ResourceQuota | [`resourcequota`], called by the store after the chain's validating phase | refuses writes over a quota; charges quotas by compare-and-swap before the write |
@@ -29,6 +31,7 @@
 //! warnings and audit annotations reachable through [`Attributes`]. Guarantees: plugins are pure functions of the request and the
 //! objects they read (no I/O, no panics on any JSON); a refusal is a 403 naming the object.
 
+mod certificate_subject_restriction;
 mod claim_resize;
 mod default_toleration_seconds;
 mod limit_constraints;
@@ -36,6 +39,7 @@ mod limit_ranger;
 mod pod_secrets;
 pub mod pod_security;
 pub mod resourcequota;
+mod runtime_class;
 mod service_account;
 pub mod webhook;
 
@@ -70,6 +74,10 @@ pub const POD_SECURITY: &str = "PodSecurity";
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 /// `PersistentVolumeClaimResize`.
 pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
+/// `RuntimeClass`.
+pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `CertificateSubjectRestriction`.
+pub const CERTIFICATE_SUBJECT_RESTRICTION: &str = "CertificateSubjectRestriction";
 pub use webhook::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
 /// `ResourceQuota`.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -82,6 +90,8 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     POD_SECURITY,
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
+    RUNTIME_CLASS,
+    CERTIFICATE_SUBJECT_RESTRICTION,
     MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
@@ -354,6 +364,14 @@ impl Chain {
         }
         if config.enabled(PERSISTENT_VOLUME_CLAIM_RESIZE) {
             after_kind.push(Box::new(claim_resize::PersistentVolumeClaimResize));
+        }
+        if config.enabled(RUNTIME_CLASS) {
+            after_kind.push(Box::new(runtime_class::RuntimeClass));
+        }
+        if config.enabled(CERTIFICATE_SUBJECT_RESTRICTION) {
+            after_kind.push(Box::new(
+                certificate_subject_restriction::CertificateSubjectRestriction,
+            ));
         }
         Chain {
             before_kind,

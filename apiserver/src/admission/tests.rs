@@ -401,7 +401,9 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
             "ServiceAccount",
             "PodSecurity",
             "DefaultTolerationSeconds",
-            "PersistentVolumeClaimResize"
+            "PersistentVolumeClaimResize",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
         ]
     );
     assert!(Chain::new(&AdmissionConfig::default()).resource_quota());
@@ -411,7 +413,9 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
             "LimitRanger",
             "PodSecurity",
             "DefaultTolerationSeconds",
-            "PersistentVolumeClaimResize"
+            "PersistentVolumeClaimResize",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
         ]
     );
     let mut config = AdmissionConfig::default();
@@ -421,7 +425,14 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         ),
         Ok(())
     );
-    assert_eq!(names(&Chain::new(&config)), ["ServiceAccount"]);
+    assert_eq!(
+        names(&Chain::new(&config)),
+        [
+            "ServiceAccount",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
+        ]
+    );
     assert!(!Chain::new(&config).resource_quota());
     assert_eq!(
         config.disable_list("Foo"),
