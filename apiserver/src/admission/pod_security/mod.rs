@@ -97,21 +97,30 @@ fn metadata_and_spec(pod: &Value) -> (&Value, &Value) {
 }
 
 impl PodSecurity {
-    /// The policy of `namespace` and whether its labels had errors.
-    fn namespace_policy(&self, namespace: &str, objects: &dyn Objects) -> (Policy, bool) {
-        let labels = objects
-            .get("", "namespaces", None, namespace)
-            .map(|ns| api::meta::labels(&ns))
-            .unwrap_or_default();
-        let (policy, errs) = Policy::from_labels(&labels, self.defaults);
-        (policy, !errs.is_empty())
+    /// The policy of `namespace` and its label errors rendered (`None`: no errors). A namespace
+    /// without any `pod-security.kubernetes.io/` label costs one lookup and a scan of its label
+    /// keys.
+    fn namespace_policy(&self, namespace: &str, objects: &dyn Objects) -> (Policy, Option<String>) {
+        let Some(ns) = objects.get("", "namespaces", None, namespace) else {
+            return (self.defaults, None);
+        };
+        let has_policy_labels = ns
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .is_some_and(|l| l.keys().any(|k| k.starts_with(policy::LABEL_PREFIX)));
+        if !has_policy_labels {
+            return (self.defaults, None);
+        }
+        let (policy, errs) = Policy::from_labels(&api::meta::labels(&ns), self.defaults);
+        let rendered: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        (policy, (!errs.is_empty()).then(|| rendered.join(", ")))
     }
 
     /// `EvaluatePod`: enforce (when `enforce`), audit, then warn on one pod(-like) object.
     fn evaluate(
         &self,
         attrs: &Attributes<'_>,
-        (policy, policy_errors): (Policy, bool),
+        (policy, policy_errors): (Policy, Option<String>),
         pod: &Value,
         enforce: bool,
     ) -> Result<(), Forbidden> {
@@ -125,8 +134,11 @@ impl PodSecurity {
             cache.push((lv, r.clone()));
             r
         };
-        if policy_errors {
-            attrs.annotate(ERROR_ANNOTATION, "Failed to parse policy".to_string());
+        if let Some(errors) = policy_errors {
+            attrs.annotate(
+                ERROR_ANNOTATION,
+                format!("Failed to parse policy: {errors}"),
+            );
         }
         let mut refused = None;
         if enforce {
@@ -175,7 +187,7 @@ impl PodSecurity {
             return Ok(());
         }
         let (policy, errors) = self.namespace_policy(attrs.namespace(), objects);
-        if !errors && policy.fully_privileged() {
+        if errors.is_none() && policy.fully_privileged() {
             return Ok(());
         }
         if let Some(old) = attrs.old {
@@ -193,7 +205,7 @@ impl PodSecurity {
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
         let (policy, errors) = self.namespace_policy(attrs.namespace(), objects);
-        if !errors
+        if errors.is_none()
             && policy.warn.level == Level::Privileged
             && policy.audit.level == Level::Privileged
         {

@@ -11,6 +11,8 @@ use std::fmt;
 
 use api::validation::FieldError;
 
+/// The prefix of every policy label.
+pub const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
 /// `pod-security.kubernetes.io/enforce`.
 pub const ENFORCE_LEVEL_LABEL: &str = "pod-security.kubernetes.io/enforce";
 /// `pod-security.kubernetes.io/enforce-version`.

@@ -557,3 +557,25 @@ fn invalid_namespace_labels_are_refused_when_they_change() {
         1
     );
 }
+
+#[test]
+fn an_invalid_enforce_label_enforces_restricted_and_is_annotated() {
+    let plugin = PodSecurity::default();
+    let cluster = Cluster {
+        namespace: namespace(json!({"pod-security.kubernetes.io/enforce": "strict"})),
+        pods: Vec::new(),
+    };
+    let req = Request::new();
+    let refused = plugin.validate(&req.attrs("pods", "", None), &privileged_pod("p"), &cluster);
+    assert!(
+        matches!(&refused, Err(Forbidden(m)) if m.starts_with("violates PodSecurity \"restricted:latest\": privileged")),
+        "{refused:?}"
+    );
+    let audit = req.audit.all();
+    assert!(
+        audit["pod-security.kubernetes.io/error"].starts_with(
+            "Failed to parse policy: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\""
+        ),
+        "{audit:?}"
+    );
+}
