@@ -68,7 +68,7 @@ async fn enforce_refuses_and_warn_warns_through_kubectl() {
         let (ok, text) = apply(&k, &["create"], &pod("strict", "p", privileged_spec()));
         assert!(!ok, "{text}");
         assert!(
-            text.contains(&format!("Error from server (Forbidden): error when creating")),
+            text.contains("Error from server (Forbidden): error when creating"),
             "{text}"
         );
         assert!(
