@@ -158,10 +158,12 @@ impl ApiserverArgs {
     /// The apiserver configuration these flags select.
     fn apiserver(&self) -> Result<apiserver::Config, Error> {
         let mut config = ControlPlaneConfig::default().apiserver;
-        let admission = &mut config.admission;
-        admission
-            .enable_list(&self.enable_admission_plugins)
-            .and_then(|()| admission.disable_list(&self.disable_admission_plugins))
+        config
+            .admission
+            .apply_flags(
+                &self.enable_admission_plugins,
+                &self.disable_admission_plugins,
+            )
             .map_err(Error::Component)?;
         Ok(config)
     }

@@ -20,8 +20,9 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Error, Storage};
 #[derive(Debug, Clone)]
 pub struct SandboxBuilder {
     config: ControlPlaneConfig,
-    /// `--enable-admission-plugins` and `--disable-admission-plugins`, checked by `start`.
-    admission_plugins: Vec<(bool, String)>,
+    /// `--enable-admission-plugins` and `--disable-admission-plugins` (comma-separated), checked
+    /// by `start`.
+    admission_plugins: (String, String),
 }
 
 impl SandboxBuilder {
@@ -83,14 +84,14 @@ impl SandboxBuilder {
     /// Enables the comma-separated admission plugins, as kube-apiserver's
     /// `--enable-admission-plugins`; `start` fails with upstream's message on an unknown name.
     pub fn enable_admission_plugins(mut self, plugins: &str) -> Self {
-        self.admission_plugins.push((true, plugins.to_string()));
+        self.admission_plugins.0.push_str(&format!(",{plugins}"));
         self
     }
 
     /// Disables the comma-separated admission plugins, as kube-apiserver's
     /// `--disable-admission-plugins`; `start` fails with upstream's message on an unknown name.
     pub fn disable_admission_plugins(mut self, plugins: &str) -> Self {
-        self.admission_plugins.push((false, plugins.to_string()));
+        self.admission_plugins.1.push_str(&format!(",{plugins}"));
         self
     }
 
@@ -102,14 +103,12 @@ impl SandboxBuilder {
 
     pub async fn start(self) -> Result<Sandbox, Error> {
         let mut config = self.config;
-        let admission = &mut config.apiserver.admission;
-        for (enable, plugins) in &self.admission_plugins {
-            match enable {
-                true => admission.enable_list(plugins),
-                false => admission.disable_list(plugins),
-            }
+        let (enable, disable) = &self.admission_plugins;
+        config
+            .apiserver
+            .admission
+            .apply_flags(enable, disable)
             .map_err(Error::Apiserver)?;
-        }
         let dir = tempfile::Builder::new()
             .prefix("minik8s-sandbox-")
             .tempdir()
@@ -144,7 +143,7 @@ impl Sandbox {
         };
         SandboxBuilder {
             config,
-            admission_plugins: Vec::new(),
+            admission_plugins: Default::default(),
         }
     }
 

@@ -271,18 +271,21 @@ impl AdmissionConfig {
     /// or one also enabled is an error in upstream's words (see [`check`](Self::check)), and
     /// then nothing changes.
     pub fn disable_list(&mut self, plugins: &str) -> Result<(), String> {
-        let mut next = self.clone();
-        plugin_names(plugins).for_each(|n| next.disable(n));
-        next.check()?;
-        *self = next;
-        Ok(())
+        self.apply_flags("", plugins)
     }
 
     /// Enables the comma-separated `plugins` (`--enable-admission-plugins`: added to the
     /// default-on set); errors as [`disable_list`](Self::disable_list)'s.
     pub fn enable_list(&mut self, plugins: &str) -> Result<(), String> {
+        self.apply_flags(plugins, "")
+    }
+
+    /// Both flags at once (comma-separated lists), checked together so every error is reported,
+    /// as kube-apiserver does at start-up; on an error nothing changes.
+    pub fn apply_flags(&mut self, enable: &str, disable: &str) -> Result<(), String> {
         let mut next = self.clone();
-        plugin_names(plugins).for_each(|n| next.enable(n));
+        plugin_names(enable).for_each(|n| next.enable(n));
+        plugin_names(disable).for_each(|n| next.disable(n));
         next.check()?;
         *self = next;
         Ok(())
@@ -290,7 +293,7 @@ impl AdmissionConfig {
 
     /// kube-apiserver's checks of its admission flags (`AdmissionOptions.Validate`): every name
     /// is a known plugin, and none is both enabled and disabled; the errors in upstream's words,
-    /// one per line.
+    /// several as an aggregate (`[a, b]`).
     pub fn check(&self) -> Result<(), String> {
         let mut errs = Vec::new();
         for (flag, names) in [
@@ -315,9 +318,10 @@ impl AdmissionConfig {
                 both.join(" ")
             ));
         }
-        match errs.is_empty() {
-            true => Ok(()),
-            false => Err(errs.join("\n")),
+        match errs.len() {
+            0 => Ok(()),
+            1 => Err(errs.remove(0)),
+            _ => Err(format!("[{}]", errs.join(", "))),
         }
     }
 }

@@ -438,6 +438,24 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         config.disable_list("Foo"),
         Err("disable-admission-plugins plugin \"Foo\" is unknown".to_string())
     );
+    assert_eq!(
+        config.apply_flags("Foo,PodSecurity", "Bar,PodSecurity"),
+        Err("[enable-admission-plugins plugin \"Foo\" is unknown, \
+             disable-admission-plugins plugin \"Bar\" is unknown, \
+             [PodSecurity] in enable-admission-plugins and disable-admission-plugins overlapped]"
+            .to_string())
+    );
+    // Enabling a plugin of the default set changes nothing.
+    let before = names(&Chain::new(&config));
+    assert_eq!(
+        config.enable_list("LimitRanger"),
+        Err(
+            "[LimitRanger] in enable-admission-plugins and disable-admission-plugins overlapped"
+                .to_string()
+        )
+    );
+    assert_eq!(config.enable_list("ServiceAccount"), Ok(()));
+    assert_eq!(names(&Chain::new(&config)), before);
     assert!(config.enabled("MutatingAdmissionWebhook"));
     assert_eq!(
         config.disable_list("MutatingAdmissionWebhook,ValidatingAdmissionWebhook"),
