@@ -71,9 +71,14 @@ pub struct ApiserverArgs {
     /// Keep nothing on disk.
     #[arg(long)]
     pub in_memory: bool,
+    /// Admission plugins that should be enabled in addition to default enabled ones
+    /// (comma-delimited; the order does not matter, plugins run in upstream's order).
+    #[arg(long, value_name = "PLUGINS", default_value = "")]
+    pub enable_admission_plugins: String,
     /// Admission plugins that should be disabled although they are in the default enabled
-    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, DefaultTolerationSeconds,
-    /// PersistentVolumeClaimResize, ResourceQuota).
+    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, PodSecurity,
+    /// DefaultTolerationSeconds, PersistentVolumeClaimResize, MutatingAdmissionWebhook,
+    /// ValidatingAdmissionWebhook, ResourceQuota).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub disable_admission_plugins: String,
 }
@@ -155,7 +160,10 @@ impl ApiserverArgs {
         let mut config = ControlPlaneConfig::default().apiserver;
         config
             .admission
-            .disable_list(&self.disable_admission_plugins)
+            .apply_flags(
+                &self.enable_admission_plugins,
+                &self.disable_admission_plugins,
+            )
             .map_err(Error::Component)?;
         Ok(config)
     }

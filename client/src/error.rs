@@ -241,11 +241,31 @@ impl Error {
             _ => None,
         }
     }
+
+    /// The error as client-go's `StatusError.Error()` reads: the server's `Status` message when
+    /// it sent one (`pods "x" is forbidden: ...`), else this error's own text. Controllers put it
+    /// in events (`Error creating: <message>`), as upstream's.
+    pub fn api_message(&self) -> String {
+        match self.status().and_then(|s| s.message.as_deref()) {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => self.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_message_is_the_status_message_as_client_gos() {
+        let forbidden = synthetic_status(403, "Forbidden", "pods \"p\" is forbidden: no");
+        let e = Error::from_status(403, forbidden, None);
+        assert_eq!(e.api_message(), "pods \"p\" is forbidden: no");
+        assert!(e.to_string().starts_with("api error 403"));
+        let e = Error::Config("x".into());
+        assert_eq!(e.api_message(), e.to_string());
+    }
 
     #[test]
     fn classification_follows_apimachinery() {

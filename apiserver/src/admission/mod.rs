@@ -6,10 +6,13 @@
 //! | NamespaceLifecycle | the store's namespace check (`registry/store/create.rs`) | refuses creates in a missing or terminating namespace |
 //! | LimitRanger | [`limit_ranger`] | LimitRange defaults for containers; min/max/ratio for containers, pods and claims |
 //! | ServiceAccount | [`service_account`] | the pod's account (default `default`, must exist) and its API token volume |
+//! | PodSecurity | [`pod_security`] (validating) | Pod Security Standards per namespace labels: enforce (403), audit, warn; also on `pods/ephemeralcontainers` |
 //! | Priority, DefaultIngressClass | the kind's [`Strategy::admit`](crate::registry::Strategy::admit) | run at Priority's place |
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
+//! | RuntimeClass | [`runtime_class`] | a new pod takes its RuntimeClass's overhead and scheduling; an unknown class is refused |
+//! | CertificateSubjectRestriction | [`certificate_subject_restriction`] (validating) | no `system:masters` CSR for `kubernetes.io/kube-apiserver-client` |
 //! | MutatingAdmissionWebhook | [`webhook`], called by the store after the chain's mutating phase | calls mutating webhooks, applies their patches |
 //! | ValidatingAdmissionPolicy | [`policy`], called by the store after the chain's validating phase, before validating webhooks | CEL validations of bound ValidatingAdmissionPolicies |
 //! | ValidatingAdmissionWebhook | [`webhook`], called by the store after the chain's validating phase | calls validating webhooks concurrently |
@@ -23,17 +26,22 @@
 //! prepared, [`Chain::awaited`] names objects a plugin expects to appear shortly (upstream's
 //! repeated live lookups of the `default` ServiceAccount); the store waits for them, bounded.
 //!
-//! Which plugins run is [`AdmissionConfig`]: kube-apiserver's default set, less those named in
-//! `--disable-admission-plugins`. Guarantees: plugins are pure functions of the request and the
+//! Which plugins run is [`AdmissionConfig`]: kube-apiserver's default set, plus those named in
+//! `--enable-admission-plugins`, less those named in `--disable-admission-plugins`. A write of a
+//! subresource runs only the plugins that handle subresources (PodSecurity), with the request's
+//! warnings and audit annotations reachable through [`Attributes`]. Guarantees: plugins are pure functions of the request and the
 //! objects they read (no I/O, no panics on any JSON); a refusal is a 403 naming the object.
 
+mod certificate_subject_restriction;
 mod claim_resize;
 mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
 mod pod_secrets;
+pub mod pod_security;
 pub mod policy;
 pub mod resourcequota;
+mod runtime_class;
 mod service_account;
 pub mod webhook;
 
@@ -47,7 +55,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::registry::{Forbidden, Objects};
+use api::validation::FieldError;
+
+use crate::registry::{AuditAnnotations, Forbidden, Objects, Warnings};
 
 pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use limit_ranger::{LimitRanger, LIMIT_RANGER_ANNOTATION};
@@ -60,11 +70,17 @@ pub use service_account::{
 pub const LIMIT_RANGER: &str = "LimitRanger";
 /// `ServiceAccount`.
 pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
+/// `PodSecurity`.
+pub const POD_SECURITY: &str = "PodSecurity";
 /// `DefaultTolerationSeconds`.
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 /// `PersistentVolumeClaimResize`.
 pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
 pub use policy::VALIDATING_ADMISSION_POLICY;
+/// `RuntimeClass`.
+pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `CertificateSubjectRestriction`.
+pub const CERTIFICATE_SUBJECT_RESTRICTION: &str = "CertificateSubjectRestriction";
 pub use webhook::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
 /// `ResourceQuota`.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -74,8 +90,11 @@ pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 pub const ORDERED_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
+    POD_SECURITY,
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
+    RUNTIME_CLASS,
+    CERTIFICATE_SUBJECT_RESTRICTION,
     MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_WEBHOOK,
@@ -101,6 +120,12 @@ pub struct Attributes<'a> {
     pub namespace: Option<&'a str>,
     /// The stored object an update replaces.
     pub old: Option<&'a Value>,
+    /// The subresource written (`""` for the object itself, `ephemeralcontainers`).
+    pub subresource: &'a str,
+    /// Where the request's `Warning` headers go; none where a path renders no warnings.
+    pub warnings: Option<&'a Warnings>,
+    /// Where the request's audit annotations go; none where a path keeps none.
+    pub audit: Option<&'a AuditAnnotations>,
 }
 
 impl Attributes<'_> {
@@ -112,6 +137,20 @@ impl Attributes<'_> {
     /// The namespace, `""` when none.
     pub fn namespace(&self) -> &str {
         self.namespace.unwrap_or("")
+    }
+
+    /// Adds a `Warning` to the response (`admission.Attributes` warnings).
+    pub fn warn(&self, text: String) {
+        if let Some(w) = self.warnings {
+            w.push(text);
+        }
+    }
+
+    /// Adds an audit annotation (`AddAnnotation`: a key keeps its first value).
+    pub fn annotate(&self, key: &str, value: String) {
+        if let Some(a) = self.audit {
+            a.add(key.to_string(), value);
+        }
     }
 }
 
@@ -151,15 +190,33 @@ pub trait Plugin: Send + Sync {
         Ok(())
     }
 
+    /// Field errors that make the request invalid (422) before the validating phase (PodSecurity's
+    /// namespace labels).
+    fn invalid(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Whether the plugin sees writes of subresources (`pods/ephemeralcontainers`); the others
+    /// see only writes of the object itself.
+    fn handles_subresources(&self) -> bool {
+        false
+    }
+
     /// An object the request's admission will look up and that may appear shortly.
     fn awaited(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Option<Awaited> {
         None
     }
 }
 
+/// Plugins of [`ORDERED_PLUGINS`] that run only when named in `--enable-admission-plugins`
+/// (upstream's `DefaultOffAdmissionPlugins` among those implemented here).
+pub const DEFAULT_OFF_PLUGINS: &[&str] = &[];
+
 /// Which admission plugins run, and their settings (kube-apiserver's admission flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionConfig {
+    /// Plugins turned on beyond the default set (`--enable-admission-plugins`).
+    pub enabled: BTreeSet<String>,
     /// Plugins of the default set that do not run (`--disable-admission-plugins`).
     pub disabled: BTreeSet<String>,
     /// `--default-not-ready-toleration-seconds` (300).
@@ -175,12 +232,18 @@ impl Default for AdmissionConfig {
     /// kube-apiserver's default set: every plugin here runs.
     fn default() -> Self {
         AdmissionConfig {
+            enabled: BTreeSet::new(),
             disabled: BTreeSet::new(),
             default_not_ready_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_unreachable_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_service_account_wait: DEFAULT_SERVICE_ACCOUNT_WAIT,
         }
     }
+}
+
+/// The names of a comma-separated plugin list, trimmed, empty ones skipped.
+fn plugin_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
 impl AdmissionConfig {
@@ -197,21 +260,73 @@ impl AdmissionConfig {
         self.disabled.insert(plugin.to_string());
     }
 
-    /// Whether `plugin` runs.
-    pub fn enabled(&self, plugin: &str) -> bool {
-        !self.disabled.contains(plugin)
+    /// Runs `plugin` although it is off by default.
+    pub fn enable(&mut self, plugin: &str) {
+        self.enabled.insert(plugin.to_string());
     }
 
-    /// Disables the comma-separated `plugins` (`--disable-admission-plugins`); an unknown name is
-    /// an error naming it, as kube-apiserver refuses to start with one.
+    /// Whether `plugin` runs: enabled explicitly or on by default, and not disabled.
+    pub fn enabled(&self, plugin: &str) -> bool {
+        !self.disabled.contains(plugin)
+            && (self.enabled.contains(plugin) || !DEFAULT_OFF_PLUGINS.contains(&plugin))
+    }
+
+    /// Disables the comma-separated `plugins` (`--disable-admission-plugins`); an unknown name
+    /// or one also enabled is an error in upstream's words (see [`check`](Self::check)), and
+    /// then nothing changes.
     pub fn disable_list(&mut self, plugins: &str) -> Result<(), String> {
-        for name in plugins.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if !ORDERED_PLUGINS.contains(&name) {
-                return Err(format!("admission-control plugin \"{name}\" is unknown"));
-            }
-            self.disable(name);
-        }
+        self.apply_flags("", plugins)
+    }
+
+    /// Enables the comma-separated `plugins` (`--enable-admission-plugins`: added to the
+    /// default-on set); errors as [`disable_list`](Self::disable_list)'s.
+    pub fn enable_list(&mut self, plugins: &str) -> Result<(), String> {
+        self.apply_flags(plugins, "")
+    }
+
+    /// Both flags at once (comma-separated lists), checked together so every error is reported,
+    /// as kube-apiserver does at start-up; on an error nothing changes.
+    pub fn apply_flags(&mut self, enable: &str, disable: &str) -> Result<(), String> {
+        let mut next = self.clone();
+        plugin_names(enable).for_each(|n| next.enable(n));
+        plugin_names(disable).for_each(|n| next.disable(n));
+        next.check()?;
+        *self = next;
         Ok(())
+    }
+
+    /// kube-apiserver's checks of its admission flags (`AdmissionOptions.Validate`): every name
+    /// is a known plugin, and none is both enabled and disabled; the errors in upstream's words,
+    /// several as an aggregate (`[a, b]`).
+    pub fn check(&self) -> Result<(), String> {
+        let mut errs = Vec::new();
+        for (flag, names) in [
+            ("enable-admission-plugins", &self.enabled),
+            ("disable-admission-plugins", &self.disabled),
+        ] {
+            for name in names
+                .iter()
+                .filter(|n| !ORDERED_PLUGINS.contains(&n.as_str()))
+            {
+                errs.push(format!("{flag} plugin \"{name}\" is unknown"));
+            }
+        }
+        let both: Vec<&str> = self
+            .enabled
+            .intersection(&self.disabled)
+            .map(String::as_str)
+            .collect();
+        if !both.is_empty() {
+            errs.push(format!(
+                "[{}] in enable-admission-plugins and disable-admission-plugins overlapped",
+                both.join(" ")
+            ));
+        }
+        match errs.len() {
+            0 => Ok(()),
+            1 => Err(errs.remove(0)),
+            _ => Err(format!("[{}]", errs.join(", "))),
+        }
     }
 }
 
@@ -245,6 +360,9 @@ impl Chain {
                 config.default_service_account_wait,
             )));
         }
+        if config.enabled(POD_SECURITY) {
+            before_kind.push(Box::new(pod_security::PodSecurity::default()));
+        }
         let mut after_kind: Vec<Box<dyn Plugin>> = Vec::new();
         if config.enabled(DEFAULT_TOLERATION_SECONDS) {
             after_kind.push(Box::new(DefaultTolerationSeconds::new(
@@ -254,6 +372,14 @@ impl Chain {
         }
         if config.enabled(PERSISTENT_VOLUME_CLAIM_RESIZE) {
             after_kind.push(Box::new(claim_resize::PersistentVolumeClaimResize));
+        }
+        if config.enabled(RUNTIME_CLASS) {
+            after_kind.push(Box::new(runtime_class::RuntimeClass));
+        }
+        if config.enabled(CERTIFICATE_SUBJECT_RESTRICTION) {
+            after_kind.push(Box::new(
+                certificate_subject_restriction::CertificateSubjectRestriction,
+            ));
         }
         Chain {
             before_kind,
@@ -295,7 +421,8 @@ impl Chain {
         Ok(())
     }
 
-    /// The validating phase, in order; the first refusal ends it.
+    /// The validating phase, in order; the first refusal ends it. A subresource's write runs
+    /// only the plugins that handle subresources.
     pub fn validate(
         &self,
         attrs: &Attributes<'_>,
@@ -303,7 +430,16 @@ impl Chain {
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
         self.plugins()
+            .filter(|p| attrs.subresource.is_empty() || p.handles_subresources())
             .try_for_each(|p| p.validate(attrs, obj, objects))
+    }
+
+    /// The field errors plugins find in the request (a 422 before the validating phase).
+    pub fn invalid(&self, attrs: &Attributes<'_>, obj: &Value) -> Vec<FieldError> {
+        self.plugins()
+            .filter(|p| attrs.subresource.is_empty() || p.handles_subresources())
+            .flat_map(|p| p.invalid(attrs, obj))
+            .collect()
     }
 
     /// The objects a create waits for before it is prepared.

@@ -44,6 +44,9 @@ fn create_pod() -> Attributes<'static> {
         resource: "pods",
         namespace: Some("ns"),
         old: None,
+        subresource: "",
+        warnings: None,
+        audit: None,
     }
 }
 
@@ -396,8 +399,11 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         [
             "LimitRanger",
             "ServiceAccount",
+            "PodSecurity",
             "DefaultTolerationSeconds",
-            "PersistentVolumeClaimResize"
+            "PersistentVolumeClaimResize",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
         ]
     );
     assert!(Chain::new(&AdmissionConfig::default()).resource_quota());
@@ -405,23 +411,51 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         names(&Chain::new(&AdmissionConfig::without_controllers())),
         [
             "LimitRanger",
+            "PodSecurity",
             "DefaultTolerationSeconds",
-            "PersistentVolumeClaimResize"
+            "PersistentVolumeClaimResize",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
         ]
     );
     let mut config = AdmissionConfig::default();
     assert_eq!(
         config.disable_list(
-            "LimitRanger, DefaultTolerationSeconds, PersistentVolumeClaimResize, ResourceQuota"
+            "LimitRanger, PodSecurity, DefaultTolerationSeconds, PersistentVolumeClaimResize, ResourceQuota"
         ),
         Ok(())
     );
-    assert_eq!(names(&Chain::new(&config)), ["ServiceAccount"]);
+    assert_eq!(
+        names(&Chain::new(&config)),
+        [
+            "ServiceAccount",
+            "RuntimeClass",
+            "CertificateSubjectRestriction"
+        ]
+    );
     assert!(!Chain::new(&config).resource_quota());
     assert_eq!(
         config.disable_list("Foo"),
-        Err("admission-control plugin \"Foo\" is unknown".to_string())
+        Err("disable-admission-plugins plugin \"Foo\" is unknown".to_string())
     );
+    assert_eq!(
+        config.apply_flags("Foo,PodSecurity", "Bar,PodSecurity"),
+        Err("[enable-admission-plugins plugin \"Foo\" is unknown, \
+             disable-admission-plugins plugin \"Bar\" is unknown, \
+             [PodSecurity] in enable-admission-plugins and disable-admission-plugins overlapped]"
+            .to_string())
+    );
+    // Enabling a plugin of the default set changes nothing.
+    let before = names(&Chain::new(&config));
+    assert_eq!(
+        config.enable_list("LimitRanger"),
+        Err(
+            "[LimitRanger] in enable-admission-plugins and disable-admission-plugins overlapped"
+                .to_string()
+        )
+    );
+    assert_eq!(config.enable_list("ServiceAccount"), Ok(()));
+    assert_eq!(names(&Chain::new(&config)), before);
     assert!(config.enabled("MutatingAdmissionWebhook"));
     assert_eq!(
         config.disable_list("MutatingAdmissionWebhook,ValidatingAdmissionWebhook"),

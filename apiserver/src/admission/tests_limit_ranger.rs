@@ -42,6 +42,9 @@ fn attrs(resource: &'static str, old: Option<&'static Value>) -> Attributes<'sta
         resource,
         namespace: Some("ns"),
         old,
+        subresource: "",
+        warnings: None,
+        audit: None,
     }
 }
 

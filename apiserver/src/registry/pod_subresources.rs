@@ -3,7 +3,8 @@
 //! but apply, applied to the pod) change only the subresource's part of it, each write one
 //! [`Store::guaranteed_update`] whose rules are
 //! [`strategy::pod_subresources`](super::strategy). A body naming a resourceVersion is
-//! conditional (409 on any other).
+//! conditional (409 on any other). The built-in validating admission runs on the result, with the
+//! subresource's name (PodSecurity checks added ephemeral containers).
 
 use serde_json::Value;
 
@@ -128,6 +129,9 @@ impl Store<'_> {
                     &api::meta::now_rfc3339(),
                     Some(part.name()),
                 );
+                // The built-in validating admission of the subresource (PodSecurity, as
+                // upstream's chain runs on `pods/ephemeralcontainers` and `pods/resize`).
+                self.validate_admission(&new, Some(old), name, part.name(), Some(opts))?;
                 Ok(Attempt::Write(new))
             },
         )

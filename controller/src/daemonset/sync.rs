@@ -266,7 +266,12 @@ impl Inner {
                     }
                     Err(e) => {
                         self.expectations.creation_observed(key);
-                        self.event(ds, true, "FailedCreate", &format!("Error creating: {e}"));
+                        self.event(
+                            ds,
+                            true,
+                            "FailedCreate",
+                            &format!("Error creating: {}", e.api_message()),
+                        );
                         Err(Error::api("create daemon pod", e))
                     }
                 }

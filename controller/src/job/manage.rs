@@ -271,7 +271,7 @@ impl Inner {
                                 job,
                                 EventType::Warning,
                                 "FailedCreate",
-                                &format!("Error creating: {e}"),
+                                &format!("Error creating: {}", e.api_message()),
                             );
                             Err(e)
                         }

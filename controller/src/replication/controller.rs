@@ -534,7 +534,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                                 &oref,
                                 EventType::Warning,
                                 "FailedCreate",
-                                &format!("Error creating: {e}"),
+                                &format!("Error creating: {}", e.api_message()),
                             );
                             Err(e)
                         }

@@ -141,8 +141,14 @@ impl crate::admission::policy::ParamSource for CachedParams<'_> {
 }
 
 impl Store<'_> {
-    /// What admission plugins know of a request on this store.
-    fn attributes<'v>(&'v self, old: Option<&'v Value>) -> Attributes<'v> {
+    /// What admission plugins know of a request on this store; `opts` (where the request's
+    /// warnings and audit annotations go) is none on paths that keep neither.
+    fn attributes<'v>(
+        &'v self,
+        old: Option<&'v Value>,
+        subresource: &'v str,
+        opts: Option<&'v WriteOptions>,
+    ) -> Attributes<'v> {
         Attributes {
             operation: match old {
                 None => Operation::Create,
@@ -152,15 +158,24 @@ impl Store<'_> {
             resource: &self.resource.info.plural,
             namespace: self.namespace.as_deref(),
             old,
+            subresource,
+            warnings: opts.map(|o| &o.warnings),
+            audit: opts.map(|o| &o.audit_annotations),
         }
     }
 
     /// The mutating phase of admission on `obj` (`old` for an update): the built-in plugins
     /// ([`crate::admission`]) with the kind's own admission at Priority's place. A refusal is the
     /// kind's 403 naming `name`, the name the request gave (none for a generated one, as upstream).
-    pub(crate) fn admit(&self, obj: &mut Value, old: Option<&Value>, name: &str) -> Result<()> {
+    pub(crate) fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+        name: &str,
+        opts: Option<&WriteOptions>,
+    ) -> Result<()> {
         let objects = CachedObjects::new(self.state);
-        let attrs = self.attributes(old);
+        let attrs = self.attributes(old, "", opts);
         let strategy = &self.resource.strategy;
         self.state
             .admission
@@ -170,15 +185,22 @@ impl Store<'_> {
             .map_err(|refused| self.refused(name, refused))
     }
 
-    /// The validating phase of admission, on the validated object.
+    /// The validating phase of admission, on the validated object written as `subresource`
+    /// (`""` for the object itself): a plugin's field errors are a 422, a refusal a 403.
     pub(crate) fn validate_admission(
         &self,
         obj: &Value,
         old: Option<&Value>,
         name: &str,
+        subresource: &str,
+        opts: Option<&WriteOptions>,
     ) -> Result<()> {
         let objects = CachedObjects::new(self.state);
-        let attrs = self.attributes(old);
+        let attrs = self.attributes(old, subresource, opts);
+        let errs = self.state.admission.invalid(&attrs, obj);
+        if !errs.is_empty() {
+            return Err(self.invalid(name, &errs));
+        }
         self.state
             .admission
             .validate(&attrs, obj, &objects)
@@ -189,7 +211,7 @@ impl Store<'_> {
     /// expects to appear (a new namespace's `default` ServiceAccount); woken by every change the
     /// watch cache applies. One still missing after its wait is left to the plugin to refuse.
     pub(crate) async fn await_admission_objects(&self, obj: &Value) {
-        let attrs = self.attributes(None);
+        let attrs = self.attributes(None, "", None);
         for awaited in self.state.admission.awaited(&attrs, obj) {
             let objects = CachedObjects::new(self.state);
             let present = || {

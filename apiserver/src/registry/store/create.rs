@@ -166,14 +166,16 @@ impl Store<'_> {
             &api::meta::now_rfc3339(),
             None,
         );
-        self.admit(&mut obj, None, &requested_name)?;
+        self.admit(&mut obj, None, &requested_name, Some(opts))?;
         self.mutate_by_webhooks(&mut obj, None, "", opts).await?;
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         let errs = self.resource.validate_create(&obj);
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
-        self.validate_admission(&obj, None, &requested_name)?;
+        // Validating admission runs after the name is generated, as upstream's (inside the
+        // store's create), so its refusals name the object.
+        self.validate_admission(&obj, None, &name, "", Some(opts))?;
         self.validate_by_webhooks(&obj, None, "", opts).await?;
         strategy.canonicalize(&mut obj);
         Ok(obj)

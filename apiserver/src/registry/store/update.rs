@@ -47,13 +47,27 @@ pub struct PatchRequest<'b> {
 
 impl Store<'_> {
     /// Carries server-owned metadata from `old` to `new`, applies the kind's rules for `scope`,
-    /// records managed fields and validates.
+    /// records managed fields and validates. Admission's warnings and audit annotations are not
+    /// kept (see [`prepare_update_with`](Self::prepare_update_with)).
     pub fn prepare_update(
         &self,
         new: &mut Value,
         old: &Value,
         scope: WriteScope,
         manager: &str,
+    ) -> Result<()> {
+        self.prepare_update_with(new, old, scope, manager, None)
+    }
+
+    /// [`prepare_update`](Self::prepare_update) for a client's write: admission leaves its
+    /// warnings and audit annotations in `opts`.
+    pub(crate) fn prepare_update_with(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        scope: WriteScope,
+        manager: &str,
+        opts: Option<&WriteOptions>,
     ) -> Result<()> {
         let name = api::meta::name(old).unwrap_or("").to_string();
         for k in [
@@ -114,14 +128,14 @@ impl Store<'_> {
             subresource,
         );
         if scope == WriteScope::Main {
-            self.admit(new, Some(old), &name)?;
+            self.admit(new, Some(old), &name, opts)?;
         }
         let errs = self.resource.validate_update(new, old);
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
         if scope == WriteScope::Main {
-            self.validate_admission(new, Some(old), &name)?;
+            self.validate_admission(new, Some(old), &name, "", opts)?;
         }
         self.resource.strategy.canonicalize(new);
         Ok(())
@@ -147,7 +161,7 @@ impl Store<'_> {
                 return Err(self.invalid(&name, &errs));
             }
             if subresource.is_empty() {
-                self.validate_admission(&new, Some(old), &name)?;
+                self.validate_admission(&new, Some(old), &name, "", Some(opts))?;
             }
             self.resource.strategy.canonicalize(&mut new);
         }
@@ -237,7 +251,13 @@ impl Store<'_> {
                     Some(obj) => obj,
                     None => self.update_body(decode()?, scope, opts)?,
                 };
-                self.prepare_update(&mut new, &current.object, scope, &opts.field_manager)?;
+                self.prepare_update_with(
+                    &mut new,
+                    &current.object,
+                    scope,
+                    &opts.field_manager,
+                    Some(opts),
+                )?;
                 Ok(Attempt::Write(new))
             },
         )
@@ -322,7 +342,7 @@ impl Store<'_> {
                 self.check_patched(name, &patched, current)?;
                 // Apply records its manager itself; other patches record the request's.
                 let manager = if apply { "" } else { &opts.field_manager };
-                self.prepare_update(&mut patched, old, scope, manager)?;
+                self.prepare_update_with(&mut patched, old, scope, manager, Some(opts))?;
                 Ok(Attempt::Write(patched))
             },
         )
