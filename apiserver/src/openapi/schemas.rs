@@ -191,14 +191,83 @@ fn walk(
     }
 }
 
+/// [`walk`] over a Go type of [`api::wire`]: an object's keys are its type's fields, a map's
+/// values and a list's items are the field's child type; leaves (scalars, `Time`, `Quantity`,
+/// `IntOrString`, `RawExtension`, `FieldsV1`) hold anything.
+fn walk_typed(ty: api::wire::Type, v: &Value, path: &mut String, out: &mut Vec<String>) {
+    let Value::Object(m) = v else {
+        return;
+    };
+    let len = path.len();
+    for (k, child) in m {
+        if out.len() >= MAX_UNKNOWN {
+            return;
+        }
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(k);
+        match ty.field(k) {
+            None => out.push(path.clone()),
+            Some(f) => walk_child(f.child, child, path, out),
+        }
+        path.truncate(len);
+    }
+}
+
+/// The value of a field: a list's items each as the field's child.
+fn walk_child(child: api::wire::Child, v: &Value, path: &mut String, out: &mut Vec<String>) {
+    use api::wire::Child;
+    if let Value::Array(items) = v {
+        let len = path.len();
+        for (i, item) in items.iter().enumerate() {
+            use std::fmt::Write as _;
+            let _ = write!(path, "[{i}]");
+            walk_child(child, item, path, out);
+            path.truncate(len);
+        }
+        return;
+    }
+    match child {
+        Child::Leaf => {}
+        Child::Struct(i) => {
+            if let Some(t) = api::wire::at(i) {
+                walk_typed(t, v, path, out);
+            }
+        }
+        Child::Map(i) => {
+            let (Some(t), Value::Object(m)) = (api::wire::at(i), v) else {
+                return;
+            };
+            let len = path.len();
+            for (k, value) in m {
+                path.push('.');
+                path.push_str(k);
+                walk_typed(t, value, path, out);
+                path.truncate(len);
+            }
+        }
+    }
+}
+
 /// Fields of `obj` that the kind's schema does not define (`spec.foo`,
 /// `spec.containers[0].bar`), as upstream's strict decoding reports them. Kinds without a typed
 /// schema have none.
 pub fn unknown_fields(resource: &Resource, obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    // A built-in kind walks its Go type's field table (the same fields as its schema, which
+    // `api::wire`'s tests check): no schema resolution and no hashing per key.
+    if resource.decode.is_some() {
+        if let Some(ty) =
+            api::wire::Type::of_kind(&resource.info.api_version(), &resource.info.kind)
+        {
+            walk_typed(ty, obj, &mut String::new(), &mut out);
+            return out;
+        }
+    }
     let Some(schema) = resource.kind_schema() else {
         return Vec::new();
     };
-    let mut out = Vec::new();
     walk(
         &schema.definitions,
         &schema.root,
@@ -274,5 +343,62 @@ mod tests {
         prune(&mut pod, &unknown);
         assert!(unknown_fields(info, &pod).is_empty());
         assert_eq!(pod["spec"]["nodeSelector"]["x"], "y");
+    }
+
+    /// The built-in kinds' table walk finds what the schema walk finds.
+    #[test]
+    fn the_type_table_walk_agrees_with_the_schema_walk() {
+        let by_schema = |r: &Resource, obj: &Value| {
+            let schema = r.kind_schema().expect("typed");
+            let mut out = Vec::new();
+            walk(
+                &schema.definitions,
+                &schema.root,
+                obj,
+                &mut String::new(),
+                &mut out,
+            );
+            out
+        };
+        let cases = [
+            (
+                "",
+                "pods",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"x": 1,
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}, "y": 2}]},
+                "spec": {"volumes": [{"name": "v", "emptyDir": {"z": 1}}],
+                    "containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}},
+                        "ports": [{"containerPort": 1, "bad": 2}]}],
+                    "overhead": {"cpu": "1"}, "affinity": {"nodeAffinity": {"w": 1}}}}),
+            ),
+            (
+                "apps",
+                "deployments",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "spec": {"selector": {"matchLabels": {"a": "b"}, "q": 1},
+                    "template": {"spec": {"containers": [{"name": "c", "env": [{"name": "e", "valueFrom": {"k": 1}}]}]}},
+                    "strategy": {"rollingUpdate": {"maxSurge": "25%", "m": 1}}}}),
+            ),
+            (
+                "",
+                "secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "data": {"a": "Yg=="},
+                "stringData": {"b": "c"}, "extra": true}),
+            ),
+            (
+                "batch",
+                "jobs",
+                json!({"apiVersion": "batch/v1", "kind": "Job",
+                "spec": {"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "x", "n": 1}]}]},
+                    "template": {"metadata": {"annotations": {"a": "b"}}, "spec": {}}},
+                "status": {"conditions": [{"type": "Complete", "zz": 1}]}}),
+            ),
+        ];
+        for (group, plural, obj) in cases {
+            let r = crate::registry::builtin::find(group, plural).expect("served");
+            let typed = unknown_fields(&r, &obj);
+            assert!(!typed.is_empty(), "{plural}: nothing found");
+            assert_eq!(typed, by_schema(&r, &obj), "{plural}");
+        }
     }
 }
