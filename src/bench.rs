@@ -17,6 +17,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod crds;
 mod daemonset;
+mod etcd;
 mod job;
 mod plane;
 mod scale;
@@ -107,6 +108,10 @@ pub struct BenchArgs {
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
+    /// `creates` through an apiserver on this etcd (comma-separated client URLs), beside etcd's own
+    /// put rate in the same run.
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
 }
 
 /// Errors of a benchmark run.
@@ -139,7 +144,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if all || args.which == Which::Startup {
         startup().await?;
     }
-    if all || args.which == Which::Creates {
+    if args.which == Which::Creates && !args.etcd_servers.is_empty() {
+        etcd::creates(&args.etcd_servers, Duration::from_secs(args.seconds)).await?;
+    } else if all || args.which == Which::Creates {
         creates(Duration::from_secs(args.seconds)).await?;
     }
     if all || args.which == Which::List {

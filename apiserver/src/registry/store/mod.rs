@@ -185,7 +185,8 @@ impl<'a> Store<'a> {
 
     /// Waits until the watch cache has every write acknowledged so far (a "most recent" read).
     pub async fn wait_consistent(&self) -> Result<()> {
-        let current = self.state.store.current_revision();
+        // A quorum read on etcd: writes through other apiservers count too.
+        let current = self.state.store.consistent_revision().await?;
         if self
             .state
             .cache
