@@ -197,3 +197,168 @@ async fn an_apiserver_survives_an_etcd_restart() {
         ("next".to_owned(), rv)
     );
 }
+
+/// A child process killed when dropped.
+struct Process(std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str], log: &std::path::Path) -> Process {
+    let log = match std::fs::File::create(log) {
+        Ok(log) => log,
+        Err(error) => panic!("log file: {error}"),
+    };
+    match std::process::Command::new(tests::binary_path())
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+    {
+        Ok(child) => Process(child),
+        Err(error) => panic!("spawn {args:?}: {error}"),
+    }
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> Option<Value> {
+    let response = http.get(url).send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    response.json().await.ok()
+}
+
+async fn pod_count(http: &reqwest::Client, base: &str) -> usize {
+    get_json(
+        http,
+        &format!("{base}/api/v1/namespaces/default/pods?labelSelector=app%3Dfailover"),
+    )
+    .await
+    .and_then(|list| list["items"].as_array().map(Vec::len))
+    .unwrap_or(0)
+}
+
+async fn lease_holder(http: &reqwest::Client, base: &str) -> Option<String> {
+    let lease = get_json(
+        http,
+        &format!("{base}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"),
+    )
+    .await?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_exactly() {
+    const REPLICAS: usize = 300;
+    let etcd = match EtcdCluster::start(1).await {
+        Ok(etcd) => etcd,
+        Err(error) => panic!("start etcd: {error}"),
+    };
+    let dir = match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(error) => panic!("tempdir: {error}"),
+    };
+    let port = tests::free_port().to_string();
+    let base = format!("http://127.0.0.1:{port}");
+    let etcd_url = etcd.client_urls().join(",");
+    let _apiserver = spawn(
+        &["apiserver", "--port", &port, "--etcd-servers", &etcd_url],
+        &dir.path().join("apiserver.log"),
+    );
+    let http = reqwest::Client::new();
+    tests::eventually("the apiserver is ready", || {
+        let (http, url) = (http.clone(), format!("{base}/readyz"));
+        async move {
+            let response = http.get(url).send().await.ok()?;
+            response.status().is_success().then_some(())
+        }
+    })
+    .await;
+    let mut managers = Vec::new();
+    for i in 0..2 {
+        let metrics = format!("127.0.0.1:{}", tests::free_port());
+        let process = spawn(
+            &[
+                "controller-manager",
+                "--server",
+                &base,
+                "--leader-elect",
+                "--metrics-address",
+                &metrics,
+            ],
+            &dir.path().join(format!("cm-{i}.log")),
+        );
+        managers.push(process);
+    }
+    let pids: Vec<u32> = managers.iter().map(|p| p.0.id()).collect();
+    let first = tests::eventually("a controller manager leads", || {
+        let (http, base) = (http.clone(), base.clone());
+        async move { lease_holder(&http, &base).await }
+    })
+    .await;
+    let leader = match pids
+        .iter()
+        .position(|pid| first.ends_with(&format!("-{pid}")))
+    {
+        Some(leader) => leader,
+        None => panic!("lease held by {first}, not by {pids:?}"),
+    };
+
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "failover"},
+        "spec": {"replicas": REPLICAS, "selector": {"app": "failover"},
+            "template": {"metadata": {"labels": {"app": "failover"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+    let response = match http
+        .post(format!(
+            "{base}/api/v1/namespaces/default/replicationcontrollers"
+        ))
+        .json(&rc)
+        .send()
+        .await
+    {
+        Ok(response) => response,
+        Err(error) => panic!("create rc: {error}"),
+    };
+    assert_eq!(response.status(), 201);
+    // Kill the leader in the middle of the scale-up.
+    tests::eventually("the scale-up is under way", || {
+        let (http, base) = (http.clone(), base.clone());
+        async move { (pod_count(&http, &base).await >= 20).then_some(()) }
+    })
+    .await;
+    drop(managers.remove(leader));
+    let killed_at = pod_count(&http, &base).await;
+    println!("leader killed at {killed_at} pods");
+    let second = tests::eventually("the other controller manager takes the lease", || {
+        let (http, base, first) = (http.clone(), base.clone(), first.clone());
+        async move { lease_holder(&http, &base).await.filter(|h| *h != first) }
+    })
+    .await;
+    let survivor = pids[1 - leader];
+    assert!(
+        second.ends_with(&format!("-{survivor}")),
+        "lease went to {second}"
+    );
+    tests::eventually("the RC converges", || {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let rc = get_json(
+                &http,
+                &format!("{base}/api/v1/namespaces/default/replicationcontrollers/failover"),
+            )
+            .await?;
+            let ready = rc["status"]["replicas"].as_u64() == Some(REPLICAS as u64)
+                && pod_count(&http, &base).await == REPLICAS;
+            ready.then_some(())
+        }
+    })
+    .await;
+    // Exactly: no double creation by the new leader (its expectations come from its caches).
+    assert_eq!(pod_count(&http, &base).await, REPLICAS);
+}
