@@ -60,7 +60,7 @@ pub struct EtcdConfig {
 /// State shared by the store, its watch tasks and its compactor.
 pub(crate) struct Shared {
     client: Client,
-    /// Highest etcd header revision seen in any response.
+    /// `current_revision`: the highest revision of our own acknowledged writes and quorum reads.
     current: AtomicU64,
     /// Highest revision known to be compacted (ours, or learnt from etcd's answers).
     compacted: AtomicU64,
@@ -79,7 +79,15 @@ impl Shared {
         self.client.kv_client()
     }
 
-    pub(crate) fn observe(&self, revision: i64) {
+    /// A response from etcd arrived: it is reachable again. Its header revision may be another
+    /// client's write (outside the apiserver's prefix), so it does not move `current`.
+    pub(crate) fn observe(&self, _revision: i64) {
+        *self.last_failure.lock() = None;
+    }
+
+    /// A revision every watch of this store will reach by an event or a progress mark: one of our
+    /// own writes, or a quorum read followed by a progress request.
+    pub(crate) fn advance(&self, revision: i64) {
         if let Ok(revision) = u64::try_from(revision) {
             self.current.fetch_max(revision, Ordering::AcqRel);
         }
@@ -153,7 +161,7 @@ impl EtcdStore {
             .await
             .map_err(|e| self.shared.fail("read revision", e))?;
         if let Some(header) = response.header() {
-            self.shared.observe(header.revision());
+            self.shared.advance(header.revision());
         }
         Ok(self.current_revision())
     }
@@ -163,7 +171,12 @@ impl EtcdStore {
         match self.shared.kv().txn(txn).await {
             Ok(response) => {
                 if let Some(header) = response.header() {
-                    self.shared.observe(header.revision());
+                    // A refused transaction wrote nothing: its header may be another client's.
+                    if response.succeeded() {
+                        self.shared.advance(header.revision());
+                    } else {
+                        self.shared.observe(header.revision());
+                    }
                 }
                 Ok(response)
             }
