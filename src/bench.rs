@@ -109,7 +109,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
     /// `creates` through an apiserver on this etcd (comma-separated client URLs), beside etcd's own
-    /// put rate in the same run.
+    /// put rate in the same run; `scale` on this etcd.
     #[arg(long, value_name = "URL", value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
 }
@@ -190,7 +190,16 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if args.which == Which::Service {
         service::service(args.replicas, args.nodes, Duration::from_secs(120)).await?;
     }
-    if args.which == Which::Scale {
+    if args.which == Which::Scale && !args.etcd_servers.is_empty() {
+        scale::scale_on(
+            args.replicas,
+            args.nodes,
+            etcd::plane_config(&args.etcd_servers, args.nodes),
+            "etcd",
+            Duration::from_secs(120),
+        )
+        .await?;
+    } else if args.which == Which::Scale {
         scale::scale(
             args.replicas,
             args.nodes,

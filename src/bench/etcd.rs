@@ -2,6 +2,7 @@
 //! apiserver on etcd, at 16 and 64 writers, beside etcd's own put rate (1 KiB values, same writer
 //! counts, same run) through its client, so the apiserver's overhead over raw etcd puts is read off
 //! one run. Each load is bounded by `--seconds` and by count; everything is on loopback.
+//! `minik8s bench scale --etcd-servers …` runs `bench scale` on etcd ([`plane_config`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,17 +14,29 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, EtcdStorage, Storag
 /// Writer counts measured.
 const WRITERS: [usize; 2] = [16, 64];
 
+fn storage(endpoints: &[String]) -> Storage {
+    Storage::Etcd(EtcdStorage {
+        etcd: store::EtcdConfig {
+            endpoints: endpoints.to_vec(),
+            ..store::EtcdConfig::default()
+        },
+        compaction_interval: crate::control_plane::DEFAULT_ETCD_COMPACTION_INTERVAL,
+        credentials_dir: None,
+    })
+}
+
+/// `bench scale`'s control plane with its objects in etcd.
+pub(crate) fn plane_config(endpoints: &[String], nodes: usize) -> ControlPlaneConfig {
+    ControlPlaneConfig {
+        storage: storage(endpoints),
+        ..super::plane::config(nodes, None)
+    }
+}
+
 pub(crate) async fn creates(endpoints: &[String], load: Duration) -> Result<(), Error> {
     let config = ControlPlaneConfig {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: Storage::Etcd(EtcdStorage {
-            etcd: store::EtcdConfig {
-                endpoints: endpoints.to_vec(),
-                ..store::EtcdConfig::default()
-            },
-            compaction_interval: crate::control_plane::DEFAULT_ETCD_COMPACTION_INTERVAL,
-            credentials_dir: None,
-        }),
+        storage: storage(endpoints),
         nodes: 0,
         controllers: false,
         kubeconfig: None,

@@ -209,7 +209,7 @@ fn read_pem(path: &std::path::Path) -> Result<Vec<u8>> {
     })
 }
 
-fn connect_options(etcd: &EtcdConfig) -> Result<ConnectOptions> {
+pub(crate) fn connect_options(etcd: &EtcdConfig) -> Result<ConnectOptions> {
     let mut options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))

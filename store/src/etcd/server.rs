@@ -33,6 +33,18 @@ pub struct EtcdCluster {
     members: Vec<EtcdMember>,
     initial_cluster: String,
     root: tempfile::TempDir,
+    tls: Option<MemberTls>,
+}
+
+/// TLS of test members' client port: PEM files of the serving certificate and key, and the CA
+/// that client certificates must be signed by (`--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct MemberTls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client_ca_file: PathBuf,
+    /// How this harness itself connects to check readiness (CA and client certificate).
+    pub client: crate::EtcdConfig,
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> Error {
@@ -59,12 +71,19 @@ pub fn etcd_binary() -> PathBuf {
 impl EtcdCluster {
     /// Start `size` members forming one new cluster and wait until it serves a quorum read.
     pub async fn start(size: usize) -> Result<Self> {
+        Self::start_with(size, None).await
+    }
+
+    /// As [`EtcdCluster::start`], serving clients over TLS and requiring client certificates
+    /// when `tls` is given.
+    pub async fn start_with(size: usize, tls: Option<MemberTls>) -> Result<Self> {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let root = tempfile::tempdir().map_err(|e| io_error(Path::new("tempdir"), e))?;
         let mut members = Vec::with_capacity(size);
         for i in 0..size.max(1) {
             members.push(EtcdMember {
                 name: format!("m{i}"),
-                client_url: format!("http://127.0.0.1:{}", free_port()?),
+                client_url: format!("{scheme}://127.0.0.1:{}", free_port()?),
                 peer_url: format!("http://127.0.0.1:{}", free_port()?),
                 child: None,
             });
@@ -78,6 +97,7 @@ impl EtcdCluster {
             members,
             initial_cluster,
             root,
+            tls,
         };
         for i in 0..cluster.members.len() {
             cluster.spawn(i)?;
@@ -113,7 +133,18 @@ impl EtcdCluster {
         let data_dir = dir.join(&member.name);
         let state = if data_dir.exists() { "existing" } else { "new" };
         let binary = etcd_binary();
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.cert_file)
+                .arg("--key-file")
+                .arg(&tls.key_file)
+                .arg("--trusted-ca-file")
+                .arg(&tls.client_ca_file)
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .arg("--name")
             .arg(&member.name)
             .arg("--data-dir")
@@ -154,8 +185,18 @@ impl EtcdCluster {
         let deadline = tokio::time::Instant::now() + READY_DEADLINE;
         let mut last = String::from("no attempt");
         while tokio::time::Instant::now() < deadline {
+            let config = crate::EtcdConfig {
+                endpoints: self.client_urls(),
+                ..self
+                    .tls
+                    .as_ref()
+                    .map(|t| t.client.clone())
+                    .unwrap_or_default()
+            };
+            let options = super::connect_options(&config)?;
             let attempt = async {
-                let mut client = etcd_client::Client::connect(self.client_urls(), None).await?;
+                let mut client =
+                    etcd_client::Client::connect(self.client_urls(), Some(options)).await?;
                 client.get("health", None).await
             };
             match tokio::time::timeout(Duration::from_secs(2), attempt).await {
