@@ -18,6 +18,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 mod conns;
 mod crds;
 mod daemonset;
+mod etcd;
 mod job;
 mod plane;
 mod scale;
@@ -122,6 +123,10 @@ pub struct BenchArgs {
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
+    /// `creates` through an apiserver on this etcd (comma-separated client URLs), beside etcd's own
+    /// put rate in the same run; `scale` on this etcd.
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
 }
 
 /// Errors of a benchmark run.
@@ -154,7 +159,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if all || args.which == Which::Startup {
         startup().await?;
     }
-    if all || args.which == Which::Creates {
+    if args.which == Which::Creates && !args.etcd_servers.is_empty() {
+        etcd::creates(&args.etcd_servers, Duration::from_secs(args.seconds)).await?;
+    } else if all || args.which == Which::Creates {
         creates(Duration::from_secs(args.seconds)).await?;
     }
     if all || args.which == Which::List {
@@ -207,7 +214,16 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if args.which == Which::Service {
         service::service(args.replicas, args.nodes, Duration::from_secs(120)).await?;
     }
-    if args.which == Which::Scale {
+    if args.which == Which::Scale && !args.etcd_servers.is_empty() {
+        scale::scale_on(
+            args.replicas,
+            args.nodes,
+            etcd::plane_config(&args.etcd_servers, args.nodes),
+            "etcd",
+            Duration::from_secs(120),
+        )
+        .await?;
+    } else if args.which == Which::Scale {
         scale::scale(
             args.replicas,
             args.nodes,

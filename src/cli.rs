@@ -55,6 +55,10 @@ pub struct UpArgs {
     /// ready, as envtest's CRDDirectoryPaths. May be repeated.
     #[arg(long = "crds", value_name = "DIR")]
     pub crds: Vec<PathBuf>,
+    /// Index of this process's first fake node (`node-<first>` …), for several `up` processes on
+    /// one etcd with disjoint nodes.
+    #[arg(long, value_name = "N")]
+    pub first_node_index: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +79,28 @@ pub struct ApiserverArgs {
     /// (comma-delimited; the order does not matter, plugins run in upstream's order).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub enable_admission_plugins: String,
+    /// Keep objects in etcd at these client URLs (comma-separated) instead of the data directory;
+    /// several apiservers on one etcd serve the same objects. With --data-dir, only the
+    /// credentials (CA, service-account key) are kept there: give every apiserver a copy.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        conflicts_with = "in_memory"
+    )]
+    pub etcd_servers: Vec<String>,
+    /// SSL Certificate Authority file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    pub etcd_cafile: Option<PathBuf>,
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    pub etcd_certfile: Option<PathBuf>,
+    /// SSL key file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// The interval of compaction requests to etcd (e.g. 5m, 30s); 0 disables compaction.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = kubelet_fake::config::parse_duration)]
+    pub etcd_compaction_interval: std::time::Duration,
     /// Admission plugins that should be disabled although they are in the default enabled
     /// plugins list (comma-delimited: LimitRanger, ServiceAccount, PodSecurity,
     /// DefaultTolerationSeconds, PersistentVolumeClaimResize, MutatingAdmissionWebhook,
@@ -104,6 +130,21 @@ pub struct ControllerManagerArgs {
     /// Elect a leader on a Lease in kube-system, so several copies can run and only one acts.
     #[arg(long)]
     pub leader_elect: bool,
+    /// How long a non-leader waits after the last renewal before taking the lease over.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = kubelet_fake::config::parse_duration)]
+    pub leader_elect_lease_duration: std::time::Duration,
+    /// How long the leader keeps retrying to renew before it stops leading.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = kubelet_fake::config::parse_duration)]
+    pub leader_elect_renew_deadline: std::time::Duration,
+    /// How long clients wait between attempts to acquire or renew the lease.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = kubelet_fake::config::parse_duration)]
+    pub leader_elect_retry_period: std::time::Duration,
+    /// The name of the Lease the election uses.
+    #[arg(long, default_value = "kube-controller-manager")]
+    pub leader_elect_resource_name: String,
+    /// The namespace of the Lease the election uses.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
     /// The cluster CA bundle (PEM) to publish as `kube-root-ca.crt` in every namespace; without
     /// it the root CA publisher does not run.
     #[arg(long)]
@@ -117,6 +158,10 @@ pub struct KubeletArgs {
     /// Number of fake nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// Index of this process's first node: it runs `node-<first>` … `node-<first + nodes - 1>`,
+    /// so kubelet processes with disjoint ranges share one cluster.
+    #[arg(long, value_name = "N")]
+    pub first_node_index: Option<usize>,
     /// Lifecycle configuration (YAML), see kubelet-fake's documentation.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -148,6 +193,18 @@ pub enum Error {
 
 impl ApiserverArgs {
     fn storage(&self) -> Storage {
+        if !self.etcd_servers.is_empty() {
+            return Storage::Etcd(crate::control_plane::EtcdStorage {
+                etcd: store::EtcdConfig {
+                    endpoints: self.etcd_servers.clone(),
+                    ca_file: self.etcd_cafile.clone(),
+                    cert_file: self.etcd_certfile.clone(),
+                    key_file: self.etcd_keyfile.clone(),
+                },
+                compaction_interval: self.etcd_compaction_interval,
+                credentials_dir: self.data_dir.as_ref().map(|d| d.join("pki")),
+            });
+        }
         match (&self.data_dir, self.in_memory) {
             (_, true) => Storage::InMemory,
             (Some(dir), false) => Storage::Dir(dir.clone()),
@@ -203,7 +260,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 .kubeconfig
                 .clone()
                 .or_else(|| scratch.as_ref().map(|dir| dir.path().join("kubeconfig")));
-            let config = ControlPlaneConfig {
+            let mut config = ControlPlaneConfig {
                 listen: SocketAddr::new(args.server.address, args.server.port),
                 storage: args.server.storage(),
                 apiserver: args.server.apiserver()?,
@@ -212,6 +269,20 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 crd_dirs: args.crds.clone(),
                 ..ControlPlaneConfig::default()
             };
+            if let Some(first) = args.first_node_index {
+                config.kubelet.first_index = first;
+            }
+            // On a shared etcd, several `up` processes elect one controller manager, as separate
+            // kube-controller-managers do.
+            if !args.server.etcd_servers.is_empty() {
+                let identity = format!("{}-{}", hostname(), std::process::id());
+                config.controller_manager.leader_election =
+                    Some(client::LeaderElectionConfig::new(
+                        "kube-system",
+                        "kube-controller-manager",
+                        &identity,
+                    ));
+            }
             serve_plane(config, shutdown).await
         }
         Command::Apiserver(args) => {
@@ -238,11 +309,17 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
             }
             if args.leader_elect {
                 let identity = format!("{}-{}", hostname(), std::process::id());
-                cfg.leader_election = Some(client::LeaderElectionConfig::new(
-                    "kube-system",
-                    "kube-controller-manager",
+                let mut le = client::LeaderElectionConfig::new(
+                    &args.leader_elect_resource_namespace,
+                    &args.leader_elect_resource_name,
                     &identity,
-                ));
+                );
+                le.lease_duration = args.leader_elect_lease_duration;
+                le.renew_deadline = args.leader_elect_renew_deadline;
+                le.retry_period = args.leader_elect_retry_period;
+                le.validate()
+                    .map_err(|e| Error::Component(format!("leader election: {e}")))?;
+                cfg.leader_election = Some(le);
             }
             crate::control_plane::require_loopback(args.metrics_address)?;
             let listener = tokio::net::TcpListener::bind(args.metrics_address)
@@ -283,6 +360,9 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 None => kubelet_fake::KubeletConfig::default(),
             };
             cfg.nodes = args.nodes;
+            if let Some(first) = args.first_node_index {
+                cfg.first_index = first;
+            }
             if let Some(qps) = args.event_qps {
                 cfg.event_record_qps = qps;
             }
@@ -348,6 +428,10 @@ fn ready_summary(
         Storage::Dir(dir) => format!(
             "{} (every write is on disk before it is acknowledged)",
             dir.display()
+        ),
+        Storage::Etcd(etcd) => format!(
+            "etcd at {} (shared with every apiserver on it)",
+            etcd.etcd.endpoints.join(",")
         ),
     };
     out.push_str(&format!("  data:       {data}\n"));

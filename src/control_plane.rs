@@ -87,7 +87,23 @@ pub enum Storage {
     InMemory,
     /// A data directory (locked for the life of the process).
     Dir(PathBuf),
+    /// An etcd cluster, shared with other apiservers (`--etcd-servers`).
+    Etcd(EtcdStorage),
 }
+
+/// The etcd flags of kube-apiserver: where etcd is, how to authenticate to it, how often to compact.
+#[derive(Debug, Clone)]
+pub struct EtcdStorage {
+    pub etcd: store::EtcdConfig,
+    /// kube-apiserver's `--etcd-compaction-interval` (default 5 minutes; zero: never compact).
+    pub compaction_interval: Duration,
+    /// Where this apiserver keeps its credentials (the CA and the service-account key); give every
+    /// apiserver of one cluster a copy of the same files. `None`: in memory, this process only.
+    pub credentials_dir: Option<PathBuf>,
+}
+
+/// kube-apiserver's default `--etcd-compaction-interval`.
+pub const DEFAULT_ETCD_COMPACTION_INTERVAL: Duration = Duration::from_secs(300);
 
 /// Everything `up` and `Sandbox` configure.
 #[derive(Debug, Clone)]
@@ -176,6 +192,19 @@ impl ControlPlane {
                 ),
                 None,
             ),
+            Storage::Etcd(etcd) => {
+                let cfg = store::StoreConfig {
+                    compaction_interval: etcd.compaction_interval,
+                    ..store::StoreConfig::default()
+                };
+                let store = store::EtcdStore::connect(&etcd.etcd, cfg)
+                    .await
+                    .map_err(|source| Error::Store {
+                        path: PathBuf::from(etcd.etcd.endpoints.join(",")),
+                        source,
+                    })?;
+                (Arc::new(store), None)
+            }
             Storage::Dir(dir) => {
                 let data_dir = DataDir::open(dir)?;
                 let path = data_dir.store_path();
@@ -204,7 +233,10 @@ impl ControlPlane {
         let mut apiserver_config = config.apiserver.clone();
         // The token key and the CA live with the data (in memory for an in-memory sandbox).
         if apiserver_config.credentials_dir.is_none() {
-            apiserver_config.credentials_dir = data_dir.as_ref().map(|d| d.path().join("pki"));
+            apiserver_config.credentials_dir = match &config.storage {
+                Storage::Etcd(etcd) => etcd.credentials_dir.clone(),
+                _ => data_dir.as_ref().map(|d| d.path().join("pki")),
+            };
         }
         // The ServiceAccount plugin requires the `default` accounts the serviceaccount controller
         // creates: a control plane whose controller manager runs without it (a test enabling

@@ -183,9 +183,21 @@ pub async fn scale(
 ) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
     let config = super::plane::config(nodes, on_disk.then(|| dir.path()));
+    let storage = if on_disk { "sled on disk" } else { "in memory" };
+    scale_on(replicas, nodes, config, storage, deadline).await
+}
+
+/// The benchmark on a control plane of `config` (its storage described by `storage`), e.g. on
+/// etcd (`minik8s bench scale --etcd-servers URL`).
+pub async fn scale_on(
+    replicas: usize,
+    nodes: usize,
+    config: crate::control_plane::ControlPlaneConfig,
+    storage: &str,
+    deadline: Duration,
+) -> Result<(), Error> {
     let (plane, took) = super::plane::start_ready(config, deadline).await?;
     let client = plane.client();
-    let storage = if on_disk { "sled on disk" } else { "in memory" };
     println!(
         "scale: control plane with {nodes} Ready nodes ({storage}) in {}",
         ms(took)

@@ -53,6 +53,14 @@ pub trait Store: Send + Sync + 'static {
     /// Revision of the last acknowledged write (0 if none).
     fn current_revision(&self) -> Revision;
 
+    /// The current revision for a consistent ("most recent") read: the revision of the last write
+    /// acknowledged by any client of the store, not only by this process. For a store with one
+    /// writer process that is [`Store::current_revision`]; for etcd a quorum read, after which the
+    /// store's live watches report progress up to it ([`crate::WatchItem::Progress`]).
+    async fn consistent_revision(&self) -> Result<Revision> {
+        Ok(self.current_revision())
+    }
+
     /// Oldest revision a watch can start after (events with revision > it are retained).
     fn compacted_revision(&self) -> Revision;
 

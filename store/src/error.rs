@@ -58,6 +58,14 @@ pub enum Error {
     )]
     Failed,
 
+    /// A request to etcd failed (unreachable, no leader, timed out, refused): its outcome is unknown
+    /// to the caller unless etcd said otherwise. `detail` is etcd's (or gRPC's) message.
+    #[error("etcd {operation} failed: {detail}")]
+    Etcd {
+        operation: &'static str,
+        detail: String,
+    },
+
     /// The store's background threads could not be started.
     #[error("cannot start store thread {name}")]
     Spawn {

@@ -6,6 +6,8 @@
 //!   acknowledges and publishes the batch's events, in that order.
 //! - [`MemoryStore`]: the same engine over a pure in-memory back end (no files at all), for tests and
 //!   `--in-memory`; [`open_store`] picks one of the two.
+//! - [`EtcdStore`]: the same contract on an etcd v3 cluster (several apiservers on one store);
+//!   [`etcd::server`] runs etcd members for tests and benchmarks.
 //! - [`conformance`]: the contract suite, generic over [`Store`]; every back end runs it.
 //!
 //! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs:
@@ -20,6 +22,7 @@ mod continue_token;
 mod contract;
 mod engine;
 mod error;
+pub mod etcd;
 mod sled_backend;
 mod space;
 mod stores;
@@ -28,6 +31,7 @@ mod watch;
 
 pub use contract::Store;
 pub use error::{Error, Result};
+pub use etcd::{EtcdConfig, EtcdStore};
 pub use stores::{open_store, MemoryStore, SledStore};
 pub use types::{
     CreateOutcome, DeleteOutcome, Event, EventKind, KeyValue, ListOptions, ListOutcome, ListPage,

@@ -14,6 +14,9 @@
 //!   at most `buffer` events (catch-up holds at most one chunk).
 //! - **Future revisions.** A watch after a revision that is not yet published subscribes at once and
 //!   delivers only events > `after`.
+//! - **Fed streams.** A back end whose events come from elsewhere (etcd's watch) makes a stream with
+//!   [`WatchStream::fed`] and pushes into its [`WatchFeed`] under the same rules: bounded, `try_send`
+//!   only, a full buffer ends the stream with `FellBehind`; progress marks never count against it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -43,6 +46,9 @@ pub enum WatchClosedReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchItem {
     Event(Event),
+    /// Every event of the stream's prefix up to this revision has been delivered (etcd's progress
+    /// notification, a bookmark): the watcher may advance to it. Only fed streams send it.
+    Progress(Revision),
     /// The stream has ended; `next` returns `None` afterwards.
     Closed(WatchClosedReason),
 }
@@ -168,7 +174,61 @@ enum State {
         rx: mpsc::Receiver<Arc<Event>>,
         reason: ReasonSlot,
     },
+    Fed {
+        rx: mpsc::Receiver<FedItem>,
+        reason: ReasonSlot,
+    },
     Done,
+}
+
+/// What a feed carries: an event, or a progress mark.
+#[derive(Debug)]
+pub(crate) enum FedItem {
+    Event(Event),
+    Progress(Revision),
+}
+
+/// The writing end of a fed [`WatchStream`]. Dropping it without [`WatchFeed::close`] ends the stream
+/// with `StoreShutdown`.
+pub(crate) struct WatchFeed {
+    tx: mpsc::Sender<FedItem>,
+    reason: ReasonSlot,
+    buffer: usize,
+}
+
+impl WatchFeed {
+    /// Push one event without blocking; a full buffer sets `FellBehind` and returns `false` (the feed
+    /// is then finished: drop it).
+    pub(crate) fn send(&self, event: Event) -> bool {
+        match self.tx.try_send(FedItem::Event(event)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(WatchClosedReason::FellBehind {
+                    buffer: self.buffer,
+                });
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Push a progress mark if there is room (a mark that does not fit is simply not sent).
+    pub(crate) fn progress(&self, revision: Revision) {
+        let _ = self.tx.try_send(FedItem::Progress(revision));
+    }
+
+    /// Record why the stream ends; the reader sees it after the items already pushed.
+    pub(crate) fn close(&self, reason: WatchClosedReason) {
+        let mut slot = self.reason.lock();
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+    }
+
+    /// Resolves when the reader dropped its stream.
+    pub(crate) async fn reader_gone(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// A watch of a key prefix: call [`WatchStream::next`] until it returns `None`.
@@ -178,7 +238,8 @@ pub struct WatchStream {
     /// Last revision delivered or skipped; the stream continues strictly after it.
     cursor: Revision,
     buffer: usize,
-    source: Arc<dyn WatchSource>,
+    /// The log and hub of a local store; `None` for a fed stream.
+    source: Option<Arc<dyn WatchSource>>,
     state: State,
 }
 
@@ -212,9 +273,28 @@ impl WatchStream {
             prefix: prefix.to_owned(),
             cursor: after,
             buffer,
-            source,
+            source: Some(source),
             state,
         }
+    }
+
+    /// A stream fed by a task of the back end through the returned [`WatchFeed`], holding at most
+    /// `buffer` items.
+    pub(crate) fn fed(prefix: &str, after: Revision, buffer: usize) -> (Self, WatchFeed) {
+        let buffer = buffer.max(1);
+        let (tx, rx) = mpsc::channel(buffer);
+        let reason: ReasonSlot = Arc::new(Mutex::new(None));
+        let stream = Self {
+            prefix: prefix.to_owned(),
+            cursor: after,
+            buffer,
+            source: None,
+            state: State::Fed {
+                rx,
+                reason: Arc::clone(&reason),
+            },
+        };
+        (stream, WatchFeed { tx, reason, buffer })
     }
 
     /// Revision of the last event delivered (or the starting `after`): resume a broken watch from it.
@@ -237,8 +317,10 @@ impl WatchStream {
                     if let Some(event) = pending.pop_front() {
                         return Some(WatchItem::Event(event));
                     }
-                    match self
-                        .source
+                    let Some(source) = &self.source else {
+                        return Some(self.end(WatchClosedReason::StoreShutdown));
+                    };
+                    match source
                         .hub()
                         .subscribe(&self.prefix, self.cursor, self.buffer)
                     {
@@ -257,6 +339,23 @@ impl WatchStream {
                     Some(event) => {
                         self.cursor = event.revision;
                         return Some(WatchItem::Event(Event::clone(&event)));
+                    }
+                    None => {
+                        let why = reason
+                            .lock()
+                            .take()
+                            .unwrap_or(WatchClosedReason::StoreShutdown);
+                        return Some(self.end(why));
+                    }
+                },
+                State::Fed { rx, reason } => match rx.recv().await {
+                    Some(FedItem::Event(event)) => {
+                        self.cursor = event.revision;
+                        return Some(WatchItem::Event(event));
+                    }
+                    Some(FedItem::Progress(revision)) => {
+                        self.cursor = self.cursor.max(revision);
+                        return Some(WatchItem::Progress(revision));
                     }
                     None => {
                         let why = reason
@@ -285,8 +384,10 @@ impl WatchStream {
 
     /// Read one chunk of the log after the cursor, up to `published`, into `pending`.
     fn catch_up(&mut self, published: Revision) -> std::result::Result<(), WatchClosedReason> {
-        let events = self
-            .source
+        let Some(source) = self.source.clone() else {
+            return Err(WatchClosedReason::StoreShutdown);
+        };
+        let events = source
             .read_log(self.cursor, published, CATCH_UP_CHUNK)
             .map_err(|e| WatchClosedReason::StoreError(e.to_string()))?;
         let State::CatchUp { pending } = &mut self.state else {
@@ -302,7 +403,7 @@ impl WatchStream {
         // The log is dense: any hole (or nothing at all while behind) means compaction got there first.
         if expected == self.cursor + 1 || expected - 1 != events.last().map_or(0, |e| e.revision) {
             return Err(WatchClosedReason::Compacted {
-                compacted: self.source.compacted_revision(),
+                compacted: source.compacted_revision(),
             });
         }
         for event in events {

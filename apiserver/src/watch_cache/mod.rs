@@ -376,6 +376,7 @@ impl WatchCache {
             };
             match item {
                 Some(WatchItem::Event(ev)) => self.apply(ev),
+                Some(WatchItem::Progress(revision)) => self.advance(revision),
                 Some(WatchItem::Closed(store::WatchClosedReason::StoreShutdown)) | None => break,
                 Some(WatchItem::Closed(reason)) => {
                     tracing::warn!(?reason, "watch cache lost the store watch; relisting");
@@ -406,6 +407,19 @@ impl WatchCache {
         for res in inner.resources.values_mut() {
             res.watchers.clear();
         }
+    }
+
+    /// A progress mark of the store watch (etcd): no event of `/registry/` up to `revision` is
+    /// missing, so the cache is at `revision` (upstream's watch cache bookmarks on etcd progress
+    /// notifications the same way).
+    fn advance(&self, revision: Revision) {
+        let mut inner = self.inner.write();
+        if revision <= inner.revision {
+            return;
+        }
+        inner.revision = revision;
+        drop(inner);
+        self.progress.send_replace(revision);
     }
 
     /// Applies one store event.

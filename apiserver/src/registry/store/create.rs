@@ -188,7 +188,7 @@ impl Store<'_> {
         if let Some(reason) = self.resource.strategy.create_refused() {
             return Err(api::status::method_not_allowed_because(&reason).into());
         }
-        self.wait_consistent().await?;
+        self.wait_own_writes().await?;
         let mut obj = obj;
         self.check_type_meta(&obj)?;
         self.reconcile_namespace(&mut obj)?;

@@ -185,7 +185,19 @@ impl<'a> Store<'a> {
 
     /// Waits until the watch cache has every write acknowledged so far (a "most recent" read).
     pub async fn wait_consistent(&self) -> Result<()> {
-        let current = self.state.store.current_revision();
+        // A quorum read on etcd: writes through other apiservers count too.
+        let current = self.state.store.consistent_revision().await?;
+        self.wait_cache(current).await
+    }
+
+    /// Waits until the watch cache has every write this apiserver acknowledged (on one store the
+    /// same as [`Self::wait_consistent`]; on etcd, without a quorum read per call: what admission
+    /// reads is as fresh as upstream's informers, never older than this server's own writes).
+    pub async fn wait_own_writes(&self) -> Result<()> {
+        self.wait_cache(self.state.store.current_revision()).await
+    }
+
+    async fn wait_cache(&self, current: u64) -> Result<()> {
         if self
             .state
             .cache
