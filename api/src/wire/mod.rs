@@ -234,28 +234,22 @@ fn order_map(m: &mut Map<String, Value>, values: Option<Type>) {
 
 fn order_struct(m: &mut Map<String, Value>, ty: Type) {
     let fields = ty.def().fields;
+    // Each key's place among the fields, found once (a linear scan of the type's fields).
+    let mut ranks: Vec<usize> = m.keys().map(|k| ty.rank(k)).collect();
     // Already in order (a stored object written back): nothing to move.
-    let mut last = 0usize;
-    let mut ordered = true;
-    for k in m.keys() {
-        let r = ty.rank(k);
-        if r < last {
-            ordered = false;
-            break;
-        }
-        last = r;
-    }
-    if !ordered {
+    if !ranks.windows(2).all(|w| w[0] <= w[1]) {
         let mut entries: Vec<(usize, String, Value)> = std::mem::take(m)
             .into_iter()
-            .map(|(k, v)| (ty.rank(&k), k, v))
+            .zip(ranks.iter())
+            .map(|((k, v), &r)| (r, k, v))
             .collect();
         // Stable: unknown keys (all `usize::MAX`) keep their order.
         entries.sort_by_key(|e| e.0);
+        ranks = entries.iter().map(|e| e.0).collect();
         m.extend(entries.into_iter().map(|(_, k, v)| (k, v)));
     }
-    for (k, v) in m.iter_mut() {
-        if let Some(f) = fields.iter().find(|f| f.json == k.as_str()) {
+    for (v, r) in m.values_mut().zip(ranks) {
+        if let Some(f) = fields.get(r) {
             canonicalize_child(v, f.child);
         }
     }
