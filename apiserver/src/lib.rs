@@ -148,8 +148,22 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}", any(handlers::group_root))
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(limits, http::limits::limit));
+        .fallback(not_found);
+    // Authorization runs inside the in-flight limits, authentication outside (upstream's order).
+    let router = if state.security.is_some() {
+        router.layer(middleware::from_fn_with_state(
+            state.clone(),
+            authz::filter::filter,
+        ))
+    } else {
+        router
+    };
+    let router = router
+        .layer(middleware::from_fn_with_state(limits, http::limits::limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            authn::filter::filter,
+        ));
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
     let router = if guard {
         router.layer(http::loopback::LoopbackGuardLayer)

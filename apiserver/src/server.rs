@@ -67,7 +67,7 @@ pub async fn run(
 /// The accept loop over an already started [`AppState`].
 pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) {
     let config = state.config.clone();
-    let router = crate::app(state);
+    let router = crate::app(state.clone());
     let conns = Arc::new(Semaphore::new(config.max_connections));
     let tracker = TaskTracker::new();
     loop {
@@ -91,9 +91,25 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
         let token = shutdown.clone();
         let header_timeout = config.header_read_timeout;
+        if let Some(security) = &state.security {
+            let (router, security) = (router.clone(), security.clone());
+            tracker.spawn(async move {
+                let _permit = permit;
+                crate::http::tls::serve_connection(
+                    stream,
+                    peer,
+                    router,
+                    &security,
+                    header_timeout,
+                    token,
+                )
+                .await;
+            });
+            continue;
+        }
+        let service = TowerToHyperService::new(router.clone());
         tracker.spawn(async move {
             let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();

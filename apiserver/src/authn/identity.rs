@@ -54,8 +54,16 @@ impl UserInfo {
         }
     }
 
-    /// The identity of a request with `headers`: the admin, or whom it impersonates.
+    /// The identity of a request with `headers` on a server without authentication: the admin,
+    /// or whom it impersonates (the admin may impersonate anyone).
     pub fn of_request(headers: &HeaderMap) -> Self {
+        Self::impersonated(headers).unwrap_or_else(Self::admin)
+    }
+
+    /// The user the `Impersonate-*` headers name, built as upstream's impersonation filter
+    /// builds it, or `None` without `Impersonate-User`. Whether the request may impersonate is
+    /// [`super::impersonation`]'s question.
+    pub fn impersonated(headers: &HeaderMap) -> Option<Self> {
         let values = |name: &str| -> Vec<String> {
             headers
                 .get_all(name)
@@ -64,9 +72,7 @@ impl UserInfo {
                 .map(str::to_string)
                 .collect()
         };
-        let Some(username) = values("Impersonate-User").into_iter().next() else {
-            return Self::admin();
-        };
+        let username = values("Impersonate-User").into_iter().next()?;
         let mut groups = Vec::new();
         if let Some((ns, _)) = username
             .strip_prefix("system:serviceaccount:")
@@ -76,11 +82,7 @@ impl UserInfo {
             groups.push(format!("system:serviceaccounts:{ns}"));
         }
         groups.extend(values("Impersonate-Group"));
-        if username != "system:anonymous"
-            && !groups
-                .iter()
-                .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
-        {
+        if username != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".to_string());
         }
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -93,7 +95,7 @@ impl UserInfo {
                 extra.entry(key).or_default().push(v.to_string());
             }
         }
-        UserInfo {
+        Some(UserInfo {
             username,
             uid: values("Impersonate-Uid")
                 .into_iter()
@@ -101,7 +103,7 @@ impl UserInfo {
                 .unwrap_or_default(),
             groups,
             extra,
-        }
+        })
     }
 
     /// Whether the user is in `group`.

@@ -1,13 +1,15 @@
-//! Authorization decisions, for the review APIs (SubjectAccessReview and friends).
+//! Authorization decisions: enforced on every request of a secure server ([`filter`], with
+//! upstream's request attributes from [`request_info`]) and answering the review APIs
+//! (SubjectAccessReview and friends) on every server.
 //!
-//! The server does not enforce authorization: every request is served. The reviews answer what a
-//! kube-apiserver with its default authorizers would: the privileged-group authorizer first
+//! The decision is kube-apiserver's union of authorizers: the privileged-group authorizer first
 //! (`system:masters` may do everything, with no reason given), then [`rbac`] over the stored RBAC
-//! objects. So the admin identity is allowed everything, and a review for another user
-//! (`kubectl auth can-i --as=...`) is decided by the bootstrap policy and whatever roles and
-//! bindings were created.
+//! objects (the bootstrap policy and whatever roles and bindings were created). A server without
+//! authentication does not enforce it: every request acts as the admin.
 
+pub mod filter;
 pub mod rbac;
+pub mod request_info;
 
 pub use rbac::{Attributes, Decision, Rule};
 

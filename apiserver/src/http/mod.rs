@@ -10,3 +10,4 @@ pub mod path;
 pub mod query;
 pub mod render;
 pub mod request;
+pub mod tls;
