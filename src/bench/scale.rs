@@ -179,19 +179,28 @@ pub async fn scale(
     replicas: usize,
     nodes: usize,
     on_disk: bool,
+    secure: bool,
     deadline: Duration,
 ) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let config = super::plane::config(nodes, on_disk.then(|| dir.path()));
+    let mut config = super::plane::config(nodes, on_disk.then(|| dir.path()));
+    if secure {
+        config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
+    }
     let (plane, took) = super::plane::start_ready(config, deadline).await?;
     let client = plane.client();
-    let storage = if on_disk { "sled on disk" } else { "in memory" };
+    let storage = match (on_disk, secure) {
+        (true, true) => "sled on disk, secure",
+        (true, false) => "sled on disk",
+        (false, true) => "in memory, secure",
+        (false, false) => "in memory",
+    };
     println!(
         "scale: control plane with {nodes} Ready nodes ({storage}) in {}",
         ms(took)
     );
 
-    let http = reqwest::Client::new();
+    let http = super::admin_http(&plane, reqwest::Client::builder())?;
     let base = format!("{}/api/v1/namespaces/default", plane.url());
     let name = "web";
     let r = http

@@ -93,10 +93,8 @@ pub fn impersonate(
         )?;
     }
     let mut user = target;
-    if user.username == ANONYMOUS {
-        if !user.in_group(UNAUTHENTICATED) {
-            user.groups.push(UNAUTHENTICATED.to_string());
-        }
+    if user.username == ANONYMOUS && !user.in_group(UNAUTHENTICATED) {
+        user.groups.push(UNAUTHENTICATED.to_string());
     }
     Ok(user)
 }
