@@ -598,3 +598,83 @@ async fn kubectl_in_secure_mode() {
     .await;
     sandbox.stop().await;
 }
+
+#[test]
+fn the_binary_serves_securely_and_prints_kubeconfigs_for_users() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = tests::free_port().to_string();
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let mut child = Command::new(tests::binary_path())
+        .args([
+            "up",
+            "--secure",
+            "--nodes",
+            "1",
+            "--port",
+            &port,
+            "--data-dir",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let admin = Kubectl::new(&data.join("kubeconfig"));
+    let ready = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tests::wait_for(
+            "the secure server and its node",
+            Duration::from_secs(60),
+            || {
+                let out = admin.output(&["get", "nodes", "-o", "name"]);
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                text.contains("node/node-0").then_some(()).ok_or(text)
+            },
+        );
+        // The keys are readable by their owner only.
+        #[cfg(unix)]
+        for key in ["ca.key", "sa.key"] {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(data.join("pki").join(key))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{key}");
+        }
+        let printed = Command::new(tests::binary_path())
+            .args([
+                "kubeconfig",
+                "--user",
+                "jane",
+                "--group",
+                "devs",
+                "--data-dir",
+            ])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(printed.status.success(), "{printed:?}");
+        let jane_path = dir.path().join("jane.kubeconfig");
+        std::fs::write(&jane_path, &printed.stdout).unwrap();
+        let jane = Kubectl::new(&jane_path);
+        let who: Value = serde_json::from_str(&jane.ok(&["auth", "whoami", "-o", "json"])).unwrap();
+        assert_eq!(who["status"]["userInfo"]["username"], "jane");
+        assert_eq!(
+            who["status"]["userInfo"]["groups"],
+            json!(["devs", "system:authenticated"])
+        );
+        assert!(!jane.output(&["get", "nodes"]).status.success());
+        // Plain HTTP is not served on the secure port.
+        assert!(tests::http_get(&format!("http://127.0.0.1:{port}/healthz"))
+            .map(|(code, _)| code != 200)
+            .unwrap_or(true));
+    }));
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = ready {
+        let text = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+        eprintln!("minik8s log:\n{}", &text[text.len().saturating_sub(4000)..]);
+        std::panic::resume_unwind(e);
+    }
+}
