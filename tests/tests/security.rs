@@ -247,6 +247,11 @@ const ANONYMOUS: [bool; 11] = [
     false, false, false, false, false, true, false, false, false, false, false,
 ];
 const NOTHING: [bool; 11] = [false; 11];
+// The Node authorizer's static rules (the `system:node` role): read pods and nodes everywhere,
+// no pods/log, secrets only one at a time and only those its pods reference.
+const NODE: [bool; 11] = [
+    true, false, true, false, false, true, false, true, true, true, true,
+];
 
 #[tokio::test]
 async fn the_t10_matrix_follows_the_bootstrap_policy() {
@@ -319,6 +324,11 @@ async fn the_t10_matrix_follows_the_bootstrap_policy() {
             ANONYMOUS,
         ),
         ("ivan as vera (may impersonate)", ivan, VIEW),
+        (
+            "system:node:node-x (Node authorizer)",
+            as_user("system:node:node-x", &["system:nodes"]),
+            NODE,
+        ),
         ("mallory as vera (may not)", mallory, NOTHING),
     ];
     let mut failures = Vec::new();
@@ -366,6 +376,32 @@ async fn the_t10_matrix_follows_the_bootstrap_policy() {
         st["message"],
         "users \"vera\" is forbidden: User \"mallory\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
     );
+    // A node reads a secret only when a pod bound to it references it.
+    let node = as_user("system:node:node-x", &["system:nodes"]);
+    let (_, st) = node
+        .send("GET", "/api/v1/namespaces/team/secrets/token", None)
+        .await;
+    assert_eq!(
+        st["message"],
+        "secrets \"token\" is forbidden: User \"system:node:node-x\" cannot get resource \"secrets\" in API group \"\" in the namespace \"team\": no relationship found between node 'node-x' and this object"
+    );
+    let (code, lease) = node
+        .send(
+            "POST",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+            Some(json!({"metadata": {"name": "node-x"}})),
+        )
+        .await;
+    assert_eq!(code, 201, "{lease}");
+    let (code, _) = node
+        .send(
+            "GET",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-y",
+            None,
+        )
+        .await;
+    assert_eq!(code, 403);
+
     // Who a request acts as reaches the handlers: SelfSubjectReview names the impersonated user.
     let mut ivan = as_user("ivan", &["devs"]);
     ivan.impersonate = Some("vera");

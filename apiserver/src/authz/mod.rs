@@ -3,11 +3,14 @@
 //! (SubjectAccessReview and friends) on every server.
 //!
 //! The decision is kube-apiserver's union of authorizers: the privileged-group authorizer first
-//! (`system:masters` may do everything, with no reason given), then [`rbac`] over the stored RBAC
-//! objects (the bootstrap policy and whatever roles and bindings were created). A server without
+//! (`system:masters` may do everything, with no reason given), then the [`node`] authorizer for
+//! kubelets, then [`rbac`] over the stored RBAC objects (the bootstrap policy and whatever roles
+//! and bindings were created) — kube-apiserver's `--authorization-mode=Node,RBAC`. A refusal
+//! carries the reasons of every authorizer that gave one, joined with `, ` (the union's). A server without
 //! authentication does not enforce it: every request acts as the admin.
 
 pub mod filter;
+pub mod node;
 pub mod rbac;
 pub mod request_info;
 
@@ -27,7 +30,23 @@ pub fn authorize(objects: &dyn Objects, attrs: &Attributes) -> Decision {
             reason: String::new(),
         };
     }
-    rbac::authorize(objects, attrs)
+    let mut reasons = Vec::new();
+    if let Some(d) = node::authorize(objects, attrs) {
+        if d.allowed {
+            return d;
+        }
+        reasons.push(d.reason);
+    }
+    let d = rbac::authorize(objects, attrs);
+    if d.allowed {
+        return d;
+    }
+    reasons.push(d.reason);
+    reasons.retain(|r| !r.is_empty());
+    Decision {
+        allowed: false,
+        reason: reasons.join(", "),
+    }
 }
 
 /// The rules of `user` in `namespace` over both authorizers (a privileged user first gets
