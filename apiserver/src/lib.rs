@@ -125,7 +125,8 @@ pub fn app(state: AppState) -> Router {
         state.config.request_timeout,
         state.metrics.clone(),
     );
-    let guard = state.config.loopback_guard;
+    // A secure server authenticates every request: the guard protects only a server without.
+    let guard = state.config.loopback_guard && state.security.is_none();
     let router = Router::new()
         .route("/version", get(version))
         .route("/healthz", get(ok))

@@ -153,12 +153,15 @@ pub struct Server {
     pub shutdown: CancellationToken,
     /// The serving task; resolves when shutdown completed.
     pub handle: tokio::task::JoinHandle<Result<()>>,
+    /// Whether it serves HTTPS (`Config::secure`).
+    pub tls: bool,
 }
 
 impl Server {
-    /// `http://<addr>`.
+    /// `http://<addr>`, or `https://<addr>` for a secure server.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Cancels and waits for the shutdown to complete.
@@ -189,6 +192,7 @@ pub async fn start(config: Config, store: Arc<dyn store::Store>) -> Result<Serve
         .await
         .map_err(Error::Bootstrap)?;
     let token = shutdown.clone();
+    let tls = state.security.is_some();
     let handle = tokio::spawn(async move {
         serve(listener, state, token).await;
         Ok(())
@@ -197,5 +201,6 @@ pub async fn start(config: Config, store: Arc<dyn store::Store>) -> Result<Serve
         addr,
         shutdown,
         handle,
+        tls,
     })
 }
