@@ -1,12 +1,14 @@
-//! Who a request acts as.
+//! Who a request acts as: [`UserInfo`].
 //!
-//! The server has no authentication configured: every request acts as one fixed identity,
-//! [`UserInfo::admin`] — `system:admin` in the groups `system:masters` and
-//! `system:authenticated`, what a cluster's admin kubeconfig authenticates as. A request that
-//! impersonates (`kubectl --as`, the `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` headers) acts
-//! as the impersonated user, built as upstream's impersonation filter builds it (the admin may
-//! impersonate anyone): a service-account name gets the service-account groups, and every
-//! non-anonymous user gets `system:authenticated`.
+//! A secure server authenticates each request ([`super::authenticator`]). A server without
+//! authentication serves every request as one fixed identity, [`UserInfo::admin`] —
+//! `system:admin` in the groups `system:masters` and `system:authenticated`, what a cluster's
+//! admin kubeconfig authenticates as. On both, a request that impersonates (`kubectl --as`, the
+//! `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` headers) acts as the impersonated user, built as
+//! upstream's impersonation filter builds it ([`UserInfo::impersonated`]): a service-account
+//! name gets the service-account groups, and every non-anonymous user gets
+//! `system:authenticated`. Only a secure server checks that the impersonation is allowed
+//! ([`super::impersonation`]); without authentication the admin may impersonate anyone.
 
 use std::collections::BTreeMap;
 

@@ -71,7 +71,13 @@ pub fn rules_for(
             ..Default::default()
         });
     }
-    let (more, errors) = rbac::rules_for(objects, user, namespace);
+    let mut errors = Vec::new();
+    // Upstream's Node authorizer does not enumerate a node's rules: the list is incomplete.
+    if user.username.starts_with("system:node:") && user.in_group(node::NODES_GROUP) {
+        errors.push("node authorizer does not support user rule resolution".to_string());
+    }
+    let (more, rbac_errors) = rbac::rules_for(objects, user, namespace);
     rules.extend(more);
+    errors.extend(rbac_errors);
     (rules, errors)
 }

@@ -259,6 +259,20 @@ contexts:
         let cfg = Config::from_kubeconfig(&path)?;
         assert_eq!(cfg.ca_pem.as_deref(), Some(&b"DATA"[..]));
         assert!(cfg.token.is_none());
+        assert!(cfg.identity_pem.is_none());
+
+        // A client certificate: inline data, or a file beside the kubeconfig for the key.
+        std::fs::write(dir.path().join("key.pem"), b"KEY")
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let cert = base64::engine::general_purpose::STANDARD.encode("CERT");
+        let kc3 = format!(
+            "current-context: a\ncontexts: [{{name: a, context: {{cluster: c, user: u}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: 'https://h:1'}}}}]\n\
+             users: [{{name: u, user: {{client-certificate-data: {cert}, client-key: key.pem}}}}]\n"
+        );
+        std::fs::write(&path, kc3).map_err(|e| Error::Config(e.to_string()))?;
+        let cfg = Config::from_kubeconfig(&path)?;
+        assert_eq!(cfg.identity_pem.as_deref(), Some(&b"CERT\nKEY"[..]));
 
         std::fs::write(&path, "current-context: missing\n")
             .map_err(|e| Error::Config(e.to_string()))?;
