@@ -78,7 +78,7 @@ pub struct UpArgs {
 
 #[derive(Debug, Args)]
 pub struct ApiserverArgs {
-    /// Address to listen on (loopback only unless TLS and authentication are configured).
+    /// Address to listen on; any address but loopback implies --secure.
     #[arg(long, default_value = "127.0.0.1")]
     pub address: IpAddr,
     /// Port to listen on; 0 picks a free port.

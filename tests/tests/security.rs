@@ -636,7 +636,7 @@ async fn kubectl_in_secure_mode() {
 }
 
 #[test]
-fn the_binary_serves_securely_and_prints_kubeconfigs_for_users() {
+fn the_binary_on_every_address_serves_securely_and_prints_kubeconfigs_for_users() {
     use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
