@@ -120,6 +120,10 @@ pub struct BenchArgs {
     /// Slow uploads (1 MB declared, 10 B/s) of the conns benchmark.
     #[arg(long, default_value_t = 48)]
     pub uploaders: usize,
+    /// Run the startup, creates and scale benchmarks against a secure server (HTTPS, client
+    /// certificates, RBAC on every request) to compare with plain HTTP.
+    #[arg(long)]
+    pub secure: bool,
     /// The Gateway API CRDs for the crds benchmark.
     #[arg(long, default_value = "../shared/crds/gateway-api")]
     pub gateway_crds: std::path::PathBuf,
@@ -157,12 +161,12 @@ fn in_memory_config() -> ControlPlaneConfig {
 pub async fn run(args: BenchArgs) -> Result<(), Error> {
     let all = args.which == Which::All;
     if all || args.which == Which::Startup {
-        startup().await?;
+        startup(args.secure).await?;
     }
     if args.which == Which::Creates && !args.etcd_servers.is_empty() {
         etcd::creates(&args.etcd_servers, Duration::from_secs(args.seconds)).await?;
     } else if all || args.which == Which::Creates {
-        creates(Duration::from_secs(args.seconds)).await?;
+        creates(Duration::from_secs(args.seconds), args.secure).await?;
     }
     if all || args.which == Which::List {
         list(10_000).await?;
@@ -228,11 +232,37 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             args.replicas,
             args.nodes,
             args.on_disk,
+            args.secure,
             Duration::from_secs(120),
         )
         .await?;
     }
     Ok(())
+}
+
+/// An HTTP client acting as the admin of `plane`: with its CA and an admin client certificate
+/// on a secure plane, plain otherwise.
+pub(crate) fn admin_http(
+    plane: &ControlPlane,
+    builder: reqwest::ClientBuilder,
+) -> Result<reqwest::Client, Error> {
+    let users = plane.users();
+    let admin = users.issue(
+        crate::control_plane::ADMIN_USER,
+        &[crate::control_plane::ADMIN_GROUP.to_string()],
+    )?;
+    let cfg = users.client_config(admin.as_ref());
+    let mut b = builder;
+    if let Some(ca) = &cfg.ca_pem {
+        b = b.tls_built_in_root_certs(false);
+        for c in reqwest::Certificate::from_pem_bundle(ca)? {
+            b = b.add_root_certificate(c);
+        }
+    }
+    if let Some(id) = &cfg.identity_pem {
+        b = b.identity(reqwest::Identity::from_pem(id)?);
+    }
+    Ok(b.build()?)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -248,8 +278,11 @@ fn ms(d: Duration) -> String {
 }
 
 /// Sandbox (in-process, in memory, controllers on, no nodes) start-up, and the binary's cold start.
-async fn startup() -> Result<(), Error> {
+async fn startup(secure: bool) -> Result<(), Error> {
     const ROUNDS: usize = 20;
+    if secure {
+        return secure_startup(ROUNDS).await;
+    }
     let mut times = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let t = Instant::now();
@@ -315,26 +348,62 @@ async fn startup() -> Result<(), Error> {
     Ok(())
 }
 
+/// Secure start-up: the first with a fresh credentials directory (the CA and key generated),
+/// then with that CA existing (read back, a serving certificate issued).
+async fn secure_startup(rounds: usize) -> Result<(), Error> {
+    let pki = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
+    let sandbox = |dir: std::path::PathBuf| {
+        crate::Sandbox::builder()
+            .in_memory()
+            .secure()
+            .configure(move |c| c.apiserver.credentials_dir = Some(dir))
+    };
+    let t = Instant::now();
+    let first = sandbox(pki.path().to_path_buf()).start().await?;
+    let generated = t.elapsed();
+    first.stop().await;
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let s = sandbox(pki.path().to_path_buf()).start().await?;
+        times.push(t.elapsed());
+        s.stop().await;
+    }
+    times.sort();
+    println!(
+        "startup (secure): Sandbox::start (in memory, controllers, 0 nodes) generating the CA {}; with the CA existing: median {} p90 {} max {} ({rounds} rounds)",
+        ms(generated),
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.9)),
+        ms(percentile(&times, 1.0))
+    );
+    Ok(())
+}
+
 fn configmap(name: &str, payload: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name}, "data": {"payload": payload}})
 }
 
 /// Durable creates/s over HTTP against the on-disk store.
-async fn creates(load: Duration) -> Result<(), Error> {
+async fn creates(load: Duration, secure: bool) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let config = ControlPlaneConfig {
+    let mut config = ControlPlaneConfig {
         storage: Storage::Dir(dir.path().to_path_buf()),
         kubeconfig: Some(dir.path().join("kubeconfig")),
         ..in_memory_config()
     };
+    if secure {
+        config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
+    }
     let plane = ControlPlane::start(config).await?;
     let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
     let payload = "x".repeat(1024);
     for clients in [1usize, 16, 64] {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(clients)
-            .build()?;
+        let http = admin_http(
+            &plane,
+            reqwest::Client::builder().pool_max_idle_per_host(clients),
+        )?;
         let done = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(AtomicU64::new(0));
         let shed = Arc::new(AtomicU64::new(0));

@@ -37,6 +37,25 @@ pub enum Command {
     Kubelet(KubeletArgs),
     /// Measure the performance figures; their targets and recorded results are in BENCHMARKS.md.
     Bench(crate::bench::BenchArgs),
+    /// Print a kubeconfig for a user of a secure cluster, with a client certificate signed by
+    /// the data directory's CA (`CN=<user>`, `O=<group>` for each group).
+    Kubeconfig(KubeconfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KubeconfigArgs {
+    /// Data directory of the cluster (default: the per-user data directory).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The user name (the certificate's CN).
+    #[arg(long)]
+    pub user: String,
+    /// A group of the user (the certificate's O); may be repeated.
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
+    /// Server URL (default: the one in the data directory's kubeconfig).
+    #[arg(long)]
+    pub server: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -63,7 +82,7 @@ pub struct UpArgs {
 
 #[derive(Debug, Args)]
 pub struct ApiserverArgs {
-    /// Address to listen on (loopback only unless TLS and authentication are configured).
+    /// Address to listen on; any address but loopback implies --secure.
     #[arg(long, default_value = "127.0.0.1")]
     pub address: IpAddr,
     /// Port to listen on; 0 picks a free port.
@@ -107,6 +126,20 @@ pub struct ApiserverArgs {
     /// ValidatingAdmissionWebhook, ResourceQuota).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub disable_admission_plugins: String,
+    /// Serve HTTPS with the data directory's CA and authenticate and authorize every request
+    /// (RBAC). Implied by a non-loopback --address or a --token-auth-file.
+    #[arg(long)]
+    pub secure: bool,
+    /// Static bearer tokens, one `token,user,uid,"group1,group2"` per line (kube-apiserver's
+    /// format); implies --secure.
+    #[arg(long, value_name = "FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Serve requests without credentials as system:anonymous (kube-apiserver's default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+    /// More names or addresses for the serving certificate; may be repeated.
+    #[arg(long = "tls-san", value_name = "NAME")]
+    pub tls_sans: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -222,8 +255,46 @@ impl ApiserverArgs {
                 &self.disable_admission_plugins,
             )
             .map_err(Error::Component)?;
+        if self.secure || self.token_auth_file.is_some() || !self.address.is_loopback() {
+            config.secure = Some(apiserver::config::SecureConfig {
+                tls_hosts: self.tls_sans.clone(),
+                token_auth_file: self.token_auth_file.clone(),
+                anonymous: self.anonymous_auth,
+            });
+        }
         Ok(config)
     }
+}
+
+/// `minik8s kubeconfig`: a kubeconfig for `--user` signed by the data directory's CA.
+fn user_kubeconfig(args: &KubeconfigArgs) -> Result<String, Error> {
+    let dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(crate::datadir::default_dir);
+    let pki = dir.join("pki");
+    // The CA is the cluster's: never generate one here.
+    if !pki.join("ca.crt").exists() || !pki.join("ca.key").exists() {
+        return Err(Error::Component(format!(
+            "{} has no CA: start the cluster once with `minik8s up --secure --data-dir {}`",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let server = match &args.server {
+        Some(url) => url.clone(),
+        None => client::Config::from_kubeconfig(&dir.join("kubeconfig"))
+            .map(|c| c.server)
+            .unwrap_or_else(|_| "https://127.0.0.1:6443".to_string()),
+    };
+    let creds = apiserver::authn::Credentials::load_or_generate(
+        Some(&pki),
+        apiserver::authn::DEFAULT_ISSUER,
+    )
+    .map_err(|e| Error::Component(e.to_string()))?;
+    let users = crate::control_plane::Users::new(server, Some(std::sync::Arc::new(creds)));
+    let issued = users.issue(&args.user, &args.groups)?;
+    Ok(users.kubeconfig(issued.as_ref()))
 }
 
 impl RemoteArgs {
@@ -245,6 +316,10 @@ impl RemoteArgs {
 /// Runs a parsed command until `shutdown` (the process's signal token) fires.
 pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
     match cli.command {
+        Command::Kubeconfig(args) => {
+            print!("{}", user_kubeconfig(&args)?);
+            Ok(())
+        }
         Command::Up(args) => {
             // Without a data directory the kubeconfig goes to a temporary one, removed at exit.
             let scratch = match (&args.kubeconfig, args.server.in_memory) {

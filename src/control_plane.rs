@@ -80,6 +80,74 @@ pub fn require_loopback(addr: SocketAddr) -> Result<(), Error> {
     }
 }
 
+/// The admin of a secure cluster, as kubeadm's and kind's admin kubeconfig.
+pub const ADMIN_USER: &str = "kubernetes-admin";
+/// The admin's group: everything is allowed (`user.SystemPrivilegedGroup`).
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// Identities of one control plane: with a CA (secure mode) client certificates it signs,
+/// without one (plain HTTP) nothing to carry.
+#[derive(Clone)]
+pub struct Users {
+    url: String,
+    credentials: Option<Arc<apiserver::authn::Credentials>>,
+}
+
+impl std::fmt::Debug for Users {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Users")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Users {
+    /// Users of the server at `url` whose CA is `credentials`' (`None`: plain HTTP).
+    pub fn new(url: String, credentials: Option<Arc<apiserver::authn::Credentials>>) -> Self {
+        Users { url, credentials }
+    }
+
+    /// A client certificate for `user` in `groups`; `None` on a plain server.
+    pub fn issue(
+        &self,
+        user: &str,
+        groups: &[String],
+    ) -> Result<Option<apiserver::authn::pki::Issued>, Error> {
+        match &self.credentials {
+            Some(creds) => apiserver::authn::pki::client(creds, user, groups)
+                .map(Some)
+                .map_err(Error::Apiserver),
+            None => Ok(None),
+        }
+    }
+
+    /// A client configuration as the holder of `identity`.
+    pub fn client_config(
+        &self,
+        identity: Option<&apiserver::authn::pki::Issued>,
+    ) -> client::Config {
+        let mut cfg = client::Config::new(self.url.clone());
+        if let (Some(creds), Some(id)) = (&self.credentials, identity) {
+            cfg.ca_pem = Some(creds.ca_pem().as_bytes().to_vec());
+            cfg.identity_pem = Some(format!("{}\n{}", id.cert_pem, id.key_pem).into_bytes());
+        }
+        cfg
+    }
+
+    /// A kubeconfig as the holder of `identity`.
+    pub fn kubeconfig(&self, identity: Option<&apiserver::authn::pki::Issued>) -> String {
+        let tls = match (&self.credentials, identity) {
+            (Some(creds), Some(id)) => Some(crate::kubeconfig::Tls {
+                ca_pem: creds.ca_pem(),
+                cert_pem: &id.cert_pem,
+                key_pem: &id.key_pem,
+            }),
+            _ => None,
+        };
+        crate::kubeconfig::render_with(&self.url, None, tls)
+    }
+}
+
 /// Where objects live.
 #[derive(Debug, Clone)]
 pub enum Storage {
@@ -157,6 +225,8 @@ impl Default for ControlPlaneConfig {
 pub struct ControlPlane {
     addr: SocketAddr,
     url: String,
+    /// Issues client certificates of this cluster's CA (secure mode).
+    users: Users,
     kubeconfig: Option<PathBuf>,
     client: client::Client,
     store: Arc<dyn store::Store>,
@@ -173,8 +243,16 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Opens the store, serves the API, starts the components, writes the kubeconfig.
-    pub async fn start(config: ControlPlaneConfig) -> Result<Self, Error> {
-        require_loopback(config.listen)?;
+    pub async fn start(mut config: ControlPlaneConfig) -> Result<Self, Error> {
+        // Any address but loopback implies the secure mode (issue 18): nothing is served there
+        // without TLS and authentication.
+        if !config.listen.ip().is_loopback() && config.apiserver.secure.is_none() {
+            config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
+        }
+        let secure = config.apiserver.secure.is_some();
+        if !secure {
+            require_loopback(config.listen)?;
+        }
         // Read before anything starts, so a bad file fails fast.
         let mut crds = config.crds.clone();
         for dir in &config.crd_dirs {
@@ -223,7 +301,18 @@ impl ControlPlane {
             addr: config.listen,
             source,
         })?;
-        let url = format!("http://{addr}");
+        // A server on every address is reached through loopback by its own components and
+        // kubeconfig.
+        let reach = if addr.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        } else {
+            addr
+        };
+        let url = if secure {
+            format!("https://{reach}")
+        } else {
+            format!("http://{reach}")
+        };
         let shutdown = CancellationToken::new();
         let components = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -237,6 +326,18 @@ impl ControlPlane {
                 Storage::Etcd(etcd) => etcd.credentials_dir.clone(),
                 _ => data_dir.as_ref().map(|d| d.path().join("pki")),
             };
+        }
+        if let Some(secure) = apiserver_config.secure.as_mut() {
+            // The serving certificate names the address the server is reached at.
+            if !addr.ip().is_unspecified() {
+                secure.tls_hosts.push(addr.ip().to_string());
+            }
+            let advertised = apiserver_config.advertise_address.clone();
+            if let Some((host, _)) = advertised.rsplit_once(':') {
+                secure
+                    .tls_hosts
+                    .push(host.trim_matches(['[', ']']).to_string());
+            }
         }
         // The ServiceAccount plugin requires the `default` accounts the serviceaccount controller
         // creates: a control plane whose controller manager runs without it (a test enabling
@@ -268,9 +369,15 @@ impl ControlPlane {
             .map_err(|e| Error::Apiserver(e.to_string()))?;
         // The cluster CA, which the root CA publisher puts into every namespace.
         let root_ca = state.credentials.ca_pem().to_string();
+        let credentials = state.credentials.clone();
         tracker.spawn(apiserver::server::serve(listener, state, shutdown.clone()));
 
-        let client = client::Client::new(client::Config::new(url.clone()))
+        let users = Users {
+            url: url.clone(),
+            credentials: secure.then_some(credentials),
+        };
+        let admin = users.issue(ADMIN_USER, &[ADMIN_GROUP.to_string()])?;
+        let client = client::Client::new(users.client_config(admin.as_ref()))
             .map_err(|e| Error::Client(Box::new(e)))?;
         if !crds.is_empty() {
             if let Err(e) = crate::crds::install(&client, &crds, config.crd_wait).await {
@@ -285,8 +392,9 @@ impl ControlPlane {
             }
         }
         // Each component its own client, named as upstream's (its field manager in managedFields).
+        // The components act as the admin (TLS and `system:masters` in secure mode).
         let component_client = |component: &str| {
-            let mut cfg = client::Config::new(url.clone());
+            let mut cfg = users.client_config(admin.as_ref());
             cfg.user_agent = user_agent(component);
             client::Client::new(cfg).map_err(|e| Error::Client(Box::new(e)))
         };
@@ -341,7 +449,8 @@ impl ControlPlane {
             (None, None) => None,
         };
         if let Some(path) = &kubeconfig {
-            crate::kubeconfig::write(path, &url, None).map_err(|source| Error::Kubeconfig {
+            let text = users.kubeconfig(admin.as_ref());
+            crate::kubeconfig::write_text(path, &text).map_err(|source| Error::Kubeconfig {
                 path: path.clone(),
                 source,
             })?;
@@ -361,6 +470,7 @@ impl ControlPlane {
         Ok(Self {
             addr,
             url,
+            users,
             kubeconfig,
             client,
             store,
@@ -393,6 +503,11 @@ impl ControlPlane {
 
     pub fn kubelets(&self) -> Option<&kubelet_fake::FakeKubelets> {
         self.kubelets.as_ref()
+    }
+
+    /// The users of this control plane: client certificates and kubeconfigs for any identity.
+    pub fn users(&self) -> &Users {
+        &self.users
     }
 
     /// Stops everything in order, then flushes and closes the store. Bounded by [`SHUTDOWN_DEADLINE`].

@@ -95,6 +95,17 @@ impl SandboxBuilder {
         self
     }
 
+    /// Serve HTTPS and authenticate and authorize every request (RBAC with the bootstrap
+    /// policy), as a kube-apiserver does. The sandbox's own client and kubeconfig act as the
+    /// admin (`kubernetes-admin` in `system:masters`); [`Sandbox::add_user`] makes others.
+    pub fn secure(mut self) -> Self {
+        self.config
+            .apiserver
+            .secure
+            .get_or_insert_with(apiserver::config::SecureConfig::default);
+        self
+    }
+
     /// Full access to the configuration of every component.
     pub fn configure(mut self, f: impl FnOnce(&mut ControlPlaneConfig)) -> Self {
         f(&mut self.config);
@@ -177,6 +188,41 @@ impl Sandbox {
 
     pub fn kubelets(&self) -> Option<&kubelet_fake::FakeKubelets> {
         self.plane().kubelets()
+    }
+
+    /// A user of a secure sandbox, like envtest's `AddUser`: a client acting as `name` in
+    /// `groups` (a client certificate of the sandbox's CA) and the path of a kubeconfig for
+    /// it (for kubectl, client-go, kube-rs with TLS). On a plain sandbox the client and
+    /// kubeconfig act as the admin, as every request there does.
+    pub fn add_user(
+        &self,
+        name: &str,
+        groups: &[&str],
+    ) -> Result<(client::Client, PathBuf), Error> {
+        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        let users = self.plane().users();
+        let issued = users.issue(name, &groups)?;
+        let client = client::Client::new(users.client_config(issued.as_ref()))
+            .map_err(|e| Error::Client(Box::new(e)))?;
+        // One file per user name, beside the sandbox's own kubeconfig.
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self._dir.path().join(format!("kubeconfig-{safe}"));
+        crate::kubeconfig::write_text(&path, &users.kubeconfig(issued.as_ref())).map_err(
+            |source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            },
+        )?;
+        Ok((client, path))
     }
 
     /// A kube-rs client for this control plane (feature `kube`).

@@ -63,6 +63,32 @@ pub struct Config {
     /// which it always does today (it binds loopback only); a server that authenticates every
     /// request (TLS and credentials) turns it off.
     pub loopback_guard: bool,
+    /// Serve HTTPS and authenticate and authorize every request (`minik8s up --secure`);
+    /// `None`: plain HTTP on loopback, every request acting as the admin.
+    pub secure: Option<SecureConfig>,
+}
+
+/// The settings of a secure server ([`crate::authn`], [`crate::authz`], [`crate::http::tls`]).
+#[derive(Debug, Clone)]
+pub struct SecureConfig {
+    /// Names and addresses the serving certificate is for, besides `localhost`, `127.0.0.1`,
+    /// `::1` and the `kubernetes` Service's names (the advertised address, `--tls-san`s).
+    pub tls_hosts: Vec<String>,
+    /// `--token-auth-file`: static bearer tokens, upstream's CSV.
+    pub token_auth_file: Option<std::path::PathBuf>,
+    /// `--anonymous-auth` (upstream's default: on; the bootstrap policy lets anonymous requests
+    /// read only `/healthz`, `/livez`, `/readyz` and `/version`).
+    pub anonymous: bool,
+}
+
+impl Default for SecureConfig {
+    fn default() -> Self {
+        SecureConfig {
+            tls_hosts: Vec::new(),
+            token_auth_file: None,
+            anonymous: true,
+        }
+    }
 }
 
 impl Default for Config {
@@ -89,6 +115,7 @@ impl Default for Config {
             components: Default::default(),
             admission: crate::admission::AdmissionConfig::without_controllers(),
             loopback_guard: true,
+            secure: None,
         }
     }
 }

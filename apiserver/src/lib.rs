@@ -127,7 +127,8 @@ pub fn app(state: AppState) -> Router {
         state.config.request_timeout,
         state.metrics.clone(),
     );
-    let guard = state.config.loopback_guard;
+    // A secure server authenticates every request: the guard protects only a server without.
+    let guard = state.config.loopback_guard && state.security.is_none();
     let router = Router::new()
         .route("/version", get(version))
         .route("/healthz", get(ok))
@@ -150,12 +151,27 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}", any(handlers::group_root))
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
-        .fallback(not_found)
+        .fallback(not_found);
+    // Authorization runs inside the in-flight limits, authentication outside (upstream's order).
+    let router = if state.security.is_some() {
+        router.layer(middleware::from_fn_with_state(
+            state.clone(),
+            authz::filter::filter,
+        ))
+    } else {
+        router
+    };
+    let router = router
         .layer(middleware::from_fn_with_state(limits, http::limits::limit))
-        // Outside the limiter: a body is read whole before its request takes a seat.
+        // Outside the limiter: a body is read whole before its request takes a seat (and after
+        // authentication, so an unauthenticated client's body is never read).
         .layer(middleware::from_fn_with_state(
             http::preread::PreRead::new(&state.config),
             http::preread::preread,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            authn::filter::filter,
         ));
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
     let router = if guard {

@@ -89,7 +89,7 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
         max_connections,
         "serving; connections past the bound wait in the kernel backlog"
     );
-    let router = crate::app(state);
+    let router = crate::app(state.clone());
     let conns = Arc::new(Semaphore::new(max_connections));
     let tracker = TaskTracker::new();
     let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -120,14 +120,27 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
         };
         backoff = ACCEPT_BACKOFF_MIN;
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
         let token = shutdown.clone();
         let header_timeout = config.header_read_timeout;
+        if let Some(security) = &state.security {
+            let (router, security) = (router.clone(), security.clone());
+            tracker.spawn(async move {
+                let _permit = permit;
+                crate::http::tls::serve_connection(
+                    stream,
+                    peer,
+                    router,
+                    &security,
+                    header_timeout,
+                    token,
+                )
+                .await;
+            });
+            continue;
+        }
+        let service = TowerToHyperService::new(router.clone());
         tracker.spawn(async move {
             let _permit = permit;
-            // A stream-wrapping step (a TLS handshake) goes here, bounded by `header_timeout`
-            // as Go bounds it by ReadHeaderTimeout: a client that stalls its handshake is closed
-            // on the same deadline as one that stalls its request head.
             serve_connection(TokioIo::new(stream), peer, service, header_timeout, token).await;
         });
     }
@@ -193,12 +206,15 @@ pub struct Server {
     pub shutdown: CancellationToken,
     /// The serving task; resolves when shutdown completed.
     pub handle: tokio::task::JoinHandle<Result<()>>,
+    /// Whether it serves HTTPS (`Config::secure`).
+    pub tls: bool,
 }
 
 impl Server {
-    /// `http://<addr>`.
+    /// `http://<addr>`, or `https://<addr>` for a secure server.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Cancels and waits for the shutdown to complete.
@@ -229,6 +245,7 @@ pub async fn start(config: Config, store: Arc<dyn store::Store>) -> Result<Serve
         .await
         .map_err(Error::Bootstrap)?;
     let token = shutdown.clone();
+    let tls = state.security.is_some();
     let handle = tokio::spawn(async move {
         serve(listener, state, token).await;
         Ok(())
@@ -237,5 +254,6 @@ pub async fn start(config: Config, store: Arc<dyn store::Store>) -> Result<Serve
         addr,
         shutdown,
         handle,
+        tls,
     })
 }

@@ -37,6 +37,8 @@ pub struct AppState {
     pub webhooks: Arc<crate::admission::webhook::Webhooks>,
     /// ValidatingAdmissionPolicy, its policies and bindings followed in the watch cache.
     pub policies: Arc<crate::admission::policy::Policies>,
+    /// TLS and authentication of a secure server (`config.secure`); `None` serves plain HTTP.
+    pub security: Option<Arc<crate::authn::Security>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -66,6 +68,13 @@ impl AppState {
             crate::authn::DEFAULT_ISSUER,
         )
         .map_err(|e| ApiError::internal("loading the service-account key and the CA", e))?;
+        let security = match &config.secure {
+            Some(secure) => Some(Arc::new(
+                crate::authn::Security::new(&credentials, secure)
+                    .map_err(|e| ApiError::internal("setting up TLS and authentication", e))?,
+            )),
+            None => None,
+        };
         let resources = Arc::new(ResourceRegistry::new());
         let ips = Arc::new(ClusterIpAllocator::new());
         crate::registry::builtin::register(&resources, &ips)
@@ -117,6 +126,7 @@ impl AppState {
             shutdown,
             credentials: Arc::new(credentials),
             httplog: Default::default(),
+            security,
         })
     }
 }

@@ -179,11 +179,20 @@ pub async fn scale(
     replicas: usize,
     nodes: usize,
     on_disk: bool,
+    secure: bool,
     deadline: Duration,
 ) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let config = super::plane::config(nodes, on_disk.then(|| dir.path()));
-    let storage = if on_disk { "sled on disk" } else { "in memory" };
+    let mut config = super::plane::config(nodes, on_disk.then(|| dir.path()));
+    if secure {
+        config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
+    }
+    let storage = match (on_disk, secure) {
+        (true, true) => "sled on disk, secure",
+        (true, false) => "sled on disk",
+        (false, true) => "in memory, secure",
+        (false, false) => "in memory",
+    };
     scale_on(replicas, nodes, config, storage, deadline).await
 }
 
@@ -203,7 +212,7 @@ pub async fn scale_on(
         ms(took)
     );
 
-    let http = reqwest::Client::new();
+    let http = super::admin_http(&plane, reqwest::Client::builder())?;
     let base = format!("{}/api/v1/namespaces/default", plane.url());
     let name = "web";
     let r = http

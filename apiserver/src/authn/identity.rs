@@ -1,12 +1,14 @@
-//! Who a request acts as.
+//! Who a request acts as: [`UserInfo`].
 //!
-//! The server has no authentication configured: every request acts as one fixed identity,
-//! [`UserInfo::admin`] — `system:admin` in the groups `system:masters` and
-//! `system:authenticated`, what a cluster's admin kubeconfig authenticates as. A request that
-//! impersonates (`kubectl --as`, the `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` headers) acts
-//! as the impersonated user, built as upstream's impersonation filter builds it (the admin may
-//! impersonate anyone): a service-account name gets the service-account groups, and every
-//! non-anonymous user gets `system:authenticated`.
+//! A secure server authenticates each request ([`super::authenticator`]). A server without
+//! authentication serves every request as one fixed identity, [`UserInfo::admin`] —
+//! `system:admin` in the groups `system:masters` and `system:authenticated`, what a cluster's
+//! admin kubeconfig authenticates as. On both, a request that impersonates (`kubectl --as`, the
+//! `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` headers) acts as the impersonated user, built as
+//! upstream's impersonation filter builds it ([`UserInfo::impersonated`]): a service-account
+//! name gets the service-account groups, and every non-anonymous user gets
+//! `system:authenticated`. Only a secure server checks that the impersonation is allowed
+//! ([`super::impersonation`]); without authentication the admin may impersonate anyone.
 
 use std::collections::BTreeMap;
 
@@ -54,8 +56,16 @@ impl UserInfo {
         }
     }
 
-    /// The identity of a request with `headers`: the admin, or whom it impersonates.
+    /// The identity of a request with `headers` on a server without authentication: the admin,
+    /// or whom it impersonates (the admin may impersonate anyone).
     pub fn of_request(headers: &HeaderMap) -> Self {
+        Self::impersonated(headers).unwrap_or_else(Self::admin)
+    }
+
+    /// The user the `Impersonate-*` headers name, built as upstream's impersonation filter
+    /// builds it, or `None` without `Impersonate-User`. Whether the request may impersonate is
+    /// [`super::impersonation`]'s question.
+    pub fn impersonated(headers: &HeaderMap) -> Option<Self> {
         let values = |name: &str| -> Vec<String> {
             headers
                 .get_all(name)
@@ -64,9 +74,7 @@ impl UserInfo {
                 .map(str::to_string)
                 .collect()
         };
-        let Some(username) = values("Impersonate-User").into_iter().next() else {
-            return Self::admin();
-        };
+        let username = values("Impersonate-User").into_iter().next()?;
         let mut groups = Vec::new();
         if let Some((ns, _)) = username
             .strip_prefix("system:serviceaccount:")
@@ -76,11 +84,7 @@ impl UserInfo {
             groups.push(format!("system:serviceaccounts:{ns}"));
         }
         groups.extend(values("Impersonate-Group"));
-        if username != "system:anonymous"
-            && !groups
-                .iter()
-                .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
-        {
+        if username != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".to_string());
         }
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -93,7 +97,7 @@ impl UserInfo {
                 extra.entry(key).or_default().push(v.to_string());
             }
         }
-        UserInfo {
+        Some(UserInfo {
             username,
             uid: values("Impersonate-Uid")
                 .into_iter()
@@ -101,7 +105,7 @@ impl UserInfo {
                 .unwrap_or_default(),
             groups,
             extra,
-        }
+        })
     }
 
     /// Whether the user is in `group`.

@@ -3,14 +3,22 @@
 //! tokens ([`token`]: TokenRequest issues them, TokenReview validates them), the OIDC discovery
 //! documents of the token issuer ([`oidc`]) and the CSR signer ([`signer`]).
 //!
-//! The server has no authentication configured: every request acts as [`identity::UserInfo::admin`]
+//! A secure server ([`crate::config::SecureConfig`]) authenticates every request
+//! ([`authenticator`]: client certificates, bearer tokens, anonymous) and checks impersonation
+//! ([`impersonation`]) in one step, [`filter`]; the certificates it issues for itself and its
+//! users are [`pki`]'s. Without it every request acts as [`identity::UserInfo::admin`]
 //! (`system:admin` in `system:masters`), or as the user it impersonates.
 
+pub mod authenticator;
 pub mod credentials;
+pub mod filter;
 pub mod identity;
+pub mod impersonation;
 pub mod oidc;
+pub mod pki;
 pub mod signer;
 pub mod token;
 
+pub use authenticator::Security;
 pub use credentials::{Credentials, CredentialsError, DEFAULT_ISSUER};
 pub use identity::UserInfo;

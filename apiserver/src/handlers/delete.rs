@@ -20,9 +20,7 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
     let name = ctx.target.require_name()?;
     let bytes = ctx.read_body(body).await?;
     let mut opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
-    opts.user = Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
-        &ctx.headers,
-    )));
+    opts.user = Some(ctx.user.clone());
     let resource = &ctx.target.resource;
     let d = ctx.store().delete(name, &opts).await?;
     let (obj, revision, json) = match d {
@@ -66,9 +64,7 @@ pub async fn delete(ctx: Ctx, body: Body) -> Result<Response> {
 pub async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response> {
     let bytes = ctx.read_body(body).await?;
     let mut opts = DeleteOptions::decode(content_type(&ctx.headers), &bytes, &ctx.query)?;
-    opts.user = Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
-        &ctx.headers,
-    )));
+    opts.user = Some(ctx.user.clone());
     let list_opts = ListOptions::from_query(&ctx.query)?;
     let store = ctx.store();
     let deleted = store.delete_collection(&opts, &list_opts).await?;

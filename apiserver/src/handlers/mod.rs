@@ -54,6 +54,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         state,
         target,
         query: Query::parse(parts.uri.query()),
+        user: crate::authn::filter::user_of(&parts.extensions, &parts.headers),
         headers: parts.headers,
     };
     let mut unstored_body = Some(body);

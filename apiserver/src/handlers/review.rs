@@ -11,14 +11,13 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use crate::authn::identity::UserInfo;
-use crate::authn::token::{self, Found, Lookup};
+use crate::authn::token;
 use crate::authz::{self, Attributes};
 use crate::error::{ApiError, Result};
 use crate::http::body::decode_object;
 use crate::http::render::{encode, output};
 use crate::http::request::Ctx;
 use crate::registry::store::CachedObjects;
-use crate::registry::Objects;
 use api::validation::{FieldError, FieldErrorKind};
 
 fn now() -> i64 {
@@ -78,31 +77,6 @@ pub async fn create(ctx: Ctx, method: Method, body: Body) -> Result<Response> {
     respond(&ctx, out)
 }
 
-/// Lookups for token validation from the watch cache, with upstream's getter errors.
-struct CacheLookup<'a>(CachedObjects<'a>);
-
-impl Lookup for CacheLookup<'_> {
-    fn find(&self, kind: &str, namespace: &str, name: &str) -> std::result::Result<Found, String> {
-        let (plural, ns) = match kind {
-            "ServiceAccount" => ("serviceaccounts", Some(namespace)),
-            "Pod" => ("pods", Some(namespace)),
-            "Secret" => ("secrets", Some(namespace)),
-            _ => ("nodes", None),
-        };
-        let obj = self
-            .0
-            .get("", plural, ns, name)
-            .ok_or_else(|| format!("{plural} \"{name}\" not found"))?;
-        let deleted = api::meta::deletion_timestamp(&obj)
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .is_some_and(|t| t.as_second() < now() - token::LEEWAY_SECONDS);
-        Ok(Found {
-            uid: api::meta::uid(&obj).unwrap_or("").to_string(),
-            deleted,
-        })
-    }
-}
-
 fn token_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let token_text = spec.get("token").and_then(Value::as_str).unwrap_or("");
@@ -121,7 +95,7 @@ fn token_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
                 .collect()
         })
         .unwrap_or_default();
-    let lookup = CacheLookup(CachedObjects::new(&ctx.state));
+    let lookup = crate::authn::authenticator::CacheLookup(CachedObjects::new(&ctx.state));
     let verdict = token::validate(
         &ctx.state.credentials,
         token_text,
@@ -149,7 +123,7 @@ fn token_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
 }
 
 fn self_subject_review(ctx: &Ctx, _obj: Value) -> Value {
-    let user = UserInfo::of_request(&ctx.headers);
+    let user = (*ctx.user).clone();
     json!({
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
@@ -364,7 +338,7 @@ fn self_subject_access_review(ctx: &Ctx, obj: Value) -> Result<Value> {
     if !errs.is_empty() {
         return Err(reject("SelfSubjectAccessReview", &errs));
     }
-    let user = UserInfo::of_request(&ctx.headers);
+    let user = (*ctx.user).clone();
     Ok(decide(ctx, obj, user))
 }
 
@@ -436,7 +410,7 @@ fn self_subject_rules_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
     if namespace.is_empty() {
         return Err(ApiError::bad_request("no namespace on request"));
     }
-    let user = UserInfo::of_request(&ctx.headers);
+    let user = (*ctx.user).clone();
     let objects = CachedObjects::new(&ctx.state);
     let (rules, errors) = authz::rules_for(&objects, &user, &namespace);
     let mut resource_rules = Vec::new();

@@ -11,3 +11,4 @@ pub mod preread;
 pub mod query;
 pub mod render;
 pub mod request;
+pub mod tls;

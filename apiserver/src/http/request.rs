@@ -87,6 +87,8 @@ pub struct Ctx {
     pub query: Query,
     /// Request headers.
     pub headers: HeaderMap,
+    /// Who the request acts as ([`crate::authn::filter`]).
+    pub user: Arc<crate::authn::UserInfo>,
 }
 
 impl Ctx {
@@ -121,9 +123,7 @@ impl Ctx {
             field_validation: q.field_validation,
             force: q.force.unwrap_or(false),
             warnings: Default::default(),
-            user: Some(std::sync::Arc::new(crate::authn::UserInfo::of_request(
-                &self.headers,
-            ))),
+            user: Some(self.user.clone()),
             audit_annotations: Default::default(),
         })
     }

@@ -116,6 +116,11 @@ impl Client {
         if cfg.insecure_skip_verify {
             b = b.danger_accept_invalid_certs(true);
         }
+        if let Some(pem) = &cfg.identity_pem {
+            let identity = reqwest::Identity::from_pem(pem)
+                .map_err(|e| Error::Config(format!("client certificate: {e}")))?;
+            b = b.identity(identity);
+        }
         let http = b
             .build()
             .map_err(|e| Error::Config(format!("http client: {e}")))?;

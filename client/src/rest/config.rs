@@ -25,6 +25,9 @@ pub struct Config {
     pub ca_pem: Option<Vec<u8>>,
     /// Skip TLS certificate verification (kubeconfig `insecure-skip-tls-verify`).
     pub insecure_skip_verify: bool,
+    /// Client certificate and its PKCS#8 key, PEM, concatenated (kubeconfig
+    /// `client-certificate(-data)` and `client-key(-data)`): the x509 identity.
+    pub identity_pem: Option<Vec<u8>>,
     /// Client-side token-bucket rate, requests per second; `<= 0` disables the limiter, which is the
     /// default so an in-process sandbox is never throttled. (client-go's default is 5 QPS / burst 10;
     /// kube-controller-manager runs with 20 / 30.)
@@ -45,6 +48,7 @@ impl Config {
             token: None,
             ca_pem: None,
             insecure_skip_verify: false,
+            identity_pem: None,
             qps: 0.0,
             burst: 0,
             timeout: Duration::from_secs(30),
@@ -100,6 +104,38 @@ struct User {
     token: Option<String>,
     #[serde(rename = "tokenFile")]
     token_file: Option<String>,
+    #[serde(rename = "client-certificate")]
+    client_certificate: Option<String>,
+    #[serde(rename = "client-certificate-data")]
+    client_certificate_data: Option<String>,
+    #[serde(rename = "client-key")]
+    client_key: Option<String>,
+    #[serde(rename = "client-key-data")]
+    client_key_data: Option<String>,
+}
+
+/// Inline `*-data` (base64) or a file, of a kubeconfig entry.
+fn data_or_file(
+    base: &Path,
+    data: Option<&String>,
+    file: Option<&String>,
+    what: &str,
+) -> std::result::Result<Option<Vec<u8>>, String> {
+    if let Some(data) = data {
+        return base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map(Some)
+            .map_err(|e| format!("{what}-data: {e}"));
+    }
+    match file {
+        Some(f) => {
+            let p = resolve_path(base, f);
+            std::fs::read(&p)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", p.display()))
+        }
+        None => Ok(None),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -156,6 +192,23 @@ impl Kubeconfig {
                 let t = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
                 cfg.token = Some(t.trim().to_string());
             }
+            let cert = data_or_file(
+                base,
+                user.client_certificate_data.as_ref(),
+                user.client_certificate.as_ref(),
+                "client-certificate",
+            )?;
+            let key = data_or_file(
+                base,
+                user.client_key_data.as_ref(),
+                user.client_key.as_ref(),
+                "client-key",
+            )?;
+            if let (Some(mut cert), Some(key)) = (cert, key) {
+                cert.push(b'\n');
+                cert.extend(key);
+                cfg.identity_pem = Some(cert);
+            }
         }
         Ok(cfg)
     }
@@ -206,6 +259,20 @@ contexts:
         let cfg = Config::from_kubeconfig(&path)?;
         assert_eq!(cfg.ca_pem.as_deref(), Some(&b"DATA"[..]));
         assert!(cfg.token.is_none());
+        assert!(cfg.identity_pem.is_none());
+
+        // A client certificate: inline data, or a file beside the kubeconfig for the key.
+        std::fs::write(dir.path().join("key.pem"), b"KEY")
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let cert = base64::engine::general_purpose::STANDARD.encode("CERT");
+        let kc3 = format!(
+            "current-context: a\ncontexts: [{{name: a, context: {{cluster: c, user: u}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: 'https://h:1'}}}}]\n\
+             users: [{{name: u, user: {{client-certificate-data: {cert}, client-key: key.pem}}}}]\n"
+        );
+        std::fs::write(&path, kc3).map_err(|e| Error::Config(e.to_string()))?;
+        let cfg = Config::from_kubeconfig(&path)?;
+        assert_eq!(cfg.identity_pem.as_deref(), Some(&b"CERT\nKEY"[..]));
 
         std::fs::write(&path, "current-context: missing\n")
             .map_err(|e| Error::Config(e.to_string()))?;

@@ -1,0 +1,31 @@
+//! The authorization step of every request on a secure server (upstream's `WithAuthorization`):
+//! the request's attributes ([`super::request_info`]) are decided by [`super::authorize`]; a
+//! refusal is 403 with upstream's message. It runs after authentication and the in-flight
+//! limits, before any handler.
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::authn::filter::user_of;
+use crate::error::ApiError;
+use crate::registry::store::CachedObjects;
+use crate::state::AppState;
+
+/// The middleware.
+pub async fn filter(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let user = user_of(req.extensions(), req.headers());
+    let attrs = super::request_info::attributes(
+        (*user).clone(),
+        req.method().as_str(),
+        req.uri().path(),
+        req.uri().query(),
+    );
+    let decision = super::authorize(&CachedObjects::new(&state), &attrs);
+    if !decision.allowed {
+        tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");
+        return ApiError::from(super::request_info::forbidden(&attrs, &decision.reason))
+            .into_response();
+    }
+    next.run(req).await
+}
