@@ -3,7 +3,8 @@
 //! Layout: [`server`] accepts connections (header-read timeout, connection cap, graceful
 //! shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
 //! handlers of [`handlers`] (HTTP only), behind the loopback guard of [`http::loopback`] (no
-//! browser origins, no foreign `Host`) and the in-flight/timeout limits of [`http::limits`].
+//! browser origins, no foreign `Host`) the request time limit of [`http::limits`] and API Priority and Fairness
+//! ([`flowcontrol`]).
 //! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
 //! says what is served, its generic [`Store`](registry::Store) implements every verb (one
 //! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
@@ -22,6 +23,7 @@ pub mod components;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod flowcontrol;
 pub mod handlers;
 pub mod health;
 pub mod http;
@@ -62,7 +64,9 @@ async fn ok() -> &'static str {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     state.metrics.set_revision(state.cache.revision());
-    let mut r = state.metrics.render().into_response();
+    let mut text = state.metrics.render();
+    state.flowcontrol.render_metrics(&mut text);
+    let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -119,12 +123,6 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
 
 /// The router of one apiserver.
 pub fn app(state: AppState) -> Router {
-    let limits = http::limits::Limits::new(
-        state.config.max_read_inflight,
-        state.config.max_mutating_inflight,
-        state.config.request_timeout,
-        state.metrics.clone(),
-    );
     let guard = state.config.loopback_guard;
     let router = Router::new()
         .route("/version", get(version))
@@ -149,7 +147,14 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(limits, http::limits::limit));
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            flowcontrol::filter::filter,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.config.request_timeout,
+            http::limits::timeout,
+        ));
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
     let router = if guard {
         router.layer(http::loopback::LoopbackGuardLayer)
