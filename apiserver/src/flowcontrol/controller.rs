@@ -4,7 +4,11 @@
 //!
 //! One task per apiserver watches both prefixes from a snapshot (re-made after a pause when the
 //! cache drops the watch: it fell behind or relisted), keeps the current objects by key, and
-//! after each batch of events digests them all and calls [`FlowControl::apply`]. Requests never
+//! after each batch of events digests them all and calls [`FlowControl::apply`] — but not before
+//! the store has held every bootstrap object once: while the bootstrap writes them one by one
+//! (a fresh store), a partial set would send requests to `catch-all`, so the built-in bootstrap
+//! configuration stays in force until then; from then on the objects are followed as they are,
+//! deletions included. Requests never
 //! read the store: they read the last applied [`super::Dispatch`]. Objects that do not decode
 //! are skipped (the strategies validate them on write).
 
@@ -30,6 +34,25 @@ const REWATCH_PAUSE: Duration = Duration::from_millis(100);
 struct Objects {
     levels: BTreeMap<String, Arc<Value>>,
     schemas: BTreeMap<String, Arc<Value>>,
+}
+
+/// Whether every bootstrap object is among `objects` (by storage key).
+fn bootstrapped(objects: &Objects) -> bool {
+    let has = |map: &BTreeMap<String, Arc<Value>>, prefix: &str, objs: Vec<Value>| {
+        objs.iter().all(|o| {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            map.contains_key(&format!("{prefix}{name}"))
+        })
+    };
+    has(
+        &objects.levels,
+        PRIORITY_LEVELS,
+        crate::bootstrap::flowcontrol::priority_levels(),
+    ) && has(
+        &objects.schemas,
+        FLOW_SCHEMAS,
+        crate::bootstrap::flowcontrol::flow_schemas(),
+    )
 }
 
 impl Objects {
@@ -72,6 +95,7 @@ pub async fn run(fc: Arc<FlowControl>, cache: Arc<WatchCache>, shutdown: Cancell
     let mut borrowing = tokio::time::interval(super::borrowing::ADJUSTMENT_PERIOD);
     borrowing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     borrowing.tick().await;
+    let mut following = false;
     loop {
         let (Some(mut s), Some(mut l)) =
             (watch(&cache, FLOW_SCHEMAS), watch(&cache, PRIORITY_LEVELS))
@@ -82,8 +106,8 @@ pub async fn run(fc: Arc<FlowControl>, cache: Arc<WatchCache>, shutdown: Cancell
         for ev in s.initial.drain(..).chain(l.initial.drain(..)) {
             objects.apply(&ev);
         }
-        // An empty store (before bootstrap) keeps the bootstrap configuration in force.
-        if !objects.levels.is_empty() || !objects.schemas.is_empty() {
+        following = following || bootstrapped(&objects);
+        if following {
             objects.put_in_force(&fc);
         }
         loop {
@@ -102,7 +126,10 @@ pub async fn run(fc: Arc<FlowControl>, cache: Arc<WatchCache>, shutdown: Cancell
             while let Ok(ev) = s.rx.try_recv().or_else(|_| l.rx.try_recv()) {
                 objects.apply(&ev);
             }
-            objects.put_in_force(&fc);
+            following = following || bootstrapped(&objects);
+            if following {
+                objects.put_in_force(&fc);
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
