@@ -66,7 +66,7 @@ pub async fn filter(State(state): State<AppState>, req: Request, next: Next) -> 
             &digest.info,
             initial_events,
             || stored_objects(&state, &digest.info),
-            schema.level.max_seats(),
+            schema.max_seats,
         );
         let wait_limit = state.config.request_timeout / 4;
         match acquire(schema, hash, seats, wait_limit).await {

@@ -22,6 +22,8 @@ use super::stats::LevelGauges;
 type Waiter = oneshot::Sender<Seat>;
 
 struct State {
+    /// The configuration in force (a change of anything else leaves the level alone).
+    spec: LevelSpec,
     exempt: bool,
     limits: Limits,
     qs: QueueSet<Waiter>,
@@ -74,6 +76,7 @@ impl Level {
         let level = Arc::new(Level {
             name: spec.name.clone(),
             state: Mutex::new(State {
+                spec: spec.clone(),
                 exempt: spec.exempt,
                 limits,
                 qs: QueueSet::new(spec.queuing, limits.nominal, now),
@@ -95,11 +98,16 @@ impl Level {
     }
 
     /// Applies a changed configuration: new queuing parameters, and the nominal limit as the
-    /// current one until the next borrowing adjustment.
+    /// current one until the next borrowing adjustment. An unchanged level (another object
+    /// changed) keeps its current, borrowed limit.
     pub fn reconfigure(self: &Arc<Self>, spec: &LevelSpec, limits: Limits) {
         let now = Instant::now();
         let dispatched = {
             let mut st = self.state.lock();
+            if st.spec == *spec && st.limits == limits {
+                return;
+            }
+            st.spec = spec.clone();
             st.exempt = spec.exempt;
             st.limits = limits;
             st.qs.reconfigure(spec.queuing, now);
@@ -108,11 +116,6 @@ impl Level {
             st.dispatch(now)
         };
         self.deliver(dispatched);
-    }
-
-    /// The widest request this level admits.
-    pub fn max_seats(&self) -> u32 {
-        self.state.lock().limits.max_seats
     }
 
     /// Queues a request of `seats` of the flow `hash`: its id and the channel its [`Seat`]

@@ -53,6 +53,8 @@ pub struct Schema {
     pub spec: SchemaSpec,
     pub level_spec: Arc<LevelSpec>,
     pub level: Arc<Level>,
+    /// The widest request of its level.
+    pub max_seats: u32,
     pub stats: Arc<FlowStats>,
     /// `X-Kubernetes-PF-FlowSchema-UID`.
     pub uid_header: HeaderValue,
@@ -163,18 +165,18 @@ impl FlowControl {
                     }
                     None => Level::new(spec, l, now),
                 };
-                by_name.insert(spec.name.clone(), (spec.clone(), level));
+                by_name.insert(spec.name.clone(), (spec.clone(), level, l.max_seats));
             }
             *current = by_name
                 .iter()
-                .map(|(n, (_, level))| (n.clone(), level.clone()))
+                .map(|(n, (_, level, _))| (n.clone(), level.clone()))
                 .collect();
         }
         classify::sort(&mut schemas);
         let mut dispatch = Dispatch::default();
         let mut flows = self.flows.lock();
         for spec in schemas {
-            let Some((level_spec, level)) = by_name.get(&spec.level) else {
+            let Some((level_spec, level, max_seats)) = by_name.get(&spec.level) else {
                 dispatch
                     .dangling
                     .push((spec.name.clone(), spec.level.clone()));
@@ -189,6 +191,7 @@ impl FlowControl {
                 level_uid_header: header_value(&level_spec.uid),
                 level_spec: level_spec.clone(),
                 level: level.clone(),
+                max_seats: *max_seats,
                 stats,
                 spec,
             });
@@ -241,5 +244,73 @@ impl FlowControl {
             .map(|(n, l)| (n.clone(), l.gauges.clone()))
             .collect();
         stats::render(out, &flows, &levels);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_level_borrows_what_idle_levels_lend() {
+        let fc = FlowControl::new(600);
+        let (Some(busy), Some(idle)) = (fc.level("global-default"), fc.level("workload-low"))
+        else {
+            panic!("bootstrap levels missing");
+        };
+        assert_eq!(busy.load(), (0, 0, 49));
+        // 149 one-seat requests of as many flows: 49 run, 100 wait.
+        let held: Vec<_> = (0..149u64)
+            .map(|i| busy.enqueue(shuffle::flow_hash("global-default", &i.to_string()), 1))
+            .collect();
+        assert!(held.iter().all(Result::is_ok));
+        assert_eq!(busy.load(), (49, 100, 49));
+        fc.adjust_borrowing(Instant::now() + borrowing::ADJUSTMENT_PERIOD);
+        let (in_use, waiting, limit) = busy.load();
+        assert!(limit >= 149, "global-default limit {limit}");
+        assert_eq!((in_use, waiting), (149, 0));
+        // The idle workload-low (nominal 245, lends 90 %) gave most of its seats.
+        let (_, _, lent) = idle.load();
+        assert!((24..245).contains(&lent), "workload-low limit {lent}");
+        // Every level keeps at least its lower limit.
+        let levels = fc.levels.lock().clone();
+        for (name, level) in levels {
+            let lower = level
+                .gauges
+                .lower
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let current = level
+                .gauges
+                .current
+                .load(std::sync::atomic::Ordering::Relaxed);
+            assert!(current >= lower, "{name}: {current} < {lower}");
+        }
+    }
+
+    #[test]
+    fn a_changed_level_gets_new_limits_and_a_dangling_schema_is_left_out() {
+        let fc = FlowControl::new(600);
+        let mut levels: Vec<LevelSpec> = crate::bootstrap::flowcontrol::priority_levels()
+            .iter()
+            .filter_map(config::level_spec)
+            .collect();
+        let mut schemas: Vec<SchemaSpec> = crate::bootstrap::flowcontrol::flow_schemas()
+            .iter()
+            .filter_map(config::schema_spec)
+            .collect();
+        if let Some(l) = levels.iter_mut().find(|l| l.name == "workload-low") {
+            l.shares = 200;
+        }
+        if let Some(s) = schemas.iter_mut().find(|s| s.name == "service-accounts") {
+            s.level = "missing".into();
+        }
+        fc.apply(levels, schemas);
+        assert_eq!(fc.level("workload-low").map(|l| l.load().2), Some(348));
+        let d = fc.dispatch();
+        assert_eq!(
+            d.dangling,
+            vec![("service-accounts".to_string(), "missing".to_string())]
+        );
+        assert!(d.schemas.iter().all(|s| s.spec.name != "service-accounts"));
     }
 }
