@@ -131,6 +131,10 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/readyz/{check}", get(health::readyz_check))
         .route("/metrics", get(metrics_text))
+        .route(
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            get(flowcontrol::debug::dump_priority_levels),
+        )
         .route("/api", get(api_root))
         .route(
             "/.well-known/openid-configuration",

@@ -191,7 +191,13 @@ impl Level {
         self.deliver(dispatched);
     }
 
-    /// Seats in use and requests waiting now (tests, the debug dump).
+    /// Active queues, requests waiting and requests executing now (the debug dump).
+    pub fn occupancy(&self) -> (u32, u32, u32) {
+        let st = self.state.lock();
+        (st.qs.active_queues(), st.qs.waiting(), st.qs.executing())
+    }
+
+    /// Seats in use, requests waiting and the current limit now (tests).
     pub fn load(&self) -> (u32, u32, u32) {
         let st = self.state.lock();
         (st.qs.seats_in_use(), st.qs.waiting(), st.qs.limit())

@@ -25,6 +25,7 @@ pub mod borrowing;
 pub mod classify;
 pub mod config;
 pub mod controller;
+pub mod debug;
 pub mod filter;
 pub mod level;
 pub mod queueset;
@@ -46,6 +47,9 @@ use config::{LevelSpec, SchemaSpec};
 use level::Level;
 use request::RequestDigest;
 use stats::FlowStats;
+
+/// Levels with their names.
+pub type LevelsByName = Vec<(String, Arc<Level>)>;
 
 /// A FlowSchema ready for matching, with its level.
 #[derive(Debug)]
@@ -232,6 +236,18 @@ impl FlowControl {
                 level.set_limit(share.round().max(1.0) as u32);
             }
         }
+    }
+
+    /// Every level by name, and every flow's stats.
+    pub fn snapshot(&self) -> (LevelsByName, Vec<Arc<FlowStats>>) {
+        let levels = self
+            .levels
+            .lock()
+            .iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        let flows = self.flows.lock().values().cloned().collect();
+        (levels, flows)
     }
 
     /// Renders the `apiserver_flowcontrol_*` metrics.

@@ -179,6 +179,11 @@ impl<T> QueueSet<T> {
         self.waiting_seats
     }
 
+    /// Queues with requests waiting or executing.
+    pub fn active_queues(&self) -> u32 {
+        self.active_queues
+    }
+
     /// The concurrency limit in seats.
     pub fn limit(&self) -> u32 {
         self.limit

@@ -88,6 +88,14 @@ impl FlowStats {
         self.wait[0].observe(waited);
     }
 
+    /// Requests rejected so far for `reason`.
+    pub fn rejected_total(&self, reason: &str) -> u64 {
+        REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.rejected[i].load(Ordering::Relaxed))
+    }
+
     /// Requests dispatched so far.
     pub fn dispatched_total(&self) -> u64 {
         self.dispatched.load(Ordering::Relaxed)
