@@ -147,5 +147,6 @@ pub async fn seed(state: &AppState) -> Result<()> {
     apiservices::sync(state).await?;
     apiservices::keep_in_step(state);
     crate::registry::customresource::keep_in_step(state);
+    crate::flowcontrol::status::keep_in_step(state);
     Ok(())
 }

@@ -450,3 +450,71 @@ async fn changing_nominal_concurrency_shares_changes_the_seat_limits() {
     assert!(changed, "{}", metrics(&c, &url).await);
     server.stop().await.unwrap();
 }
+
+/// The `Dangling` condition of the FlowSchema `name`: (status, reason).
+async fn dangling(c: &reqwest::Client, url: &str, name: &str) -> (String, String) {
+    let fs: Value = c
+        .get(format!("{url}{APF}/flowschemas/{name}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let conds = fs["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let d = conds
+        .iter()
+        .find(|c| c["type"] == "Dangling")
+        .cloned()
+        .unwrap_or_default();
+    (
+        d["status"].as_str().unwrap_or_default().to_string(),
+        d["reason"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_schema_stops_dangling_when_its_level_is_created_and_dangles_when_it_goes() {
+    let server = common::start().await;
+    let (url, c) = (server.url(), client());
+    create(
+        &c,
+        &url,
+        "flowschemas",
+        schema("late", "late", &["apf-late"]),
+    )
+    .await;
+    assert_eq!(
+        dangling(&c, &url, "late").await,
+        ("True".into(), "NotFound".into())
+    );
+    let queuing =
+        json!({"type": "Queue", "queuing": {"queues": 4, "handSize": 2, "queueLengthLimit": 10}});
+    create(
+        &c,
+        &url,
+        "prioritylevelconfigurations",
+        level("late", 1, queuing),
+    )
+    .await;
+    let found = common::eventually(Duration::from_secs(10), || async {
+        dangling(&c, &url, "late").await == ("False".into(), "Found".into())
+    })
+    .await;
+    assert!(found, "{:?}", dangling(&c, &url, "late").await);
+    let r = c
+        .delete(format!("{url}{APF}/prioritylevelconfigurations/late"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let gone = common::eventually(Duration::from_secs(10), || async {
+        dangling(&c, &url, "late").await == ("True".into(), "NotFound".into())
+    })
+    .await;
+    assert!(gone, "{:?}", dangling(&c, &url, "late").await);
+    server.stop().await.unwrap();
+}

@@ -33,6 +33,7 @@ pub mod request;
 pub mod retry;
 pub mod shuffle;
 pub mod stats;
+pub mod status;
 pub mod subject;
 pub mod width;
 
