@@ -17,6 +17,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
 mod conns;
 mod crds;
+mod creates;
 mod daemonset;
 mod etcd;
 mod job;
@@ -30,7 +31,8 @@ mod webhooks;
 pub enum Which {
     /// Sandbox start-up to ready (in memory), and the binary's cold start to `/readyz` 200.
     Startup,
-    /// Durable creates/s over HTTP (sled store on disk), 1/16/64 concurrent clients.
+    /// Durable creates/s over HTTP (sled store on disk) at `--writers` concurrent writers, with
+    /// 429 and other non-2xx counts.
     Creates,
     /// LIST of 10,000 pods.
     List,
@@ -81,6 +83,9 @@ pub struct BenchArgs {
     /// Seconds of load for the creates and watch benchmarks.
     #[arg(long, default_value_t = 5)]
     pub seconds: u64,
+    /// Concurrent writers of the creates benchmark, one run each.
+    #[arg(long, value_delimiter = ',', default_values_t = [16usize, 64, 256])]
+    pub writers: Vec<usize>,
     /// Replicas for the scale benchmark.
     #[arg(long, default_value_t = 10_000)]
     pub replicas: usize,
@@ -166,7 +171,12 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if args.which == Which::Creates && !args.etcd_servers.is_empty() {
         etcd::creates(&args.etcd_servers, Duration::from_secs(args.seconds)).await?;
     } else if all || args.which == Which::Creates {
-        creates(Duration::from_secs(args.seconds), args.secure).await?;
+        creates::creates(
+            &args.writers,
+            Duration::from_secs(args.seconds),
+            args.secure,
+        )
+        .await?;
     }
     if all || args.which == Which::List {
         list(10_000).await?;
@@ -383,84 +393,6 @@ async fn secure_startup(rounds: usize) -> Result<(), Error> {
 fn configmap(name: &str, payload: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name}, "data": {"payload": payload}})
-}
-
-/// Durable creates/s over HTTP against the on-disk store.
-async fn creates(load: Duration, secure: bool) -> Result<(), Error> {
-    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
-    let mut config = ControlPlaneConfig {
-        storage: Storage::Dir(dir.path().to_path_buf()),
-        kubeconfig: Some(dir.path().join("kubeconfig")),
-        ..in_memory_config()
-    };
-    if secure {
-        config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
-    }
-    let plane = ControlPlane::start(config).await?;
-    let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
-    let payload = "x".repeat(1024);
-    for clients in [1usize, 16, 64] {
-        let http = admin_http(
-            &plane,
-            reqwest::Client::builder().pool_max_idle_per_host(clients),
-        )?;
-        let done = Arc::new(AtomicU64::new(0));
-        let errors = Arc::new(AtomicU64::new(0));
-        let shed = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let deadline = start + load;
-        let mut tasks = Vec::new();
-        for c in 0..clients {
-            let (http, url, payload, done, errors, shed) = (
-                http.clone(),
-                url.clone(),
-                payload.clone(),
-                done.clone(),
-                errors.clone(),
-                shed.clone(),
-            );
-            tasks.push(tokio::spawn(async move {
-                // Bounded by time and by count.
-                for i in 0..1_000_000u64 {
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    let body = configmap(&format!("c{clients}-{c}-{i}"), &payload);
-                    // A 429 (the in-flight cap shedding load) is retried after a short pause, as a
-                    // client honouring Retry-After would; it is counted, not treated as an error.
-                    for _attempt in 0..100 {
-                        match http.post(&url).json(&body).send().await {
-                            Ok(r) if r.status().as_u16() == 201 => {
-                                done.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(r) if r.status().as_u16() == 429 => {
-                                shed.fetch_add(1, Ordering::Relaxed);
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                                continue;
-                            }
-                            _ => {
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        break;
-                    }
-                }
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let n = done.load(Ordering::Relaxed);
-        println!(
-            "creates: {clients:>2} clients, 1 KiB ConfigMaps, durable (sled, group commit): {:.0} creates/s ({n} in {secs:.1} s, {} errors, {} retried 429s)",
-            n as f64 / secs,
-            errors.load(Ordering::Relaxed),
-            shed.load(Ordering::Relaxed)
-        );
-    }
-    plane.shutdown().await;
-    Ok(())
 }
 
 /// LIST of `n` pods (JSON, whole body received).

@@ -151,5 +151,6 @@ pub async fn seed(state: &AppState) -> Result<()> {
     ipaddresses::keep_in_step(state);
     crate::registry::customresource::keep_in_step(state);
     crate::admission::policy::status::keep_in_step(state);
+    crate::flowcontrol::status::keep_in_step(state);
     Ok(())
 }

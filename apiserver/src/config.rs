@@ -17,9 +17,10 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Time a client has to send the request head before the connection is closed (T8: 10 s).
     pub header_read_timeout: Duration,
-    /// Concurrent non-mutating requests before 429 (Kubernetes 400; scaled for 2 cores, T9).
+    /// Upstream's `--max-requests-inflight` (400): with `max_mutating_inflight`, the seats API
+    /// Priority and Fairness shares among its priority levels ([`crate::flowcontrol`]).
     pub max_read_inflight: usize,
-    /// Concurrent mutating requests before 429 (Kubernetes 200; scaled for 2 cores, T9).
+    /// Upstream's `--max-mutating-requests-inflight` (200); see `max_read_inflight`.
     pub max_mutating_inflight: usize,
     /// Open connections; further connections wait in the kernel backlog, not in memory (T8).
     /// `None` (the default): sized from the file-descriptor limit ([`crate::fdlimit`]), so only
@@ -98,8 +99,8 @@ impl Default for Config {
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             header_read_timeout: Duration::from_secs(10),
-            max_read_inflight: 64,
-            max_mutating_inflight: 32,
+            max_read_inflight: 400,
+            max_mutating_inflight: 200,
             max_connections: None,
             body_read_grace: Duration::from_secs(5),
             body_read_min_rate: 4 * 1024,

@@ -3,8 +3,10 @@
 //! Layout: [`server`] accepts connections (header-read timeout, a connection bound sized from the
 //! raised fd limit of [`fdlimit`], graceful shutdown); [`app`] builds the router: probes, metrics, discovery, OpenAPI, and the resource
 //! handlers of [`handlers`] (HTTP only), behind the loopback guard of [`http::loopback`] (no
-//! browser origins, no foreign `Host`) and the in-flight/timeout limits of [`http::limits`], whose
-//! request bodies [`http::preread`] has already read (under a deadline and a minimum rate).
+//! browser origins, no foreign `Host`), authentication ([`authn`]), the request time limit of
+//! [`http::limits`] and API Priority and Fairness ([`flowcontrol`]), whose request bodies
+//! [`http::preread`] has already read (under a deadline and a minimum rate), and authorization
+//! ([`authz`]) in secure mode.
 //! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
 //! says what is served, its generic [`Store`](registry::Store) implements every verb (one
 //! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
@@ -24,6 +26,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod fdlimit;
+pub mod flowcontrol;
 pub mod handlers;
 pub mod health;
 pub mod http;
@@ -64,7 +67,9 @@ async fn ok() -> &'static str {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     state.metrics.set_revision(state.cache.revision());
-    let mut r = state.metrics.render().into_response();
+    let mut text = state.metrics.render();
+    state.flowcontrol.render_metrics(&mut text);
+    let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -121,12 +126,6 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
 
 /// The router of one apiserver.
 pub fn app(state: AppState) -> Router {
-    let limits = http::limits::Limits::new(
-        state.config.max_read_inflight,
-        state.config.max_mutating_inflight,
-        state.config.request_timeout,
-        state.metrics.clone(),
-    );
     // A secure server authenticates every request: the guard protects only a server without.
     let guard = state.config.loopback_guard && state.security.is_none();
     let router = Router::new()
@@ -136,6 +135,10 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/readyz/{check}", get(health::readyz_check))
         .route("/metrics", get(metrics_text))
+        .route(
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            get(flowcontrol::debug::dump_priority_levels),
+        )
         .route("/api", get(api_root))
         .route(
             "/.well-known/openid-configuration",
@@ -152,7 +155,8 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
         .fallback(not_found);
-    // Authorization runs inside the in-flight limits, authentication outside (upstream's order).
+    // Upstream's order, from the outside in: authentication, the request deadline, priority and
+    // fairness (which classifies by the authenticated user), authorization.
     let router = if state.security.is_some() {
         router.layer(middleware::from_fn_with_state(
             state.clone(),
@@ -162,8 +166,15 @@ pub fn app(state: AppState) -> Router {
         router
     };
     let router = router
-        .layer(middleware::from_fn_with_state(limits, http::limits::limit))
-        // Outside the limiter: a body is read whole before its request takes a seat (and after
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            flowcontrol::filter::filter,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.config.request_timeout,
+            http::limits::timeout,
+        ))
+        // Outside the seats: a body is read whole before its request takes one (and after
         // authentication, so an unauthenticated client's body is never read).
         .layer(middleware::from_fn_with_state(
             http::preread::PreRead::new(&state.config),

@@ -39,6 +39,8 @@ pub struct AppState {
     pub policies: Arc<crate::admission::policy::Policies>,
     /// TLS and authentication of a secure server (`config.secure`); `None` serves plain HTTP.
     pub security: Option<Arc<crate::authn::Security>>,
+    /// API Priority and Fairness, its configuration followed in the watch cache.
+    pub flowcontrol: Arc<crate::flowcontrol::FlowControl>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -113,7 +115,16 @@ impl AppState {
                 .clone()
                 .follow(cache.clone(), shutdown.clone()),
         );
+        let server_limit = config.max_read_inflight + config.max_mutating_inflight;
+        let flowcontrol =
+            crate::flowcontrol::FlowControl::new(u32::try_from(server_limit).unwrap_or(u32::MAX));
+        tokio::spawn(crate::flowcontrol::controller::run(
+            flowcontrol.clone(),
+            cache.clone(),
+            shutdown.clone(),
+        ));
         Ok(AppState {
+            flowcontrol,
             admission,
             webhooks,
             policies,

@@ -1,6 +1,6 @@
-//! T6 (body and object size limits), T8 (slowloris and timeouts) and T9 (overload: max
-//! in-flight) of spec/reliability.md, sized for CI. All traffic is to 127.0.0.1 and every loop
-//! is bounded in count and time.
+//! T6 (body and object size limits), T8 (slowloris and timeouts) and T9 (overload: priority
+//! and fairness queues, then sheds) of spec/reliability.md, sized for CI. All traffic is to
+//! 127.0.0.1 and every loop is bounded in count and time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -156,7 +156,8 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
     let server = common::start_with(apiserver::Config {
         header_read_timeout: header_timeout,
         request_timeout,
-        max_mutating_inflight: 64,
+        // 656 seats: global-default (20 of 245 shares) has 54, room for the 50 slow bodies.
+        max_mutating_inflight: 256,
         future_rv_wait: Duration::from_secs(30),
         ..Default::default()
     })
@@ -297,10 +298,13 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn t9_max_inflight_sheds_with_429() {
+async fn t9_overload_queues_then_sheds_with_429() {
+    // 6 seats: global-default has 1 (ceil(6 × 20 / 245)); a request waits at most a quarter of
+    // the 8 s request timeout for it.
     let server = common::start_with(apiserver::Config {
         max_read_inflight: 4,
         max_mutating_inflight: 2,
+        request_timeout: Duration::from_secs(8),
         future_rv_wait: Duration::from_secs(20),
         ..Default::default()
     })
@@ -323,7 +327,7 @@ async fn t9_max_inflight_sheds_with_429() {
         .unwrap()
         .parse()
         .unwrap();
-    // 16 concurrent reads that wait for the next revision: 4 are admitted and wait.
+    // 16 concurrent reads that wait for the next revision: one executes, 15 queue.
     let mut reads = Vec::new();
     for _ in 0..16 {
         let c = c.clone();
@@ -332,39 +336,25 @@ async fn t9_max_inflight_sheds_with_429() {
             rv + 1
         );
         reads.push(tokio::spawn(async move {
-            let t0 = Instant::now();
             let r = c.get(uri).send().await.unwrap();
             let retry = r
                 .headers()
                 .get("retry-after")
                 .map(|v| v.to_str().unwrap().to_string());
-            (r.status().as_u16(), retry, t0.elapsed())
+            (r.status().as_u16(), retry)
         }));
     }
-    // Wait until the shed ones have come back.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while reads.iter().filter(|h| h.is_finished()).count() < 12 && Instant::now() < deadline {
+    // The queued ones are shed when their wait limit passes.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while reads.iter().filter(|h| h.is_finished()).count() < 15 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Watches and probes are exempt while reads are saturated.
-    let w = c
-        .get(format!(
-            "{url}/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(w.status(), 200);
+    // Probes are exempt while the level is saturated.
     assert!(healthy(&url).await);
-    let r = c
-        .get(format!("{url}/api/v1/namespaces"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 429);
-    // Mutations have their own budget: unaffected by the saturated reads.
+    // The controller manager's level (workload-high) is unaffected; its write releases the read.
     let r = c
         .post(format!("{url}/api/v1/namespaces/default/configmaps"))
+        .header("User-Agent", "kube-controller-manager/v0.1.0 (minik8s)")
         .json(&json!({"metadata":{"name":"go"}}))
         .send()
         .await
@@ -373,18 +363,18 @@ async fn t9_max_inflight_sheds_with_429() {
     let mut ok = 0;
     let mut shed = 0;
     for h in reads {
-        let (code, retry, took) = h.await.unwrap();
+        let (code, retry) = h.await.unwrap();
         match code {
             200 => ok += 1,
             429 => {
                 shed += 1;
-                assert_eq!(retry.as_deref(), Some("1"));
-                assert!(took < Duration::from_secs(5), "429 took {took:?}");
+                let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+                assert!(retry >= 1);
             }
             other => panic!("unexpected {other}"),
         }
     }
-    assert_eq!((ok, shed), (4, 12));
+    assert_eq!((ok, shed), (1, 15));
     server.stop().await.unwrap();
 }
 

@@ -1,85 +1,66 @@
-//! Load shedding and time limits (T8, T9; Kubernetes `filters/maxinflight.go`, `filters/timeout.go`).
+//! The request time limit (T8; upstream `filters/timeout.go` and `BasicLongRunningRequestCheck`).
 //!
-//! Two semaphores bound concurrent requests, one for reads and one for mutations. A request that
-//! finds no free permit is answered 429 with `Retry-After: 1` at once (a non-blocking acquire, no
-//! queue). Long-running requests (watches) and health/metrics endpoints are exempt from both the
-//! in-flight limit and the request timeout; every other request is answered 504 when it exceeds
-//! the configured timeout.
+//! Every request that is not long-running is answered 504 when it takes longer than the
+//! configured timeout, its wait in a priority-and-fairness queue included (the limit wraps
+//! [`crate::flowcontrol::filter`]). Long-running requests — watches, and the `attach`, `exec`,
+//! `log`, `portforward` and `proxy` subresources and verbs, as kube-apiserver's check names them
+//! — have no time limit. In-flight limits are API Priority and Fairness' (see
+//! [`crate::flowcontrol`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::flowcontrol::request::RequestInfo;
 
-/// Shared state of the limit middleware.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Permits for GET/HEAD/OPTIONS.
-    pub reads: Arc<Semaphore>,
-    /// Permits for POST/PUT/PATCH/DELETE.
-    pub mutations: Arc<Semaphore>,
-    /// Time limit of a non-long-running request.
-    pub request_timeout: Duration,
-    /// Where rejections are counted.
-    pub metrics: Arc<Metrics>,
-}
-
-impl Limits {
-    /// Limits with the given caps.
-    pub fn new(
-        max_reads: usize,
-        max_mutations: usize,
-        request_timeout: Duration,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            metrics,
-            reads: Arc::new(Semaphore::new(max_reads)),
-            mutations: Arc::new(Semaphore::new(max_mutations)),
-            request_timeout,
-        }
-    }
-}
-
-/// Whether a request is long-running (a watch) or a probe: exempt from in-flight and timeout.
-pub fn is_exempt(method: &Method, path: &str, query: Option<&str>) -> bool {
-    if matches!(path, "/healthz" | "/livez" | "/readyz" | "/metrics")
-        || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
-    {
-        return true;
-    }
-    if method != Method::GET {
+/// Whether a request is long-running (upstream's long-running verbs `watch`, `proxy` and
+/// subresources `attach`, `exec`, `proxy`, `log`, `portforward`).
+pub fn is_long_running(info: &RequestInfo) -> bool {
+    if !info.resource_request {
         return false;
     }
-    let q = crate::http::query::Query::parse(query);
-    matches!(q.bool("watch"), Ok(Some(true)))
-        || path.ends_with("/log") && q.get("follow") == Some("true")
+    if matches!(info.verb.as_str(), "watch" | "proxy") {
+        return true;
+    }
+    let sub = info.resource.split_once('/').map(|(_, s)| s);
+    matches!(
+        sub,
+        Some("attach" | "exec" | "proxy" | "log" | "portforward")
+    )
 }
 
-/// The in-flight and timeout middleware.
-pub async fn limit(State(limits): State<Limits>, req: Request, next: Next) -> Response {
-    if is_exempt(req.method(), req.uri().path(), req.uri().query()) {
+/// The time-limit middleware.
+/// The parsed [`RequestInfo`] is left in the request's extensions for the filters inside.
+pub async fn timeout(State(limit): State<Duration>, mut req: Request, next: Next) -> Response {
+    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+    let long_running = is_long_running(&info);
+    req.extensions_mut().insert(info);
+    if long_running {
         return next.run(req).await;
     }
-    let sem = match *req.method() {
-        Method::GET | Method::HEAD | Method::OPTIONS => &limits.reads,
-        _ => &limits.mutations,
-    };
-    let Ok(_permit) = sem.clone().try_acquire_owned() else {
-        limits.metrics.record_rejected();
-        return ApiError::too_many_requests().into_response();
-    };
-    match tokio::time::timeout(limits.request_timeout, next.run(req)).await {
+    match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
         Err(_) => ApiError::timeout().into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
+
+    #[test]
+    fn long_running_requests_as_upstream() {
+        let lr =
+            |m: Method, p: &str, q: Option<&str>| is_long_running(&RequestInfo::parse(&m, p, q));
+        assert!(lr(Method::GET, "/api/v1/pods", Some("watch=true")));
+        assert!(lr(Method::GET, "/api/v1/namespaces/a/pods/p/log", None));
+        assert!(lr(Method::POST, "/api/v1/namespaces/a/pods/p/exec", None));
+        assert!(!lr(Method::GET, "/api/v1/pods", None));
+        assert!(!lr(Method::GET, "/healthz", None));
+        assert!(!lr(Method::PUT, "/api/v1/namespaces/a/pods/p/status", None));
     }
 }

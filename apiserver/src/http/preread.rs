@@ -82,7 +82,12 @@ impl PreRead {
 /// Whether the request's body is left to its handler: streaming and long-running requests,
 /// protocol upgrades and requests that carry no body.
 fn untouched(req: &Request) -> bool {
-    crate::http::limits::is_exempt(req.method(), req.uri().path(), req.uri().query())
+    let info = crate::flowcontrol::request::RequestInfo::parse(
+        req.method(),
+        req.uri().path(),
+        req.uri().query(),
+    );
+    crate::http::limits::is_long_running(&info)
         || req.headers().contains_key(header::UPGRADE)
         || req.body().is_end_stream()
 }

@@ -600,6 +600,15 @@ impl WatchCache {
             .and_then(|r| r.objects.get(key).cloned())
     }
 
+    /// How many objects the cache holds under the resource prefix `prefix` (a LIST's width).
+    pub fn resource_count(&self, prefix: &str) -> usize {
+        self.inner
+            .read()
+            .resources
+            .get(prefix)
+            .map_or(0, |r| r.objects.len())
+    }
+
     /// Number of watchers registered on `prefix`.
     pub fn watcher_count(&self, prefix: &str) -> usize {
         self.inner

@@ -493,9 +493,9 @@ const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
 /// The `Dangling` condition upstream's APF configuration controller keeps on every FlowSchema
 /// (`pkg/util/flowcontrol/apf_controller.go`): whether the referenced level exists. There is no
-/// such controller here, so it is computed whenever a FlowSchema is written (not when levels
-/// change later); an unchanged condition keeps its transition time.
-fn set_dangling(obj: &mut Value, objects: &dyn Objects) {
+/// It is computed whenever a FlowSchema is written, and again for every FlowSchema when levels
+/// come and go (`crate::flowcontrol::status`); an unchanged condition keeps its transition time.
+pub(crate) fn set_dangling(obj: &mut Value, objects: &dyn Objects) {
     let level = obj
         .pointer("/spec/priorityLevelConfiguration/name")
         .and_then(Value::as_str)

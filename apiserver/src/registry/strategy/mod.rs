@@ -100,7 +100,9 @@ pub use custom::{CustomResourceStrategy, CustomVersion};
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub(crate) use event::EventStrategy;
-pub(crate) use flowcontrol::{FlowSchemaStrategy, PriorityLevelConfigurationStrategy};
+pub(crate) use flowcontrol::{
+    set_dangling, FlowSchemaStrategy, PriorityLevelConfigurationStrategy,
+};
 pub(crate) use hpa::HorizontalPodAutoscalerStrategy;
 pub use hpa_convert::{
     BEHAVIOR_ANNOTATION, CONDITIONS_ANNOTATION, CURRENT_METRICS_ANNOTATION, METRICS_ANNOTATION,
