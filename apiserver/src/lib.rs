@@ -42,6 +42,7 @@ pub use config::Config;
 pub use error::ApiError;
 pub use server::{run, start, Server};
 pub use state::AppState;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -92,7 +93,7 @@ async fn not_found() -> Response {
 }
 
 /// Records count and latency of every request by verb, resource and code.
-async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn record(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let (verb, resource) = handlers::classify(&state, &req);
     // Debug level: an enabled span formats its fields on every request (about 1 % of the CPU of
@@ -128,6 +129,9 @@ async fn record(State(state): State<AppState>, req: Request, next: Next) -> Resp
 pub fn app(state: AppState) -> Router {
     // A secure server authenticates every request: the guard protects only a server without.
     let guard = state.config.loopback_guard && state.security.is_none();
+    // The middlewares share one copy of the state: axum clones a layer's state for every request,
+    // and an `AppState` clone is a dozen reference counts and a cancellation token.
+    let shared = Arc::new(state.clone());
     let router = Router::new()
         .route("/version", get(version))
         .route("/healthz", get(ok))
@@ -159,7 +163,7 @@ pub fn app(state: AppState) -> Router {
     // fairness (which classifies by the authenticated user), authorization.
     let router = if state.security.is_some() {
         router.layer(middleware::from_fn_with_state(
-            state.clone(),
+            shared.clone(),
             authz::filter::filter,
         ))
     } else {
@@ -167,7 +171,7 @@ pub fn app(state: AppState) -> Router {
     };
     let router = router
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            shared.clone(),
             flowcontrol::filter::filter,
         ))
         .layer(middleware::from_fn_with_state(
@@ -181,7 +185,7 @@ pub fn app(state: AppState) -> Router {
             http::preread::preread,
         ))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            shared.clone(),
             authn::filter::filter,
         ));
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
@@ -191,6 +195,6 @@ pub fn app(state: AppState) -> Router {
         router
     };
     router
-        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .layer(middleware::from_fn_with_state(shared, record))
         .with_state(state)
 }

@@ -31,7 +31,11 @@ pub fn user_of(extensions: &Extensions, headers: &HeaderMap) -> Arc<UserInfo> {
 }
 
 /// The middleware.
-pub async fn filter(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn filter(
+    State(state): State<std::sync::Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let user = match &state.security {
         None => UserInfo::of_request(req.headers()),
         Some(security) => {

@@ -13,7 +13,11 @@ use crate::registry::store::CachedObjects;
 use crate::state::AppState;
 
 /// The middleware.
-pub async fn filter(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn filter(
+    State(state): State<std::sync::Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let user = user_of(req.extensions(), req.headers());
     let attrs = super::request_info::attributes(
         (*user).clone(),

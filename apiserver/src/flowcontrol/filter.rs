@@ -40,7 +40,11 @@ pub const PRIORITY_LEVEL_UID: HeaderName =
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 
 /// The filter.
-pub async fn filter(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn filter(
+    State(state): State<std::sync::Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let info = match req.extensions().get::<RequestInfo>() {
         Some(i) => i.clone(),
         None => RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()),
