@@ -204,14 +204,15 @@ impl Sandbox {
         let issued = users.issue(name, &groups)?;
         let client = client::Client::new(users.client_config(issued.as_ref()))
             .map_err(|e| Error::Client(Box::new(e)))?;
-        // One file per user name, beside the sandbox's own kubeconfig.
+        // One file per user name, beside the sandbox's own kubeconfig: other bytes escaped as
+        // `_xx`, so two names never share a file (`a.b` and `a_b` differ).
         let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b == b'-' {
+                    char::from(b).to_string()
                 } else {
-                    '_'
+                    format!("_{b:02x}")
                 }
             })
             .collect();

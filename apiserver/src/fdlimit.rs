@@ -43,12 +43,17 @@ pub fn current() -> u64 {
     })
 }
 
+/// The limit assumed when it cannot be read (Linux's usual default soft limit).
+const FALLBACK_LIMIT: u64 = 1024;
+
 fn raise_once() -> u64 {
     let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok(l) => l,
         Err(e) => {
-            tracing::warn!(error = %e, "reading the file descriptor limit failed");
-            return 0;
+            // Unknown: assume the common default soft limit rather than 0 (which would bound the
+            // server to one connection).
+            tracing::warn!(error = %e, assumed = FALLBACK_LIMIT, "reading the file descriptor limit failed");
+            return FALLBACK_LIMIT;
         }
     };
     let target = target_limit(hard, kernel_ceiling());

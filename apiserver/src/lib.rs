@@ -159,8 +159,10 @@ pub fn app(state: AppState) -> Router {
         .route("/apis/{group}/{version}", any(handlers::named_root))
         .route("/apis/{group}/{version}/{*rest}", any(handlers::named))
         .fallback(not_found);
-    // Upstream's order, from the outside in: authentication, the request deadline, priority and
-    // fairness (which classifies by the authenticated user), authorization.
+    // From the outside in: authentication, the body pre-read, the request deadline, priority and
+    // fairness (which classifies by the authenticated user), authorization. Upstream's deadline
+    // wraps authentication too; here authentication is bounded by the header deadline and the
+    // body by the pre-read's own deadline, so the 504 limit starts once the request is whole.
     let router = if state.security.is_some() {
         router.layer(middleware::from_fn_with_state(
             shared.clone(),

@@ -110,9 +110,8 @@ pub fn compile_declared(
         issues: Vec::new(),
         uses_old_self: false,
         declared,
-        no_self: false,
+        no_self: true,
     };
-    checker.no_self = true;
     let result = checker.check(program.expression());
     if !checker.issues.is_empty() {
         return Err(checker.issues.join("\n"));

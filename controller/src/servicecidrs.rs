@@ -13,8 +13,9 @@
 //!
 //! Events: a ServiceCIDR's add queues it and every ServiceCIDR it overlaps; an update or delete
 //! queues it; an allocator IPAddress added or deleted queues the ServiceCIDRs containing it.
-//! Deviation: an existing `Ready=True` condition is left as it is (upstream re-applies it on every
-//! sync, with a new transition time, and replaces the default ServiceCIDR's message).
+//! Deviation: an existing `Ready=True` condition, or a blocked deletion's `Ready=False`, is left as it
+//! is (upstream re-applies it on every sync, with a new transition time, and replaces the default
+//! ServiceCIDR's message).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -169,11 +170,21 @@ impl Inner {
         let api = self.client.api::<ServiceCIDR>(None);
         let finalizers = cidr.metadata.finalizers.as_deref().unwrap_or(&[]);
         let has_finalizer = finalizers.iter().any(|f| f == FINALIZER);
+        let ready = cidr
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready");
         if let Some(deleted_at) = cidr.metadata.deletion_timestamp.as_ref() {
             let all = self.cidrs.list(&api::labels::Selector::everything());
             let ips = self.ips.list(&api::labels::Selector::everything());
             if !can_delete(&cidr, &all, &ips) {
-                self.apply_ready(name, false).await?;
+                // Written once: every address event re-syncs a blocked ServiceCIDR.
+                if !ready.is_some_and(|c| c.status == "False" && c.reason == "Terminating") {
+                    self.apply_ready(name, false).await?;
+                }
                 return Ok(Action::AwaitChange);
             }
             let since = self.clock.now().duration_since(deleted_at.0);
@@ -197,14 +208,7 @@ impl Inner {
             let patch = json!({"metadata": {"finalizers": [FINALIZER]}});
             self.patch(&api, name, Patch::Strategic(patch)).await?;
         }
-        let ready = cidr
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        if !ready {
+        if ready.is_none_or(|c| c.status != "True") {
             self.apply_ready(name, true).await?;
         }
         Ok(Action::AwaitChange)

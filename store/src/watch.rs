@@ -16,7 +16,8 @@
 //!   delivers only events > `after`.
 //! - **Fed streams.** A back end whose events come from elsewhere (etcd's watch) makes a stream with
 //!   [`WatchStream::fed`] and pushes into its [`WatchFeed`] under the same rules: bounded, `try_send`
-//!   only, a full buffer ends the stream with `FellBehind`; progress marks never count against it.
+//!   only, a full buffer ends the stream with `FellBehind`; a progress mark is sent only while a slot
+//!   stays free for the next event, so marks never cause `FellBehind`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -212,9 +213,12 @@ impl WatchFeed {
         }
     }
 
-    /// Push a progress mark if there is room (a mark that does not fit is simply not sent).
+    /// Push a progress mark if there is room to spare (a mark is only sent while at least one
+    /// more slot stays free, so marks never make an event find the buffer full).
     pub(crate) fn progress(&self, revision: Revision) {
-        let _ = self.tx.try_send(FedItem::Progress(revision));
+        if self.tx.capacity() >= 2 {
+            let _ = self.tx.try_send(FedItem::Progress(revision));
+        }
     }
 
     /// Record why the stream ends; the reader sees it after the items already pushed.

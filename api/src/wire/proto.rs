@@ -192,12 +192,14 @@ fn decode_into(
         return Err(ProtoError::TooDeep);
     }
     let wire = fields(bytes)?;
-    for f in msg.fields {
-        let values: Vec<&Raw<'_>> = wire
-            .iter()
-            .filter(|(n, _)| *n == f.tag)
-            .map(|(_, r)| r)
-            .collect();
+    // Each wire value goes to its field once (a message's fields are few; its values may be many).
+    let mut by_field: Vec<Vec<&Raw<'_>>> = vec![Vec::new(); msg.fields.len()];
+    for (n, r) in &wire {
+        if let Some(i) = msg.fields.iter().position(|f| f.tag == *n) {
+            by_field[i].push(r);
+        }
+    }
+    for (f, values) in msg.fields.iter().zip(by_field) {
         if f.json.is_empty() {
             // An embedded struct: its fields go into this object (merged occurrences, as proto).
             if let PT::Msg(i) = f.ty {

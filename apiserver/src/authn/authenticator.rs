@@ -255,8 +255,12 @@ pub fn authenticate(
     peer: Option<&PeerCertificate>,
 ) -> Option<UserInfo> {
     let mut failed = Vec::new();
-    for step in [certificate_step(peer), token_step(state, tokens, headers)] {
-        match step {
+    // Lazily: a request a certificate authenticates never pays for its token's validation.
+    let steps: [&dyn Fn() -> Step; 2] = [&|| certificate_step(peer), &|| {
+        token_step(state, tokens, headers)
+    }];
+    for step in steps {
+        match step() {
             Step::User(user) => return Some(with_authenticated_group(user)),
             Step::Failed(why) => failed.push(why),
             Step::Skip => {}

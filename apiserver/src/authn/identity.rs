@@ -75,16 +75,24 @@ impl UserInfo {
                 .collect()
         };
         let username = values("Impersonate-User").into_iter().next()?;
+        let requested_groups = values("Impersonate-Group");
         let mut groups = Vec::new();
-        if let Some((ns, _)) = username
-            .strip_prefix("system:serviceaccount:")
-            .and_then(|rest| rest.split_once(':'))
-        {
-            groups.push("system:serviceaccounts".to_string());
-            groups.push(format!("system:serviceaccounts:{ns}"));
+        // As upstream's impersonation filter: a service account's groups only when no group is
+        // requested; `system:authenticated` unless either authentication group is already there.
+        if requested_groups.is_empty() {
+            if let Some((ns, _)) = username
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.split_once(':'))
+            {
+                groups.push("system:serviceaccounts".to_string());
+                groups.push(format!("system:serviceaccounts:{ns}"));
+            }
         }
-        groups.extend(values("Impersonate-Group"));
-        if username != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
+        groups.extend(requested_groups);
+        let has_auth_group = groups
+            .iter()
+            .any(|g| g == "system:authenticated" || g == "system:unauthenticated");
+        if username != "system:anonymous" && !has_auth_group {
             groups.push("system:authenticated".to_string());
         }
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -41,9 +41,13 @@ fn acting_as(actor: &UserInfo, group: &str, resource: &str, name: &str) -> Attri
 
 /// Whether the request impersonates anybody.
 pub fn requested(headers: &HeaderMap) -> bool {
-    headers
-        .keys()
-        .any(|k| k.as_str().starts_with("impersonate-"))
+    headers.keys().any(|k| {
+        let k = k.as_str();
+        matches!(
+            k,
+            "impersonate-user" | "impersonate-group" | "impersonate-uid"
+        ) || k.starts_with("impersonate-extra-")
+    })
 }
 
 /// The user `actor` acts as: itself, or whom the headers impersonate once every check passed.

@@ -6,7 +6,7 @@
 //! (`system:masters` may do everything, with no reason given), then the [`node`] authorizer for
 //! kubelets, then [`rbac`] over the stored RBAC objects (the bootstrap policy and whatever roles
 //! and bindings were created) — kube-apiserver's `--authorization-mode=Node,RBAC`. A refusal
-//! carries the reasons of every authorizer that gave one, joined with `, ` (the union's). A server without
+//! carries the reasons of every authorizer that gave one, joined with newlines (`union.Authorize`). A server without
 //! authentication does not enforce it: every request acts as the admin.
 
 pub mod filter;
@@ -45,7 +45,7 @@ pub fn authorize(objects: &dyn Objects, attrs: &Attributes) -> Decision {
     reasons.retain(|r| !r.is_empty());
     Decision {
         allowed: false,
-        reason: reasons.join(", "),
+        reason: reasons.join("\n"),
     }
 }
 

@@ -133,11 +133,10 @@ fn read_referenced(objects: &dyn Objects, node: &str, a: &Attributes, kind: Ref)
     if !verbs_ok || a.name.is_empty() {
         return deny("can only get individual resources of this type".into());
     }
-    let related = objects.list("", "pods").iter().any(|pod| {
-        pod["spec"]["nodeName"] == node
-            && pod["metadata"]["namespace"] == a.namespace.as_str()
-            && references(pod, kind, &a.name)
-    });
+    let related = objects
+        .list_in("", "pods", &a.namespace)
+        .iter()
+        .any(|pod| pod["spec"]["nodeName"] == node && references(pod, kind, &a.name));
     if related {
         allow()
     } else {

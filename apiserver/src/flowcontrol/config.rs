@@ -242,7 +242,9 @@ pub fn limits(levels: &[Arc<LevelSpec>], server_limit: u32) -> Vec<Limits> {
                 nominal
             } else {
                 match l.borrowing_limit_percent {
-                    Some(p) => nominal + (f64::from(nominal) * f64::from(p) / 100.0).round() as u32,
+                    // `p` may be any non-negative i32 (upstream computes in int): saturate.
+                    Some(p) => nominal
+                        .saturating_add((f64::from(nominal) * f64::from(p) / 100.0).round() as u32),
                     None => server_limit.max(nominal),
                 }
             };

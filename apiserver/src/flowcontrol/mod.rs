@@ -93,7 +93,9 @@ pub struct FlowControl {
     current: RwLock<Arc<Dispatch>>,
     /// Levels by name: kept across configuration changes (queues and seats live on).
     levels: Mutex<BTreeMap<String, Arc<Level>>>,
-    /// Flow stats by (level, schema): kept for the life of the server.
+    /// Flow stats by (level, schema): kept while the configuration has the pair or a request (or
+    /// the dispatch in force) still holds them, so counters of a live schema never go backwards
+    /// and deleted schemas do not accumulate.
     flows: Mutex<BTreeMap<(String, String), Arc<FlowStats>>>,
 }
 
@@ -201,6 +203,14 @@ impl FlowControl {
                 spec,
             });
         }
+        let configured: std::collections::BTreeSet<(&str, &str)> = dispatch
+            .schemas
+            .iter()
+            .map(|s| (s.spec.level.as_str(), s.spec.name.as_str()))
+            .collect();
+        flows.retain(|(level, name), stats| {
+            configured.contains(&(level.as_str(), name.as_str())) || Arc::strong_count(stats) > 1
+        });
         drop(flows);
         *self.current.write() = Arc::new(dispatch);
     }

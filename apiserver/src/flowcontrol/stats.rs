@@ -28,16 +28,19 @@ struct WaitHistogram {
 }
 
 impl WaitHistogram {
+    /// One shared counter per observation (its own bucket; the cumulative `le` counts are summed
+    /// when rendered): every request of a schema, on every core, bumps these.
     fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
-        for (i, b) in WAIT_BUCKETS.iter().enumerate() {
-            if secs <= *b {
-                self.buckets[i].fetch_add(1, Ordering::Relaxed);
-            }
+        let i = WAIT_BUCKETS.partition_point(|b| *b < secs);
+        if let Some(bucket) = self.buckets.get(i) {
+            bucket.fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        if !d.is_zero() {
+            let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
     }
 }
 
@@ -188,12 +191,10 @@ pub fn render(
                 continue;
             }
             let l = format!("execute=\"{execute}\",{}", label(f));
+            let mut cumulative = 0;
             for (i, b) in WAIT_BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{{{l},le=\"{b}\"}} {}",
-                    h.buckets[i].load(Ordering::Relaxed)
-                );
+                cumulative += h.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(out, "{name}_bucket{{{l},le=\"{b}\"}} {cumulative}");
             }
             let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {count}");
             let sum = h.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;

@@ -81,15 +81,17 @@ impl PreRead {
 
 /// Whether the request's body is left to its handler: streaming and long-running requests,
 /// protocol upgrades and requests that carry no body.
-fn untouched(req: &Request) -> bool {
+/// The request's [`RequestInfo`](crate::flowcontrol::request::RequestInfo) is parsed here once and left in
+/// its extensions for the deadline and priority-and-fairness layers inside.
+fn untouched(req: &mut Request) -> bool {
     let info = crate::flowcontrol::request::RequestInfo::parse(
         req.method(),
         req.uri().path(),
         req.uri().query(),
     );
-    crate::http::limits::is_long_running(&info)
-        || req.headers().contains_key(header::UPGRADE)
-        || req.body().is_end_stream()
+    let long_running = crate::http::limits::is_long_running(&info);
+    req.extensions_mut().insert(info);
+    long_running || req.headers().contains_key(header::UPGRADE) || req.body().is_end_stream()
 }
 
 /// The declared Content-Length, if any.
@@ -108,14 +110,14 @@ enum Refusal {
 }
 
 /// The pre-read middleware.
-pub async fn preread(State(pre): State<PreRead>, req: Request, next: Next) -> Response {
-    if untouched(&req) {
+pub async fn preread(State(pre): State<PreRead>, mut req: Request, next: Next) -> Response {
+    if untouched(&mut req) {
         return next.run(req).await;
     }
+    // A body declared over the limit is still read up to the limit before the 413 (as the
+    // handlers read it before this layer existed): answering at once and closing left the client
+    // writing megabytes into a closed socket, so it saw a broken pipe instead of the Status.
     let declared = declared_length(&req);
-    if declared.is_some_and(|n| n > pre.max_body as u64) {
-        return close(ApiError::too_large().into_response());
-    }
     let (parts, body) = req.into_parts();
     match read(&pre, body, declared).await {
         Ok((bytes, _room)) => {

@@ -233,11 +233,8 @@ impl PodSecurity {
             return;
         }
         let name = api::meta::name(ns).unwrap_or("");
-        let pods = objects.list("", "pods");
-        let in_namespace = pods
-            .iter()
-            .filter(|p| api::meta::namespace(p) == Some(name))
-            .collect::<Vec<_>>();
+        let pods = objects.list_in("", "pods", name);
+        let in_namespace = pods.iter().collect::<Vec<_>>();
         for warning in pods_warnings(name, new, &in_namespace) {
             attrs.warn(warning);
         }
@@ -361,8 +358,7 @@ impl Plugin for PodSecurity {
         match (attrs.operation, attrs.old) {
             (Operation::Update, Some(old)) if !errs.is_empty() => {
                 let (_, old_errs) = Policy::from_labels(&api::meta::labels(old), self.defaults);
-                let render = |e: &[FieldError]| format!("{e:?}");
-                if render(&errs) == render(&old_errs) {
+                if errs == old_errs {
                     Vec::new()
                 } else {
                     errs

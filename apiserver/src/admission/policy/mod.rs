@@ -63,7 +63,8 @@ pub struct Policies {
 /// A refusal being collected: policy, binding, message and reason.
 struct Denied {
     policy: String,
-    binding: String,
+    /// `None` for an error of the policy itself (no binding was reached).
+    binding: Option<String>,
     message: String,
     reason: Option<String>,
 }
@@ -112,12 +113,26 @@ impl Policies {
         let namespace_labels = |ns: &str| (lookups.namespace)(ns).map(|o| api::meta::labels(&o));
         for hook in &snapshot.hooks {
             let policy = &hook.policy;
-            // Errors matching the definition are dropped as upstream's dispatcher drops them.
+            // A policy without `matchConstraints` matches nothing; one whose constraints cannot
+            // be evaluated (a selector that does not parse, a namespace that is gone) is a
+            // configuration error under its failure policy, as upstream's `addConfigError`.
             let Some(constraints) = &policy.constraints else {
                 continue;
             };
-            if constraints.matches(req, &namespace_labels) != Ok(true) {
-                continue;
+            match constraints.matches(req, &namespace_labels) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    if policy.fail {
+                        denied.push(Denied {
+                            policy: policy.name.clone(),
+                            binding: None,
+                            message: format!("failed to configure policy: {}", miss_message(e)),
+                            reason: None,
+                        });
+                    }
+                    continue;
+                }
             }
             let mut audit: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for binding in &hook.bindings {
@@ -125,7 +140,7 @@ impl Policies {
                     if policy.fail {
                         denied.push(Denied {
                             policy: policy.name.clone(),
-                            binding: binding.name.clone(),
+                            binding: Some(binding.name.clone()),
                             message: format!("failed to configure binding: {e}"),
                             reason: None,
                         });
@@ -179,7 +194,7 @@ impl Policies {
                             match action.as_str() {
                                 "Deny" => denied.push(Denied {
                                     policy: policy.name.clone(),
-                                    binding: binding.name.clone(),
+                                    binding: Some(binding.name.clone()),
                                     message: d.message.clone(),
                                     reason: d.reason.clone(),
                                 }),
@@ -206,7 +221,7 @@ impl Policies {
                     }
                     denied.extend(result.audit_errors.into_iter().map(|message| Denied {
                         policy: policy.name.clone(),
-                        binding: binding.name.clone(),
+                        binding: Some(binding.name.clone()),
                         message,
                         reason: None,
                     }));
@@ -270,10 +285,16 @@ fn miss_message(e: compiled::MatchError) -> String {
 
 /// upstream's refusal: `NewForbidden` with the reason and code of the decision.
 fn refusal(req: &Request<'_>, gr: &str, d: Denied) -> crate::error::ApiError {
-    let message = format!(
-        "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: {}",
-        d.policy, d.binding, d.message
-    );
+    let message = match &d.binding {
+        Some(binding) => format!(
+            "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: {}",
+            d.policy, binding, d.message
+        ),
+        None => format!(
+            "ValidatingAdmissionPolicy '{}' denied request: {}",
+            d.policy, d.message
+        ),
+    };
     let name = if req.name.is_empty() {
         "Unknown"
     } else {

@@ -255,3 +255,29 @@ fn the_namespace_object_shows_what_upstream_shows() {
         Some((422, "configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: in default Active".into()))
     );
 }
+
+#[test]
+fn a_policy_whose_constraints_do_not_evaluate_refuses_under_fail() {
+    let bad_selector = |fp: &str| {
+        configmaps_policy(
+            "p",
+            json!({"failurePolicy": fp, "matchConstraints": {
+                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["configmaps"]}],
+                "objectSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}}),
+        )
+    };
+    let b = binding("b", "p", json!({}));
+    let p = plugin(&[bad_selector("Fail")], std::slice::from_ref(&b));
+    let (refusal, _, _) = run(&p, "configmaps", "good");
+    let (code, message) = refusal.expect("refused");
+    assert_eq!(code, 422);
+    assert!(
+        message.starts_with(
+            "configmaps \"good\" is forbidden: ValidatingAdmissionPolicy 'p' denied request: failed to configure policy: "
+        ),
+        "{message}"
+    );
+    let ignored = plugin(&[bad_selector("Ignore")], &[b]);
+    assert_eq!(run(&ignored, "configmaps", "good").0, None);
+}

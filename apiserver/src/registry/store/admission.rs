@@ -66,6 +66,24 @@ impl Objects for CachedObjects<'_> {
         }
     }
 
+    /// One namespace's key range of the watch cache, not the whole resource.
+    fn list_in(&self, group: &str, plural: &str, namespace: &str) -> Vec<Arc<Value>> {
+        let Some(info) = self.info(group, plural) else {
+            return Vec::new();
+        };
+        let all_prefix = format!("/registry/{}/", info.storage);
+        let prefix = format!("{all_prefix}{namespace}/");
+        let all = |_: &Value| true;
+        match self
+            .state
+            .cache
+            .list(&all_prefix, &prefix, ListAt::Current, None, None, &all)
+        {
+            SnapshotOutcome::Listed(s) => s.items,
+            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
+        }
+    }
+
     fn get(
         &self,
         group: &str,

@@ -385,6 +385,13 @@ pub trait Objects {
     /// Every object of `group`/`plural` (all namespaces), in key order; none when not served.
     fn list(&self, group: &str, plural: &str) -> Vec<Arc<Value>>;
 
+    /// Every object of the namespaced `group`/`plural` in `namespace`, in key order.
+    fn list_in(&self, group: &str, plural: &str, namespace: &str) -> Vec<Arc<Value>> {
+        let mut all = self.list(group, plural);
+        all.retain(|o| api::meta::namespace(o) == Some(namespace));
+        all
+    }
+
     /// The object `name` of `group`/`plural` (in `namespace` for a namespaced resource).
     fn get(
         &self,
