@@ -241,7 +241,11 @@ async fn bound_pod_runs_ready_with_every_field_and_deletes_gracefully() {
             .and_then(|r| r.started_at.as_ref())
             .is_some());
     }
-    assert!(env.kubelets.metrics().pods_running >= 1);
+    // Counted from the kubelet's informer, which may lag this client.
+    wait_for("the kubelet counting a running pod", Duration::from_secs(10), || async {
+        (env.kubelets.metrics().pods_running >= 1).then_some(())
+    })
+    .await;
 
     // A second pod on the same node gets a different address.
     pods.create(&pod("web2", "node-1", json!({}), json!({})))
@@ -539,7 +543,14 @@ async fn a_full_node_rejects_pods_out_of_pods() {
         Some("Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2")
     );
     assert_eq!(rejected.pod_ip, None);
-    assert_eq!(env.kubelets.metrics().pods_failed, 1);
+    // The phase counts come from the kubelet's informer, which may see the
+    // write a moment after this client did.
+    let failed = wait_for("the kubelet counting pod c", Duration::from_secs(10), || async {
+        let m = env.kubelets.metrics();
+        (m.pods_failed > 0).then_some(m.pods_failed)
+    })
+    .await;
+    assert_eq!(failed, 1);
     // `rejectPod` records the reason and the message without the status' prefix.
     let ev = wait_for("the OutOfpods event", Duration::from_secs(10), || async {
         events(&env.client, "default", "Pod", "c", "OutOfpods")
