@@ -21,6 +21,7 @@
 
 mod compactor;
 mod convert;
+mod progress;
 pub mod server;
 mod watch;
 
@@ -67,8 +68,13 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     /// Cancelled by `flush_and_close`: ends watch tasks and the compactor.
     shutdown: CancellationToken,
-    /// Bumped to ask every live watch for a progress notification.
-    progress_requests: tokio::sync::watch::Sender<u64>,
+    /// How consistent reads reach the watches (`progress`).
+    progress_mode: progress::Mode,
+    /// In [`progress::Mode::Requests`]: the revision the live watches are asked to report progress
+    /// up to (raised by consistent reads).
+    progress_wanted: tokio::sync::watch::Sender<u64>,
+    /// In [`progress::Mode::Writes`]: whose progress keys to write.
+    watched: progress::WatchedPrefixes,
     /// The last request failure, while no request has succeeded since (for `health`).
     last_failure: Mutex<Option<String>>,
     default_watch_buffer: usize,
@@ -86,7 +92,7 @@ impl Shared {
     }
 
     /// A revision every watch of this store will reach by an event or a progress mark: one of our
-    /// own writes, or a quorum read followed by a progress request.
+    /// own writes, or a quorum read followed by a progress request or progress write.
     pub(crate) fn advance(&self, revision: i64) {
         if let Ok(revision) = u64::try_from(revision) {
             self.current.fetch_max(revision, Ordering::AcqRel);
@@ -123,20 +129,23 @@ impl EtcdStore {
     /// the current tokio runtime, which must be running.
     pub async fn connect(etcd: &EtcdConfig, cfg: StoreConfig) -> Result<Self> {
         let options = connect_options(etcd)?;
-        let client = Client::connect(&etcd.endpoints, Some(options))
+        let client = Client::connect(&etcd.endpoints, Some(options.clone()))
             .await
             .map_err(|e| Error::Etcd {
                 operation: "connect",
                 detail: e.to_string(),
             })?;
-        let (progress_requests, _) = tokio::sync::watch::channel(0);
+        let progress_mode = progress::detect(&etcd.endpoints, &options).await;
+        let (progress_wanted, _) = tokio::sync::watch::channel(0);
         let shared = Arc::new(Shared {
             client,
             current: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
-            progress_requests,
+            progress_mode,
+            progress_wanted,
+            watched: progress::WatchedPrefixes::default(),
             last_failure: Mutex::new(None),
             default_watch_buffer: cfg.default_watch_buffer,
         });
@@ -409,7 +418,12 @@ impl Store for EtcdStore {
         let header_revision = response.header().map_or(0, |h| h.revision()) as Revision;
         self.shared.observe(header_revision as i64);
         let page_revision = revision.filter(|r| *r > 0).unwrap_or(header_revision);
-        let items: Vec<KeyValue> = response.kvs().iter().map(key_value).collect();
+        let items: Vec<KeyValue> = response
+            .kvs()
+            .iter()
+            .filter(|kv| !progress::is_progress_key(kv.key()))
+            .map(key_value)
+            .collect();
         let remaining = (response.count() as u64).saturating_sub(items.len() as u64);
         let continue_token = match (response.more(), items.last()) {
             (true, Some(last)) => Some(
@@ -457,11 +471,26 @@ impl Store for EtcdStore {
     }
 
     async fn consistent_revision(&self) -> Result<Revision> {
-        let revision = self.quorum_revision().await?;
         // Live watches report progress up to (at least) this revision even when their prefix saw
-        // no change since: the watch cache waits for it (kube-apiserver's RequestWatchProgress).
-        self.shared.progress_requests.send_modify(|n| *n += 1);
-        Ok(revision)
+        // no change since: the watch cache waits for it (see `progress`).
+        match self.shared.progress_mode {
+            progress::Mode::Requests => {
+                let revision = self.quorum_revision().await?;
+                self.shared.progress_wanted.send_if_modified(|wanted| {
+                    std::mem::replace(wanted, (*wanted).max(revision)) < revision
+                });
+                Ok(revision)
+            }
+            progress::Mode::Writes => {
+                let keys = self.shared.watched.keys();
+                if keys.is_empty() {
+                    return self.quorum_revision().await;
+                }
+                let puts: Vec<TxnOp> = keys.into_iter().map(|k| TxnOp::put(k, [], None)).collect();
+                let response = self.txn("progress", Txn::new().and_then(puts)).await?;
+                Ok(response.header().map_or(0, |h| h.revision()) as Revision)
+            }
+        }
     }
 
     fn health(&self) -> Result<()> {

@@ -10,9 +10,11 @@
 //!   past it the stream ends with `StoreError` (the watch cache relists).
 //! - **Compaction.** A watch from a compacted revision is cancelled by etcd with its compact
 //!   revision: the stream ends with `Compacted` (HTTP 410 upstream).
-//! - **Progress.** etcd's progress notifications (periodic, or asked for by
-//!   [`crate::Store::consistent_revision`]) become [`crate::WatchItem::Progress`]: everything of the
-//!   prefix up to that revision has been delivered.
+//! - **Progress.** A progress mark ([`crate::WatchItem::Progress`]) means everything of the prefix
+//!   up to its revision has been delivered. It comes from a progress key's event (always in order
+//!   with the others), or, where etcd orders its progress answers with the events (see
+//!   `progress`), from etcd's progress notifications, periodic or asked for: while a consistent
+//!   read wants a revision the watch has not reached, it asks every [`progress::REASK`].
 //! - **Bounded.** The stream holds at most `buffer` items; a full buffer ends it with `FellBehind`,
 //!   never blocking etcd's stream for long (the task stops reading and cancels the etcd watch).
 
@@ -23,6 +25,7 @@ use etcd_client::{WatchOptions, WatchResponse};
 use tokio::time::Instant;
 
 use super::convert::{event, prefix_end};
+use super::progress::{self, Mode};
 use super::Shared;
 use crate::watch::WatchFeed;
 use crate::{Error, Result, Revision, WatchClosedReason, WatchStream};
@@ -44,6 +47,7 @@ pub(crate) fn start(
         detail: "an etcd watch needs a running tokio runtime".into(),
     })?;
     let (stream, feed) = WatchStream::fed(prefix, after, buffer);
+    shared.watched.add(prefix);
     handle.spawn(run(shared, prefix.to_owned(), after, feed));
     Ok(stream)
 }
@@ -73,11 +77,19 @@ async fn run(shared: Arc<Shared>, prefix: String, after: Revision, feed: WatchFe
 
 impl Watcher {
     fn options(&self) -> WatchOptions {
-        WatchOptions::new()
+        let options = WatchOptions::new()
             .with_range(prefix_end(&self.prefix))
             .with_start_revision(self.cursor as i64 + 1)
-            .with_prev_key()
-            .with_progress_notify()
+            .with_prev_key();
+        match self.shared.progress_mode {
+            Mode::Requests => options.with_progress_notify(),
+            Mode::Writes => options,
+        }
+    }
+
+    /// Whether a consistent read waits for a revision this watch has not reported yet.
+    fn progress_wanted(&self, wanted: &tokio::sync::watch::Receiver<u64>) -> bool {
+        self.shared.progress_mode == Mode::Requests && *wanted.borrow() > self.cursor
     }
 
     fn key(&self) -> String {
@@ -89,8 +101,7 @@ impl Watcher {
     }
 
     async fn run(&mut self) {
-        let mut progress_requests = self.shared.progress_requests.subscribe();
-        progress_requests.borrow_and_update();
+        let mut wanted = self.shared.progress_wanted.subscribe();
         let shutdown = self.shared.shutdown.clone();
         let mut broken_since: Option<Instant> = None;
         let mut backoff = BACKOFF_START;
@@ -123,15 +134,24 @@ impl Watcher {
                     continue;
                 }
             };
+            // Asked again on every new stream: a request sent on a broken one is lost.
+            let mut next_ask = Some(Instant::now());
             loop {
+                let ask_at = next_ask.filter(|_| self.progress_wanted(&wanted));
                 let message = tokio::select! {
                     _ = shutdown.cancelled() => return self.feed.close(WatchClosedReason::StoreShutdown),
                     _ = self.feed.reader_gone() => return,
-                    changed = progress_requests.changed() => {
-                        if changed.is_ok() && stream.request_progress().await.is_err() {
-                            break;
-                        }
+                    _ = wanted.changed() => {
+                        next_ask = Some(Instant::now());
                         continue;
+                    }
+                    _ = tokio::time::sleep_until(ask_at.unwrap_or_else(Instant::now)), if ask_at.is_some() => {
+                        // etcd answers nothing while the watcher is not synced: ask until it does.
+                        next_ask = Some(Instant::now() + progress::REASK);
+                        match tokio::time::timeout(progress::REASK, stream.request_progress()).await {
+                            Ok(Err(_)) => break,
+                            Ok(Ok(())) | Err(_) => continue,
+                        }
                     }
                     message = stream.message() => message,
                 };
@@ -172,7 +192,8 @@ impl Watcher {
             return Step::End;
         }
         if response.events().is_empty() {
-            if !response.created() {
+            // Where etcd may answer progress before queued events, its marks are not trusted.
+            if !response.created() && self.shared.progress_mode == Mode::Requests {
                 // A progress notification: everything up to the header revision was sent.
                 let revision = u64::try_from(header_revision).unwrap_or(0);
                 if revision > self.cursor {
@@ -188,7 +209,9 @@ impl Watcher {
                 continue;
             }
             self.cursor = ev.revision;
-            if !self.feed.send(ev) {
+            if progress::is_progress_key(ev.key.as_bytes()) {
+                self.feed.progress(ev.revision);
+            } else if !self.feed.send(ev) {
                 return Step::End;
             }
         }

@@ -1,0 +1,159 @@
+//! How a consistent read learns that every watch of this store has caught up with a revision, as
+//! kube-apiserver's `RequestWatchProgress` and its etcd feature-support check
+//! (`staging/src/k8s.io/apiserver/pkg/storage/feature/feature_support_checker.go`).
+//!
+//! Two ways, chosen once at connect by the members' versions:
+//! - **Progress requests** ([`Mode::Requests`], etcd ≥ 3.4.31 or ≥ 3.5.13): a quorum read gives the
+//!   revision; every live watch asks etcd for a progress notification and re-asks every
+//!   [`REASK`] until one reaches that revision (etcd answers nothing for a watcher that is not
+//!   synced, and a request sent on a stream that then breaks is lost).
+//! - **Progress writes** ([`Mode::Writes`], older members): their progress answer can overtake
+//!   events still queued for the watch (etcd issues 15220 and 17507), so a progress mark there
+//!   could make a watch skip writes. Upstream reads from etcd instead of its watch cache; here one
+//!   transaction puts a *progress key* inside every live watch's prefix. Its revision is the
+//!   consistent revision (a write is linearizable), and each watch sees the key's event in revision
+//!   order, after every earlier event: the watch turns it into a progress mark, never an event.
+//!   Lists never return progress keys.
+//!
+//! A progress key is the watched prefix followed by [`PROGRESS_KEY_SUFFIX`], which starts with a
+//! NUL byte: no Kubernetes object name can contain one, so it never names an object.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+use parking_lot::Mutex;
+
+/// Ends every progress key.
+pub(crate) const PROGRESS_KEY_SUFFIX: &str = "\0minik8s-watch-progress";
+
+/// How often a watch re-asks for progress while a consistent read waits for it (upstream's
+/// progress requester ticks at 100 ms).
+pub(crate) const REASK: Duration = Duration::from_millis(100);
+
+/// How long the version check waits for one member.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How consistent reads reach the watches (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Requests,
+    Writes,
+}
+
+/// Whether `key` is a progress key (of any prefix).
+pub(crate) fn is_progress_key(key: &[u8]) -> bool {
+    key.ends_with(PROGRESS_KEY_SUFFIX.as_bytes())
+}
+
+/// The progress key of the watches of `prefix`.
+pub(crate) fn progress_key(prefix: &str) -> String {
+    format!("{prefix}{PROGRESS_KEY_SUFFIX}")
+}
+
+/// Whether etcd `version` answers progress requests in order with the watch's events: not before
+/// 3.4.31, nor in 3.5.0–3.5.12 (as upstream's check). An unparsable version does not.
+pub(crate) fn supports_progress_requests(version: &str) -> bool {
+    let mut parts = version
+        .split(['-', '+'])
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .map(|p| p.parse::<u64>().ok());
+    let (Some(Some(major)), Some(Some(minor)), Some(Some(patch))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    match (major, minor) {
+        (3, 4) => patch >= 31,
+        (3, 5) => patch >= 13,
+        (3, m) => m > 5,
+        (m, _) => m > 3,
+    }
+}
+
+/// Asks every endpoint for its version: progress requests only when all of them support them
+/// (upstream's rule); an endpoint that does not answer in time counts as not supporting them.
+pub(crate) async fn detect(endpoints: &[String], options: &ConnectOptions) -> Mode {
+    for endpoint in endpoints {
+        let version = tokio::time::timeout(STATUS_TIMEOUT, async {
+            let mut client = Client::connect([endpoint.as_str()], Some(options.clone()))
+                .await
+                .ok()?;
+            let status = client.status().await.ok()?;
+            Some(status.version().to_owned())
+        })
+        .await
+        .ok()
+        .flatten();
+        let supported = version.as_deref().is_some_and(supports_progress_requests);
+        if !supported {
+            tracing::info!(%endpoint, ?version, "etcd member does not order progress answers with watch events: consistent reads write a progress key");
+            return Mode::Writes;
+        }
+    }
+    Mode::Requests
+}
+
+/// Every prefix a watch of this store was opened on: the progress keys to write. A prefix stays
+/// once watched, so a watch being reopened (after a relist) never misses its key; the prefixes come
+/// from the code (the watch cache watches one), never from requests.
+#[derive(Default)]
+pub(crate) struct WatchedPrefixes {
+    prefixes: Mutex<HashSet<String>>,
+}
+
+impl WatchedPrefixes {
+    pub(crate) fn add(&self, prefix: &str) {
+        let mut prefixes = self.prefixes.lock();
+        if !prefixes.contains(prefix) {
+            prefixes.insert(prefix.to_owned());
+        }
+    }
+
+    /// The progress keys to write now, one per watched prefix.
+    pub(crate) fn keys(&self) -> Vec<String> {
+        self.prefixes
+            .lock()
+            .iter()
+            .map(|p| progress_key(p))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_as_upstreams_check() {
+        for v in ["3.4.23", "3.4.30", "3.5.0", "3.5.12", "garbage", "3.4", ""] {
+            assert!(!supports_progress_requests(v), "{v}");
+        }
+        for v in [
+            "3.4.31",
+            "3.4.35",
+            "3.5.13",
+            "3.5.21",
+            "3.6.0",
+            "3.6.0-rc.1",
+            "4.0.0",
+        ] {
+            assert!(supports_progress_requests(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn progress_keys_are_recognised_and_one_per_prefix() {
+        let p = WatchedPrefixes::default();
+        p.add("/registry/");
+        p.add("/registry/");
+        p.add("");
+        let mut keys = p.keys();
+        keys.sort();
+        assert_eq!(keys, vec![progress_key(""), progress_key("/registry/")]);
+        assert!(keys.iter().all(|k| is_progress_key(k.as_bytes())));
+        assert!(!is_progress_key(b"/registry/pods/default/web"));
+    }
+}
