@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::authn::filter::user_of;
 use crate::error::ApiError;
+use crate::http::request_info::RequestInfo;
 use crate::registry::store::CachedObjects;
 use crate::state::AppState;
 
@@ -19,12 +20,16 @@ pub async fn filter(
     next: Next,
 ) -> Response {
     let user = user_of(req.extensions(), req.headers());
-    let attrs = super::request_info::attributes(
-        (*user).clone(),
-        req.method().as_str(),
-        req.uri().path(),
-        req.uri().query(),
-    );
+    // Parsed once per request by the body pre-read outside.
+    let parsed;
+    let info = match req.extensions().get::<RequestInfo>() {
+        Some(info) => info,
+        None => {
+            parsed = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+            &parsed
+        }
+    };
+    let attrs = super::request_info::attributes((*user).clone(), info);
     let decision = super::authorize(&CachedObjects::new(&state), &attrs);
     if !decision.allowed {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");

@@ -41,7 +41,7 @@ fn resource_rule_matches(r: &ResourceRule, d: &RequestDigest) -> bool {
     let i = &d.info;
     if !listed(&r.verbs, &i.verb)
         || !listed(&r.api_groups, &i.api_group)
-        || !listed(&r.resources, &i.resource)
+        || !r.resources.iter().any(|p| i.resource_matches(p))
     {
         return false;
     }
@@ -112,8 +112,8 @@ mod tests {
     use crate::authn::identity::UserInfo;
     use crate::bootstrap::flowcontrol::flow_schemas;
     use crate::flowcontrol::config::schema_spec;
-    use crate::flowcontrol::request::RequestInfo;
     use crate::flowcontrol::subject::from_user_agent;
+    use crate::http::request_info::RequestInfo;
     use axum::http::Method;
 
     fn bootstrap() -> Vec<SchemaSpec> {

@@ -192,9 +192,8 @@ async fn acquire(
 /// How many objects of the request's resource are stored (for a LIST's width); 0 for an
 /// unknown resource (upstream gives those the minimum width).
 fn stored_objects(state: &AppState, info: &RequestInfo) -> u64 {
-    let plural = info.resource.split('/').next().unwrap_or_default();
     let served = state.resources.snapshot();
-    match served.find(&info.api_group, &info.api_version, plural) {
+    match served.find(&info.api_group, &info.api_version, &info.resource) {
         Some(r) => state
             .cache
             .resource_count(&format!("/registry/{}/", r.info.storage)) as u64,

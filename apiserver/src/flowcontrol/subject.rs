@@ -90,9 +90,12 @@ pub fn from_user_agent(agent: &str, info: &RequestInfo) -> UserInfo {
 
 /// The node a kubelet request is about: its Node or its Lease in `kube-node-lease`.
 fn node_of(info: &RequestInfo) -> Option<&str> {
-    let base = info.resource.split('/').next().unwrap_or_default();
     let named = !info.name.is_empty();
-    match (info.api_group.as_str(), base, info.namespace.as_str()) {
+    match (
+        info.api_group.as_str(),
+        info.resource.as_str(),
+        info.namespace.as_str(),
+    ) {
         ("", "nodes", _) if named => Some(&info.name),
         ("coordination.k8s.io", "leases", "kube-node-lease") if named => Some(&info.name),
         _ => None,

@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
-use crate::flowcontrol::request::RequestInfo;
+use crate::http::request_info::RequestInfo;
 
 /// Whether a request is long-running (upstream's long-running verbs `watch`, `proxy` and
 /// subresources `attach`, `exec`, `proxy`, `log`, `portforward`).
@@ -25,10 +25,9 @@ pub fn is_long_running(info: &RequestInfo) -> bool {
     if matches!(info.verb.as_str(), "watch" | "proxy") {
         return true;
     }
-    let sub = info.resource.split_once('/').map(|(_, s)| s);
     matches!(
-        sub,
-        Some("attach" | "exec" | "proxy" | "log" | "portforward")
+        info.subresource.as_str(),
+        "attach" | "exec" | "proxy" | "log" | "portforward"
     )
 }
 

@@ -11,4 +11,5 @@ pub mod preread;
 pub mod query;
 pub mod render;
 pub mod request;
+pub mod request_info;
 pub mod tls;

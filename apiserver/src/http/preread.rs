@@ -81,10 +81,10 @@ impl PreRead {
 
 /// Whether the request's body is left to its handler: streaming and long-running requests,
 /// protocol upgrades and requests that carry no body.
-/// The request's [`RequestInfo`](crate::flowcontrol::request::RequestInfo) is parsed here once and left in
+/// The request's [`RequestInfo`](crate::http::request_info::RequestInfo) is parsed here once and left in
 /// its extensions for the deadline and priority-and-fairness layers inside.
 fn untouched(req: &mut Request) -> bool {
-    let info = crate::flowcontrol::request::RequestInfo::parse(
+    let info = crate::http::request_info::RequestInfo::parse(
         req.method(),
         req.uri().path(),
         req.uri().query(),
