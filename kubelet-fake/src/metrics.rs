@@ -39,6 +39,8 @@ pub struct KubeletMetrics {
     pub nodes: u64,
     /// Nodes currently running (not stopped).
     pub nodes_running: u64,
+    /// Event broadcasters running: one per node not removed.
+    pub event_broadcasters: u64,
     /// Pods bound to our nodes, by `status.phase` (an absent phase counts as Pending).
     pub pods_pending: u64,
     pub pods_running: u64,

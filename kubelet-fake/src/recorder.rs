@@ -19,22 +19,23 @@ use crate::events::{self, PodEvent, Severity};
 use crate::kubelet_config::KubeletConfig;
 use crate::runtime::NodeState;
 
-/// Starts node `name`'s event broadcaster on `tasks` (it stops at `shutdown`) and returns its
-/// recorder.
+/// Starts node `name`'s event broadcaster on `tasks` and returns its recorder. The broadcaster
+/// stops when `stop` (a child of the kubelets' shutdown) is cancelled: at shutdown, or when the
+/// node is removed.
 pub(crate) fn start_recorder(
     client: &Client,
     cfg: &KubeletConfig,
     name: &str,
     permits: &Arc<Semaphore>,
     tasks: &TaskTracker,
-    shutdown: &CancellationToken,
+    stop: &CancellationToken,
 ) -> EventRecorder {
     let broadcaster = EventBroadcaster::new(client.clone(), "kubelet")
         .with_host(name)
         .with_rate_limit(cfg.event_record_qps, cfg.event_burst)
         .with_write_permits(permits.clone());
     let recorder = broadcaster.recorder("");
-    tasks.spawn(broadcaster.run(shutdown.clone()));
+    tasks.spawn(broadcaster.run(stop.clone()));
     recorder
 }
 

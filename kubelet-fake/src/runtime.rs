@@ -149,10 +149,12 @@ pub(crate) struct NodeState {
     /// This node's kubelet's event recorder (`source.component: kubelet`, `source.host`: the
     /// node's name).
     pub(crate) recorder: EventRecorder,
+    /// Stops the recorder's broadcaster (when the node is removed).
+    events_stop: CancellationToken,
 }
 
 impl NodeState {
-    fn new(id: NodeIdentity, recorder: EventRecorder) -> Self {
+    fn new(id: NodeIdentity, recorder: EventRecorder, events_stop: CancellationToken) -> Self {
         Self {
             pods: Mutex::new(NodePods {
                 ipam: Ipam::new(id.pod_cidr),
@@ -160,6 +162,7 @@ impl NodeState {
                 images: HashSet::new(),
             }),
             recorder,
+            events_stop,
             id,
             running: AtomicBool::new(true),
             heartbeat_in_flight: AtomicBool::new(false),
@@ -279,15 +282,16 @@ impl FakeKubelets {
                     Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
                 })?;
             by_name.insert(id.name.clone(), i);
+            let events_stop = shutdown.child_token();
             let recorder = start_recorder(
                 &client,
                 &cfg,
                 &id.name,
                 &event_permits,
                 &event_tasks,
-                &shutdown,
+                &events_stop,
             );
-            nodes.push(Arc::new(NodeState::new(id, recorder)));
+            nodes.push(Arc::new(NodeState::new(id, recorder, events_stop)));
         }
 
         // The kubelet never reads managedFields: its caches go without them.
@@ -436,15 +440,16 @@ impl FakeKubelets {
                 Error::InvalidConfig(format!("node {i}: pod CIDR or node IP outside IPv4"))
             })?;
             let name = id.name.clone();
+            let events_stop = shared.shutdown.child_token();
             let recorder = start_recorder(
                 &shared.client,
                 &shared.cfg,
                 &name,
                 &shared.event_permits,
                 &shared.event_tasks,
-                &shared.shutdown,
+                &events_stop,
             );
-            nodes.push(Arc::new(NodeState::new(id, recorder)));
+            nodes.push(Arc::new(NodeState::new(id, recorder, events_stop)));
             by_name.insert(name.clone(), i);
             (i, name)
         };
@@ -471,6 +476,8 @@ impl FakeKubelets {
         };
         if let Some(n) = self.shared.node(i) {
             n.running.store(false, Ordering::SeqCst);
+            // Its index stays (indices never shift); its broadcaster and correlator go.
+            n.events_stop.cancel();
         }
         let api = self.shared.client.api::<Node>(None);
         match api.delete(name, &DeleteParams::default()).await {
@@ -537,6 +544,7 @@ impl FakeKubelets {
             }
         }
         m.queue_depth = self.shared.queue.len() as u64;
+        m.event_broadcasters = self.shared.event_tasks.len() as u64;
         m
     }
 

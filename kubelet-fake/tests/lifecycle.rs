@@ -242,9 +242,11 @@ async fn bound_pod_runs_ready_with_every_field_and_deletes_gracefully() {
             .is_some());
     }
     // Counted from the kubelet's informer, which may lag this client.
-    wait_for("the kubelet counting a running pod", Duration::from_secs(10), || async {
-        (env.kubelets.metrics().pods_running >= 1).then_some(())
-    })
+    wait_for(
+        "the kubelet counting a running pod",
+        Duration::from_secs(10),
+        || async { (env.kubelets.metrics().pods_running >= 1).then_some(()) },
+    )
     .await;
 
     // A second pod on the same node gets a different address.
@@ -545,10 +547,14 @@ async fn a_full_node_rejects_pods_out_of_pods() {
     assert_eq!(rejected.pod_ip, None);
     // The phase counts come from the kubelet's informer, which may see the
     // write a moment after this client did.
-    let failed = wait_for("the kubelet counting pod c", Duration::from_secs(10), || async {
-        let m = env.kubelets.metrics();
-        (m.pods_failed > 0).then_some(m.pods_failed)
-    })
+    let failed = wait_for(
+        "the kubelet counting pod c",
+        Duration::from_secs(10),
+        || async {
+            let m = env.kubelets.metrics();
+            (m.pods_failed > 0).then_some(m.pods_failed)
+        },
+    )
     .await;
     assert_eq!(failed, 1);
     // `rejectPod` records the reason and the message without the status' prefix.
@@ -664,5 +670,21 @@ async fn run_to_completion_pods_finish_and_annotations_choose_how() {
     // `Always` pods are servers: still running.
     let serves = ready_pod(&pods, "serves").await;
     assert!(terminated(&serves, "app").is_none());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_node_stops_its_event_broadcaster() {
+    let env = start(1, "").await;
+    let added = env.kubelets.add_node().await.expect("add a node");
+    assert_eq!(env.kubelets.metrics().event_broadcasters, 2);
+    env.kubelets.remove_node(&added).await.expect("remove it");
+    wait_for(
+        "the removed node's broadcaster to stop",
+        Duration::from_secs(10),
+        || async { (env.kubelets.metrics().event_broadcasters == 1).then_some(()) },
+    )
+    .await;
+    assert_eq!(env.kubelets.metrics().nodes, 1);
     env.stop().await;
 }
