@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
 use super::level::{Level, Seat};
+use super::queueset::Queued;
 use super::request::{RequestDigest, RequestInfo};
 use super::stats::FlowStats;
 use super::{classify, shuffle, subject, width, Schema};
@@ -123,7 +124,7 @@ async fn execute(
 struct Waiting<'a> {
     level: &'a std::sync::Arc<Level>,
     stats: &'a FlowStats,
-    id: u64,
+    id: Queued,
     since: Instant,
     armed: bool,
 }

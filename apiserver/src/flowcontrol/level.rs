@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::borrowing::SeatDemand;
 use super::config::{LevelSpec, Limits};
-use super::queueset::{Dispatched, QueueSet, Reject, Ticket};
+use super::queueset::{Dispatched, QueueSet, Queued, Reject, Ticket};
 use super::retry::DroppedRequests;
 use super::stats::LevelGauges;
 
@@ -124,7 +124,7 @@ impl Level {
         self: &Arc<Self>,
         hash: u64,
         seats: u32,
-    ) -> Result<(u64, oneshot::Receiver<Seat>), Reject> {
+    ) -> Result<(Queued, oneshot::Receiver<Seat>), Reject> {
         let (tx, rx) = oneshot::channel();
         let now = Instant::now();
         let (id, dispatched) = {
@@ -141,10 +141,10 @@ impl Level {
 
     /// Withdraws the waiting request `id`; false if it was dispatched meanwhile (its seat is on
     /// its channel).
-    pub fn cancel(&self, id: u64) -> bool {
+    pub fn cancel(&self, queued: Queued) -> bool {
         let now = Instant::now();
         let mut st = self.state.lock();
-        let removed = st.qs.cancel(id, now).is_some();
+        let removed = st.qs.cancel(queued, now).is_some();
         st.note_demand(now);
         removed
     }

@@ -64,6 +64,13 @@ pub struct Ticket {
     dispatched_at: Instant,
 }
 
+/// A waiting request: its id and the queue it was put in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    pub id: u64,
+    queue: usize,
+}
+
 /// A request dispatched from a queue.
 #[derive(Debug)]
 pub struct Dispatched<T> {
@@ -224,15 +231,15 @@ impl<T> QueueSet<T> {
         }
     }
 
-    /// Admits a request of `seats` from the flow `hash`: queued (its id) or rejected (with its
-    /// payload back). Call [`dispatch`](Self::dispatch) next: it may be dispatched at once.
+    /// Admits a request of `seats` from the flow `hash`: queued (its id and queue) or rejected
+    /// (with its payload back). Call [`dispatch`](Self::dispatch) next: it may be dispatched at once.
     pub fn enqueue(
         &mut self,
         hash: u64,
         seats: u32,
         payload: T,
         now: Instant,
-    ) -> Result<u64, (Reject, T)> {
+    ) -> Result<Queued, (Reject, T)> {
         self.advance(now);
         let seats = seats.max(1);
         let qi = match self.queuing {
@@ -262,17 +269,20 @@ impl<T> QueueSet<T> {
                 arrived: now,
             },
         );
-        Ok(id)
+        Ok(Queued { id, queue: qi })
     }
 
-    /// Removes the waiting request `id` (its wait limit passed, or its client left); `None`
-    /// when it is no longer waiting (it was dispatched).
-    pub fn cancel(&mut self, id: u64, now: Instant) -> Option<T> {
+    /// Removes the waiting request `queued` (its wait limit passed, or its client left); `None`
+    /// when it is no longer waiting (it was dispatched). Looks in the queue it was put in (at most
+    /// a queue's length limit of waiters), and in every queue only if a reconfiguration moved it.
+    pub fn cancel(&mut self, queued: Queued, now: Instant) -> Option<T> {
         self.advance(now);
-        let qi = self
-            .queues
-            .iter()
-            .position(|q| q.waiting.iter().any(|w| w.id == id))?;
+        let id = queued.id;
+        let holds = |q: &Queue<T>| q.waiting.iter().any(|w| w.id == id);
+        let qi = match self.queues.get(queued.queue) {
+            Some(q) if holds(q) => queued.queue,
+            _ => self.queues.iter().position(holds)?,
+        };
         let was = self.queues[qi].active();
         let q = &mut self.queues[qi];
         let pos = q.waiting.iter().position(|w| w.id == id)?;
@@ -535,14 +545,16 @@ mod tests {
         let t = Instant::now();
         let mut qs = QueueSet::new(Some(QUEUING), 1, t);
         offer(&mut qs, "a", 1, t);
-        let waiting = qs.enqueue(flow_hash("fs", "b"), 1, "b", t).ok();
-        qs.enqueue(flow_hash("fs", "c"), 1, "c", t).ok();
-        assert_eq!(qs.cancel(waiting.unwrap_or(u64::MAX), t), Some("b"));
+        let b = qs.enqueue(flow_hash("fs", "b"), 1, "b", t).ok().unwrap();
+        let c = qs.enqueue(flow_hash("fs", "c"), 1, "c", t).ok().unwrap();
+        assert_eq!(qs.cancel(b, t), Some("b"));
+        assert_eq!(qs.cancel(b, t), None);
         assert_eq!(qs.waiting(), 1);
         qs.set_limit(3);
         let d = qs.dispatch(t);
         assert_eq!(d.iter().map(|d| d.payload).collect::<Vec<_>>(), vec!["c"]);
-        assert_eq!(qs.cancel(d[0].id, t), None);
+        assert_eq!(d[0].id, c.id);
+        assert_eq!(qs.cancel(c, t), None);
     }
 
     #[test]
