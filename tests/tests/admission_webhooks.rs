@@ -178,7 +178,7 @@ async fn validating_webhooks_deny_with_a_message_and_warn_through_kubectl() {
         refusal(refused),
         (
             403,
-            "configmaps \"deny-me\" is forbidden: admission webhook \"deny.example.com\" denied the request: configmaps named deny-* are not welcome".into()
+            "admission webhook \"deny.example.com\" denied the request: configmaps named deny-* are not welcome".into()
         )
     );
     // matchConditions false: neither webhook is called.
@@ -215,7 +215,7 @@ async fn validating_webhooks_deny_with_a_message_and_warn_through_kubectl() {
         refusal(refused),
         (
             403,
-            "configmaps \"protected\" is forbidden: admission webhook \"protect.example.com\" denied the request: configmaps named deny-* are not welcome".into()
+            "admission webhook \"protect.example.com\" denied the request: configmaps named deny-* are not welcome".into()
         )
     );
     let review = hooks.last_call("deny", "protected");

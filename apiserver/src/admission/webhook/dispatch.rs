@@ -15,8 +15,8 @@
 //! - A failed call (transport, deadline, status, invalid answer) is `failed calling webhook
 //!   "x": …`: with `failurePolicy: Fail` a 500 `Internal error occurred: …`, with `Ignore` the
 //!   webhook is skipped and a `failed-open` audit annotation recorded. A refusal is the answer's
-//!   status as upstream's `ToStatusErr` renders it (`… is forbidden: admission webhook "x"
-//!   denied the request: msg`).
+//!   status as upstream's `ToStatusErr` renders it: its code (400 when absent or below), reason
+//!   and details as sent, the message `admission webhook "x" denied the request: msg`.
 //! - Warnings of every answer go to the response's `Warning` headers; audit annotations are
 //!   kept on the request as `<webhook>/<key>`, with upstream's `mutation.webhook…` annotations.
 
@@ -103,8 +103,9 @@ fn check_dry_run(hook: &Hook, req: &Request<'_>) -> Result<()> {
     Ok(())
 }
 
-/// `ToStatusErr`: a refusal as the request's error.
-fn refusal(hook: &Hook, req: &Request<'_>, gr: &str, result: Option<&Value>) -> ApiError {
+/// `ToStatusErr`: a refusal is the webhook's own `status`, as it sent it (code, reason, details),
+/// its message prefixed with which webhook refused; no `… is forbidden:` wrapping.
+fn refusal(hook: &Hook, result: Option<&Value>) -> ApiError {
     let field = |f: &str| {
         result
             .and_then(|r| r.get(f))
@@ -112,13 +113,13 @@ fn refusal(hook: &Hook, req: &Request<'_>, gr: &str, result: Option<&Value>) -> 
             .unwrap_or("")
             .to_string()
     };
-    // A refusal is an error: upstream raises any code below 400 to 400, so a webhook's
-    // `code: 200` cannot turn a refusal into an HTTP 200 a typed client would decode as the object.
+    // A refusal is an error: upstream raises any code below 400 (an absent one too) to 400, so a
+    // webhook's `code: 200` cannot turn a refusal into an HTTP 200 a typed client would decode as
+    // the object. Above 599 is no HTTP status: 599 at most (a deviation upstream does not need).
     let code = result
         .and_then(|r| r.get("code"))
         .and_then(Value::as_i64)
-        .filter(|c| *c != 0)
-        .map_or(403, |c| c.clamp(400, 599));
+        .map_or(400, |c| c.clamp(400, 599));
     let denied = format!("admission webhook {:?} denied the request", hook.name);
     let (message, reason) = (field("message"), field("reason"));
     let text = if !message.is_empty() {
@@ -128,27 +129,18 @@ fn refusal(hook: &Hook, req: &Request<'_>, gr: &str, result: Option<&Value>) -> 
     } else {
         format!("{denied} without explanation")
     };
-    let name = if req.name.is_empty() {
-        "Unknown"
-    } else {
-        req.name
-    };
-    let mut status = if code == 500 {
-        api::status::internal(&text)
-    } else {
-        api::status::forbidden(gr, name, &text)
-    };
-    status.code = i32::try_from(code).ok();
-    if !reason.is_empty() {
-        status.reason = Some(reason);
+    api::status::StatusObject {
+        code: i32::try_from(code).ok(),
+        details: result
+            .and_then(|r| r.get("details"))
+            .filter(|d| d.is_object())
+            .and_then(|d| serde_json::from_value(d.clone()).ok()),
+        message: Some(text),
+        metadata: Default::default(),
+        reason: (!reason.is_empty()).then_some(reason),
+        status: Some("Failure".to_string()),
     }
-    if let Some(details) = result
-        .and_then(|r| r.get("details"))
-        .filter(|d| d.is_object())
-    {
-        status.details = serde_json::from_value(details.clone()).ok();
-    }
-    status.into()
+    .into()
 }
 
 /// Calls one webhook; `Err` is a refusal or an error not subject to `failurePolicy`.
@@ -156,7 +148,6 @@ async fn call(
     hook: &Hook,
     req: &Request<'_>,
     fx: &Effects<'_>,
-    gr: &str,
     mutating: bool,
 ) -> Result<Called> {
     let Some(version) = review_version(&hook.review_versions) else {
@@ -191,7 +182,7 @@ async fn call(
         fx.warnings.push(w);
     }
     if !verdict.allowed {
-        return Err(refusal(hook, req, gr, verdict.result.as_ref()));
+        return Err(refusal(hook, verdict.result.as_ref()));
     }
     if verdict.patch.is_empty() {
         return Ok(Called::Allowed(None));
@@ -265,7 +256,7 @@ pub async fn mutate(
                 continue;
             }
             check_dry_run(hook, &req)?;
-            let called = call(hook, &req, fx, gr, true).await?;
+            let called = call(hook, &req, fx, true).await?;
             let mut mutated = false;
             match called {
                 Called::Allowed(Some(patched)) => {
@@ -327,7 +318,7 @@ pub async fn validate(
     }
     let calls = called
         .iter()
-        .map(|(_, hook)| call(hook, req, fx, gr, false));
+        .map(|(_, hook)| call(hook, req, fx, false));
     let results = futures::future::join_all(calls).await;
     for ((i, hook), result) in called.iter().zip(results) {
         match result? {
@@ -415,30 +406,35 @@ mod tests {
     #[test]
     fn refusals_are_rendered_as_upstreams_to_status_err() {
         let h = hook(json!({}));
-        let r = |name: &str, result: Value| {
-            with_request(name, false, |req| {
-                message(&refusal(&h, req, "configmaps", Some(&result)))
-            })
-        };
+        let r = |result: Value| message(&refusal(&h, Some(&result)));
+        let denied = "admission webhook \"w.example.com\" denied the request";
         assert_eq!(
-            r("x", json!({"message": "no"})),
-            (403, "configmaps \"x\" is forbidden: admission webhook \"w.example.com\" denied the request: no".into())
+            r(json!({"code": 403, "message": "no"})),
+            (403, format!("{denied}: no"))
         );
         assert_eq!(
-            r("", json!({"reason": "Because"})),
-            (403, "configmaps \"Unknown\" is forbidden: admission webhook \"w.example.com\" denied the request: Because".into())
+            r(json!({"reason": "Because"})),
+            (400, format!("{denied}: Because"))
         );
+        assert_eq!(r(json!({})), (400, format!("{denied} without explanation")));
         assert_eq!(
-            r("x", json!({})),
-            (403, "configmaps \"x\" is forbidden: admission webhook \"w.example.com\" denied the request without explanation".into())
+            r(json!({"code": 500, "message": "broken"})),
+            (500, format!("{denied}: broken"))
         );
-        assert_eq!(
-            r("x", json!({"code": 500, "message": "broken"})),
-            (500, "Internal error occurred: admission webhook \"w.example.com\" denied the request: broken".into())
-        );
-        assert_eq!(r("x", json!({"code": 422, "message": "bad"})).0, 422);
+        assert_eq!(r(json!({"code": 422, "message": "bad"})).0, 422);
         // A refusal is never a success: codes below 400 are raised to 400, as upstream.
-        assert_eq!(r("x", json!({"code": 200, "message": "no"})).0, 400);
+        assert_eq!(r(json!({"code": 200, "message": "no"})).0, 400);
+        // The reason and details are the webhook's own.
+        let st = refusal(
+            &h,
+            Some(&json!({"code": 403, "reason": "Forbidden", "message": "no", "details": {"name": "x"}})),
+        )
+        .to_status();
+        assert_eq!(st["reason"], "Forbidden");
+        assert_eq!(st["details"]["name"], "x");
+        assert_eq!(st["status"], "Failure");
+        let st = refusal(&h, None).to_status();
+        assert!(st.get("reason").is_none(), "{st}");
     }
 
     #[tokio::test]
