@@ -1,7 +1,8 @@
 //! Objects that do not decode into their type, met in a LIST or a WATCH: each is reported (a
-//! WARN line naming it and the reason) and counted, then skipped, so that one bad object in the
-//! store cannot wedge an informer (the reflector would otherwise fail every relist on it and
-//! never sync). The rest of the list, and the watch after the bad event, are delivered as usual.
+//! WARN line naming it and the reason) and counted. A list skips it and delivers the rest, so one
+//! bad object in the store cannot wedge an informer (the reflector would otherwise fail every
+//! relist on it and never sync). A watch ends at it, as client-go's decoder error does: the
+//! reflector relists, so its cache loses the object rather than keeping a stale version of it.
 //!
 //! The count is process-wide ([`undecodable_objects`]): the controller manager exposes it as
 //! `informer_undecodable_objects_total`. The fast paths are unchanged: a list is decoded item by

@@ -204,12 +204,13 @@ where
                 let ev = decode(line);
                 if let Err(Error::Decode { what, source }) = &ev {
                     if what == OBJECT_UNDECODABLE {
-                        // One bad object is skipped; the watch goes on (see `undecodable`).
+                        // Reported, then the watch ends: skipping the event would leave the
+                        // object's last good version (or a deleted one) in the watcher's cache;
+                        // a reflector relists, and the list skips the object (`undecodable`).
                         let event = serde_json::from_slice::<serde_json::Value>(line).ok();
                         let kind = std::any::type_name::<K>().rsplit("::").next().unwrap_or("");
                         let object = event.as_ref().and_then(|e| e.get("object"));
                         crate::rest::undecodable::report(kind, object, "watch", source);
-                        continue;
                     }
                 }
                 if ev.is_err() {
@@ -303,11 +304,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_undecodable_object_is_skipped_and_the_watch_goes_on() {
+    async fn an_undecodable_object_is_reported_and_ends_the_watch() {
         let lines = concat!(
             r#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#,
             "\n",
-            r#"{"type":"ADDED","object":{"metadata":{"name":"poison"},"spec":{"tolerations":5}}}"#,
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"poison"},"spec":{"tolerations":5}}}"#,
             "\n",
             r#"{"type":"MODIFIED","object":{"metadata":{"name":"b"}}}"#,
             "\n",
@@ -317,16 +318,15 @@ mod tests {
             lines.as_bytes(),
         ))]);
         let events: Vec<Result<WatchEvent<Pod>>> = decode_body(body, false).collect().await;
-        let names: Vec<String> = events
-            .iter()
-            .map(|e| match e {
-                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => {
-                    p.metadata.name.clone().unwrap_or_default()
-                }
-                other => format!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(names, ["a", "b"]);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(
+            matches!(&events[0], Ok(WatchEvent::Added(p)) if p.metadata.name.as_deref() == Some("a"))
+        );
+        assert!(
+            matches!(&events[1], Err(Error::Decode { what, .. }) if *what == OBJECT_UNDECODABLE),
+            "{:?}",
+            events[1]
+        );
         assert!(crate::rest::undecodable::undecodable_objects() > before);
     }
 }
