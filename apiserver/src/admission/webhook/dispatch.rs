@@ -144,12 +144,7 @@ fn refusal(hook: &Hook, result: Option<&Value>) -> ApiError {
 }
 
 /// Calls one webhook; `Err` is a refusal or an error not subject to `failurePolicy`.
-async fn call(
-    hook: &Hook,
-    req: &Request<'_>,
-    fx: &Effects<'_>,
-    mutating: bool,
-) -> Result<Called> {
+async fn call(hook: &Hook, req: &Request<'_>, fx: &Effects<'_>, mutating: bool) -> Result<Called> {
     let Some(version) = review_version(&hook.review_versions) else {
         return Ok(Called::Failed(
             "webhook does not accept v1 or v1beta1 AdmissionReview".into(),
@@ -316,9 +311,7 @@ pub async fn validate(
             called.push((i, hook));
         }
     }
-    let calls = called
-        .iter()
-        .map(|(_, hook)| call(hook, req, fx, false));
+    let calls = called.iter().map(|(_, hook)| call(hook, req, fx, false));
     let results = futures::future::join_all(calls).await;
     for ((i, hook), result) in called.iter().zip(results) {
         match result? {
