@@ -26,6 +26,7 @@ pub async fn filter(
         req.uri().query(),
     );
     let decision = super::authorize(&CachedObjects::new(&state), &attrs);
+    crate::audit::authorized(req.extensions(), decision.allowed, &decision.reason);
     if !decision.allowed {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");
         return ApiError::from(super::request_info::forbidden(&attrs, &decision.reason))
