@@ -10,8 +10,9 @@
 //! `requestReceivedTimestamp`, `stageTimestamp` (both `MicroTime`: RFC 3339 with microseconds,
 //! UTC) and `annotations` (sorted, as Go encodes a map).
 //!
-//! Bodies: `requestObject` and `responseObject` are the JSON (or YAML, converted) bodies as sent
-//! and as answered; a protobuf or otherwise non-JSON body is left out. With `omitManagedFields`
+//! Bodies: `requestObject` and `responseObject` are the bodies as sent and as answered, in JSON
+//! (YAML converted, protobuf decoded as the server decodes it); a body that does not decode
+//! (a protobuf kind without a Go type here, any other media type) is left out. With `omitManagedFields`
 //! the object's `metadata.managedFields` (of a list's items and a Table's rows too) are dropped.
 //! A request body's `metadata` completes `objectRef` (name, namespace, uid, resourceVersion) as
 //! upstream's `LogRequestObject` does, except for patches. An error's `Status` body fills
@@ -169,13 +170,15 @@ pub fn micro_time(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-/// The body as JSON, or `None` for a body that is neither JSON nor YAML.
+/// The body as JSON (protobuf decoded as the server decodes request bodies), or `None`.
 fn decode(body: &Captured, omit_managed_fields: bool) -> Option<Value> {
     let media = body.content_type.split(';').next().unwrap_or("").trim();
     let mut value: Value = if media.ends_with("yaml") {
         serde_yaml::from_slice(&body.bytes).ok()?
     } else if media.is_empty() || media.ends_with("json") {
         serde_json::from_slice(&body.bytes).ok()?
+    } else if media == crate::protobuf::PROTOBUF_MEDIA_TYPE {
+        crate::protobuf::decode_object(&body.bytes).ok()?
     } else {
         return None;
     };
@@ -397,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_bodies_are_left_out_and_yaml_is_converted() {
+    fn undecodable_protobuf_is_left_out_and_yaml_is_converted() {
         let pb = Captured {
             bytes: Bytes::from_static(b"k8s\0\x0a"),
             content_type: "application/vnd.kubernetes.protobuf".into(),
