@@ -437,6 +437,81 @@ fn prune_backups(path: &Path, keep: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::event::{Captured, Core, Record};
+    use crate::audit::Stage;
+
+    fn record(body: usize) -> Record {
+        Record {
+            core: Arc::new(Core {
+                level: Level::Metadata,
+                audit_id: "a".into(),
+                request_uri: "/api".into(),
+                verb: "get".into(),
+                user: None,
+                source_ips: vec![],
+                user_agent: String::new(),
+                object_ref: None,
+                received: jiff::Timestamp::now(),
+                omit_managed_fields: false,
+            }),
+            stage: Stage::RequestReceived,
+            stage_timestamp: jiff::Timestamp::now(),
+            impersonated: None,
+            response: None,
+            request_body: (body > 0).then(|| Captured {
+                bytes: bytes::Bytes::from(vec![b'x'; body]),
+                content_type: "application/json".into(),
+            }),
+            annotations: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        // A queue of two that nobody drains.
+        let (tx, rx) = sync_channel(2);
+        let sink = Sink {
+            tx,
+            queued_bytes: Default::default(),
+            metrics: Default::default(),
+            done: parking_lot::Mutex::new(None),
+        };
+        for _ in 0..5 {
+            sink.process(record(10));
+        }
+        assert_eq!(sink.metrics.dropped(), 3);
+        assert_eq!(sink.metrics.events.load(Ordering::Relaxed), 5);
+        // Only the queued events' bodies are counted against the byte bound.
+        assert_eq!(sink.queued_bytes.load(Ordering::Relaxed), 20);
+        // Bodies past the byte bound are dropped even with room in the queue.
+        let _ = rx.recv().unwrap();
+        sink.process(record(MAX_QUEUED_BODY_BYTES));
+        assert_eq!(sink.metrics.dropped(), 4);
+        drop(rx);
+        sink.process(record(0));
+        assert_eq!(sink.metrics.dropped(), 5);
+        let mut text = String::new();
+        sink.metrics.render(&mut text);
+        assert!(text.contains("apiserver_audit_error_total{plugin=\"buffered\"} 5\n"));
+        assert!(text.contains("apiserver_audit_event_total 7\n"));
+    }
+
+    #[tokio::test]
+    async fn close_writes_what_is_queued_and_ends_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let sink = Sink::open(&LogTarget::File(path.clone()), 0, 0).unwrap();
+        for _ in 0..1000 {
+            sink.process(record(0));
+        }
+        sink.close(Duration::from_secs(10)).await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1000);
+        assert!(text.lines().all(|l| l.starts_with("{\"kind\":\"Event\"")));
+        // After the close nothing is written, and nothing waits.
+        sink.process(record(0));
+        assert_eq!(sink.metrics.dropped(), 1);
+    }
 
     #[test]
     fn a_full_file_is_rotated_and_old_backups_pruned() {
