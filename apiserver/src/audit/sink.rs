@@ -114,7 +114,8 @@ impl Metrics {
 }
 
 enum Msg {
-    Event(Record),
+    /// Boxed: the queue's slots stay small (it is allocated whole).
+    Event(Box<Record>),
     Stop,
 }
 
@@ -187,7 +188,7 @@ impl Sink {
                 return;
             }
         }
-        match self.tx.try_send(Msg::Event(record)) {
+        match self.tx.try_send(Msg::Event(Box::new(record))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -203,7 +204,7 @@ impl Sink {
     fn drop_event(&self, why: &str) {
         let n = self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
         // One line per thousand drops: a full queue must not flood the log too.
-        if n % 1000 == 0 {
+        if n.is_multiple_of(1000) {
             tracing::error!(
                 plugin = "buffered",
                 dropped = n + 1,
@@ -218,13 +219,8 @@ impl Sink {
         let Some(done) = done else { return };
         let stop = async {
             // The queue may be full: retry until there is room for the stop.
-            loop {
-                match self.tx.try_send(Msg::Stop) {
-                    Err(TrySendError::Full(_)) => {
-                        tokio::time::sleep(Duration::from_millis(5)).await
-                    }
-                    _ => break,
-                }
+            while let Err(TrySendError::Full(_)) = self.tx.try_send(Msg::Stop) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let _ = done.await;
         };
