@@ -373,6 +373,46 @@ async fn requests_of_every_outcome_are_audited_at_the_policys_level() {
         .iter()
         .all(|e| e["auditID"] != probe.audit_id));
 
+    // Admission's audit annotations: a ValidatingAdmissionPolicy's `auditAnnotations` land in
+    // the event as `<policy>/<key>` once the policy is in force.
+    let vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let policy = json!({"metadata": {"name": "tag"}, "spec": {"failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE"], "resources": ["configmaps"]}]},
+        "auditAnnotations": [{"key": "name", "valueExpression": "object.metadata.name"}]}});
+    assert_eq!(
+        admin.send("POST", vap, &[], json_body(policy)).await.code,
+        201
+    );
+    let binding = json!({"metadata": {"name": "tag"},
+        "spec": {"policyName": "tag", "validationActions": ["Audit"]}});
+    let bindings = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    assert_eq!(
+        admin
+            .send("POST", bindings, &[], json_body(binding))
+            .await
+            .code,
+        201
+    );
+    let mut attempt = 0;
+    let annotated = eventually("the policy's audit annotation", || {
+        attempt += 1;
+        let (admin, log) = (&admin, &log);
+        async move {
+            let (name, id) = (format!("tagged-{attempt}"), format!("tag-{attempt}"));
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+            let created = admin
+                .send("POST", cms, &[("Audit-ID", id.as_str())], json_body(cm))
+                .await;
+            assert_eq!(created.code, 201, "{}", created.body);
+            let evs = events(log, &id, &["RequestReceived", "ResponseComplete"]).await;
+            let value = evs[1]["annotations"]["tag/name"].clone();
+            (value != Value::Null).then_some((name, value))
+        }
+    })
+    .await;
+    assert_eq!(annotated.1, annotated.0.as_str());
+
     // The metrics count events and levels.
     let metrics = admin.send("GET", "/metrics", &[], None).await;
     let text = metrics.body.as_str().unwrap().to_string();
