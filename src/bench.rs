@@ -136,6 +136,10 @@ pub struct BenchArgs {
     /// put rate in the same run; `scale` on this etcd.
     #[arg(long, value_name = "URL", value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// Run `creates` with an audit log at PATH, every request at the Metadata level (to compare
+    /// with a run without).
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 /// Errors of a benchmark run.
@@ -175,6 +179,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             &args.writers,
             Duration::from_secs(args.seconds),
             args.secure,
+            args.audit_log.as_deref(),
         )
         .await?;
     }

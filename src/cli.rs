@@ -140,6 +140,19 @@ pub struct ApiserverArgs {
     /// More names or addresses for the serving certificate; may be repeated.
     #[arg(long = "tls-san", value_name = "NAME")]
     pub tls_sans: Vec<String>,
+    /// If set, all requests coming to the apiserver will be logged to this file. '-' means
+    /// standard out. Events are written only with --audit-policy-file.
+    #[arg(long, visible_alias = "audit-log", value_name = "PATH")]
+    pub audit_log_path: Option<PathBuf>,
+    /// Path to the file that defines the audit policy configuration (audit.k8s.io/v1 Policy).
+    #[arg(long, value_name = "FILE")]
+    pub audit_policy_file: Option<PathBuf>,
+    /// The maximum size in megabytes of the audit log file before it gets rotated (0: 100).
+    #[arg(long, value_name = "MB", default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// The maximum number of old audit log files to retain (0: all).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +275,17 @@ impl ApiserverArgs {
                 anonymous: self.anonymous_auth,
             });
         }
+        config.audit = apiserver::audit::AuditOptions {
+            log_path: self.audit_log_path.clone(),
+            policy: match &self.audit_policy_file {
+                Some(file) => Some(
+                    apiserver::audit::AuditOptions::load_policy(file).map_err(Error::Component)?,
+                ),
+                None => None,
+            },
+            max_size_mb: self.audit_log_maxsize,
+            max_backups: self.audit_log_maxbackup,
+        };
         Ok(config)
     }
 }

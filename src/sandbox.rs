@@ -23,6 +23,8 @@ pub struct SandboxBuilder {
     /// `--enable-admission-plugins` and `--disable-admission-plugins` (comma-separated), checked
     /// by `start`.
     admission_plugins: (String, String),
+    /// The audit policy's text, loaded by `start`.
+    audit_policy: Option<String>,
 }
 
 impl SandboxBuilder {
@@ -106,6 +108,20 @@ impl SandboxBuilder {
         self
     }
 
+    /// Write the audit log to `path` (`-`: standard output), as kube-apiserver's
+    /// `--audit-log-path`; events are written only under an [`audit_policy`](Self::audit_policy).
+    pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.apiserver.audit.log_path = Some(path.into());
+        self
+    }
+
+    /// The audit policy, an `audit.k8s.io/v1` `Policy` in YAML or JSON (what
+    /// `--audit-policy-file` holds); `start` fails with upstream's message on an invalid one.
+    pub fn audit_policy(mut self, policy: &str) -> Self {
+        self.audit_policy = Some(policy.to_string());
+        self
+    }
+
     /// Full access to the configuration of every component.
     pub fn configure(mut self, f: impl FnOnce(&mut ControlPlaneConfig)) -> Self {
         f(&mut self.config);
@@ -120,6 +136,11 @@ impl SandboxBuilder {
             .admission
             .apply_flags(enable, disable)
             .map_err(Error::Apiserver)?;
+        if let Some(text) = &self.audit_policy {
+            let policy = apiserver::audit::Policy::from_bytes(text.as_bytes())
+                .map_err(|e| Error::Apiserver(format!("loading audit policy file: {e}")))?;
+            config.apiserver.audit.policy = Some(policy);
+        }
         let dir = tempfile::Builder::new()
             .prefix("minik8s-sandbox-")
             .tempdir()
@@ -155,6 +176,7 @@ impl Sandbox {
         SandboxBuilder {
             config,
             admission_plugins: Default::default(),
+            audit_policy: None,
         }
     }
 

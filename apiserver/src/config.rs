@@ -67,6 +67,9 @@ pub struct Config {
     /// Serve HTTPS and authenticate and authorize every request (`minik8s up --secure`);
     /// `None`: plain HTTP on loopback, every request acting as the admin.
     pub secure: Option<SecureConfig>,
+    /// The audit log and its policy (`--audit-log-path`, `--audit-policy-file`); the default
+    /// audits nothing.
+    pub audit: crate::audit::AuditOptions,
 }
 
 /// The settings of a secure server ([`crate::authn`], [`crate::authz`], [`crate::http::tls`]).
@@ -117,6 +120,7 @@ impl Default for Config {
             admission: crate::admission::AdmissionConfig::without_controllers(),
             loopback_guard: true,
             secure: None,
+            audit: Default::default(),
         }
     }
 }

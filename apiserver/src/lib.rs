@@ -6,7 +6,8 @@
 //! browser origins, no foreign `Host`), authentication ([`authn`]), the request time limit of
 //! [`http::limits`] and API Priority and Fairness ([`flowcontrol`]), whose request bodies
 //! [`http::preread`] has already read (under a deadline and a minimum rate), and authorization
-//! ([`authz`]) in secure mode.
+//! ([`authz`]) in secure mode. With an audit policy, the [`audit`] middleware wraps
+//! authentication and everything inside it, so refused requests are audited too.
 //! The [`registry`] does the rest: its runtime [`ResourceRegistry`](registry::ResourceRegistry)
 //! says what is served, its generic [`Store`](registry::Store) implements every verb (one
 //! `guaranteed_update` for every read-modify-write), and per-kind behaviour comes from its
@@ -18,6 +19,7 @@ pub mod protobuf;
 pub mod registry;
 
 pub mod admission;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod bootstrap;
@@ -70,6 +72,9 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
     state.metrics.set_revision(state.cache.revision());
     let mut text = state.metrics.render();
     state.flowcontrol.render_metrics(&mut text);
+    if let Some(audit) = &state.audit {
+        audit.render_metrics(&mut text);
+    }
     let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -179,7 +184,14 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.config.request_timeout,
             http::limits::timeout,
-        ))
+        ));
+    // The audit event keeps the request body the pre-read has just read.
+    let router = if state.audit.is_some() {
+        router.layer(middleware::from_fn(audit::capture_body))
+    } else {
+        router
+    };
+    let router = router
         // Outside the seats: a body is read whole before its request takes one (and after
         // authentication, so an unauthenticated client's body is never read).
         .layer(middleware::from_fn_with_state(
@@ -190,6 +202,15 @@ pub fn app(state: AppState) -> Router {
             shared.clone(),
             authn::filter::filter,
         ));
+    // Outside authentication, so the requests it refuses are audited too (upstream's
+    // `WithAudit` with `WithFailedAuthenticationAudit`); installed only with an audit policy.
+    let router = match &state.audit {
+        Some(auditor) => router.layer(middleware::from_fn_with_state(
+            auditor.clone(),
+            audit::filter::filter,
+        )),
+        None => router,
+    };
     // Refused browser requests are counted and logged by `record` but take no in-flight seat.
     let router = if guard {
         router.layer(http::loopback::LoopbackGuardLayer)

@@ -138,7 +138,15 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             });
             continue;
         }
-        let service = TowerToHyperService::new(router.clone());
+        // The client's address travels with every request (the audit event's `sourceIPs`).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            },
+        ));
         tracker.spawn(async move {
             let _permit = permit;
             serve_connection(TokioIo::new(stream), peer, service, header_timeout, token).await;
@@ -151,6 +159,9 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
         .is_err()
     {
         tracing::warn!("shutdown deadline passed with connections still open");
+    }
+    if let Some(audit) = &state.audit {
+        audit.close(config.shutdown_deadline).await;
     }
 }
 

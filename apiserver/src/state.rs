@@ -41,6 +41,8 @@ pub struct AppState {
     pub security: Option<Arc<crate::authn::Security>>,
     /// API Priority and Fairness, its configuration followed in the watch cache.
     pub flowcontrol: Arc<crate::flowcontrol::FlowControl>,
+    /// The audit policy and log writer; `None` audits nothing.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -77,6 +79,8 @@ impl AppState {
             )),
             None => None,
         };
+        let audit = crate::audit::Auditor::start(&config.audit, security.is_some())
+            .map_err(|e| ApiError::internal("opening the audit log", e))?;
         let resources = Arc::new(ResourceRegistry::new());
         let ips = Arc::new(ClusterIpAllocator::new());
         crate::registry::builtin::register(&resources, &ips)
@@ -138,6 +142,7 @@ impl AppState {
             credentials: Arc::new(credentials),
             httplog: Default::default(),
             security,
+            audit,
         })
     }
 }

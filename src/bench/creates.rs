@@ -32,14 +32,29 @@ struct Counts {
 
 /// Runs the benchmark at each of `writer_counts`, `load` each.
 /// `secure`: against a secure server (HTTPS, the admin's client certificate, RBAC per request).
-pub async fn creates(writer_counts: &[usize], load: Duration, secure: bool) -> Result<(), Error> {
+/// `audit_log`: with an audit log there, every request audited at `Metadata`.
+pub async fn creates(
+    writer_counts: &[usize],
+    load: Duration,
+    secure: bool,
+    audit_log: Option<&std::path::Path>,
+) -> Result<(), Error> {
     for &writers in writer_counts {
-        run(writers.max(1), load, secure).await?;
+        run(writers.max(1), load, secure, audit_log).await?;
     }
     Ok(())
 }
 
-async fn run(writers: usize, load: Duration, secure: bool) -> Result<(), Error> {
+/// The policy of an audited run: everything at `Metadata`.
+const METADATA_POLICY: &str =
+    "{\"apiVersion\":\"audit.k8s.io/v1\",\"kind\":\"Policy\",\"rules\":[{\"level\":\"Metadata\"}]}";
+
+async fn run(
+    writers: usize,
+    load: Duration,
+    secure: bool,
+    audit_log: Option<&std::path::Path>,
+) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
     let mut config = ControlPlaneConfig {
         storage: Storage::Dir(dir.path().to_path_buf()),
@@ -48,6 +63,15 @@ async fn run(writers: usize, load: Duration, secure: bool) -> Result<(), Error> 
     };
     if secure {
         config.apiserver.secure = Some(apiserver::config::SecureConfig::default());
+    }
+    if let Some(path) = audit_log {
+        let policy = apiserver::audit::Policy::from_bytes(METADATA_POLICY.as_bytes())
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        config.apiserver.audit = apiserver::audit::AuditOptions {
+            log_path: Some(path.to_path_buf()),
+            policy: Some(policy),
+            ..Default::default()
+        };
     }
     let plane = ControlPlane::start(config).await?;
     let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
@@ -96,8 +120,32 @@ async fn run(writers: usize, load: Duration, secure: bool) -> Result<(), Error> 
     }
     let secs = start.elapsed().as_secs_f64();
     let n = counts.created.load(Ordering::Relaxed);
+    let audited = match audit_log {
+        Some(_) => {
+            // Events the writer could not keep up with are dropped and counted, never waited for.
+            let metrics = http
+                .get(format!("{}/metrics", plane.url()))
+                .send()
+                .await?
+                .text()
+                .await?;
+            let count = |name: &str| {
+                metrics
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map_or("?", str::trim)
+                    .to_string()
+            };
+            format!(
+                ", audit log at Metadata ({} events, {} dropped)",
+                count("apiserver_audit_event_total "),
+                count("apiserver_audit_error_total{plugin=\"buffered\"} ")
+            )
+        }
+        None => String::new(),
+    };
     println!(
-        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit): {:.0} creates/s ({n} in {secs:.1} s; 429: {}, other non-2xx: {}, transport errors: {})",
+        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {:.0} creates/s ({n} in {secs:.1} s; 429: {}, other non-2xx: {}, transport errors: {})",
         n as f64 / secs,
         counts.too_many.load(Ordering::Relaxed),
         counts.other_status.load(Ordering::Relaxed),

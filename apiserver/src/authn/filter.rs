@@ -37,7 +37,10 @@ pub async fn filter(
     next: Next,
 ) -> Response {
     let user = match &state.security {
-        None => UserInfo::of_request(req.headers()),
+        None => {
+            crate::audit::authenticated(&req, UserInfo::admin);
+            UserInfo::of_request(req.headers())
+        }
         Some(security) => {
             let peer = req.extensions().get::<PeerCertificate>();
             let Some(user) = super::authenticator::authenticate(
@@ -47,8 +50,10 @@ pub async fn filter(
                 req.headers(),
                 peer,
             ) else {
+                crate::audit::authentication_failed(&req);
                 return ApiError::from(api::status::unauthorized("Unauthorized")).into_response();
             };
+            crate::audit::authenticated(&req, || user.clone());
             req.headers_mut().remove(header::AUTHORIZATION);
             let objects = CachedObjects::new(&state);
             match super::impersonation::impersonate(&objects, user, req.headers()) {
@@ -57,6 +62,8 @@ pub async fn filter(
             }
         }
     };
-    req.extensions_mut().insert(Arc::new(user));
+    let user = Arc::new(user);
+    crate::audit::acting_as(&req, &user);
+    req.extensions_mut().insert(user);
     next.run(req).await
 }

@@ -31,6 +31,7 @@ pub async fn filter(
     };
     let attrs = super::request_info::attributes((*user).clone(), info);
     let decision = super::authorize(&CachedObjects::new(&state), &attrs);
+    crate::audit::authorized(req.extensions(), decision.allowed, &decision.reason);
     if !decision.allowed {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");
         return ApiError::from(super::request_info::forbidden(&attrs, &decision.reason))

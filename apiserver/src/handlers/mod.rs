@@ -55,6 +55,7 @@ async fn dispatch_inner(state: AppState, path: ResourcePath, req: Request) -> Re
         target,
         query: Query::parse(parts.uri.query()),
         user: crate::authn::filter::user_of(&parts.extensions, &parts.headers),
+        audit_annotations: crate::audit::annotations_of(&parts.extensions),
         headers: parts.headers,
     };
     let mut unstored_body = Some(body);

@@ -89,6 +89,8 @@ pub struct Ctx {
     pub headers: HeaderMap,
     /// Who the request acts as ([`crate::authn::filter`]).
     pub user: Arc<crate::authn::UserInfo>,
+    /// Where admission leaves the request's audit annotations ([`crate::audit`]).
+    pub audit_annotations: crate::registry::AuditAnnotations,
 }
 
 impl Ctx {
@@ -124,7 +126,7 @@ impl Ctx {
             force: q.force.unwrap_or(false),
             warnings: Default::default(),
             user: Some(self.user.clone()),
-            audit_annotations: Default::default(),
+            audit_annotations: self.audit_annotations.clone(),
         })
     }
 

@@ -203,6 +203,8 @@ pub async fn serve_connection(
             if let Some(p) = &presented {
                 req.extensions_mut().insert(p.clone());
             }
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             req
         },
     );
