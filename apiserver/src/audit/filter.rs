@@ -41,6 +41,7 @@ use super::event::{Captured, Core, ObjectRef, Record, Response as ResponseInfo};
 use super::policy::{Level, RequestAuditConfig, Stage};
 use super::Auditor;
 use crate::authn::UserInfo;
+use crate::http::request_info::RequestInfo;
 use crate::registry::AuditAnnotations;
 
 /// The audit ID header, in requests and responses.
@@ -55,10 +56,11 @@ pub struct AuditContext {
     auditor: Arc<Auditor>,
     id: String,
     received: jiff::Timestamp,
-    method: axum::http::Method,
     uri: axum::http::Uri,
     user_agent: String,
     source_ips: Vec<String>,
+    /// What the request does (also left in its extensions for the layers inside).
+    info: RequestInfo,
     /// Authorization's and admission's annotations (bounded; a key keeps its first value).
     annotations: AuditAnnotations,
     state: parking_lot::Mutex<Progress>,
@@ -92,7 +94,7 @@ enum Decided {
 }
 
 impl AuditContext {
-    fn new(auditor: Arc<Auditor>, req: &Request) -> Self {
+    fn new(auditor: Arc<Auditor>, req: &Request, info: RequestInfo) -> Self {
         let id = req
             .headers()
             .get(AUDIT_ID_HEADER)
@@ -121,10 +123,10 @@ impl AuditContext {
             auditor,
             id,
             received: jiff::Timestamp::now(),
-            method: req.method().clone(),
             uri: req.uri().clone(),
             user_agent,
             source_ips: source_ips(req.headers(), remote),
+            info,
             annotations: AuditAnnotations::default(),
             state: Default::default(),
         }
@@ -133,12 +135,7 @@ impl AuditContext {
     /// Decides the level of the request by `user` (`None`: authentication failed).
     fn decide(&self, user: Option<UserInfo>) -> Option<(Arc<Core>, RequestAuditConfig)> {
         let known = user.is_some();
-        let attrs = crate::authz::request_info::attributes(
-            user.unwrap_or_default(),
-            self.method.as_str(),
-            self.uri.path(),
-            self.uri.query(),
-        );
+        let attrs = crate::authz::request_info::attributes(user.unwrap_or_default(), &self.info);
         let config = self.auditor.policy.evaluate(&attrs, known);
         self.auditor.sink.metrics.observe_level(config.level);
         if config.level == Level::None {
@@ -150,7 +147,7 @@ impl AuditContext {
             namespace: attrs.namespace.clone(),
             name: attrs.name.clone(),
             api_group: attrs.api_group.clone(),
-            api_version: api_version(self.uri.path()).to_string(),
+            api_version: self.info.api_version.clone(),
             subresource: attrs.subresource.clone(),
         });
         let core = Arc::new(Core {
@@ -326,16 +323,6 @@ fn source_ips(headers: &HeaderMap, remote: Option<std::net::IpAddr>) -> Vec<Stri
     ips.iter().map(|ip| ip.to_string()).collect()
 }
 
-/// The version of `/api/<v>/…` and `/apis/<g>/<v>/…`.
-fn api_version(path: &str) -> &str {
-    let mut parts = path.trim_start_matches('/').split('/');
-    match parts.next() {
-        Some("api") => parts.next().unwrap_or_default(),
-        Some("apis") => parts.nth(1).unwrap_or_default(),
-        _ => "",
-    }
-}
-
 /// Upstream's long-running check (`watch`, `proxy`, and the streaming subresources).
 fn long_running(core: &Core) -> bool {
     let sub = core
@@ -353,7 +340,9 @@ pub async fn filter(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let ac = Arc::new(AuditContext::new(auditor, &req));
+    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+    let ac = Arc::new(AuditContext::new(auditor, &req, info.clone()));
+    req.extensions_mut().insert(info);
     req.extensions_mut().insert(ac.clone());
     let resp = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
         Ok(resp) => resp,

@@ -137,13 +137,6 @@ fn source_ips_follow_upstream() {
 }
 
 #[test]
-fn api_versions_come_from_the_path() {
-    assert_eq!(api_version("/api/v1/namespaces/a/pods"), "v1");
-    assert_eq!(api_version("/apis/apps/v1/deployments"), "v1");
-    assert_eq!(api_version("/healthz"), "");
-}
-
-#[test]
 fn failed_authentication_names_what_was_tried() {
     let req = |auth: Option<&str>, uri: &str| {
         let mut b = axum::http::Request::builder().uri(uri);

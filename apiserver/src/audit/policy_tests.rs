@@ -28,7 +28,9 @@ fn request(u: UserInfo, method: &str, path: &str) -> Attributes {
         Some((p, q)) => (p, Some(q)),
         None => (path, None),
     };
-    crate::authz::request_info::attributes(u, method, path, query)
+    let method = axum::http::Method::from_bytes(method.as_bytes()).unwrap();
+    let info = crate::http::request_info::RequestInfo::parse(&method, path, query);
+    crate::authz::request_info::attributes(u, &info)
 }
 
 fn level(p: &Policy, u: UserInfo, method: &str, path: &str) -> Level {

@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::http::request_info::RequestInfo;
 
 /// Settings and byte budget of the pre-read middleware.
 #[derive(Debug, Clone)]
@@ -81,16 +82,18 @@ impl PreRead {
 
 /// Whether the request's body is left to its handler: streaming and long-running requests,
 /// protocol upgrades and requests that carry no body.
-/// The request's [`RequestInfo`](crate::http::request_info::RequestInfo) is parsed here once and left in
-/// its extensions for the deadline and priority-and-fairness layers inside.
+/// The request's [`RequestInfo`] is parsed here once (unless the audit layer outside did) and
+/// left in its extensions for the deadline, priority-and-fairness and authorization layers inside.
 fn untouched(req: &mut Request) -> bool {
-    let info = crate::http::request_info::RequestInfo::parse(
-        req.method(),
-        req.uri().path(),
-        req.uri().query(),
-    );
-    let long_running = crate::http::limits::is_long_running(&info);
-    req.extensions_mut().insert(info);
+    let long_running = match req.extensions().get::<RequestInfo>() {
+        Some(info) => crate::http::limits::is_long_running(info),
+        None => {
+            let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+            let long_running = crate::http::limits::is_long_running(&info);
+            req.extensions_mut().insert(info);
+            long_running
+        }
+    };
     long_running || req.headers().contains_key(header::UPGRADE) || req.body().is_end_stream()
 }
 
