@@ -25,7 +25,8 @@ pub async fn filter(
         req.uri().path(),
         req.uri().query(),
     );
-    let decision = super::authorize(&CachedObjects::new(&state), &attrs);
+    let (decision, by) = super::authorize_by(&CachedObjects::new(&state), &attrs);
+    state.metrics.record_authorization(by, decision.allowed);
     if !decision.allowed {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");
         return ApiError::from(super::request_info::forbidden(&attrs, &decision.reason))
