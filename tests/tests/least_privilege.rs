@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use minik8s::client::{Api, Client, ListParams, Patch};
+use minik8s::client::{Client, ListParams, Patch};
 use minik8s::k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use minik8s::k8s_openapi::api::batch::v1::Job;
 use minik8s::k8s_openapi::api::coordination::v1::Lease;
