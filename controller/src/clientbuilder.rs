@@ -92,14 +92,18 @@ impl ControllerClients {
     /// `replicaset-controller`), obtained through `root`; each is retried until
     /// [`OBTAIN_DEADLINE`]. A name missing from the result could not be obtained (logged).
     pub async fn obtain(&self, root: &Client, names: &[&'static str]) -> Obtained {
-        let mut clients = HashMap::with_capacity(names.len());
-        for &name in names {
+        // All at once: the controllers start together, none waits for another's token.
+        let attempts = names.iter().map(|&name| async move {
             let client = match self {
                 ControllerClients::Simple => Ok(root.clone()),
                 ControllerClients::ServiceAccounts { template } => {
                     obtain_with_retries(root, template, name).await
                 }
             };
+            (name, client)
+        });
+        let mut clients = HashMap::with_capacity(names.len());
+        for (name, client) in futures::future::join_all(attempts).await {
             match client {
                 Ok(c) => {
                     clients.insert(name, c);
