@@ -261,6 +261,19 @@ async fn the_control_plane_needs_no_system_masters() {
     ] {
         accounts.get(name).await.unwrap();
     }
+    // Every account the manager made is one the bootstrap policy binds to its controller role.
+    let bindings = client.api::<ClusterRoleBinding>(None);
+    for sa in accounts.list(&ListParams::default()).await.unwrap().items {
+        let name = sa.metadata.name.unwrap();
+        if name == "default" {
+            continue;
+        }
+        let binding = bindings
+            .get(&format!("system:controller:{name}"))
+            .await
+            .unwrap_or_else(|e| panic!("no bootstrap binding for kube-system/{name}: {e}"));
+        assert_eq!(binding.role_ref.name, format!("system:controller:{name}"));
+    }
     assert_eq!(
         decisions(&kubeconfig, "PrivilegedGroups", "allowed").await,
         masters_before,
