@@ -195,6 +195,10 @@ pub struct ControllerManagerArgs {
     /// it the root CA publisher does not run.
     #[arg(long)]
     pub root_ca_file: Option<PathBuf>,
+    /// Each controller acts as its own ServiceAccount in kube-system (its token from
+    /// TokenRequest), bound to its `system:controller:<name>` role by the bootstrap policy.
+    #[arg(long)]
+    pub use_service_account_credentials: bool,
 }
 
 #[derive(Debug, Args)]
@@ -325,6 +329,11 @@ impl RemoteArgs {
     /// A client for `component` (`kube-controller-manager`, `kubelet`): its User-Agent, as
     /// upstream's components send, names it as the field manager of what it writes.
     fn client(&self, component: &str) -> Result<client::Client, Error> {
+        client::Client::new(self.config(component)?).map_err(|e| Error::Client(Box::new(e)))
+    }
+
+    /// The connection and credentials of `component`'s client.
+    fn config(&self, component: &str) -> Result<client::Config, Error> {
         let mut config = match (&self.server, &self.kubeconfig) {
             (Some(url), _) => client::Config::new(url.clone()),
             (None, Some(path)) => {
@@ -333,7 +342,7 @@ impl RemoteArgs {
             (None, None) => return Err(Error::NoServer),
         };
         config.user_agent = crate::control_plane::user_agent(component);
-        client::Client::new(config).map_err(|e| Error::Client(Box::new(e)))
+        Ok(config)
     }
 }
 
@@ -400,6 +409,13 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                 .remote
                 .client(crate::control_plane::CONTROLLER_MANAGER)?;
             let mut cfg = controller::ControllerManagerConfig::default();
+            if args.use_service_account_credentials {
+                let template = args
+                    .remote
+                    .config(crate::control_plane::CONTROLLER_MANAGER)?;
+                cfg.controller_clients =
+                    controller::clientbuilder::ControllerClients::ServiceAccounts { template };
+            }
             if let Some(path) = &args.root_ca_file {
                 cfg.root_ca = Some(
                     std::fs::read_to_string(path)

@@ -16,6 +16,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use apiserver::authn::pki::Issued;
+
 use crate::datadir::DataDir;
 
 /// The controller manager's name, as upstream's (`kube-controller-manager/<version> …`).
@@ -80,6 +82,52 @@ pub fn require_loopback(addr: SocketAddr) -> Result<(), Error> {
     }
 }
 
+/// The controller manager's user (kubeadm's `controller-manager.conf`).
+pub const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
+/// The scheduler's name, as upstream's.
+pub const SCHEDULER: &str = "kube-scheduler";
+/// The scheduler's user (kubeadm's `scheduler.conf`).
+pub const SCHEDULER_USER: &str = "system:kube-scheduler";
+/// The local-path provisioner's name (kind's add-on, run in the controller manager here).
+pub const LOCAL_PATH_PROVISIONER: &str = "local-path-provisioner";
+/// A kubelet's user is `system:node:<node>` (`user.NodeUserNamePrefix`) ...
+pub const NODE_USER_PREFIX: &str = "system:node:";
+/// ... in `system:nodes` (`user.NodesGroup`).
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// The fake kubelets' clients: the shared reads' and, in secure mode, each node's own
+/// (`CN=system:node:<node>, O=system:nodes`, as kubelet TLS bootstrap gives a kubelet). The
+/// shared reads act as the first node (any node may list and watch pods and nodes).
+fn kubelet_identities(
+    users: &Users,
+    cfg: &kubelet_fake::KubeletConfig,
+) -> Result<(client::Client, Option<kubelet_fake::NodeCredentials>), Error> {
+    let client_as = |users: &Users, identity: Option<&Issued>| {
+        let mut c = users.client_config(identity);
+        c.user_agent = user_agent(KUBELET);
+        client::Client::new(c).map_err(|e| Error::Client(Box::new(e)))
+    };
+    if users.credentials.is_none() {
+        return Ok((client_as(users, None)?, None));
+    }
+    let node_identity = |users: &Users, node: &str| {
+        users.issue(
+            &format!("{NODE_USER_PREFIX}{node}"),
+            &[NODES_GROUP.to_string()],
+        )
+    };
+    let first = kubelet_fake::node::NodeIdentity::nth(&cfg.name_prefix, cfg.first_index, &cfg.node)
+        .map(|id| id.name)
+        .unwrap_or_else(|| format!("{}-{}", cfg.name_prefix, cfg.first_index));
+    let reads = client_as(users, node_identity(users, &first)?.as_ref())?;
+    let owned = users.clone();
+    let credentials: kubelet_fake::NodeCredentials = std::sync::Arc::new(move |node: &str| {
+        let id = node_identity(&owned, node).map_err(|e| e.to_string())?;
+        client_as(&owned, id.as_ref()).map_err(|e| e.to_string())
+    });
+    Ok((reads, Some(credentials)))
+}
+
 /// The admin of a secure cluster, as kubeadm's and kind's admin kubeconfig.
 pub const ADMIN_USER: &str = "kubernetes-admin";
 /// The admin's group: everything is allowed (`user.SystemPrivilegedGroup`).
@@ -127,8 +175,11 @@ impl Users {
         identity: Option<&apiserver::authn::pki::Issued>,
     ) -> client::Config {
         let mut cfg = client::Config::new(self.url.clone());
-        if let (Some(creds), Some(id)) = (&self.credentials, identity) {
+        // The CA whenever there is one (a client without a certificate may carry a token).
+        if let Some(creds) = &self.credentials {
             cfg.ca_pem = Some(creds.ca_pem().as_bytes().to_vec());
+        }
+        if let (Some(_), Some(id)) = (&self.credentials, identity) {
             cfg.identity_pem = Some(format!("{}\n{}", id.cert_pem, id.key_pem).into_bytes());
         }
         cfg
@@ -391,10 +442,12 @@ impl ControlPlane {
                 return Err(e.into());
             }
         }
-        // Each component its own client, named as upstream's (its field manager in managedFields).
-        // The components act as the admin (TLS and `system:masters` in secure mode).
-        let component_client = |component: &str| {
-            let mut cfg = users.client_config(admin.as_ref());
+        // Each component its own client, named as upstream's (its field manager in managedFields),
+        // and in secure mode its own identity, as kubeadm gives them: the controller manager,
+        // the scheduler and each kubelet their certificates (least privileged: the bootstrap RBAC
+        // policy and the Node authorizer decide); kind's add-ons are applied by the admin.
+        let component_client = |component: &str, identity: Option<&Issued>| {
+            let mut cfg = users.client_config(identity);
             cfg.user_agent = user_agent(component);
             client::Client::new(cfg).map_err(|e| Error::Client(Box::new(e)))
         };
@@ -402,7 +455,7 @@ impl ControlPlane {
         // only with the controller manager, whose fake provisioner serves the default class (a
         // bare apiserver stays bare).
         let addons = if config.controllers {
-            let client = component_client("kubectl")?;
+            let client = component_client("kubectl", admin.as_ref())?;
             Some(tokio::spawn(async move {
                 crate::addons::install(&client).await
             }))
@@ -410,9 +463,23 @@ impl ControlPlane {
             None
         };
         if config.controllers {
-            let client = component_client(CONTROLLER_MANAGER)?;
+            let manager = users.issue(CONTROLLER_MANAGER_USER, &[])?;
+            let client = component_client(CONTROLLER_MANAGER, manager.as_ref())?;
             let mut cfg = config.controller_manager.clone();
             cfg.root_ca.get_or_insert(root_ca);
+            if secure {
+                // kubeadm's `--use-service-account-credentials=true`: the manager's own role
+                // only reads and hands out tokens; each controller acts as its account.
+                let mut template = users.client_config(None);
+                template.user_agent = user_agent(CONTROLLER_MANAGER);
+                cfg.controller_clients =
+                    controller::clientbuilder::ControllerClients::ServiceAccounts { template };
+                let scheduler = users.issue(SCHEDULER_USER, &[])?;
+                cfg.scheduler_client
+                    .get_or_insert(component_client(SCHEDULER, scheduler.as_ref())?);
+                cfg.addon_client
+                    .get_or_insert(component_client(LOCAL_PATH_PROVISIONER, admin.as_ref())?);
+            }
             let token = components.clone();
             // `componentstatuses` reports both as healthy while the manager (and the scheduler
             // it runs) is running.
@@ -430,9 +497,11 @@ impl ControlPlane {
         let kubelets = if config.nodes > 0 {
             let mut cfg = config.kubelet.clone();
             cfg.nodes = config.nodes;
+            let (reads, credentials) = kubelet_identities(&users, &cfg)?;
             Some(
-                kubelet_fake::FakeKubelets::start(
-                    component_client(KUBELET)?,
+                kubelet_fake::FakeKubelets::start_with_credentials(
+                    reads,
+                    credentials,
                     cfg,
                     components.clone(),
                 )

@@ -33,6 +33,9 @@ pub struct Metrics {
     watchers: AtomicI64,
     rejected: AtomicU64,
     revision: AtomicU64,
+    /// Terminal authorization decisions by authorizer (in [`crate::authz::Authorizer::ALL`]'s
+    /// order) and decision (allowed, denied).
+    authorization: [[AtomicU64; 2]; crate::authz::Authorizer::ALL.len()],
 }
 
 impl std::fmt::Debug for Metrics {
@@ -71,6 +74,17 @@ impl Metrics {
         }
         h.sum += secs;
         h.total += 1;
+    }
+
+    /// Counts a terminal authorization decision of `by` (none: every authorizer had no opinion,
+    /// a denial counted under RBAC, the last of the chain).
+    pub fn record_authorization(&self, by: crate::authz::Authorizer, allowed: bool) {
+        self.authorization[by as usize][usize::from(!allowed)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Terminal decisions of `by` so far, allowed or denied.
+    pub fn authorizations(&self, by: crate::authz::Authorizer, allowed: bool) -> u64 {
+        self.authorization[by as usize][usize::from(!allowed)].load(Ordering::Relaxed)
     }
 
     /// Counts a request shed with 429.
@@ -143,6 +157,18 @@ impl Metrics {
             "# HELP apiserver_dropped_requests_total Requests shed by the in-flight limit.\n# TYPE apiserver_dropped_requests_total counter\napiserver_dropped_requests_total {}",
             self.rejected.load(Ordering::Relaxed)
         );
+        out.push_str("# HELP apiserver_authorization_decisions_total Terminal decisions by authorizer type, name and decision.\n# TYPE apiserver_authorization_decisions_total counter\n");
+        for by in crate::authz::Authorizer::ALL {
+            for (allowed, decision) in [(true, "allowed"), (false, "denied")] {
+                let _ = writeln!(
+                    out,
+                    "apiserver_authorization_decisions_total{{type=\"{}\",name=\"{}\",decision=\"{decision}\"}} {}",
+                    by.kind(),
+                    by.name(),
+                    self.authorizations(by, allowed)
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {}",
@@ -170,5 +196,22 @@ mod tests {
         assert!(text
             .contains("apiserver_request_total{verb=\"LIST\",resource=\"pods\",code=\"200\"} 1"));
         assert!(text.contains("apiserver_registered_watchers 1"));
+    }
+
+    #[test]
+    fn renders_authorization_decisions() {
+        let m = Metrics::default();
+        m.record_authorization(crate::authz::Authorizer::Rbac, false);
+        m.record_authorization(crate::authz::Authorizer::Node, true);
+        let text = m.render();
+        assert!(text.contains(
+            "apiserver_authorization_decisions_total{type=\"RBAC\",name=\"rbac\",decision=\"denied\"} 1"
+        ));
+        assert!(text.contains(
+            "apiserver_authorization_decisions_total{type=\"Node\",name=\"node\",decision=\"allowed\"} 1"
+        ));
+        assert!(text.contains(
+            "apiserver_authorization_decisions_total{type=\"PrivilegedGroups\",name=\"privileged-groups\",decision=\"allowed\"} 0"
+        ));
     }
 }

@@ -7,6 +7,7 @@
 //! Every decision a controller makes is a pure function in its own module (tested with a fake clock);
 //! the controller modules only read caches, call those functions and issue the resulting requests.
 
+pub mod clientbuilder;
 pub mod clock;
 pub mod clusterroleaggregation;
 pub mod cronjob;

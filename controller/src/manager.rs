@@ -303,6 +303,13 @@ pub struct ControllerManagerConfig {
     /// The cluster CA bundle (PEM) the root CA publisher puts into every namespace
     /// (`--root-ca-file`); `None` leaves the publisher off.
     pub root_ca: Option<String>,
+    /// Each controller's client (`--use-service-account-credentials`: its ServiceAccount's token).
+    pub controller_clients: crate::clientbuilder::ControllerClients,
+    /// The in-process scheduler's own client (kube-scheduler's identity); `None`: the manager's.
+    pub scheduler_client: Option<Client>,
+    /// The client of kind's add-ons run in-process (the local-path provisioner; kind's admin
+    /// applies them); `None`: the manager's.
+    pub addon_client: Option<Client>,
 }
 
 impl std::fmt::Debug for ControllerManagerConfig {
@@ -313,6 +320,7 @@ impl std::fmt::Debug for ControllerManagerConfig {
             .field("node_monitor_grace_period", &self.node_monitor_grace_period)
             .field("pod_gc", &self.pod_gc)
             .field("controllers", &self.controllers)
+            .field("controller_clients", &self.controller_clients)
             .field(
                 "leader_election",
                 &self.leader_election.as_ref().map(|l| &l.identity),
@@ -349,6 +357,9 @@ impl Default for ControllerManagerConfig {
             clock: clock::system(),
             metrics: ManagerMetrics::new(),
             root_ca: None,
+            controller_clients: crate::clientbuilder::ControllerClients::Simple,
+            scheduler_client: None,
+            addon_client: None,
         }
     }
 }
@@ -395,6 +406,45 @@ pub async fn run(
     }
 }
 
+/// The accounts of the enabled controllers, as upstream names them (`ClientOrDie(name)` in
+/// `cmd/kube-controller-manager/app`); the taint eviction controller uses the node controller's.
+fn controller_accounts(en: &EnabledControllers) -> Vec<&'static str> {
+    [
+        (en.replicaset, "replicaset-controller"),
+        (en.deployment, "deployment-controller"),
+        (en.replicationcontroller, "replication-controller"),
+        (en.garbagecollector, "generic-garbage-collector"),
+        (en.namespace, "namespace-controller"),
+        (en.serviceaccount, "service-account-controller"),
+        (en.cronjob, "cronjob-controller"),
+        (en.job, "job-controller"),
+        (en.statefulset, "statefulset-controller"),
+        (en.daemonset, "daemon-set-controller"),
+        (en.ttl_after_finished, "ttl-after-finished-controller"),
+        (en.root_ca_cert_publisher, "root-ca-cert-publisher"),
+        (en.persistentvolume_binder, "persistent-volume-binder"),
+        (en.persistentvolume_expander, "expand-controller"),
+        (en.endpoint, "endpoint-controller"),
+        (en.endpointslice, "endpointslice-controller"),
+        (
+            en.endpointslice_mirroring,
+            "endpointslicemirroring-controller",
+        ),
+        (en.nodelifecycle || en.taint_eviction, "node-controller"),
+        (en.disruption, "disruption-controller"),
+        (
+            en.clusterrole_aggregation,
+            "clusterrole-aggregation-controller",
+        ),
+        (en.service_cidr, "service-cidrs-controller"),
+        (en.podgc, "pod-garbage-collector"),
+        (en.resourcequota, "resourcequota-controller"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
+}
+
 /// Build and run every enabled controller on one informer factory.
 async fn run_controllers(
     client: Client,
@@ -409,14 +459,23 @@ async fn run_controllers(
     // kube-scheduler is its own process with its own broadcaster (the events.k8s.io one, which
     // writes each event on its own goroutine): one `Scheduled` event per pod cannot be aggregated,
     // and written one at a time behind the controllers' events they filled the shared queue.
-    let scheduler_events = EventBroadcaster::new(client.clone(), "default-scheduler")
+    let scheduler_client = cfg
+        .scheduler_client
+        .clone()
+        .unwrap_or_else(|| client.clone());
+    let scheduler_events = EventBroadcaster::new(scheduler_client.clone(), "default-scheduler")
         .with_concurrent_writes(SCHEDULER_EVENT_WRITES);
     let tracker = TaskTracker::new();
     let en = cfg.controllers;
     let clock = cfg.clock.clone();
+    // Each controller's client, under upstream's account name (`ClientOrDie(name)`).
+    let clients = cfg
+        .controller_clients
+        .obtain(&client, &controller_accounts(&en))
+        .await;
 
     let pods = factory.informer::<Pod>();
-    if en.replicaset {
+    if let (true, Some(client)) = (en.replicaset, clients.get("replicaset-controller")) {
         let m = ReplicationManager::<ReplicaSet>::new(
             client.clone(),
             factory.informer::<ReplicaSet>(),
@@ -429,7 +488,7 @@ async fn run_controllers(
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { m.run(w, s).await });
     }
-    if en.deployment {
+    if let (true, Some(client)) = (en.deployment, clients.get("deployment-controller")) {
         let d = crate::deployment::DeploymentController::new(
             client.clone(),
             factory.informer::<k8s_openapi::api::apps::v1::Deployment>(),
@@ -442,7 +501,10 @@ async fn run_controllers(
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { d.run(w, s).await });
     }
-    if en.replicationcontroller {
+    if let (true, Some(client)) = (
+        en.replicationcontroller,
+        clients.get("replication-controller"),
+    ) {
         let m = ReplicationManager::<ReplicationController>::new(
             client.clone(),
             factory.informer::<ReplicationController>(),
@@ -455,7 +517,10 @@ async fn run_controllers(
         let (w, s) = (cfg.workers, shutdown.clone());
         tracker.spawn(async move { m.run(w, s).await });
     }
-    if en.garbagecollector {
+    if let (true, Some(client)) = (
+        en.garbagecollector,
+        clients.get("generic-garbage-collector"),
+    ) {
         let mut gc = GarbageCollector::new(client.clone());
         gc.watch(pods.clone());
         gc.watch(factory.informer::<ReplicaSet>());
@@ -484,13 +549,13 @@ async fn run_controllers(
         let (w, s) = (cfg.gc_workers, shutdown.clone());
         tracker.spawn(async move { gc.run(w, s).await });
     }
-    if en.namespace {
+    if let (true, Some(client)) = (en.namespace, clients.get("namespace-controller")) {
         let nc = NamespaceController::new(client.clone(), factory.informer::<Namespace>());
         cfg.metrics.register("namespace", nc.queue(), None);
         let (w, s) = (cfg.namespace_workers, shutdown.clone());
         tracker.spawn(async move { nc.run(w, s).await });
     }
-    if en.serviceaccount {
+    if let (true, Some(client)) = (en.serviceaccount, clients.get("service-account-controller")) {
         let sa = ServiceAccountsController::new(
             client.clone(),
             factory.informer::<Namespace>(),
@@ -501,7 +566,7 @@ async fn run_controllers(
         // Upstream runs this controller with one worker.
         tracker.spawn(async move { sa.run(1, s).await });
     }
-    if en.cronjob {
+    if let (true, Some(client)) = (en.cronjob, clients.get("cronjob-controller")) {
         let cj = CronJobController::new(
             client.clone(),
             factory.informer::<CronJob>(),
@@ -513,7 +578,7 @@ async fn run_controllers(
         let (w, s) = (cfg.cronjob_workers, shutdown.clone());
         tracker.spawn(async move { cj.run(w, s).await });
     }
-    if en.job {
+    if let (true, Some(client)) = (en.job, clients.get("job-controller")) {
         let jc = JobController::new(
             client.clone(),
             factory.informer::<Job>(),
@@ -525,7 +590,7 @@ async fn run_controllers(
         let (w, s) = (cfg.job_workers, shutdown.clone());
         tracker.spawn(async move { jc.run(w, s).await });
     }
-    if en.statefulset {
+    if let (true, Some(client)) = (en.statefulset, clients.get("statefulset-controller")) {
         let sc = crate::statefulset::StatefulSetController::new(
             client.clone(),
             factory.informer::<StatefulSet>(),
@@ -539,7 +604,7 @@ async fn run_controllers(
         let (w, s) = (cfg.statefulset_workers, shutdown.clone());
         tracker.spawn(async move { sc.run(w, s).await });
     }
-    if en.daemonset {
+    if let (true, Some(client)) = (en.daemonset, clients.get("daemon-set-controller")) {
         let dsc = DaemonSetsController::new(
             client.clone(),
             factory.informer::<DaemonSet>(),
@@ -553,7 +618,10 @@ async fn run_controllers(
         let (w, s) = (cfg.daemonset_workers, shutdown.clone());
         tracker.spawn(async move { dsc.run(w, s).await });
     }
-    if en.ttl_after_finished {
+    if let (true, Some(client)) = (
+        en.ttl_after_finished,
+        clients.get("ttl-after-finished-controller"),
+    ) {
         let ttl = TtlAfterFinishedController::new(
             client.clone(),
             factory.informer::<Job>(),
@@ -564,7 +632,11 @@ async fn run_controllers(
         let (w, s) = (cfg.ttl_after_finished_workers, shutdown.clone());
         tracker.spawn(async move { ttl.run(w, s).await });
     }
-    if let (true, Some(ca)) = (en.root_ca_cert_publisher, cfg.root_ca.clone()) {
+    if let (true, Some(ca), Some(client)) = (
+        en.root_ca_cert_publisher,
+        cfg.root_ca.clone(),
+        clients.get("root-ca-cert-publisher"),
+    ) {
         let p = Publisher::new(
             client.clone(),
             factory.informer::<Namespace>(),
@@ -576,7 +648,10 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { p.run(1, s).await });
     }
-    if en.persistentvolume_binder {
+    if let (true, Some(client)) = (
+        en.persistentvolume_binder,
+        clients.get("persistent-volume-binder"),
+    ) {
         let pv = PersistentVolumeController::new(
             client.clone(),
             factory.informer::<PersistentVolume>(),
@@ -589,7 +664,10 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { pv.run(s).await });
     }
-    if en.persistentvolume_expander {
+    if let (true, Some(client)) = (
+        en.persistentvolume_expander,
+        clients.get("expand-controller"),
+    ) {
         let ex = ExpandController::new(
             client.clone(),
             factory.informer::<PersistentVolumeClaim>(),
@@ -603,6 +681,7 @@ async fn run_controllers(
         tracker.spawn(async move { ex.run(10, s).await });
     }
     if en.local_path_provisioner {
+        let client = cfg.addon_client.clone().unwrap_or_else(|| client.clone());
         let lp = LocalPathProvisioner::new(
             client.clone(),
             factory.informer::<PersistentVolume>(),
@@ -616,7 +695,7 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { lp.run(2, s).await });
     }
-    if en.endpoint {
+    if let (true, Some(client)) = (en.endpoint, clients.get("endpoint-controller")) {
         let ec = crate::endpoint::EndpointController::new(
             client.clone(),
             factory.informer::<Service>(),
@@ -628,7 +707,7 @@ async fn run_controllers(
         let (w, s) = (cfg.endpoint_workers, shutdown.clone());
         tracker.spawn(async move { ec.run(w, s).await });
     }
-    if en.endpointslice {
+    if let (true, Some(client)) = (en.endpointslice, clients.get("endpointslice-controller")) {
         let esc = crate::endpointslice::EndpointSliceController::new(
             client.clone(),
             factory.informer::<Service>(),
@@ -642,7 +721,10 @@ async fn run_controllers(
         let (w, s) = (cfg.endpointslice_workers, shutdown.clone());
         tracker.spawn(async move { esc.run(w, s).await });
     }
-    if en.endpointslice_mirroring {
+    if let (true, Some(client)) = (
+        en.endpointslice_mirroring,
+        clients.get("endpointslicemirroring-controller"),
+    ) {
         let m = crate::endpointslicemirroring::EndpointSliceMirroringController::new(
             client.clone(),
             factory.informer::<Endpoints>(),
@@ -657,6 +739,7 @@ async fn run_controllers(
         tracker.spawn(async move { m.run(w, s).await });
     }
     if en.scheduler {
+        let client = scheduler_client.clone();
         let sched = Scheduler::new(
             client.clone(),
             pods.clone(),
@@ -674,7 +757,7 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { sched.run(s).await });
     }
-    if en.nodelifecycle {
+    if let (true, Some(client)) = (en.nodelifecycle, clients.get("node-controller")) {
         let nl = NodeLifecycleController::new(
             client.clone(),
             factory.informer::<Node>(),
@@ -688,7 +771,7 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { nl.run(s).await });
     }
-    if en.taint_eviction {
+    if let (true, Some(client)) = (en.taint_eviction, clients.get("node-controller")) {
         let te = TaintEvictionController::new(
             client.clone(),
             pods.clone(),
@@ -701,7 +784,7 @@ async fn run_controllers(
         // Upstream's taint eviction queue has 8 workers (`UpdateWorkerSize`).
         tracker.spawn(async move { te.run(8, s).await });
     }
-    if en.disruption {
+    if let (true, Some(client)) = (en.disruption, clients.get("disruption-controller")) {
         let dc = DisruptionController::new(
             client.clone(),
             factory.informer::<PodDisruptionBudget>(),
@@ -719,7 +802,10 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { dc.run(s).await });
     }
-    if en.clusterrole_aggregation {
+    if let (true, Some(client)) = (
+        en.clusterrole_aggregation,
+        clients.get("clusterrole-aggregation-controller"),
+    ) {
         let ca = ClusterRoleAggregationController::new(
             client.clone(),
             factory.informer::<ClusterRole>(),
@@ -730,7 +816,7 @@ async fn run_controllers(
         // Upstream runs it with 5 workers.
         tracker.spawn(async move { ca.run(5, s).await });
     }
-    if en.service_cidr {
+    if let (true, Some(client)) = (en.service_cidr, clients.get("service-cidrs-controller")) {
         let sc = crate::servicecidrs::ServiceCidrController::new(
             client.clone(),
             factory.informer::<k8s_openapi::api::networking::v1::ServiceCIDR>(),
@@ -742,7 +828,7 @@ async fn run_controllers(
         // Upstream runs it with 5 workers.
         tracker.spawn(async move { sc.run(5, s).await });
     }
-    if en.podgc {
+    if let (true, Some(client)) = (en.podgc, clients.get("pod-garbage-collector")) {
         let gc = PodGcController::new(
             client.clone(),
             pods.clone(),
@@ -753,7 +839,7 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { gc.run(s).await });
     }
-    if en.resourcequota {
+    if let (true, Some(client)) = (en.resourcequota, clients.get("resourcequota-controller")) {
         let rq = crate::resourcequota::ResourceQuotaController::new(
             client.clone(),
             crate::resourcequota::Informers {

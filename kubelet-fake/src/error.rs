@@ -39,6 +39,9 @@ pub enum Error {
         #[source]
         source: Box<client::Error>,
     },
+    /// A node's own client could not be made ([`crate::credentials::NodeCredentials`]).
+    #[error("credentials of node {node}: {message}")]
+    NodeCredentials { node: String, message: String },
     /// The shared pod or node informer did not sync before shutdown was requested.
     #[error("informer caches did not sync")]
     CacheSync,

@@ -50,7 +50,7 @@ pub(crate) async fn register(shared: &Shared, i: usize) -> Result<()> {
         return Ok(());
     };
     let name = node.id.name.clone();
-    let api = shared.client.api::<Node>(None);
+    let api = node.client.api::<Node>(None);
     let obj = node_object(&node.id, &shared.cfg.node, Timestamp::now());
     let mut attempt = 0;
     loop {
@@ -113,7 +113,7 @@ async fn renew_lease(shared: &Shared, i: usize) {
         return;
     };
     let name = node.id.name.as_str();
-    let api = shared.client.api::<Lease>(Some(NODE_LEASE_NAMESPACE));
+    let api = node.client.api::<Lease>(Some(NODE_LEASE_NAMESPACE));
     let renewed = |mut l: Lease| {
         let spec = l.spec.get_or_insert_with(Default::default);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
@@ -199,7 +199,7 @@ async fn post_status(shared: &Shared, i: usize) {
             return;
         }
     };
-    let api = shared.client.api::<Node>(None);
+    let api = node.client.api::<Node>(None);
     match api.patch_status(name, &Patch::Merge(body)).await {
         Ok(stored) => {
             *node.last_report.lock() = Some(now);

@@ -17,6 +17,7 @@ pub mod backoff;
 pub mod bench;
 pub mod config;
 pub mod container_status;
+pub mod credentials;
 pub mod error;
 pub mod events;
 pub mod heartbeat;
@@ -31,6 +32,7 @@ mod recorder;
 pub mod runtime;
 
 pub use config::LifecycleConfig;
+pub use credentials::NodeCredentials;
 pub use error::{Error, Result};
 pub use kubelet_config::KubeletConfig;
 pub use metrics::KubeletMetrics;

@@ -58,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use crate::credentials::{node_client, NodeCredentials};
 use crate::error::{Error, Result};
 use crate::events::{self, PodMarks};
 use crate::heartbeat;
@@ -151,11 +152,19 @@ pub(crate) struct NodeState {
     pub(crate) recorder: EventRecorder,
     /// Stops the recorder's broadcaster (when the node is removed).
     events_stop: CancellationToken,
+    /// What this node writes with: its own identity when the kubelets have credentials.
+    pub(crate) client: Client,
 }
 
 impl NodeState {
-    fn new(id: NodeIdentity, recorder: EventRecorder, events_stop: CancellationToken) -> Self {
+    fn new(
+        id: NodeIdentity,
+        recorder: EventRecorder,
+        events_stop: CancellationToken,
+        client: Client,
+    ) -> Self {
         Self {
+            client,
             pods: Mutex::new(NodePods {
                 ipam: Ipam::new(id.pod_cidr),
                 pods: HashMap::new(),
@@ -175,7 +184,10 @@ impl NodeState {
 
 /// State shared by the handlers, writers and the heartbeat wheel.
 pub(crate) struct Shared {
+    /// The shared informers' reads (each node writes with its own [`NodeState::client`]).
     pub(crate) client: Client,
+    /// Makes the client of a node added later.
+    credentials: Option<NodeCredentials>,
     pub(crate) cfg: KubeletConfig,
     // Append-only (indices are stable); `by_name` holds the nodes not removed. Whoever holds
     // both takes `by_name` first.
@@ -271,6 +283,17 @@ impl FakeKubelets {
         cfg: KubeletConfig,
         shutdown: CancellationToken,
     ) -> Result<FakeKubelets> {
+        Self::start_with_credentials(client, None, cfg, shutdown).await
+    }
+
+    /// As [`FakeKubelets::start`], each node writing with the client `credentials` make for it
+    /// (its own identity); `client` serves the shared reads.
+    pub async fn start_with_credentials(
+        client: Client,
+        credentials: Option<NodeCredentials>,
+        cfg: KubeletConfig,
+        shutdown: CancellationToken,
+    ) -> Result<FakeKubelets> {
         cfg.validate()?;
         let event_permits = Arc::new(Semaphore::new(cfg.event_write_concurrency));
         let event_tasks = TaskTracker::new();
@@ -283,15 +306,21 @@ impl FakeKubelets {
                 })?;
             by_name.insert(id.name.clone(), i);
             let events_stop = shutdown.child_token();
+            let node_client = node_client(credentials.as_ref(), &client, &id.name)?;
             let recorder = start_recorder(
-                &client,
+                &node_client,
                 &cfg,
                 &id.name,
                 &event_permits,
                 &event_tasks,
                 &events_stop,
             );
-            nodes.push(Arc::new(NodeState::new(id, recorder, events_stop)));
+            nodes.push(Arc::new(NodeState::new(
+                id,
+                recorder,
+                events_stop,
+                node_client,
+            )));
         }
 
         // The kubelet never reads managedFields: its caches go without them.
@@ -325,6 +354,7 @@ impl FakeKubelets {
         let queue = RateLimitingQueue::new("kubelet-fake-pods", limiter);
         let shared = Arc::new(Shared {
             client,
+            credentials,
             cfg,
             nodes: RwLock::new(nodes),
             by_name: RwLock::new(by_name),
@@ -441,15 +471,16 @@ impl FakeKubelets {
             })?;
             let name = id.name.clone();
             let events_stop = shared.shutdown.child_token();
+            let client = node_client(shared.credentials.as_ref(), &shared.client, &name)?;
             let recorder = start_recorder(
-                &shared.client,
+                &client,
                 &shared.cfg,
                 &name,
                 &shared.event_permits,
                 &shared.event_tasks,
                 &events_stop,
             );
-            nodes.push(Arc::new(NodeState::new(id, recorder, events_stop)));
+            nodes.push(Arc::new(NodeState::new(id, recorder, events_stop, client)));
             by_name.insert(name.clone(), i);
             (i, name)
         };
@@ -474,12 +505,17 @@ impl FakeKubelets {
         let Some(i) = self.shared.by_name.write().remove(name) else {
             return Ok(NodeToggle::UnknownNode);
         };
-        if let Some(n) = self.shared.node(i) {
-            n.running.store(false, Ordering::SeqCst);
-            // Its index stays (indices never shift); its broadcaster and correlator go.
-            n.events_stop.cancel();
-        }
-        let api = self.shared.client.api::<Node>(None);
+        let client = match self.shared.node(i) {
+            Some(n) => {
+                n.running.store(false, Ordering::SeqCst);
+                // Its index stays (indices never shift); its broadcaster and correlator go.
+                n.events_stop.cancel();
+                n.client.clone()
+            }
+            None => self.shared.client.clone(),
+        };
+        // A kubelet may delete its own Node (NodeRestriction).
+        let api = client.api::<Node>(None);
         match api.delete(name, &DeleteParams::default()).await {
             Ok(()) => {}
             Err(e) if e.is_not_found() => {}
@@ -748,7 +784,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
         pod.metadata.name.clone().unwrap_or_default(),
         pod.metadata.namespace.clone().unwrap_or_default(),
     );
-    let api = shared.client.api::<Pod>(Some(&ns));
+    let api = node.client.api::<Pod>(Some(&ns));
     // Coalescing: a status about to be superseded is skipped (never the terminal one).
     let fleeting = !eval.delete_now && next.is_some_and(|d| d < shared.cfg.status_coalesce_window);
     if let Some(d) = changed.filter(|d| !already_written(*d) && !fleeting) {

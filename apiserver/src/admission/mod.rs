@@ -6,6 +6,7 @@
 //! | NamespaceLifecycle | the store's namespace check (`registry/store/create.rs`) | refuses creates in a missing or terminating namespace |
 //! | LimitRanger | [`limit_ranger`] | LimitRange defaults for containers; min/max/ratio for containers, pods and claims |
 //! | ServiceAccount | [`service_account`] | the pod's account (default `default`, must exist) and its API token volume |
+//! | NodeRestriction | [`node_restriction`], called by the store on a kubelet's create, update, delete, eviction and token request | a node writes only its own Node, Lease, CSINode, mirror pods and its pods' status |
 //! | PodSecurity | [`pod_security`] (validating) | Pod Security Standards per namespace labels: enforce (403), audit, warn; also on `pods/ephemeralcontainers` |
 //! | Priority, DefaultIngressClass | the kind's [`Strategy::admit`](crate::registry::Strategy::admit) | run at Priority's place |
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
@@ -37,6 +38,7 @@ mod claim_resize;
 mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
+pub mod node_restriction;
 mod pod_secrets;
 pub mod pod_security;
 pub mod policy;
@@ -70,6 +72,7 @@ pub use service_account::{
 pub const LIMIT_RANGER: &str = "LimitRanger";
 /// `ServiceAccount`.
 pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
+pub use node_restriction::NODE_RESTRICTION;
 /// `PodSecurity`.
 pub const POD_SECURITY: &str = "PodSecurity";
 /// `DefaultTolerationSeconds`.
@@ -90,6 +93,7 @@ pub const RESOURCE_QUOTA: &str = "ResourceQuota";
 pub const ORDERED_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
+    NODE_RESTRICTION,
     POD_SECURITY,
     DEFAULT_TOLERATION_SECONDS,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
@@ -339,6 +343,8 @@ pub struct Chain {
     after_kind: Vec<Box<dyn Plugin>>,
     /// Whether ResourceQuota, the last validating plugin, runs (the store calls it: it writes).
     resource_quota: bool,
+    /// Whether NodeRestriction runs (the store calls it: it needs the user and sees deletes).
+    node_restriction: bool,
 }
 
 impl std::fmt::Debug for Chain {
@@ -385,7 +391,13 @@ impl Chain {
             before_kind,
             after_kind,
             resource_quota: config.enabled(RESOURCE_QUOTA),
+            node_restriction: config.enabled(NODE_RESTRICTION),
         }
+    }
+
+    /// Whether the NodeRestriction plugin runs ([`node_restriction::admit`]).
+    pub fn node_restriction(&self) -> bool {
+        self.node_restriction
     }
 
     /// Whether the ResourceQuota plugin runs ([`resourcequota::validate`]).

@@ -30,7 +30,8 @@ pub async fn filter(
         }
     };
     let attrs = super::request_info::attributes((*user).clone(), info);
-    let decision = super::authorize(&CachedObjects::new(&state), &attrs);
+    let (decision, by) = super::authorize_by(&CachedObjects::new(&state), &attrs);
+    state.metrics.record_authorization(by, decision.allowed);
     crate::audit::authorized(req.extensions(), decision.allowed, &decision.reason);
     if !decision.allowed {
         tracing::debug!(user = %attrs.user.username, verb = %attrs.verb, reason = %decision.reason, "forbidden");

@@ -22,31 +22,75 @@ use crate::registry::Objects;
 /// `user.SystemPrivilegedGroup`.
 pub const PRIVILEGED_GROUP: &str = "system:masters";
 
+/// The authorizer of the union that made a decision (upstream's authorizer `type` and `name`
+/// labels of `apiserver_authorization_decisions_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authorizer {
+    /// The `system:masters` short cut.
+    PrivilegedGroups = 0,
+    Node = 1,
+    Rbac = 2,
+}
+
+impl Authorizer {
+    /// Every authorizer, in the union's order.
+    pub const ALL: [Authorizer; 3] = [
+        Authorizer::PrivilegedGroups,
+        Authorizer::Node,
+        Authorizer::Rbac,
+    ];
+
+    /// Its type (`Node`, `RBAC`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Authorizer::PrivilegedGroups => "PrivilegedGroups",
+            Authorizer::Node => "Node",
+            Authorizer::Rbac => "RBAC",
+        }
+    }
+
+    /// Its name (`node`, `rbac`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Authorizer::PrivilegedGroups => "privileged-groups",
+            Authorizer::Node => "node",
+            Authorizer::Rbac => "rbac",
+        }
+    }
+}
+
 /// The union of the privileged-group and RBAC authorizers.
 pub fn authorize(objects: &dyn Objects, attrs: &Attributes) -> Decision {
+    authorize_by(objects, attrs).0
+}
+
+/// [`authorize`], with the authorizer whose decision it is (a refusal is the last one's, RBAC).
+pub fn authorize_by(objects: &dyn Objects, attrs: &Attributes) -> (Decision, Authorizer) {
     if attrs.user.in_group(PRIVILEGED_GROUP) {
-        return Decision {
+        let d = Decision {
             allowed: true,
             reason: String::new(),
         };
+        return (d, Authorizer::PrivilegedGroups);
     }
     let mut reasons = Vec::new();
     if let Some(d) = node::authorize(objects, attrs) {
         if d.allowed {
-            return d;
+            return (d, Authorizer::Node);
         }
         reasons.push(d.reason);
     }
     let d = rbac::authorize(objects, attrs);
     if d.allowed {
-        return d;
+        return (d, Authorizer::Rbac);
     }
     reasons.push(d.reason);
     reasons.retain(|r| !r.is_empty());
-    Decision {
+    let d = Decision {
         allowed: false,
         reason: reasons.join("\n"),
-    }
+    };
+    (d, Authorizer::Rbac)
 }
 
 /// The rules of `user` in `namespace` over both authorizers (a privileged user first gets

@@ -12,8 +12,8 @@
 //! here the same relationships are read from the watch cache at each decision (the pods of one
 //! node are scanned: linear in the number of pods, enough for a sandbox). Persistent volumes,
 //! volume attachments, resource claims and slices are not covered: their requests fall to the
-//! static rules. The NodeRestriction admission plugin (which would keep a node from changing
-//! other nodes and their pods) is not implemented.
+//! static rules. What a node may then write of the objects it can reach is NodeRestriction's
+//! ([`crate::admission::node_restriction`]): only its own Node, Lease, pods and their status.
 
 use serde_json::Value;
 

@@ -133,6 +133,15 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
     };
     opts.dry_run |= query.dry_run;
     let store = ctx.store();
+    let node = crate::admission::node_restriction::NodeOperation::Create;
+    store.restrict_node(
+        node,
+        Some(&eviction),
+        None,
+        "eviction",
+        name,
+        Some(&ctx.user),
+    )?;
     let evicted = crate::registry::eviction::evict(&ctx.state, &store, name, &opts).await?;
     let status = evicted.to_status();
     let code = StatusCode::from_u16(api::status::code(&status)).unwrap_or(StatusCode::CREATED);

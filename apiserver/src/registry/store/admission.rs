@@ -24,6 +24,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{object_key, Store};
+use crate::admission::node_restriction::{NodeOperation, NodeRequest};
 use crate::admission::webhook::{Effects, Operation as WebhookOperation, Request};
 use crate::admission::{Attributes, Operation};
 use crate::error::Result;
@@ -222,6 +223,42 @@ impl Store<'_> {
         self.state
             .admission
             .validate(&attrs, obj, &objects)
+            .map_err(|refused| self.refused(name, refused))
+    }
+
+    /// NodeRestriction ([`crate::admission::node_restriction`]) on a client's `operation` of
+    /// `name` as `subresource`: a kubelet's write of another node's objects is a 403 naming
+    /// `name`. Nothing is checked for other users, server-internal writes (no user) or with the
+    /// plugin disabled.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn restrict_node(
+        &self,
+        operation: NodeOperation,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        subresource: &str,
+        name: &str,
+        user: Option<&crate::authn::UserInfo>,
+    ) -> Result<()> {
+        let Some(user) = user.filter(|u| {
+            self.state.admission.node_restriction()
+                && crate::admission::node_restriction::node_of(u).is_some()
+        }) else {
+            return Ok(());
+        };
+        let info = &self.resource.info;
+        let request = NodeRequest {
+            user,
+            operation,
+            group: &info.group,
+            resource: &info.plural,
+            subresource,
+            namespace: self.namespace.as_deref().unwrap_or(""),
+            name,
+            object,
+            old,
+        };
+        crate::admission::node_restriction::admit(&request, &CachedObjects::new(self.state))
             .map_err(|refused| self.refused(name, refused))
     }
 

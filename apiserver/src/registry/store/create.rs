@@ -167,6 +167,9 @@ impl Store<'_> {
             None,
         );
         self.admit(&mut obj, None, &requested_name, Some(opts))?;
+        let node = crate::admission::node_restriction::NodeOperation::Create;
+        let user = opts.user.as_deref();
+        self.restrict_node(node, Some(&obj), None, "", &requested_name, user)?;
         self.mutate_by_webhooks(&mut obj, None, "", opts).await?;
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         let errs = self.resource.validate_create(&obj);

@@ -151,6 +151,10 @@ impl Store<'_> {
         subresource: &str,
         opts: &WriteOptions,
     ) -> Result<Value> {
+        let name = api::meta::name(old).unwrap_or("");
+        let user = opts.user.as_deref();
+        let node = crate::admission::node_restriction::NodeOperation::Update;
+        self.restrict_node(node, Some(&new), Some(old), subresource, name, user)?;
         if self
             .mutate_by_webhooks(&mut new, Some(old), subresource, opts)
             .await?
