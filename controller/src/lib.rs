@@ -37,6 +37,7 @@ pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;
 pub mod volume;
+pub mod volume_protection;
 
 pub use error::{Error, Result};
 
