@@ -253,6 +253,8 @@ pub struct AdmissionConfig {
     /// How long a pod create waits for its namespace's `default` ServiceAccount to appear
     /// ([`DEFAULT_SERVICE_ACCOUNT_WAIT`]).
     pub default_service_account_wait: Duration,
+    /// PodSecurity's defaults and exemptions (`--admission-control-config-file`).
+    pub pod_security: pod_security::config::PodSecurityConfig,
 }
 
 impl Default for AdmissionConfig {
@@ -264,6 +266,7 @@ impl Default for AdmissionConfig {
             default_not_ready_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_unreachable_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_service_account_wait: DEFAULT_SERVICE_ACCOUNT_WAIT,
+            pod_security: Default::default(),
         }
     }
 }
@@ -280,6 +283,14 @@ impl AdmissionConfig {
         let mut config = AdmissionConfig::default();
         config.disable(SERVICE_ACCOUNT);
         config
+    }
+
+    /// Reads the plugins' configuration from kube-apiserver's `--admission-control-config-file`
+    /// (an `AdmissionConfiguration`; PodSecurity's is the one read here).
+    pub fn load_config_file(&mut self, path: &std::path::Path) -> Result<(), String> {
+        self.pod_security =
+            pod_security::config::PodSecurityConfig::from_admission_config_file(path)?;
+        Ok(())
     }
 
     /// Stops `plugin` from running.
@@ -391,7 +402,9 @@ impl Chain {
             before_kind.push(Box::new(node_taint::TaintNodesByCondition));
         }
         if config.enabled(POD_SECURITY) {
-            before_kind.push(Box::new(pod_security::PodSecurity::default()));
+            before_kind.push(Box::new(pod_security::PodSecurity::new(
+                &config.pod_security,
+            )));
         }
         let mut after_kind: Vec<Box<dyn Plugin>> = Vec::new();
         if config.enabled(DEFAULT_TOLERATION_SECONDS) {
