@@ -242,9 +242,11 @@ async fn bound_pod_runs_ready_with_every_field_and_deletes_gracefully() {
             .is_some());
     }
     // Counted from the kubelet's informer, which may lag this client.
-    wait_for("the kubelet counting a running pod", Duration::from_secs(10), || async {
-        (env.kubelets.metrics().pods_running >= 1).then_some(())
-    })
+    wait_for(
+        "the kubelet counting a running pod",
+        Duration::from_secs(10),
+        || async { (env.kubelets.metrics().pods_running >= 1).then_some(()) },
+    )
     .await;
 
     // A second pod on the same node gets a different address.
@@ -545,10 +547,14 @@ async fn a_full_node_rejects_pods_out_of_pods() {
     assert_eq!(rejected.pod_ip, None);
     // The phase counts come from the kubelet's informer, which may see the
     // write a moment after this client did.
-    let failed = wait_for("the kubelet counting pod c", Duration::from_secs(10), || async {
-        let m = env.kubelets.metrics();
-        (m.pods_failed > 0).then_some(m.pods_failed)
-    })
+    let failed = wait_for(
+        "the kubelet counting pod c",
+        Duration::from_secs(10),
+        || async {
+            let m = env.kubelets.metrics();
+            (m.pods_failed > 0).then_some(m.pods_failed)
+        },
+    )
     .await;
     assert_eq!(failed, 1);
     // `rejectPod` records the reason and the message without the status' prefix.
