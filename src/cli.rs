@@ -121,11 +121,17 @@ pub struct ApiserverArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = kubelet_fake::config::parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
     /// Admission plugins that should be disabled although they are in the default enabled
-    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, PodSecurity,
-    /// DefaultTolerationSeconds, PersistentVolumeClaimResize, MutatingAdmissionWebhook,
+    /// plugins list (comma-delimited: LimitRanger, ServiceAccount, TaintNodesByCondition,
+    /// PodSecurity, DefaultTolerationSeconds, StorageObjectInUseProtection,
+    /// PersistentVolumeClaimResize, RuntimeClass, CertificateApproval, CertificateSigning,
+    /// CertificateSubjectRestriction, MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
     /// ValidatingAdmissionWebhook, ResourceQuota).
     #[arg(long, value_name = "PLUGINS", default_value = "")]
     pub disable_admission_plugins: String,
+    /// File with admission control configuration (an AdmissionConfiguration; the PodSecurity
+    /// plugin's defaults and exemptions are read from it).
+    #[arg(long, value_name = "FILE")]
+    pub admission_control_config_file: Option<PathBuf>,
     /// Serve HTTPS with the data directory's CA and authenticate and authorize every request
     /// (RBAC). Implied by a non-loopback --address or a --token-auth-file.
     #[arg(long)]
@@ -272,6 +278,12 @@ impl ApiserverArgs {
                 &self.disable_admission_plugins,
             )
             .map_err(Error::Component)?;
+        if let Some(file) = &self.admission_control_config_file {
+            config
+                .admission
+                .load_config_file(file)
+                .map_err(Error::Component)?;
+        }
         if self.secure || self.token_auth_file.is_some() || !self.address.is_loopback() {
             config.secure = Some(apiserver::config::SecureConfig {
                 tls_hosts: self.tls_sans.clone(),

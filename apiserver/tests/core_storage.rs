@@ -287,11 +287,29 @@ async fn every_kind_through_every_verb() {
             let r = json_call(&app, "DELETE", &format!("{}/{name}", c.base), &Value::Null).await;
             assert_eq!(r.code, 200, "{what}: {}", r.body);
         }
-        assert_eq!(
-            json_call(&app, "GET", &item, &Value::Null).await.code,
-            404,
-            "{what}"
-        );
+        let after = json_call(&app, "GET", &item, &Value::Null).await;
+        // StorageObjectInUseProtection: a volume or claim stays Terminating until the
+        // pv-protection / pvc-protection controller (not run here) removes its finalizer.
+        let protection = match c.kind {
+            "PersistentVolume" => Some("kubernetes.io/pv-protection"),
+            "PersistentVolumeClaim" => Some("kubernetes.io/pvc-protection"),
+            _ => None,
+        };
+        match protection {
+            Some(finalizer) => {
+                assert_eq!(after.code, 200, "{what}: {}", after.body);
+                assert!(
+                    after.body["metadata"]["deletionTimestamp"].is_string(),
+                    "{what}"
+                );
+                assert_eq!(
+                    after.body["metadata"]["finalizers"],
+                    json!([finalizer]),
+                    "{what}"
+                );
+            }
+            None => assert_eq!(after.code, 404, "{what}"),
+        }
     }
 }
 

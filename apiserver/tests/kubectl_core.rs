@@ -191,7 +191,8 @@ async fn quotas_limits_volumes_and_endpoints_with_kubectl() {
 
         let out = k.ok(&["delete", "quota", "compute"]);
         assert!(out.contains("resourcequota \"compute\" deleted"), "{out}");
-        let out = k.ok(&["delete", "pvc", "data"]);
+        // The claim keeps its pvc-protection finalizer (no controller here): do not wait.
+        let out = k.ok(&["delete", "pvc", "data", "--wait=false"]);
         assert!(out.contains("persistentvolumeclaim \"data\" deleted"), "{out}");
     })
     .await;

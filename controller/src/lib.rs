@@ -38,6 +38,7 @@ pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;
 pub mod volume;
+pub mod volume_protection;
 
 pub use error::{Error, Result};
 

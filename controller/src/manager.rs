@@ -114,6 +114,10 @@ pub struct EnabledControllers {
     pub resourcequota: bool,
     /// `service-cidr-controller`.
     pub service_cidr: bool,
+    /// `pvc-protection` (`persistentvolumeclaim-protection-controller`).
+    pub pvc_protection: bool,
+    /// `pv-protection` (`persistentvolume-protection-controller`).
+    pub pv_protection: bool,
 }
 
 impl Default for EnabledControllers {
@@ -152,6 +156,8 @@ impl EnabledControllers {
             endpointslice_mirroring: true,
             resourcequota: true,
             service_cidr: true,
+            pvc_protection: true,
+            pv_protection: true,
         }
     }
 
@@ -184,6 +190,8 @@ impl EnabledControllers {
             endpointslice_mirroring: false,
             resourcequota: false,
             service_cidr: false,
+            pvc_protection: false,
+            pv_protection: false,
         }
     }
 
@@ -243,6 +251,12 @@ impl EnabledControllers {
                 }
                 "resourcequota" | "resourcequota-controller" => &mut out.resourcequota,
                 "service-cidr-controller" => &mut out.service_cidr,
+                "pvc-protection" | "persistentvolumeclaim-protection-controller" => {
+                    &mut out.pvc_protection
+                }
+                "pv-protection" | "persistentvolume-protection-controller" => {
+                    &mut out.pv_protection
+                }
                 other => return Err(Error::Start(format!("unknown controller {other:?}"))),
             };
             *slot = on;
@@ -424,6 +438,8 @@ fn controller_accounts(en: &EnabledControllers) -> Vec<&'static str> {
         (en.root_ca_cert_publisher, "root-ca-cert-publisher"),
         (en.persistentvolume_binder, "persistent-volume-binder"),
         (en.persistentvolume_expander, "expand-controller"),
+        (en.pvc_protection, "pvc-protection-controller"),
+        (en.pv_protection, "pv-protection-controller"),
         (en.endpoint, "endpoint-controller"),
         (en.endpointslice, "endpointslice-controller"),
         (
@@ -664,6 +680,27 @@ async fn run_controllers(
         let s = shutdown.clone();
         tracker.spawn(async move { pv.run(s).await });
     }
+    if let (true, Some(client)) = (en.pvc_protection, clients.get("pvc-protection-controller")) {
+        let c = crate::volume_protection::pvc::PvcProtectionController::new(
+            client.clone(),
+            factory.informer::<PersistentVolumeClaim>(),
+            pods.clone(),
+        );
+        cfg.metrics.register("pvcprotection", c.queue(), None);
+        let s = shutdown.clone();
+        // Upstream runs one worker (`startPersistentVolumeClaimProtectionController`).
+        tracker.spawn(async move { c.run(1, s).await });
+    }
+    if let (true, Some(client)) = (en.pv_protection, clients.get("pv-protection-controller")) {
+        let c = crate::volume_protection::pv::PvProtectionController::new(
+            client.clone(),
+            factory.informer::<PersistentVolume>(),
+        );
+        cfg.metrics.register("pvprotection", c.queue(), None);
+        let s = shutdown.clone();
+        // Upstream runs one worker (`startPersistentVolumeProtectionController`).
+        tracker.spawn(async move { c.run(1, s).await });
+    }
     if let (true, Some(client)) = (
         en.persistentvolume_expander,
         clients.get("expand-controller"),
@@ -768,6 +805,7 @@ async fn run_controllers(
                 grace_period: cfg.node_monitor_grace_period,
             },
         );
+        cfg.metrics.register("node_lifecycle", nl.queue(), None);
         let s = shutdown.clone();
         tracker.spawn(async move { nl.run(s).await });
     }
@@ -950,6 +988,15 @@ mod tests {
         let cidr = EnabledControllers::parse("service-cidr-controller").unwrap_or_default();
         assert!(cidr.service_cidr && !cidr.job);
         assert!(EnabledControllers::all().service_cidr);
+        let protection =
+            EnabledControllers::parse("pvc-protection,persistentvolume-protection-controller")
+                .unwrap_or_default();
+        assert!(protection.pvc_protection && protection.pv_protection && !protection.job);
+        let unprotected = EnabledControllers::parse(
+            "*,-persistentvolumeclaim-protection-controller,-pv-protection",
+        )
+        .unwrap_or_default();
+        assert!(!unprotected.pvc_protection && !unprotected.pv_protection && unprotected.job);
     }
 
     #[test]
@@ -973,6 +1020,7 @@ mod tests {
         assert!(c.controllers.persistentvolume_binder && c.controllers.local_path_provisioner);
         assert!(c.controllers.taint_eviction && c.controllers.disruption);
         assert!(c.controllers.clusterrole_aggregation);
+        assert!(c.controllers.pvc_protection && c.controllers.pv_protection);
         assert_eq!((c.endpoint_workers, c.endpointslice_workers), (5, 5));
         assert_eq!(c.endpointslice_mirroring_workers, 5);
         assert_eq!(c.max_endpoints_per_slice, 100);

@@ -190,7 +190,7 @@ async fn failing_pods_back_off_then_exceed_the_backoff_limit() {
         .configure(move |c| {
             c.controller_manager.clock = cm_clock;
             c.controller_manager.controllers =
-                controller::EnabledControllers::parse("job,scheduler").unwrap();
+                controller::EnabledControllers::parse("job,scheduler,nodelifecycle").unwrap();
         })
         .start()
         .await

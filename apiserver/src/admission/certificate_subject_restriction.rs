@@ -112,6 +112,8 @@ mod tests {
             subresource: "",
             warnings: None,
             audit: None,
+            user: None,
+            authorizes: false,
         }
     }
 

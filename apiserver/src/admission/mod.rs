@@ -7,12 +7,15 @@
 //! | LimitRanger | [`limit_ranger`] | LimitRange defaults for containers; min/max/ratio for containers, pods and claims |
 //! | ServiceAccount | [`service_account`] | the pod's account (default `default`, must exist) and its API token volume |
 //! | NodeRestriction | [`node_restriction`], called by the store on a kubelet's create, update, delete, eviction and token request | a node writes only its own Node, Lease, CSINode, mirror pods and its pods' status |
+//! | TaintNodesByCondition | [`node_taint`] | a new node gets the `node.kubernetes.io/not-ready:NoSchedule` taint |
 //! | PodSecurity | [`pod_security`] (validating) | Pod Security Standards per namespace labels: enforce (403), audit, warn; also on `pods/ephemeralcontainers` |
 //! | Priority, DefaultIngressClass | the kind's [`Strategy::admit`](crate::registry::Strategy::admit) | run at Priority's place |
 //! | DefaultStorageClass | the claims' [`Strategy::admit`](crate::registry::Strategy::admit) | the default class for a new claim |
+//! | StorageObjectInUseProtection | [`storage_protection`] | the `kubernetes.io/pvc-protection` / `pv-protection` finalizer on a new claim / volume |
 //! | PersistentVolumeClaimResize | [`claim_resize`] (validating) | a claim grows only when bound and its class allows expansion |
 //! | DefaultTolerationSeconds | [`default_toleration_seconds`] | 300 s `not-ready`/`unreachable` NoExecute tolerations |
 //! | RuntimeClass | [`runtime_class`] | a new pod takes its RuntimeClass's overhead and scheduling; an unknown class is refused |
+//! | CertificateApproval, CertificateSigning | [`certificate_signers`] (validating) | `approve` / `sign` on the CSR's signer (`signers` of `certificates.k8s.io`) to approve / sign it |
 //! | CertificateSubjectRestriction | [`certificate_subject_restriction`] (validating) | no `system:masters` CSR for `kubernetes.io/kube-apiserver-client` |
 //! | MutatingAdmissionWebhook | [`webhook`], called by the store after the chain's mutating phase | calls mutating webhooks, applies their patches |
 //! | ValidatingAdmissionPolicy | [`policy`], called by the store after the chain's validating phase, before validating webhooks | CEL validations of bound ValidatingAdmissionPolicies |
@@ -33,24 +36,29 @@
 //! warnings and audit annotations reachable through [`Attributes`]. Guarantees: plugins are pure functions of the request and the
 //! objects they read (no I/O, no panics on any JSON); a refusal is a 403 naming the object.
 
+mod certificate_signers;
 mod certificate_subject_restriction;
 mod claim_resize;
 mod default_toleration_seconds;
 mod limit_constraints;
 mod limit_ranger;
 pub mod node_restriction;
+mod node_taint;
 mod pod_secrets;
 pub mod pod_security;
 pub mod policy;
 pub mod resourcequota;
 mod runtime_class;
 mod service_account;
+mod storage_protection;
 pub mod webhook;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_limit_ranger;
+#[cfg(test)]
+mod tests_support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -59,6 +67,7 @@ use serde_json::Value;
 
 use api::validation::FieldError;
 
+use crate::authn::UserInfo;
 use crate::registry::{AuditAnnotations, Forbidden, Objects, Warnings};
 
 pub use default_toleration_seconds::DefaultTolerationSeconds;
@@ -67,21 +76,30 @@ pub use service_account::{
     ServiceAccount, DEFAULT_API_TOKEN_MOUNT_PATH, DEFAULT_SERVICE_ACCOUNT_WAIT,
     SERVICE_ACCOUNT_VOLUME_NAME,
 };
+pub use storage_protection::{PVC_PROTECTION_FINALIZER, PV_PROTECTION_FINALIZER};
 
 /// `LimitRanger`.
 pub const LIMIT_RANGER: &str = "LimitRanger";
 /// `ServiceAccount`.
 pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
 pub use node_restriction::NODE_RESTRICTION;
+/// `TaintNodesByCondition`.
+pub const TAINT_NODES_BY_CONDITION: &str = "TaintNodesByCondition";
 /// `PodSecurity`.
 pub const POD_SECURITY: &str = "PodSecurity";
 /// `DefaultTolerationSeconds`.
 pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
+/// `StorageObjectInUseProtection`.
+pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection";
 /// `PersistentVolumeClaimResize`.
 pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
 pub use policy::VALIDATING_ADMISSION_POLICY;
 /// `RuntimeClass`.
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `CertificateApproval`.
+pub const CERTIFICATE_APPROVAL: &str = "CertificateApproval";
+/// `CertificateSigning`.
+pub const CERTIFICATE_SIGNING: &str = "CertificateSigning";
 /// `CertificateSubjectRestriction`.
 pub const CERTIFICATE_SUBJECT_RESTRICTION: &str = "CertificateSubjectRestriction";
 pub use webhook::{MUTATING_ADMISSION_WEBHOOK, VALIDATING_ADMISSION_WEBHOOK};
@@ -94,10 +112,14 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
     NODE_RESTRICTION,
+    TAINT_NODES_BY_CONDITION,
     POD_SECURITY,
     DEFAULT_TOLERATION_SECONDS,
+    STORAGE_OBJECT_IN_USE_PROTECTION,
     PERSISTENT_VOLUME_CLAIM_RESIZE,
     RUNTIME_CLASS,
+    CERTIFICATE_APPROVAL,
+    CERTIFICATE_SIGNING,
     CERTIFICATE_SUBJECT_RESTRICTION,
     MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_POLICY,
@@ -130,6 +152,11 @@ pub struct Attributes<'a> {
     pub warnings: Option<&'a Warnings>,
     /// Where the request's audit annotations go; none where a path keeps none.
     pub audit: Option<&'a AuditAnnotations>,
+    /// Who asks (`GetUserInfo`); none for a server-internal write.
+    pub user: Option<&'a UserInfo>,
+    /// Whether the server authorizes requests (a secure server); plugins that ask the
+    /// authorizer let everything through when not, as upstream's `AlwaysAllow`.
+    pub authorizes: bool,
 }
 
 impl Attributes<'_> {
@@ -230,6 +257,8 @@ pub struct AdmissionConfig {
     /// How long a pod create waits for its namespace's `default` ServiceAccount to appear
     /// ([`DEFAULT_SERVICE_ACCOUNT_WAIT`]).
     pub default_service_account_wait: Duration,
+    /// PodSecurity's defaults and exemptions (`--admission-control-config-file`).
+    pub pod_security: pod_security::config::PodSecurityConfig,
 }
 
 impl Default for AdmissionConfig {
@@ -241,6 +270,7 @@ impl Default for AdmissionConfig {
             default_not_ready_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_unreachable_toleration_seconds: default_toleration_seconds::DEFAULT_SECONDS,
             default_service_account_wait: DEFAULT_SERVICE_ACCOUNT_WAIT,
+            pod_security: Default::default(),
         }
     }
 }
@@ -257,6 +287,14 @@ impl AdmissionConfig {
         let mut config = AdmissionConfig::default();
         config.disable(SERVICE_ACCOUNT);
         config
+    }
+
+    /// Reads the plugins' configuration from kube-apiserver's `--admission-control-config-file`
+    /// (an `AdmissionConfiguration`; PodSecurity's is the one read here).
+    pub fn load_config_file(&mut self, path: &std::path::Path) -> Result<(), String> {
+        self.pod_security =
+            pod_security::config::PodSecurityConfig::from_admission_config_file(path)?;
+        Ok(())
     }
 
     /// Stops `plugin` from running.
@@ -366,8 +404,13 @@ impl Chain {
                 config.default_service_account_wait,
             )));
         }
+        if config.enabled(TAINT_NODES_BY_CONDITION) {
+            before_kind.push(Box::new(node_taint::TaintNodesByCondition));
+        }
         if config.enabled(POD_SECURITY) {
-            before_kind.push(Box::new(pod_security::PodSecurity::default()));
+            before_kind.push(Box::new(pod_security::PodSecurity::new(
+                &config.pod_security,
+            )));
         }
         let mut after_kind: Vec<Box<dyn Plugin>> = Vec::new();
         if config.enabled(DEFAULT_TOLERATION_SECONDS) {
@@ -376,11 +419,20 @@ impl Chain {
                 config.default_unreachable_toleration_seconds,
             )));
         }
+        if config.enabled(STORAGE_OBJECT_IN_USE_PROTECTION) {
+            after_kind.push(Box::new(storage_protection::StorageObjectInUseProtection));
+        }
         if config.enabled(PERSISTENT_VOLUME_CLAIM_RESIZE) {
             after_kind.push(Box::new(claim_resize::PersistentVolumeClaimResize));
         }
         if config.enabled(RUNTIME_CLASS) {
             after_kind.push(Box::new(runtime_class::RuntimeClass));
+        }
+        if config.enabled(CERTIFICATE_APPROVAL) {
+            after_kind.push(Box::new(certificate_signers::CertificateApproval));
+        }
+        if config.enabled(CERTIFICATE_SIGNING) {
+            after_kind.push(Box::new(certificate_signers::CertificateSigning));
         }
         if config.enabled(CERTIFICATE_SUBJECT_RESTRICTION) {
             after_kind.push(Box::new(

@@ -199,6 +199,8 @@ mod tests {
             subresource: "",
             warnings: None,
             audit: None,
+            user: None,
+            authorizes: false,
         }
     }
 

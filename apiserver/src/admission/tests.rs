@@ -47,6 +47,8 @@ fn create_pod() -> Attributes<'static> {
         subresource: "",
         warnings: None,
         audit: None,
+        user: None,
+        authorizes: false,
     }
 }
 
@@ -399,10 +401,14 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         [
             "LimitRanger",
             "ServiceAccount",
+            "TaintNodesByCondition",
             "PodSecurity",
             "DefaultTolerationSeconds",
+            "StorageObjectInUseProtection",
             "PersistentVolumeClaimResize",
             "RuntimeClass",
+            "CertificateApproval",
+            "CertificateSigning",
             "CertificateSubjectRestriction"
         ]
     );
@@ -411,10 +417,14 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         names(&Chain::new(&AdmissionConfig::without_controllers())),
         [
             "LimitRanger",
+            "TaintNodesByCondition",
             "PodSecurity",
             "DefaultTolerationSeconds",
+            "StorageObjectInUseProtection",
             "PersistentVolumeClaimResize",
             "RuntimeClass",
+            "CertificateApproval",
+            "CertificateSigning",
             "CertificateSubjectRestriction"
         ]
     );
@@ -429,7 +439,11 @@ fn the_chain_follows_upstreams_order_and_the_configuration() {
         names(&Chain::new(&config)),
         [
             "ServiceAccount",
+            "TaintNodesByCondition",
+            "StorageObjectInUseProtection",
             "RuntimeClass",
+            "CertificateApproval",
+            "CertificateSigning",
             "CertificateSubjectRestriction"
         ]
     );

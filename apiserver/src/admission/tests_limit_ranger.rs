@@ -45,6 +45,8 @@ fn attrs(resource: &'static str, old: Option<&'static Value>) -> Attributes<'sta
         subresource: "",
         warnings: None,
         audit: None,
+        user: None,
+        authorizes: false,
     }
 }
 

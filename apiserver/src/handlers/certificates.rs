@@ -111,6 +111,14 @@ pub async fn approval(ctx: Ctx, method: Method, body: Body) -> Result<Response> 
                         if !errs.is_empty() {
                             return Err(store.invalid(&name, &errs));
                         }
+                        // CertificateApproval, in the validating phase as upstream.
+                        store.validate_admission(
+                            &new,
+                            Some(&old),
+                            &name,
+                            "approval",
+                            Some(&opts),
+                        )?;
                         Ok(Attempt::Write(new))
                     },
                 )

@@ -7,12 +7,21 @@
 //! is acted on by the taint eviction controller ([`crate::tainteviction`]). The loop reads only
 //! informer caches besides its writes, and is stopped by the shutdown token between passes (a pass
 //! in flight finishes within the runner's drain deadline).
+//!
+//! Beside the loop, every node add or update queues the node's name for the `NoSchedule` tainting
+//! pass ([`no_schedule_taints`], upstream's `nodeUpdateQueue` and `doNoScheduleTaintingPass`),
+//! run by [`NO_SCHEDULE_WORKERS`] workers: a new node's `not-ready` taint goes as soon as the node
+//! reports Ready. The queue holds node names, so it is bounded by the node count; a failed write
+//! (a conflict with another writer) is retried with the queue's per-key back-off.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::labels::Selector;
-use client::{Client, HasSynced, Lister, Patch, Runner, SharedIndexInformer};
+use client::{
+    Action, Client, DeletedObject, HandlerRegistration, HasSynced, Lister, Patch,
+    RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
+};
 use jiff::SignedDuration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -20,8 +29,12 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{decide_node, ready_heartbeat, HealthTracker, NodeDecision};
+use super::no_schedule::no_schedule_taints;
 use crate::clock::Clock;
 use crate::{Error, Result};
+
+/// Workers of the `NoSchedule` tainting pass (upstream's `nodeUpdateWorkerSize`).
+pub const NO_SCHEDULE_WORKERS: usize = 8;
 
 /// Namespace of node heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -54,6 +67,26 @@ pub struct NodeLifecycleController {
     clock: Arc<dyn Clock>,
     cfg: NodeLifecycleConfig,
     health: Mutex<HealthTracker>,
+    /// Names of nodes whose `NoSchedule` taints may need changing.
+    no_schedule: RateLimitingQueue<String>,
+    node_events: HandlerRegistration,
+}
+
+/// Queues every added or updated node for the `NoSchedule` tainting pass.
+struct NodeHandler(RateLimitingQueue<String>);
+
+impl ResourceEventHandler<Node> for NodeHandler {
+    fn on_add(&self, obj: &Arc<Node>, _in_initial_list: bool) {
+        if let Some(name) = &obj.metadata.name {
+            self.0.add(name.clone());
+        }
+    }
+
+    fn on_update(&self, _old: &Arc<Node>, new: &Arc<Node>) {
+        self.on_add(new, false);
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<Node>) {}
 }
 
 impl NodeLifecycleController {
@@ -65,6 +98,8 @@ impl NodeLifecycleController {
         clock: Arc<dyn Clock>,
         cfg: NodeLifecycleConfig,
     ) -> Self {
+        let no_schedule = RateLimitingQueue::with_default_controller_rate_limiter("node_lifecycle");
+        let node_events = nodes.add_event_handler(NodeHandler(no_schedule.clone()));
         Self {
             client,
             node_lister: nodes.lister(),
@@ -74,19 +109,75 @@ impl NodeLifecycleController {
             clock,
             cfg,
             health: Mutex::new(HealthTracker::new()),
+            no_schedule,
+            node_events,
         }
+    }
+
+    /// The queue of the `NoSchedule` tainting pass (for metrics).
+    pub fn queue(&self) -> RateLimitingQueue<String> {
+        self.no_schedule.clone()
     }
 
     /// Wait for caches, then monitor every `monitor_period` until `shutdown` (upstream:
     /// `wait.UntilWithContext(monitorNodeHealth, nodeMonitorPeriod)`, on the [`client::Runner`]).
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(grace = ?self.cfg.grace_period, "node lifecycle controller starting");
-        let synced: [&dyn HasSynced; 2] = [&self.nodes, &self.leases];
-        Runner::new("nodelifecycle")
-            .run_periodic(self.cfg.monitor_period, &synced, &shutdown, || {
-                self.monitor()
-            })
-            .await;
+        let this = Arc::new(self);
+        let synced: [&dyn HasSynced; 2] = [&this.nodes, &this.leases];
+        let tainting: [&dyn HasSynced; 1] = [&this.node_events];
+        let worker = this.clone();
+        let taint_pass = Runner::new("nodelifecycle_no_schedule")
+            .workers(NO_SCHEDULE_WORKERS)
+            .run_workers(
+                this.no_schedule.clone(),
+                &tainting,
+                &shutdown,
+                move |name: String| {
+                    let worker = worker.clone();
+                    async move {
+                        worker
+                            .taint_no_schedule(&name)
+                            .await
+                            .map(|()| Action::AwaitChange)
+                    }
+                },
+            );
+        let monitor = Runner::new("nodelifecycle").run_periodic(
+            this.cfg.monitor_period,
+            &synced,
+            &shutdown,
+            || this.monitor(),
+        );
+        tokio::join!(taint_pass, monitor);
+    }
+
+    /// `doNoScheduleTaintingPass` for the node `name`, from the cache; the taint list is
+    /// written guarded by the node's resourceVersion.
+    async fn taint_no_schedule(&self, name: &str) -> Result<()> {
+        let Some(node) = self.node_lister.get(name) else {
+            return Ok(());
+        };
+        let Some(taints) = no_schedule_taints(&node, self.clock.now()) else {
+            return Ok(());
+        };
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "spec": {"taints": taints},
+        });
+        match self
+            .client
+            .api::<Node>(None)
+            .patch(name, &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::debug!(node = %name, "node condition taints updated");
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(Error::api("update node condition taints", e)),
+        }
     }
 
     /// One monitoring pass over every node.

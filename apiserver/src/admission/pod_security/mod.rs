@@ -16,16 +16,25 @@
 //!   violate it (at most [`NAMESPACE_MAX_PODS_TO_CHECK`] pods within
 //!   [`NAMESPACE_POD_CHECK_TIMEOUT`], pods with the same reasons folded into one warning).
 //!
+//! Configuration ([`config`], `--admission-control-config-file`): the defaults of a namespace
+//! without labels, and exemptions, as upstream: a request in an exempt namespace or by an exempt
+//! user is not evaluated (pods and templates; nor are a namespace's pods when an exempt
+//! namespace's enforce level is tightened); a pod or template of an exempt RuntimeClass is not
+//! evaluated, nor counted in a namespace's warnings.
+//!
 //! Cost on a namespace without labels (privileged, the default): one watch-cache lookup of the
 //! namespace and a scan of its labels per pod or workload write.
 
 pub mod baseline;
 pub mod checks;
+pub mod config;
 pub mod policy;
 pub mod restricted;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_exemptions;
 
 use std::time::{Duration, Instant};
 
@@ -60,17 +69,34 @@ const IGNORED_POD_SUBRESOURCES: &[&str] = &[
     "status",
 ];
 
-/// The plugin, with the policy of a namespace without labels.
+/// The plugin, with the policy of a namespace without labels and the exemptions.
 pub struct PodSecurity {
     defaults: Policy,
+    exemptions: config::Exemptions,
 }
 
 impl Default for PodSecurity {
-    /// `privileged:latest` for every mode, upstream's default configuration.
+    /// `privileged:latest` for every mode and no exemptions, upstream's default configuration.
     fn default() -> Self {
+        PodSecurity::new(&config::PodSecurityConfig::default())
+    }
+}
+
+impl PodSecurity {
+    /// The plugin as `config` configures it.
+    pub fn new(config: &config::PodSecurityConfig) -> Self {
         PodSecurity {
-            defaults: Policy::default(),
+            defaults: config.defaults,
+            exemptions: config.exemptions.clone(),
         }
+    }
+
+    /// `exemptNamespace || exemptUser` of the request.
+    fn exempt_request(&self, attrs: &Attributes<'_>) -> bool {
+        self.exemptions.namespace(attrs.namespace())
+            || attrs
+                .user
+                .is_some_and(|u| self.exemptions.user(&u.username))
     }
 }
 
@@ -125,6 +151,9 @@ impl PodSecurity {
         enforce: bool,
     ) -> Result<(), Forbidden> {
         let (metadata, spec) = metadata_and_spec(pod);
+        if self.exemptions.runtime_class(spec) {
+            return Ok(());
+        }
         let mut cache: Vec<(LevelVersion, Vec<checks::Violation>)> = Vec::with_capacity(3);
         let mut results = |lv: LevelVersion| -> Vec<checks::Violation> {
             if let Some((_, r)) = cache.iter().find(|(k, _)| *k == lv) {
@@ -183,7 +212,7 @@ impl PodSecurity {
         pod: &Value,
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
-        if IGNORED_POD_SUBRESOURCES.contains(&attrs.subresource) {
+        if IGNORED_POD_SUBRESOURCES.contains(&attrs.subresource) || self.exempt_request(attrs) {
             return Ok(());
         }
         let (policy, errors) = self.namespace_policy(attrs.namespace(), objects);
@@ -204,6 +233,9 @@ impl PodSecurity {
         template: &Value,
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
+        if self.exempt_request(attrs) {
+            return Ok(());
+        }
         let (policy, errors) = self.namespace_policy(attrs.namespace(), objects);
         if errors.is_none()
             && policy.warn.level == Level::Privileged
@@ -233,8 +265,14 @@ impl PodSecurity {
             return;
         }
         let name = api::meta::name(ns).unwrap_or("");
+        if self.exemptions.namespace(attrs.namespace()) || self.exemptions.namespace(name) {
+            return;
+        }
         let pods = objects.list_in("", "pods", name);
-        let in_namespace = pods.iter().collect::<Vec<_>>();
+        let in_namespace = pods
+            .iter()
+            .filter(|p| !self.exemptions.runtime_class(metadata_and_spec(p).1))
+            .collect::<Vec<_>>();
         for warning in pods_warnings(name, new, &in_namespace) {
             attrs.warn(warning);
         }

@@ -383,6 +383,8 @@ impl Request {
             subresource: "",
             warnings: Some(&self.warnings),
             audit: Some(&self.audit),
+            user: None,
+            authorizes: false,
         }
     }
 }

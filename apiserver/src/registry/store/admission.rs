@@ -180,6 +180,8 @@ impl Store<'_> {
             subresource,
             warnings: opts.map(|o| &o.warnings),
             audit: opts.map(|o| &o.audit_annotations),
+            user: opts.and_then(|o| o.user.as_deref()),
+            authorizes: self.state.security.is_some(),
         }
     }
 

@@ -134,8 +134,11 @@ impl Store<'_> {
         if !errs.is_empty() {
             return Err(self.invalid(&name, &errs));
         }
-        if scope == WriteScope::Main {
-            self.validate_admission(new, Some(old), &name, "", opts)?;
+        match scope {
+            WriteScope::Main => self.validate_admission(new, Some(old), &name, "", opts)?,
+            // The plugins that handle subresources see `/status` writes (CertificateSigning).
+            WriteScope::Status => self.validate_admission(new, Some(old), &name, "status", opts)?,
+            WriteScope::Internal => {}
         }
         self.resource.strategy.canonicalize(new);
         Ok(())
