@@ -21,6 +21,7 @@ mod creates;
 mod daemonset;
 mod etcd;
 mod job;
+mod memory;
 mod plane;
 mod scale;
 mod service;
@@ -65,6 +66,11 @@ pub enum Which {
     /// `--conn-watches` watches plus `--stallers` slowloris clients, and under `--uploaders` slow
     /// uploads with creates (not part of `all`).
     Conns,
+    /// Memory: `--pods` pods (through one RC) on enough fake nodes, held by the apiserver and
+    /// every informer: RSS, peak RSS and (with `--features heap-stats`) jemalloc's figures, when
+    /// all are Running and after the plane is idle (sled on disk unless `--in-memory`; not part
+    /// of `all`).
+    Memory,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
 }
@@ -104,6 +110,12 @@ pub struct BenchArgs {
     /// Fake nodes for the daemonset benchmark.
     #[arg(long, default_value_t = 1000)]
     pub daemonset_nodes: usize,
+    /// Pods for the memory benchmark (its nodes: `--nodes`, or more to fit 110 pods a node).
+    #[arg(long, default_value_t = 100_000)]
+    pub pods: usize,
+    /// The memory benchmark on the in-memory store instead of sled on disk.
+    #[arg(long)]
+    pub in_memory: bool,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -232,6 +244,14 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     }
     if args.which == Which::Service {
         service::service(args.replicas, args.nodes, Duration::from_secs(120)).await?;
+    }
+    if args.which == Which::Memory {
+        let nodes = memory::nodes_for(args.pods, args.nodes);
+        // Creating and starting the pods takes about 1 ms each in a release build; 20 ms each
+        // leaves room for a debug build.
+        let deadline = Duration::from_secs(120)
+            + Duration::from_millis(20) * u32::try_from(args.pods).unwrap_or(u32::MAX);
+        memory::memory(args.pods, nodes, args.in_memory, deadline).await?;
     }
     if args.which == Which::Scale && !args.etcd_servers.is_empty() {
         scale::scale_on(

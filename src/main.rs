@@ -6,6 +6,9 @@ use tracing_subscriber::EnvFilter;
 
 /// The control plane is allocation-heavy (JSON objects decoded, copied and dropped per request and
 /// per watch event); under glibc's allocator malloc/free took about a third of its CPU time.
+/// `--features heap-profile` leaves the system allocator in place, so heaptrack and valgrind see
+/// every allocation (they intercept malloc, not jemalloc).
+#[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

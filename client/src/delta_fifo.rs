@@ -16,10 +16,12 @@
 //!   Lock order: FIFO → indexer (never the reverse).
 //! * `has_synced` becomes true once every item queued by the first `replace` was popped (or once any
 //!   add/update/delete arrived before a replace) and then stays true.
+//! * A transform, if set (client-go's `TransformFunc`), is applied to every object before it is
+//!   queued (tombstones made here excepted), outside the lock.
 //! * Bounded by the number of distinct keys plus the deltas queued per key between pops.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -162,7 +164,14 @@ pub struct DeltaFifo<K> {
     known: Option<Arc<dyn KnownObjects<K>>>,
     /// Informers set this: relists queue `Replaced` instead of the legacy `Sync`.
     emit_replaced: bool,
+    /// Applied to every object before it is queued (client-go's `TransformFunc`); set at most
+    /// once, before the first object arrives.
+    transform: OnceLock<Transformer<K>>,
 }
+
+/// What a [`DeltaFifo`] applies to each object it queues (see
+/// [`SharedIndexInformer::set_transform`](crate::SharedIndexInformer::set_transform)).
+pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
 
 impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
     /// `known`: the downstream store (informers pass their indexer). Emits `Replaced` deltas.
@@ -183,6 +192,20 @@ impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
             notify: Notify::new(),
             known,
             emit_replaced,
+            transform: OnceLock::new(),
+        }
+    }
+
+    /// Sets the transform applied to every object queued from now on; `false` if one is set.
+    pub fn set_transform(&self, transform: Transformer<K>) -> bool {
+        self.transform.set(transform).is_ok()
+    }
+
+    /// `obj` as it is queued: transformed, if a transform is set (outside the queue's lock).
+    fn transformed(&self, obj: Arc<K>) -> Arc<K> {
+        match self.transform.get() {
+            Some(t) => t(obj),
+            None => obj,
         }
     }
 
@@ -204,11 +227,12 @@ impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
     }
 
     fn add_or_update(&self, type_: DeltaType, obj: K) {
-        let key = meta_namespace_key(&obj);
+        let obj = self.transformed(Arc::new(obj));
+        let key = meta_namespace_key(&*obj);
         let mut s = self.state.lock();
         s.populated = true;
         s.check_synced();
-        self.queue_action(&mut s, type_, key, DeletedObject::Object(Arc::new(obj)));
+        self.queue_action(&mut s, type_, key, DeletedObject::Object(obj));
     }
 
     /// Queues `Added`.
@@ -224,7 +248,8 @@ impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
     /// Queues `Deleted` unless neither downstream nor this queue knows the key (a deletion already
     /// inferred by a relist is not reported twice).
     pub fn delete(&self, obj: K) {
-        let key = meta_namespace_key(&obj);
+        let obj = self.transformed(Arc::new(obj));
+        let key = meta_namespace_key(&*obj);
         let mut s = self.state.lock();
         s.populated = true;
         s.check_synced();
@@ -236,16 +261,16 @@ impl<K: crate::Object + Send + Sync + 'static> DeltaFifo<K> {
         if !queued && !known {
             return;
         }
-        self.queue_action(
-            &mut s,
-            DeltaType::Deleted,
-            key,
-            DeletedObject::Object(Arc::new(obj)),
-        );
+        self.queue_action(&mut s, DeltaType::Deleted, key, DeletedObject::Object(obj));
     }
 
     /// Relist result: `Replaced` for each object, tombstones for vanished keys (spec §2.4).
     pub fn replace(&self, list: Vec<Arc<K>>, _rv: &str) {
+        let list: Vec<Arc<K>> = if self.transform.get().is_some() {
+            list.into_iter().map(|o| self.transformed(o)).collect()
+        } else {
+            list
+        };
         let mut s = self.state.lock();
         let type_ = if self.emit_replaced {
             DeltaType::Replaced

@@ -71,6 +71,7 @@ pub mod rest;
 pub mod runner;
 pub mod shared_informer;
 pub mod testing;
+pub mod transform;
 pub mod workqueue;
 
 pub use delta_fifo::{

@@ -197,6 +197,31 @@ where
         HandlerRegistration::new(&l, synced)
     }
 
+    /// Sets the transform every object goes through before it is queued and cached (client-go's
+    /// `SetTransform`, e.g. to drop what no handler reads, or to shrink what the cache keeps).
+    /// Only before the informer starts, and only once: otherwise "informer has already started"
+    /// (client-go's error) or "informer transform already set".
+    pub fn set_transform(&self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Result<()>
+    where
+        K: Clone,
+    {
+        let life = self.inner.life.lock();
+        if life.started || life.stopped {
+            return Err(Error::InformerState("has already started"));
+        }
+        // An object still shared elsewhere (a list page's items are not) is copied first.
+        let apply = move |obj: Arc<K>| {
+            Arc::new(transform(
+                Arc::try_unwrap(obj).unwrap_or_else(|shared| K::clone(&shared)),
+            ))
+        };
+        if self.inner.fifo.set_transform(Arc::new(apply)) {
+            Ok(())
+        } else {
+            Err(Error::InformerState("transform already set"))
+        }
+    }
+
     /// Stops delivering to a handler (in-flight callbacks are not awaited).
     pub fn remove_event_handler(&self, reg: &HandlerRegistration) -> bool {
         self.inner.processor.remove_listener(reg.id)

@@ -131,6 +131,55 @@ fn run(inf: &SharedIndexInformer<ConfigMap>) -> (CancellationToken, tokio::task:
     (token, tokio::spawn(async move { i.run(t).await }))
 }
 
+/// client-go's `SetTransform`: listed and watched objects reach the cache and the handlers
+/// transformed; refused once the informer started.
+#[tokio::test(start_paused = true)]
+async fn a_transform_applies_to_listed_and_watched_objects() {
+    let src = MemoryListerWatcher::new();
+    src.apply(cm("listed", "1"));
+    let inf = SharedIndexInformer::new(src.clone(), ListParams::default(), Duration::ZERO);
+    inf.set_transform(|mut c: ConfigMap| {
+        c.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert("transformed".into(), "yes".into());
+        c
+    })
+    .unwrap();
+    assert!(
+        inf.set_transform(|c: ConfigMap| c).is_err(),
+        "one transform only"
+    );
+    let handled = Arc::new(Mutex::new(Vec::new()));
+    let h = handled.clone();
+    inf.add_event_handler(FnHandler::new().on_add(move |o: &Arc<ConfigMap>, _| {
+        h.lock().push(o.metadata.labels.clone().unwrap_or_default());
+    }));
+    let (token, task) = run(&inf);
+    assert!(wait_for_cache_sync(&[&inf], &token).await);
+    src.apply(cm("watched", "2"));
+    eventually("both handled", || handled.lock().len() == 2).await;
+    let transformed = |c: &ConfigMap| {
+        c.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("transformed"))
+            == Some(&"yes".to_string())
+    };
+    for key in ["default/listed", "default/watched"] {
+        let cached = inf.indexer().get_by_key(key).unwrap();
+        assert!(transformed(&cached), "{key} cached as transformed");
+    }
+    assert!(handled
+        .lock()
+        .iter()
+        .all(|l| l.get("transformed").is_some()));
+    let err = inf.set_transform(|c: ConfigMap| c).unwrap_err();
+    assert_eq!(err.to_string(), "informer has already started");
+    token.cancel();
+    let _ = task.await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn cache_is_updated_before_handlers_run() {
     let src = MemoryListerWatcher::new();

@@ -215,6 +215,8 @@ impl WatchCache {
         Fut: Future<Output = Result<StoreWrite>>,
     {
         api::meta::remove(&mut obj, "resourceVersion");
+        // Compacted here, in the writer's task, not on the feeder's path.
+        let obj = super::compact::compact(obj);
         let json =
             ObjectJson::encode(&obj).map_err(|e| ApiError::internal("encoding an object", e))?;
         let bytes = json.text().clone();

@@ -15,6 +15,7 @@
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 
+mod compact;
 mod handover;
 mod json;
 mod snapshot;
@@ -227,9 +228,9 @@ fn stamp(obj: &mut Value, revision: Revision) {
     api::wire::set_resource_version(obj, revision.to_string());
 }
 
-/// Parses a stored value and stamps its resourceVersion.
+/// Parses a stored value and stamps its resourceVersion; compacted, as the cache keeps it.
 fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
-    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
+    let mut v = compact::compact(serde_json::from_slice(kv_value).ok()?);
     stamp(&mut v, revision);
     Some(v)
 }
