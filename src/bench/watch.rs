@@ -43,7 +43,12 @@ pub(super) async fn watch(watchers: usize, rate: u64, load: Duration) -> Result<
     result
 }
 
-async fn run(plane: &ControlPlane, watchers: usize, rate: u64, load: Duration) -> Result<(), Error> {
+async fn run(
+    plane: &ControlPlane,
+    watchers: usize,
+    rate: u64,
+    load: Duration,
+) -> Result<(), Error> {
     let epoch = Instant::now();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(watchers + 8)
@@ -228,10 +233,22 @@ async fn wait_until(deadline: Duration, done: impl Fn() -> bool) -> bool {
 }
 
 /// Splits a watch stream into event lines.
-#[derive(Default)]
 struct Lines {
     buf: Vec<u8>,
     last_rv: u64,
+    sent: memmem::Finder<'static>,
+    rv: memmem::Finder<'static>,
+}
+
+impl Default for Lines {
+    fn default() -> Self {
+        Lines {
+            buf: Vec::new(),
+            last_rv: 0,
+            sent: memmem::Finder::new(b"sent="),
+            rv: memmem::Finder::new(b"\"resourceVersion\":\""),
+        }
+    }
 }
 
 /// What one chunk held.
@@ -250,12 +267,12 @@ impl Lines {
         while let Some(end) = memchr::memchr(b'\n', &self.buf[start..]) {
             let line = &self.buf[start..start + end];
             start += end + 1;
-            let Some(stamp) = number_after(line, b"sent=") else {
+            let Some(stamp) = number_after(line, &self.sent) else {
                 continue;
             };
             seen.events += 1;
             sent(stamp);
-            if let Some(rv) = number_after(line, b"\"resourceVersion\":\"") {
+            if let Some(rv) = number_after(line, &self.rv) {
                 if rv <= self.last_rv {
                     seen.out_of_order += 1;
                 }
@@ -268,8 +285,8 @@ impl Lines {
 }
 
 /// The decimal number right after the first `marker` in `line`.
-fn number_after(line: &[u8], marker: &[u8]) -> Option<u64> {
-    let from = memmem::find(line, marker)? + marker.len();
+fn number_after(line: &[u8], marker: &memmem::Finder<'_>) -> Option<u64> {
+    let from = marker.find(line)? + marker.needle().len();
     let digits = line[from..].iter().take_while(|b| b.is_ascii_digit());
     let mut n: u64 = 0;
     let mut any = false;
@@ -385,7 +402,18 @@ mod tests {
 
     #[test]
     fn histogram_quantiles_are_within_a_thousandth() {
-        for v in [0u64, 1, 2047, 2048, 2049, 4095, 4096, 123_456, 5_000_000, u64::MAX / 2] {
+        for v in [
+            0u64,
+            1,
+            2047,
+            2048,
+            2049,
+            4095,
+            4096,
+            123_456,
+            5_000_000,
+            u64::MAX / 2,
+        ] {
             let floor = bucket_floor(bucket(v));
             assert!(floor <= v, "{v}: floor {floor}");
             assert!(v - floor <= v / 1000, "{v}: floor {floor}");
