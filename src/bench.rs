@@ -25,6 +25,7 @@ mod scale;
 mod service;
 mod statefulset;
 mod watch;
+mod watch_readers;
 mod webhooks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,6 +68,9 @@ pub enum Which {
     Conns,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
+    /// The readers of `watch` in a child process (started by `watch` itself).
+    #[value(hide = true)]
+    WatchClients,
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +81,12 @@ pub struct BenchArgs {
     /// Watchers for the watch benchmark.
     #[arg(long, default_value_t = 1000)]
     pub watchers: usize,
+    /// The collection a `watch-clients` child watches (set by `watch`).
+    #[arg(long, hide = true, default_value = "")]
+    pub watch_url: String,
+    /// The resourceVersion a `watch-clients` child watches from (set by `watch`).
+    #[arg(long, hide = true, default_value = "0")]
+    pub watch_rv: String,
     /// Writes per second for the watch benchmark.
     #[arg(long, default_value_t = 1000)]
     pub write_rate: u64,
@@ -164,6 +174,9 @@ fn in_memory_config() -> ControlPlaneConfig {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), Error> {
+    if args.which == Which::WatchClients {
+        return watch_readers::child(&args.watch_url, &args.watch_rv, args.watchers).await;
+    }
     let all = args.which == Which::All;
     if all || args.which == Which::Startup {
         startup(args.secure).await?;
