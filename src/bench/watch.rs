@@ -66,18 +66,20 @@ async fn run(
         ms(h.quantile(1.0)),
     );
     println!(
-        "watch: writes {} of {} succeeded ({} failed); write latency p50 {} p99 {} max {}",
+        "watch: writes {} of {} succeeded ({} failed, {} planned); write latency p50 {} p99 {} max {}",
         writes.ok,
         writes.sent,
+        writes.planned,
         writes.sent - writes.ok,
         ms(percentile(&writes.latencies, 0.5)),
         ms(percentile(&writes.latencies, 0.99)),
         ms(percentile(&writes.latencies, 1.0)),
     );
-    if delivered != expected || ended_early > 0 || out_of_order > 0 || writes.ok != writes.sent {
+    let failed = writes.sent - writes.ok;
+    let unsent = writes.planned - writes.sent;
+    if delivered != expected || ended_early > 0 || out_of_order > 0 || failed > 0 || unsent > 0 {
         return Err(Error::Failed(format!(
-            "watch: FAILED: delivered {delivered} of {expected} events, {ended_early} streams ended early, {out_of_order} out of order, {} writes failed",
-            writes.sent - writes.ok
+            "watch: FAILED: delivered {delivered} of {expected} events, {ended_early} streams ended early, {out_of_order} out of order, {failed} writes failed, {unsent} writes not sent in time"
         )));
     }
     Ok(())
@@ -85,6 +87,8 @@ async fn run(
 
 /// What a writer did.
 struct Writes {
+    /// `rate × seconds`: what the writer meant to send.
+    planned: u64,
     sent: u64,
     ok: u64,
     latencies: Vec<Duration>,
@@ -115,6 +119,7 @@ async fn write_at(http: &reqwest::Client, url: &str, rate: u64, load: Duration) 
         sent += 1;
     }
     let mut writes = Writes {
+        planned: total,
         sent,
         ok: 0,
         latencies: Vec::with_capacity(pending.len()),
