@@ -506,6 +506,36 @@ mod tests {
     }
 
     #[test]
+    fn a_child_report_adds_up_in_the_parent() {
+        let mut child = Histogram::default();
+        child.add(&[5, 5, 3_000_000]);
+        let report = Totals {
+            delivered: 3,
+            ended_early: 1,
+            out_of_order: 2,
+            histogram: child,
+        }
+        .line();
+        let mut totals = Totals {
+            delivered: 10,
+            ended_early: 0,
+            out_of_order: 0,
+            histogram: Histogram::default(),
+        };
+        totals.histogram.add(&[7]);
+        totals.merge(&report).unwrap();
+        assert_eq!(
+            (totals.delivered, totals.ended_early, totals.out_of_order),
+            (13, 1, 2)
+        );
+        assert_eq!(totals.histogram.total, 4);
+        assert_eq!(totals.histogram.quantile(0.0), Duration::from_micros(5));
+        assert!(totals.histogram.quantile(1.0) > Duration::from_millis(2990));
+        assert!(totals.merge("1 2").is_err());
+        assert!(totals.merge("1 2 3 x:1").is_err());
+    }
+
+    #[test]
     fn a_bookmark_is_not_an_event() {
         let mut lines = Lines::default();
         let seen = lines.push(
