@@ -1,16 +1,16 @@
 //! WATCH (spec §7.3): chunked JSON lines `{"type":…,"object":…}`, one event per line, served from
 //! the watch cache.
 //!
-//! Each watch is one task that reads its resource's shared live log ([`LiveEvents`](crate::watch_cache::LiveEvents)) and owns a
-//! bounded response channel. Every event already there when the task wakes goes out in one chunk
-//! (one write and one wake-up of the client per burst, and no event waits for a later one); an
-//! event whose object goes out unchanged is the cache's shared JSON text, copied into the chunk,
-//! never serialised again per watcher. Namespace and selectors are checked on the cached object
-//! before anything is encoded. It ends when `timeoutSeconds` (or the default lifetime) elapses,
-//! when the client goes away, when the watcher falls more than the log's length behind (the client
-//! re-watches from its last resourceVersion), or at server shutdown — always with a clean end of
-//! the chunked body. Selector transitions are delivered as ADDED/DELETED, as the apiserver's
-//! cacher does.
+//! Each watch is one task that reads its resource's shared live log
+//! ([`LiveEvents`](crate::watch_cache::LiveEvents)) and owns a bounded response channel. Every
+//! event already there when the task wakes goes out in one chunk (one write and one wake-up of the
+//! client per burst, and no event waits for a later one); an event whose object goes out
+//! unchanged is the cache's shared JSON text, copied into the chunk, never serialised again per
+//! watcher. Namespace and selectors are checked on the cached object before anything is encoded.
+//! It ends when `timeoutSeconds` (or the default lifetime) elapses, when the client goes away,
+//! when the watcher falls more than the log's length behind (the client re-watches from its last
+//! resourceVersion), or at server shutdown — always with a clean end of the chunked body.
+//! Selector transitions are delivered as ADDED/DELETED, as the apiserver's cacher does.
 //!
 //! A custom resource whose CRD converts through a webhook: the events that go out together
 //! (at most [`MAX_CONVERTED_BATCH`]) are converted to the watch's version in one review before
