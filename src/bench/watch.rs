@@ -66,11 +66,11 @@ async fn run(
         ms(h.quantile(1.0)),
     );
     println!(
-        "watch: writes {} of {} succeeded ({} failed, {} planned); write latency p50 {} p99 {} max {}",
+        "watch: writes {} of {} succeeded (of {} planned; failures {:?}); write latency p50 {} p99 {} max {}",
         writes.ok,
         writes.sent,
         writes.planned,
-        writes.sent - writes.ok,
+        writes.failures,
         ms(percentile(&writes.latencies, 0.5)),
         ms(percentile(&writes.latencies, 0.99)),
         ms(percentile(&writes.latencies, 1.0)),
@@ -91,6 +91,8 @@ struct Writes {
     planned: u64,
     sent: u64,
     ok: u64,
+    /// Failed writes by HTTP status (0: no answer).
+    failures: std::collections::BTreeMap<u16, u64>,
     latencies: Vec<Duration>,
 }
 
@@ -110,11 +112,8 @@ async fn write_at(http: &reqwest::Client, url: &str, rate: u64, load: Duration) 
         let req = http.post(url).json(&body).timeout(SETTLE);
         pending.push(tokio::spawn(async move {
             let t = Instant::now();
-            let ok = req
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == reqwest::StatusCode::CREATED);
-            (ok, t.elapsed())
+            let status = req.send().await.map_or(0, |r| r.status().as_u16());
+            (status, t.elapsed())
         }));
         sent += 1;
     }
@@ -122,12 +121,16 @@ async fn write_at(http: &reqwest::Client, url: &str, rate: u64, load: Duration) 
         planned: total,
         sent,
         ok: 0,
+        failures: Default::default(),
         latencies: Vec::with_capacity(pending.len()),
     };
     for p in pending {
-        if let Ok((ok, took)) = p.await {
-            writes.ok += u64::from(ok);
+        let (status, took) = p.await.unwrap_or((0, Duration::ZERO));
+        if status == reqwest::StatusCode::CREATED.as_u16() {
+            writes.ok += 1;
             writes.latencies.push(took);
+        } else {
+            *writes.failures.entry(status).or_default() += 1;
         }
     }
     writes.latencies.sort();
