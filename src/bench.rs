@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use futures::StreamExt;
 
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
 
@@ -26,6 +25,8 @@ mod plane;
 mod scale;
 mod service;
 mod statefulset;
+mod watch;
+mod watch_readers;
 mod webhooks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,6 +74,9 @@ pub enum Which {
     Memory,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
+    /// The readers of `watch` in a child process (started by `watch` itself).
+    #[value(hide = true)]
+    WatchClients,
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +87,12 @@ pub struct BenchArgs {
     /// Watchers for the watch benchmark.
     #[arg(long, default_value_t = 1000)]
     pub watchers: usize,
+    /// The collection a `watch-clients` child watches (set by `watch`).
+    #[arg(long, hide = true, default_value = "")]
+    pub watch_url: String,
+    /// The resourceVersion a `watch-clients` child watches from (set by `watch`).
+    #[arg(long, hide = true, default_value = "0")]
+    pub watch_rv: String,
     /// Writes per second for the watch benchmark.
     #[arg(long, default_value_t = 1000)]
     pub write_rate: u64,
@@ -180,6 +190,9 @@ fn in_memory_config() -> ControlPlaneConfig {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), Error> {
+    if args.which == Which::WatchClients {
+        return watch_readers::child(&args.watch_url, &args.watch_rv, args.watchers).await;
+    }
     let all = args.which == Which::All;
     if all || args.which == Which::Startup {
         startup(args.secure).await?;
@@ -199,7 +212,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         list(10_000).await?;
     }
     if all || args.which == Which::Watch {
-        watch(
+        watch::watch(
             args.watchers,
             args.write_rate,
             Duration::from_secs(args.seconds),
@@ -488,106 +501,9 @@ async fn list(n: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Watch fan-out: `watchers` watch streams on ConfigMaps while one writer creates at `rate`/s; each
-/// event carries its send time (µs since the benchmark's epoch) in its data, read on delivery.
-async fn watch(watchers: usize, rate: u64, load: Duration) -> Result<(), Error> {
-    let plane = ControlPlane::start(in_memory_config()).await?;
-    let base = plane.url().to_string();
-    let epoch = Instant::now();
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(watchers + 8)
-        .build()?;
-    let url = format!("{base}/api/v1/namespaces/default/configmaps");
-    let rv: serde_json::Value = http.get(&url).send().await?.json().await?;
-    let rv = rv["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
-    let latencies = Arc::new(parking_lot::Mutex::new(Vec::<Duration>::new()));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut tasks = Vec::new();
-    for _ in 0..watchers {
-        let req = http.get(format!("{url}?watch=true&resourceVersion={rv}"));
-        let (latencies, stop) = (latencies.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let Ok(resp) = req.send().await else { return };
-            let mut stream = resp.bytes_stream();
-            let mut buf: Vec<u8> = Vec::new();
-            let mut local = Vec::new();
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    chunk = stream.next() => {
-                        let Some(Ok(chunk)) = chunk else { break };
-                        buf.extend_from_slice(&chunk);
-                        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-                            let line: Vec<u8> = buf.drain(..=pos).collect();
-                            if let Some(sent) = sent_micros(&line) {
-                                let now = epoch.elapsed().as_micros() as u64;
-                                local.push(Duration::from_micros(now.saturating_sub(sent)));
-                            }
-                        }
-                    }
-                }
-            }
-            latencies.lock().extend(local);
-        }));
-    }
-    // Let the watch streams open before writing.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
-    let total = rate * load.as_secs().max(1);
-    let mut ticker = tokio::time::interval(interval);
-    let mut written = 0u64;
-    let deadline = Instant::now() + load + Duration::from_secs(5);
-    while written < total && Instant::now() < deadline {
-        ticker.tick().await;
-        let sent = epoch.elapsed().as_micros().to_string();
-        let body = configmap(&format!("w-{written}"), &format!("sent={sent};"));
-        let (http, url) = (http.clone(), url.clone());
-        tokio::spawn(async move {
-            let _ = http.post(&url).json(&body).send().await;
-        });
-        written += 1;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.cancel();
-    for t in tasks {
-        let _ = t.await;
-    }
-    let mut all = std::mem::take(&mut *latencies.lock());
-    all.sort();
-    let expected = written as usize * watchers;
-    println!(
-        "watch: {watchers} watchers, {rate} writes/s for {}s: delivered {} of {expected} events; latency p50 {} p99 {} max {}",
-        load.as_secs(),
-        all.len(),
-        ms(percentile(&all, 0.5)),
-        ms(percentile(&all, 0.99)),
-        ms(percentile(&all, 1.0))
-    );
-    plane.shutdown().await;
-    Ok(())
-}
-
-/// Finds `sent=<µs>;` in a watch event line.
-fn sent_micros(line: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(line).ok()?;
-    let start = text.find("sent=")? + 5;
-    let end = start + text[start..].find(';')?;
-    text[start..end].parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sent_marker_is_parsed_from_an_event_line() {
-        let line = br#"{"type":"ADDED","object":{"data":{"payload":"sent=1234;"}}}"#;
-        assert_eq!(sent_micros(line), Some(1234));
-        assert_eq!(sent_micros(b"{}"), None);
-    }
 
     #[test]
     fn percentiles_pick_from_the_sorted_samples() {

@@ -1,9 +1,14 @@
-//! WATCH (spec §7.3): chunked JSON lines `{"type":…,"object":…}`, one event per line, flushed
-//! per event, served from the watch cache.
+//! WATCH (spec §7.3): chunked JSON lines `{"type":…,"object":…}`, one event per line, served from
+//! the watch cache.
 //!
-//! Each watch is one task that owns a bounded cache queue and a bounded response channel. It ends
-//! when `timeoutSeconds` (or the default lifetime) elapses, when the client goes away, when the
-//! cache drops the watcher for falling behind (the client re-watches from its last
+//! Each watch is one task that reads its resource's shared live log
+//! ([`LiveEvents`](crate::watch_cache::LiveEvents)) and owns a bounded response channel. Every
+//! event already there when the task wakes goes out in one chunk (one write and one wake-up of the
+//! client per burst, and no event waits for a later one); an event whose object goes out
+//! unchanged is the cache's shared JSON text, copied into the chunk, never serialised again per
+//! watcher. Namespace and selectors are checked on the cached object before anything is encoded.
+//! It ends when `timeoutSeconds` (or the default lifetime) elapses, when the client goes away,
+//! when the watcher falls more than the log's length behind (the client re-watches from its last
 //! resourceVersion), or at server shutdown — always with a clean end of the chunked body.
 //! Selector transitions are delivered as ADDED/DELETED, as the apiserver's cacher does.
 //!
@@ -56,9 +61,31 @@ struct Encoder {
     pending: Vec<(EventType, Arc<CacheEvent>)>,
     /// The watch's `apiVersion`: under a converter, events already in it need no conversion.
     api_version: String,
+    /// Whether the strategy may send a stored object as it is (`is_presentable` when its
+    /// `kind` and `apiVersion` are the endpoint's), decided once per watch.
+    as_stored: bool,
 }
 
 impl Encoder {
+    fn new(resource: Arc<Resource>, out: Output, include: IncludeObject) -> Self {
+        Encoder {
+            api_version: resource.info.api_version(),
+            as_stored: !resource.strategy.reads_need_conversion(),
+            resource,
+            out,
+            include,
+            first_table: true,
+            pending: Vec::new(),
+        }
+    }
+
+    /// [`Resource::is_presentable`] without building the `apiVersion` per event.
+    fn is_presentable(&self, obj: &Value) -> bool {
+        self.as_stored
+            && obj.get("kind").and_then(Value::as_str) == Some(self.resource.info.kind.as_str())
+            && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
+    }
+
     fn object(&mut self, obj: &Value) -> Value {
         let obj = self.resource.present(obj.clone());
         match self.out {
@@ -100,7 +127,7 @@ impl Encoder {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_str().as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        if self.resource.is_presentable(&ev.object) {
+        if self.is_presentable(&ev.object) {
             let object = ev.encoded_object();
             out.reserve(object.len() + 2);
             out.extend_from_slice(object);
@@ -184,6 +211,23 @@ async fn send_chunk(
     chunk: &mut Vec<u8>,
     shutdown: &CancellationToken,
 ) -> bool {
+    // The common case needs no wait: nothing to convert and room in the response channel.
+    if enc.pending.is_empty() {
+        if chunk.is_empty() {
+            return true;
+        }
+        match tx.try_send(Ok(std::mem::take(chunk).into())) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                // The client is slow: wait for room, or for shutdown.
+                return tokio::select! {
+                    sent = tx.send(item) => sent.is_ok(),
+                    _ = shutdown.cancelled() => false,
+                };
+            }
+        }
+    }
     let flushed = tokio::select! {
         r = enc.flush(chunk) => r,
         _ = shutdown.cancelled() => return false,
@@ -266,14 +310,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
     };
     let send_initial = opts.send_initial_events == Some(true);
     let WatchOpened { from, start } = store.watch(&opts).await?;
-    let mut enc = Encoder {
-        resource: ctx.target.resource.clone(),
-        out,
-        include: opts.include_object,
-        first_table: true,
-        pending: Vec::new(),
-        api_version: ctx.target.resource.info.api_version(),
-    };
+    let mut enc = Encoder::new(ctx.target.resource.clone(), out, opts.include_object);
     let (tx, rx) = mpsc::channel(RESPONSE_CHANNEL);
     let mut watch = match start {
         WatchStart::Watching(w) => w,
@@ -335,10 +372,16 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         }
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        // Made once: each registers its waker once, not on every wake-up of the loop (the
+        // shutdown token is shared by every watch).
+        let cancelled = state.shutdown.cancelled();
+        tokio::pin!(cancelled);
+        let closed = tx.closed();
+        tokio::pin!(closed);
         loop {
             tokio::select! {
-                _ = state.shutdown.cancelled() => break,
-                _ = tx.closed() => break,
+                _ = &mut cancelled => break,
+                _ = &mut closed => break,
                 _ = &mut deadline => {
                     if bookmarks {
                         let rv = last_rv.max(watch.skip_through);
@@ -347,10 +390,11 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     break;
                 }
                 _ = ticker.tick(), if bookmarks => {
-                    // Every event ≤ `seen` is already queued: drain, then the bookmark is true.
-                    // If the cache dropped this watcher, events after the queue's end were never
-                    // queued: end the stream instead of sending a bookmark that would skip them.
-                    let seen = state.cache.revision();
+                    // Every event ≤ `seen` is already in the live log: drain, then the bookmark
+                    // is true. If this watcher fell behind the log, events after its end were
+                    // lost to it: end the stream instead of sending a bookmark that would skip
+                    // them.
+                    let seen = state.cache.dispatched();
                     let mut chunk = Vec::new();
                     loop {
                         match watch.rx.try_recv() {

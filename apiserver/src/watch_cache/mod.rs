@@ -3,25 +3,34 @@
 //!
 //! Guarantees:
 //! - **One order.** Events are applied in store revision order by a single feeder task; the
-//!   object map, the ring and every watcher's queue change together under one write lock, so a
-//!   snapshot taken under the lock and a watch registered under the same lock never miss or
-//!   repeat an event.
+//!   object map and the ring change together under one write lock, and a watch registers under
+//!   the same lock at the revision its snapshot or replay covers. The event then goes to the
+//!   watchers after the lock is released, through one shared log per resource ([`live`]): a
+//!   watcher skips what its initial events covered, so it never misses or repeats an event, and
+//!   neither readers nor the write that is waiting for the cache wait for the fan-out.
 //! - **Consistent lists.** A list is served at one revision: the current one, or an older one `T`
 //!   still covered by the ring (reconstructed by undoing the ring's events after `T` with their
 //!   `prev` states). Older than the ring → `Expired` (410).
-//! - **Bounded.** The ring holds at most `history` events per resource; each watcher's queue holds
-//!   at most `buffer` events. A watcher whose queue is full is dropped from the cache (its stream
-//!   ends, the client re-watches from its last resourceVersion); writers never wait on readers.
+//! - **Bounded.** The ring holds at most `history` events per resource; the live log of a resource
+//!   holds its last `buffer` events, shared by all its watchers. A watcher more than `buffer`
+//!   events behind is ended (its stream ends, the client re-watches from its last
+//!   resourceVersion); writers never wait on readers.
+//! - **Encoded once.** A [`CacheEvent`] carries its object's JSON, made once (or handed over by
+//!   the writer) and shared by every watcher that sends it unchanged.
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 
 mod compact;
+#[cfg(test)]
+mod fan_out_tests;
 mod handover;
 mod json;
+mod live;
 mod snapshot;
 
 pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
+pub use live::LiveEvents;
 
 use handover::Offers;
 
@@ -32,7 +41,7 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
@@ -142,11 +151,8 @@ struct ResourceCache {
     ring: VecDeque<Arc<CacheEvent>>,
     /// Every event of this resource with revision > `oldest` is in `ring`.
     oldest: Revision,
-    watchers: Vec<WatcherSlot>,
-}
-
-struct WatcherSlot {
-    tx: mpsc::Sender<Arc<CacheEvent>>,
+    /// Where the resource's watchers read live events; made at the first watch.
+    live: Option<live::Log>,
 }
 
 struct Inner {
@@ -171,8 +177,9 @@ pub enum WatchFrom {
 pub struct CacheWatch {
     /// Events to deliver before the live ones (snapshot or replay from the ring).
     pub initial: Vec<Arc<CacheEvent>>,
-    /// Live events; the channel closes when the watcher fell behind or the cache relisted.
-    pub rx: mpsc::Receiver<Arc<CacheEvent>>,
+    /// Live events (after `revision`); they end when the watcher fell behind or the cache
+    /// relisted.
+    pub rx: LiveEvents,
     /// Revision the initial events are consistent at.
     pub revision: Revision,
     /// Events with a revision ≤ this are not to be delivered (watch from a future revision).
@@ -197,6 +204,9 @@ pub struct WatchCache {
     offers: parking_lot::Mutex<Offers>,
     /// Mirror of `inner.revision` for waiters.
     progress: watch::Sender<Revision>,
+    /// Every event up to this revision is in its resource's live log (behind `progress` while
+    /// the feeder hands an event to the watchers).
+    dispatched: AtomicU64,
     relists: AtomicU64,
     history: usize,
     buffer: usize,
@@ -252,6 +262,7 @@ impl WatchCache {
                 resources: HashMap::new(),
             }),
             progress,
+            dispatched: AtomicU64::new(0),
             offers: Default::default(),
             relists: AtomicU64::new(0),
             history: history.max(1),
@@ -266,6 +277,12 @@ impl WatchCache {
     /// The revision the cache has applied.
     pub fn revision(&self) -> Revision {
         *self.progress.borrow()
+    }
+
+    /// The revision up to which every event is in its watchers' reach: a watcher that has read
+    /// all its live events has seen every change up to here (what a bookmark may claim).
+    pub fn dispatched(&self) -> Revision {
+        self.dispatched.load(Ordering::Acquire)
     }
 
     /// How many objects the cache holds now, of every resource.
@@ -354,6 +371,7 @@ impl WatchCache {
                 })
                 .collect();
             drop(inner);
+            self.dispatched.store(revision, Ordering::Release);
             // Offers for writes the list already covers would never be taken.
             let mut offers = self.offers.lock();
             offers.by_key.clear();
@@ -406,7 +424,7 @@ impl WatchCache {
     fn close_all(&self) {
         let mut inner = self.inner.write();
         for res in inner.resources.values_mut() {
-            res.watchers.clear();
+            res.live = None;
         }
     }
 
@@ -421,12 +439,14 @@ impl WatchCache {
         inner.revision = revision;
         drop(inner);
         self.progress.send_replace(revision);
+        self.dispatched.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// Applies one store event.
     fn apply(&self, ev: Event) {
         let revision = ev.revision;
         let mut expired = None;
+        let mut fan_out = None;
         let prefix = resource_prefix(&ev.key);
         // Taken, and its text made, before the lock: readers do not wait for the copy.
         let offered = prefix
@@ -518,9 +538,7 @@ impl WatchCache {
                         expired = Some(old);
                     }
                 }
-                // A full or closed queue drops the watcher: never block the feeder.
-                res.watchers
-                    .retain(|w| w.tx.try_send(cached.clone()).is_ok());
+                fan_out = res.live.clone().map(|log| (log, cached));
             } else {
                 tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
             }
@@ -528,12 +546,18 @@ impl WatchCache {
         inner.revision = revision;
         drop(inner);
         drop(expired);
+        // The write waiting for the cache goes on first; then its event goes to the watchers,
+        // outside the lock (a watcher registered meanwhile skips it: its snapshot has it).
         self.progress.send_replace(revision);
+        if let Some((log, event)) = fan_out {
+            // No receiver: nobody to tell.
+            let _ = log.send(event);
+        }
+        self.dispatched.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).
     pub fn watch(&self, prefix: &str, from: WatchFrom) -> WatchStart {
-        let (tx, rx) = mpsc::channel(self.buffer);
         let mut inner = self.inner.write();
         let current = inner.revision;
         let base = inner.base;
@@ -570,7 +594,9 @@ impl WatchCache {
                 (replay, rev)
             }
         };
-        res.watchers.push(WatcherSlot { tx });
+        let buffer = self.buffer;
+        let log = res.live.get_or_insert_with(|| live::log(buffer));
+        let rx = LiveEvents::new(log, current);
         WatchStart::Watching(CacheWatch {
             initial,
             rx,
@@ -616,6 +642,7 @@ impl WatchCache {
             .read()
             .resources
             .get(prefix)
-            .map_or(0, |r| r.watchers.len())
+            .and_then(|r| r.live.as_ref())
+            .map_or(0, |log| log.receiver_count())
     }
 }

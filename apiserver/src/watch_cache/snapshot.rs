@@ -208,6 +208,7 @@ pub(super) mod tests {
                 resources,
             }),
             progress,
+            dispatched: AtomicU64::new(13),
             offers: Default::default(),
             relists: AtomicU64::new(0),
             history,
@@ -288,23 +289,33 @@ pub(super) mod tests {
     fn watches_replay_the_ring_or_expire() {
         let c = cache(100);
         let p = "/registry/pods/";
-        match c.watch(p, WatchFrom::After(11)) {
+        let replay = match c.watch(p, WatchFrom::After(11)) {
             WatchStart::Watching(w) => {
                 let revs: Vec<u64> = w.initial.iter().map(|e| e.revision).collect();
                 assert_eq!(revs, [12, 13]);
                 assert_eq!(w.skip_through, 11);
+                w
             }
             other => panic!("{other:?}"),
-        }
+        };
         assert!(matches!(
             c.watch(p, WatchFrom::After(9)),
             WatchStart::Expired { oldest: 10 }
         ));
-        match c.watch(p, WatchFrom::Snapshot) {
-            WatchStart::Watching(w) => assert_eq!(w.initial.len(), 3),
+        let snapshot = match c.watch(p, WatchFrom::Snapshot) {
+            WatchStart::Watching(w) => {
+                assert_eq!(w.initial.len(), 3);
+                w
+            }
             other => panic!("{other:?}"),
-        }
+        };
         assert_eq!(c.watcher_count(p), 2);
+        drop((replay, snapshot));
+        assert_eq!(
+            c.watcher_count(p),
+            0,
+            "a dropped watch leaves no reader behind"
+        );
     }
 
     #[test]
