@@ -181,10 +181,17 @@ pub fn ready_node(name: &str, cpu: &str, pods: &str) -> Node {
 pub async fn create_node(client: &Client, node: Node) {
     let api = client.api::<Node>(None);
     let name = node.metadata.name.clone().unwrap_or_default();
-    let created = api.create(&node).await.expect("create node");
-    let mut with_status = created.clone();
-    with_status.status = node.status.clone();
-    api.replace_status(&name, &with_status)
-        .await
-        .expect("node status");
+    let mut current = api.create(&node).await.expect("create node");
+    // A controller (node lifecycle's taints) may write the node meanwhile: on a conflict, read
+    // it again and retry, as a kubelet's status update does.
+    for _ in 0..10 {
+        let mut with_status = current.clone();
+        with_status.status = node.status.clone();
+        match api.replace_status(&name, &with_status).await {
+            Ok(_) => return,
+            Err(e) if e.is_conflict() => current = api.get(&name).await.expect("read node"),
+            Err(e) => panic!("node status: {e}"),
+        }
+    }
+    panic!("node status: conflicts on every attempt");
 }

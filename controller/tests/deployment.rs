@@ -33,6 +33,8 @@ async fn start_all(lifecycle: LifecycleConfig) -> DEnv {
     en.replicaset = true;
     en.garbagecollector = true;
     en.scheduler = true;
+    // New nodes are `not-ready:NoSchedule` tainted until node lifecycle sees them Ready.
+    en.nodelifecycle = true;
     let env = start(en).await;
     let kcfg = KubeletConfig {
         nodes: 3,

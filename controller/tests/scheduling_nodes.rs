@@ -50,6 +50,9 @@ async fn node_of(env: &Env, name: &str) -> Option<String> {
 async fn binds_by_resources_reports_failed_scheduling_and_retries() {
     let mut en = EnabledControllers::none();
     en.scheduler = true;
+    // A new node is `not-ready:NoSchedule` tainted (TaintNodesByCondition) until node
+    // lifecycle sees it Ready, as upstream.
+    en.nodelifecycle = true;
     let env = start(en).await;
     create_node(&env.client, ready_node("n1", "1", "110")).await;
     create_node(&env.client, ready_node("n2", "1", "110")).await;
