@@ -63,26 +63,27 @@ fn shrink_meta(m: &mut ObjectMeta) {
     fit_opt(&mut m.managed_fields);
 }
 
+/// The lists of a container; `Container` and `EphemeralContainer` share their field names.
+macro_rules! shrink_container_lists {
+    ($c:expr) => {{
+        let c = $c;
+        fit_opt(&mut c.args);
+        fit_opt(&mut c.command);
+        fit_opt(&mut c.env);
+        fit_opt(&mut c.env_from);
+        fit_opt(&mut c.ports);
+        fit_opt(&mut c.resize_policy);
+        fit_opt(&mut c.volume_devices);
+        fit_opt(&mut c.volume_mounts);
+    }};
+}
+
 fn shrink_container(c: &mut Container) {
-    fit_opt(&mut c.args);
-    fit_opt(&mut c.command);
-    fit_opt(&mut c.env);
-    fit_opt(&mut c.env_from);
-    fit_opt(&mut c.ports);
-    fit_opt(&mut c.resize_policy);
-    fit_opt(&mut c.volume_devices);
-    fit_opt(&mut c.volume_mounts);
+    shrink_container_lists!(c);
 }
 
 fn shrink_ephemeral_container(c: &mut EphemeralContainer) {
-    fit_opt(&mut c.args);
-    fit_opt(&mut c.command);
-    fit_opt(&mut c.env);
-    fit_opt(&mut c.env_from);
-    fit_opt(&mut c.ports);
-    fit_opt(&mut c.resize_policy);
-    fit_opt(&mut c.volume_devices);
-    fit_opt(&mut c.volume_mounts);
+    shrink_container_lists!(c);
 }
 
 fn shrink_container_status(s: &mut ContainerStatus) {

@@ -4,7 +4,8 @@
 //!    is the user, each O a group.
 //! 2. **Bearer tokens** (`Authorization: Bearer <token>`): the static token file
 //!    (`--token-auth-file`, [`TokenFile`]), then service-account JWTs from TokenRequest
-//!    ([`super::token::validate`]: issuer, audiences, expiry, bound objects still present).
+//!    ([`super::token::validate`]: issuer, audiences, expiry, bound objects still present),
+//!    a success remembered for 10 s ([`super::token_cache`]).
 //! 3. **Anonymous** (`system:anonymous` in `system:unauthenticated`), only when no authenticator
 //!    recognised the request *and none failed* (upstream's `NewFailOnError`): a wrong token or a
 //!    certificate of another CA is 401, never anonymous.
@@ -20,6 +21,7 @@ use axum::http::{header, HeaderMap};
 
 use super::identity::UserInfo;
 use super::token::{self, Found, Lookup};
+use super::token_cache::{key, TokenCache};
 use crate::http::tls::PeerCertificate;
 use crate::registry::store::CachedObjects;
 use crate::registry::Objects;
@@ -45,13 +47,6 @@ impl std::fmt::Debug for TokenFile {
             .field("users", &self.users.len())
             .finish()
     }
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
 }
 
 /// One CSV record's fields, with `"…"` quoting (`""` inside quotes is a quote), as Go's
@@ -136,7 +131,7 @@ impl TokenFile {
                 groups,
                 ..Default::default()
             };
-            if users.insert(digest(&record[0]), user).is_some() {
+            if users.insert(key(&record[0]), user).is_some() {
                 tracing::warn!(
                     line = i + 1,
                     "duplicate token in the token file; the later one wins"
@@ -148,7 +143,12 @@ impl TokenFile {
 
     /// The user of `token`.
     pub fn user(&self, token: &str) -> Option<&UserInfo> {
-        self.users.get(&digest(token))
+        self.user_by_key(&key(token))
+    }
+
+    /// The user of the token whose [`key`] is `key`.
+    fn user_by_key(&self, key: &[u8; 32]) -> Option<&UserInfo> {
+        self.users.get(key)
     }
 }
 
@@ -201,16 +201,31 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-fn token_step(state: &AppState, tokens: &TokenFile, headers: &HeaderMap) -> Step {
+fn token_step(state: &AppState, security: &Security, headers: &HeaderMap) -> Step {
     let Some(token) = bearer_token(headers) else {
         return Step::Skip;
     };
-    if let Some(user) = tokens.user(token) {
+    let key = key(token);
+    if let Some(user) = security.tokens.user_by_key(&key) {
         return Step::User(user.clone());
     }
+    let at = std::time::Instant::now();
+    if let Some(user) = security.token_cache.get(&key, at) {
+        return Step::User(user);
+    }
     let lookup = CacheLookup(CachedObjects::new(state));
-    match token::validate(&state.credentials, token, &[], now(), &lookup) {
-        Ok(Some(found)) => Step::User(found.user),
+    let now = now();
+    match token::validate(&state.credentials, token, &[], now, &lookup) {
+        Ok(Some(found)) => {
+            let left = u64::try_from(found.expires.saturating_sub(now)).unwrap_or(0);
+            security.token_cache.insert(
+                key,
+                found.user.clone(),
+                at,
+                std::time::Duration::from_secs(left),
+            );
+            Step::User(found.user)
+        }
         // Upstream's bearer authenticator: a token nobody recognised is an invalid token.
         Ok(None) => Step::Failed("invalid bearer token".to_string()),
         Err(e) => Step::Failed(e),
@@ -249,15 +264,14 @@ pub fn anonymous() -> UserInfo {
 /// Authenticates a request: its user, or `None` for 401.
 pub fn authenticate(
     state: &AppState,
-    tokens: &TokenFile,
-    anonymous_allowed: bool,
+    security: &Security,
     headers: &HeaderMap,
     peer: Option<&PeerCertificate>,
 ) -> Option<UserInfo> {
     let mut failed = Vec::new();
     // Lazily: a request a certificate authenticates never pays for its token's validation.
     let steps: [&dyn Fn() -> Step; 2] = [&|| certificate_step(peer), &|| {
-        token_step(state, tokens, headers)
+        token_step(state, security, headers)
     }];
     for step in steps {
         match step() {
@@ -270,7 +284,7 @@ pub fn authenticate(
         tracing::debug!(errors = ?failed, "unable to authenticate the request");
         return None;
     }
-    anonymous_allowed.then(anonymous)
+    security.anonymous.then(anonymous)
 }
 
 /// The security settings of a secure server, built once at start.
@@ -283,6 +297,8 @@ pub struct Security {
     pub tokens: TokenFile,
     /// Whether requests without credentials are served as `system:anonymous`.
     pub anonymous: bool,
+    /// Service-account tokens that authenticated lately.
+    pub token_cache: TokenCache,
 }
 
 impl std::fmt::Debug for Security {
@@ -319,6 +335,7 @@ impl Security {
             ca_der,
             tokens,
             anonymous: config.anonymous,
+            token_cache: TokenCache::default(),
         })
     }
 }

@@ -43,13 +43,9 @@ pub async fn filter(
         }
         Some(security) => {
             let peer = req.extensions().get::<PeerCertificate>();
-            let Some(user) = super::authenticator::authenticate(
-                &state,
-                &security.tokens,
-                security.anonymous,
-                req.headers(),
-                peer,
-            ) else {
+            let Some(user) =
+                super::authenticator::authenticate(&state, security, req.headers(), peer)
+            else {
                 crate::audit::authentication_failed(&req);
                 return ApiError::from(api::status::unauthorized("Unauthorized")).into_response();
             };

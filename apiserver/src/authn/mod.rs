@@ -18,6 +18,7 @@ pub mod oidc;
 pub mod pki;
 pub mod signer;
 pub mod token;
+pub mod token_cache;
 
 pub use authenticator::Security;
 pub use credentials::{Credentials, CredentialsError, DEFAULT_ISSUER};

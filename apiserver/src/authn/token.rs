@@ -150,6 +150,8 @@ pub struct Authenticated {
     pub user: UserInfo,
     /// The audiences the token is valid for, of those requested.
     pub audiences: Vec<String>,
+    /// When the token expires (`exp`, Unix seconds).
+    pub expires: i64,
 }
 
 /// The current object of a kind, for validation: (uid, being deleted for longer than the leeway).
@@ -338,6 +340,7 @@ pub fn validate(
     Ok(Some(Authenticated {
         user,
         audiences: auds,
+        expires: claims.exp,
     }))
 }
 
