@@ -71,12 +71,18 @@ async fn pods_of(pods: &Api<Pod>, job: &str) -> Vec<Pod> {
     pods.list(&lp).await.unwrap().items
 }
 
+/// Whether an event with `reason` is recorded in `default`, waiting for it with a deadline: events
+/// are written by the controller's broadcaster after the status the test saw.
 async fn has_event(client: &minik8s::client::Client, reason: &str) -> bool {
     let events: Api<Event> = client.api(Some("default"));
-    let list = events.list(&Default::default()).await.unwrap();
-    list.items
-        .iter()
-        .any(|e| e.reason.as_deref() == Some(reason))
+    eventually(&format!("a {reason} event"), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(reason))
+            .then_some(true)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
