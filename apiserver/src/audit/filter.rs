@@ -300,7 +300,12 @@ fn auth_methods(req: &Request) -> String {
 /// upstream's `utilnet.SourceIPs`: the `X-Forwarded-For` chain, `X-Real-Ip` unless already in
 /// it, and the connection's address unless it ends the chain.
 fn source_ips(headers: &HeaderMap, remote: Option<std::net::IpAddr>) -> Vec<String> {
-    let parse = |s: &str| s.trim().parse::<std::net::IpAddr>().ok();
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<std::net::IpAddr>()
+            .ok()
+            .map(|ip| ip.to_canonical())
+    };
     let mut ips: Vec<std::net::IpAddr> = headers
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
@@ -315,7 +320,8 @@ fn source_ips(headers: &HeaderMap, remote: Option<std::net::IpAddr>) -> Vec<Stri
             ips.push(real);
         }
     }
-    if let Some(remote) = remote {
+    // An IPv4 client of a dual-stack listener is shown as Go shows it, `10.0.0.1`.
+    if let Some(remote) = remote.map(|ip| ip.to_canonical()) {
         if ips.last() != Some(&remote) {
             ips.push(remote);
         }

@@ -368,8 +368,11 @@ impl Rotating {
         std::fs::rename(&self.path, &backup)?;
         self.file = std::io::BufWriter::with_capacity(256 * 1024, open_append(&self.path)?);
         self.size = 0;
+        // The new file is open: a backup that cannot be pruned must not cost the batch.
         if self.max_backups > 0 {
-            prune_backups(&self.path, self.max_backups)?;
+            if let Err(error) = prune_backups(&self.path, self.max_backups) {
+                tracing::warn!(%error, "audit log: old backups not pruned");
+            }
         }
         Ok(())
     }

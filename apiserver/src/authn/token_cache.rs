@@ -8,8 +8,8 @@
 //!   depends on the digest, not on how much of a secret token a guess got right.
 //! - An entry never outlives the token's `exp`; like upstream's, it may outlive the token's bound
 //!   object by up to the TTL (a deleted pod's token works for at most 10 s more).
-//! - Bounded: at most [`MAX_ENTRIES`]; a full cache drops its expired entries, then, if still full,
-//!   everything (a flood of distinct valid tokens costs validations, never memory).
+//! - Bounded: at most [`MAX_ENTRIES`]; a full cache starts again empty (a flood of distinct valid
+//!   tokens costs validations, never memory, and no insert scans the map under its lock).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -64,10 +64,7 @@ impl TokenCache {
         let until = now + SUCCESS_TTL.min(expires_in);
         let mut entries = self.entries.lock();
         if entries.len() >= MAX_ENTRIES && !entries.contains_key(&key) {
-            entries.retain(|_, e| e.until > now);
-            if entries.len() >= MAX_ENTRIES {
-                entries.clear();
-            }
+            entries.clear();
         }
         entries.insert(key, Entry { user, until });
     }
@@ -111,25 +108,24 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_drops_expired_entries_then_everything() {
+    fn a_full_cache_starts_again_empty() {
         let c = TokenCache::default();
         let t0 = Instant::now();
         for i in 0..MAX_ENTRIES {
-            c.insert(key(&i.to_string()), user("u"), t0, Duration::from_secs(1));
-        }
-        assert_eq!(c.len(), MAX_ENTRIES);
-        // All expired by now: they make room.
-        let later = t0 + Duration::from_secs(5);
-        c.insert(key("new"), user("n"), later, Duration::from_secs(3600));
-        assert_eq!(c.len(), 1);
-        for i in 0..MAX_ENTRIES {
             c.insert(
-                key(&format!("x{i}")),
+                key(&i.to_string()),
                 user("u"),
-                later,
+                t0,
                 Duration::from_secs(3600),
             );
         }
-        assert!(c.len() <= MAX_ENTRIES);
+        assert_eq!(c.len(), MAX_ENTRIES);
+        // A known token is refreshed in place.
+        c.insert(key("0"), user("u"), t0, Duration::from_secs(3600));
+        assert_eq!(c.len(), MAX_ENTRIES);
+        c.insert(key("new"), user("n"), t0, Duration::from_secs(3600));
+        assert_eq!(c.len(), 1);
+        assert!(c.get(&key("new"), t0).is_some());
+        assert!(c.get(&key("1"), t0).is_none());
     }
 }

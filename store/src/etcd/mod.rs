@@ -418,18 +418,20 @@ impl Store for EtcdStore {
         let header_revision = response.header().map_or(0, |h| h.revision()) as Revision;
         self.shared.observe(header_revision as i64);
         let page_revision = revision.filter(|r| *r > 0).unwrap_or(header_revision);
-        let items: Vec<KeyValue> = response
-            .kvs()
+        let kvs = response.kvs();
+        // Progress keys are left out of the items, not out of the paging: the page continues
+        // after the last key etcd returned (a page may then hold fewer than `limit` objects).
+        let items: Vec<KeyValue> = kvs
             .iter()
             .filter(|kv| !progress::is_progress_key(kv.key()))
             .map(key_value)
             .collect();
-        let remaining = (response.count() as u64).saturating_sub(items.len() as u64);
-        let continue_token = match (response.more(), items.last()) {
+        let remaining = (response.count() as u64).saturating_sub(kvs.len() as u64);
+        let continue_token = match (response.more(), kvs.last()) {
             (true, Some(last)) => Some(
                 ContinueToken {
                     revision: page_revision,
-                    after_key: last.key.clone(),
+                    after_key: String::from_utf8_lossy(last.key()).into_owned(),
                 }
                 .encode(),
             ),
@@ -477,7 +479,11 @@ impl Store for EtcdStore {
             progress::Mode::Requests => {
                 let revision = self.quorum_revision().await?;
                 self.shared.progress_wanted.send_if_modified(|wanted| {
-                    std::mem::replace(wanted, (*wanted).max(revision)) < revision
+                    let raise = *wanted < revision;
+                    if raise {
+                        *wanted = revision;
+                    }
+                    raise
                 });
                 Ok(revision)
             }

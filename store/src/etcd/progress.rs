@@ -73,10 +73,13 @@ pub(crate) fn supports_progress_requests(version: &str) -> bool {
     }
 }
 
-/// Asks every endpoint for its version: progress requests only when all of them support them
-/// (upstream's rule); an endpoint that does not answer in time counts as not supporting them.
+/// Asks every endpoint for its version, all at once: progress requests only when all of them
+/// support them (upstream's rule); an endpoint that does not answer in time counts as not
+/// supporting them. Decided once at connect, unlike upstream's checker, which re-asks a silent
+/// member in the background and may turn the feature on later: a member down at start-up leaves
+/// this process on progress writes (correct, one small write per consistent read) until restart.
 pub(crate) async fn detect(endpoints: &[String], options: &ConnectOptions) -> Mode {
-    for endpoint in endpoints {
+    let versions = futures::future::join_all(endpoints.iter().map(|endpoint| async move {
         let version = tokio::time::timeout(STATUS_TIMEOUT, async {
             let mut client = Client::connect([endpoint.as_str()], Some(options.clone()))
                 .await
@@ -87,8 +90,11 @@ pub(crate) async fn detect(endpoints: &[String], options: &ConnectOptions) -> Mo
         .await
         .ok()
         .flatten();
-        let supported = version.as_deref().is_some_and(supports_progress_requests);
-        if !supported {
+        (endpoint, version)
+    }))
+    .await;
+    for (endpoint, version) in versions {
+        if !version.as_deref().is_some_and(supports_progress_requests) {
             tracing::info!(%endpoint, ?version, "etcd member does not order progress answers with watch events: consistent reads write a progress key");
             return Mode::Writes;
         }

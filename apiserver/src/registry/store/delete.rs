@@ -136,14 +136,8 @@ impl Store<'_> {
     /// missing one is left to the delete to report). Nothing is read when no webhook exists.
     async fn delete_webhooks(&self, name: &str, opts: &DeleteOptions) -> Result<()> {
         // NodeRestriction: a kubelet deletes only its own objects (its Node, Lease, pods).
-        let node_user = opts.user.as_deref().filter(|u| {
-            self.state.admission.node_restriction()
-                && crate::admission::node_restriction::node_of(u).is_some()
-        });
-        if node_user.is_some() {
-            let node = crate::admission::node_restriction::NodeOperation::Delete;
-            self.restrict_node(node, None, None, "", name, node_user)?;
-        }
+        let node = crate::admission::node_restriction::NodeOperation::Delete;
+        self.restrict_node(node, None, None, "", name, opts.user.as_deref())?;
         let info = &self.resource.info;
         let webhooks = &self.state.webhooks;
         let any = webhooks.any_mutating(&info.group, &info.plural)
