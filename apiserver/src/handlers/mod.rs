@@ -200,7 +200,7 @@ pub fn classify(state: &AppState, req: &Request) -> (&'static str, String) {
     let watch = req
         .uri()
         .query()
-        .map(|q| matches!(Query::parse(Some(q)).bool("watch"), Ok(Some(true))))
+        .map(|q| Query::parse(Some(q)).bool("watch") == Some(true))
         .unwrap_or(false);
     let verb = match (req.method().clone(), named) {
         (Method::GET, _) if watch => "WATCH",

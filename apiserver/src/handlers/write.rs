@@ -64,7 +64,7 @@ pub async fn patch(ctx: Ctx, body: Body, scope: WriteScope) -> Result<Response> 
     let mut opts = ctx.write_options("PatchOptions")?;
     let ty = patch_type(&ctx.headers)?;
     let apply = ty == PatchType::Apply;
-    let explicit_force = ctx.query.bool("force")?;
+    let explicit_force = ctx.query.bool("force");
     if explicit_force.is_some() && !apply {
         return Err(ApiError::invalid_options(
             "PatchOptions",

@@ -50,18 +50,12 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
-    /// A boolean parameter (`true`/`1`/`false`/`0`, empty = true as Go's `strconv.ParseBool` is lenient).
-    pub fn bool(&self, key: &str) -> Result<Option<bool>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some("true") | Some("1") | Some("True") | Some("TRUE") | Some("t") => Ok(Some(true)),
-            Some("false") | Some("0") | Some("False") | Some("FALSE") | Some("f") => {
-                Ok(Some(false))
-            }
-            Some(other) => Err(ApiError::bad_request(format!(
-                "invalid value for {key}: {other:?}: expected a boolean"
-            ))),
-        }
+    /// A boolean parameter, read as the apiserver's parameter codec reads it (`Convert_Slice_string_To_bool`):
+    /// the first value counts; `0` and `false` in any case are false, every other value (the empty string
+    /// and `f` included) is true. Request info reads `watch` with [`query_bool`] too, so a request is
+    /// authorized for the verb it is served as.
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        self.get(key).map(query_bool)
     }
 
     /// A non-negative integer parameter.
@@ -137,6 +131,12 @@ pub struct ListOptions {
     pub include_object: IncludeObject,
 }
 
+/// One boolean query value as the parameter codec converts it: false for `0` and any case of `false`, true
+/// for everything else.
+pub fn query_bool(value: &str) -> bool {
+    !(value == "0" || value.eq_ignore_ascii_case("false"))
+}
+
 fn list_forbidden(field: &str, message: &str) -> ApiError {
     ApiError::invalid_options("ListOptions", FieldError::forbidden(field, message))
 }
@@ -155,7 +155,7 @@ pub fn parse_resource_version(raw: Option<&str>) -> Result<Option<u64>> {
 impl ListOptions {
     /// Parses and validates list/watch options.
     pub fn from_query(q: &Query) -> Result<Self> {
-        let watch = q.bool("watch")?.unwrap_or(false);
+        let watch = q.bool("watch").unwrap_or(false);
         let resource_version = parse_resource_version(q.get("resourceVersion"))?;
         let rv_match = match q.get("resourceVersionMatch") {
             None | Some("") => None,
@@ -195,8 +195,8 @@ impl ListOptions {
             rv_match,
             timeout_seconds: q.u64("timeoutSeconds")?,
             watch,
-            allow_bookmarks: q.bool("allowWatchBookmarks")?.unwrap_or(false),
-            send_initial_events: q.bool("sendInitialEvents")?,
+            allow_bookmarks: q.bool("allowWatchBookmarks").unwrap_or(false),
+            send_initial_events: q.bool("sendInitialEvents"),
             include_object,
         };
         opts.validate(q.get("resourceVersion").unwrap_or(""))?;
@@ -343,7 +343,7 @@ impl WriteOptions {
             dry_run: parse_dry_run(q.all("dryRun"), kind)?,
             field_manager: field_manager.map(String::from),
             field_validation,
-            force: q.bool("force")?,
+            force: q.bool("force"),
         })
     }
 }
@@ -423,7 +423,7 @@ impl DeleteOptions {
             .transpose()?;
         Ok(DeleteOptions {
             grace_period_seconds: q.i64("gracePeriodSeconds")?,
-            propagation: combine_orphan(propagation, q.bool("orphanDependents")?)?,
+            propagation: combine_orphan(propagation, q.bool("orphanDependents"))?,
             preconditions: Preconditions::default(),
             dry_run: parse_dry_run(q.all("dryRun"), "DeleteOptions")?,
             user: None,
@@ -516,6 +516,16 @@ mod tests {
         let o = lo("watch=1&resourceVersion=106&allowWatchBookmarks=true&timeoutSeconds=443")
             .unwrap_or_default();
         assert!(o.watch && o.allow_bookmarks);
+        // The parameter codec's rule (request info reads `watch` with the same function).
+        for (q, watch) in [
+            ("watch=f", true),
+            ("watch=", true),
+            ("watch=yes", true),
+            ("watch=FALSE", false),
+            ("watch=0&watch=1", false),
+        ] {
+            assert_eq!(lo(q).map(|o| o.watch).ok(), Some(watch), "{q}");
+        }
         assert_eq!(
             (o.resource_version, o.timeout_seconds),
             (Some(106), Some(443))

@@ -13,6 +13,7 @@
 //! Every other path (discovery roots, `/healthz`, `/version`, `/metrics`, OpenAPI) is a
 //! non-resource request whose verb is the method in lower case.
 
+use super::query::query_bool;
 use axum::http::Method;
 
 /// A request's attributes.
@@ -123,11 +124,12 @@ impl RequestInfo {
 
 /// `watch` and the `metadata.name` a field selector requires, of a list's query.
 fn list_options(query: Option<&str>) -> (bool, Option<String>) {
-    let mut watch = false;
+    let mut watch = None;
     let mut name = None;
     for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match k.as_ref() {
-            "watch" => watch = !matches!(v.to_ascii_lowercase().as_str(), "false" | "0"),
+            // The first value counts, as in the handlers' `Query::bool`.
+            "watch" if watch.is_none() => watch = Some(query_bool(&v)),
             "fieldSelector" => {
                 for term in v.split(',') {
                     let value = term
@@ -144,7 +146,7 @@ fn list_options(query: Option<&str>) -> (bool, Option<String>) {
             _ => {}
         }
     }
-    (watch, name)
+    (watch.unwrap_or(false), name)
 }
 
 #[cfg(test)]
@@ -179,6 +181,14 @@ mod tests {
             ),
             ("GET", "/api/v1/pods?watch=1", "true watch /pods/ ns= name="),
             ("GET", "/api/v1/pods?watch=0", "true list /pods/ ns= name="),
+            // Every value but `0`/`false` is true, and the first value counts, as the handlers read it.
+            ("GET", "/api/v1/pods?watch=f", "true watch /pods/ ns= name="),
+            ("GET", "/api/v1/pods?watch=", "true watch /pods/ ns= name="),
+            (
+                "GET",
+                "/api/v1/pods?watch=0&watch=1",
+                "true list /pods/ ns= name=",
+            ),
             (
                 "GET",
                 "/api/v1/pods?watch=False",
