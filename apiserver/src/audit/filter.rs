@@ -346,9 +346,8 @@ pub async fn filter(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-    let ac = Arc::new(AuditContext::new(auditor, &req, info.clone()));
-    req.extensions_mut().insert(info);
+    let info = RequestInfo::of(&mut req).clone();
+    let ac = Arc::new(AuditContext::new(auditor, &req, info));
     req.extensions_mut().insert(ac.clone());
     let resp = match AssertUnwindSafe(next.run(req)).catch_unwind().await {
         Ok(resp) => resp,

@@ -16,20 +16,11 @@ use crate::state::AppState;
 /// The middleware.
 pub async fn filter(
     State(state): State<std::sync::Arc<AppState>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let user = user_of(req.extensions(), req.headers());
-    // Parsed once per request by the body pre-read outside.
-    let parsed;
-    let info = match req.extensions().get::<RequestInfo>() {
-        Some(info) => info,
-        None => {
-            parsed = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-            &parsed
-        }
-    };
-    let attrs = super::request_info::attributes((*user).clone(), info);
+    let attrs = super::request_info::attributes((*user).clone(), RequestInfo::of(&mut req));
     let (decision, by) = super::authorize_by(&CachedObjects::new(&state), &attrs);
     state.metrics.record_authorization(by, decision.allowed);
     crate::audit::authorized(req.extensions(), decision.allowed, &decision.reason);

@@ -43,13 +43,10 @@ const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 /// The filter.
 pub async fn filter(
     State(state): State<std::sync::Arc<AppState>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    let info = match req.extensions().get::<RequestInfo>() {
-        Some(i) => i.clone(),
-        None => RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()),
-    };
+    let info = RequestInfo::of(&mut req).clone();
     if info.verb != "watch" && crate::http::limits::is_long_running(&info) {
         return next.run(req).await;
     }

@@ -34,17 +34,7 @@ pub fn is_long_running(info: &RequestInfo) -> bool {
 /// The time-limit middleware.
 /// The parsed [`RequestInfo`] is left in the request's extensions for the filters inside.
 pub async fn timeout(State(limit): State<Duration>, mut req: Request, next: Next) -> Response {
-    // Parsed once per request: by the body pre-read outside, else here.
-    let long_running = match req.extensions().get::<RequestInfo>() {
-        Some(info) => is_long_running(info),
-        None => {
-            let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-            let long_running = is_long_running(&info);
-            req.extensions_mut().insert(info);
-            long_running
-        }
-    };
-    if long_running {
+    if is_long_running(RequestInfo::of(&mut req)) {
         return next.run(req).await;
     }
     match tokio::time::timeout(limit, next.run(req)).await {

@@ -85,16 +85,9 @@ impl PreRead {
 /// The request's [`RequestInfo`] is parsed here once (unless the audit layer outside did) and
 /// left in its extensions for the deadline, priority-and-fairness and authorization layers inside.
 fn untouched(req: &mut Request) -> bool {
-    let long_running = match req.extensions().get::<RequestInfo>() {
-        Some(info) => crate::http::limits::is_long_running(info),
-        None => {
-            let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-            let long_running = crate::http::limits::is_long_running(&info);
-            req.extensions_mut().insert(info);
-            long_running
-        }
-    };
-    long_running || req.headers().contains_key(header::UPGRADE) || req.body().is_end_stream()
+    crate::http::limits::is_long_running(RequestInfo::of(req))
+        || req.headers().contains_key(header::UPGRADE)
+        || req.body().is_end_stream()
 }
 
 /// The declared Content-Length, if any.

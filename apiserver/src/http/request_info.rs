@@ -33,6 +33,19 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
+    /// The request's info, parsed by the first filter that asks (upstream parses it once, in its
+    /// outermost `WithRequestInfo`) and kept in the request's extensions for the filters and handlers
+    /// inside.
+    pub fn of(req: &mut axum::extract::Request) -> &RequestInfo {
+        let parsed = req
+            .extensions()
+            .get::<RequestInfo>()
+            .is_none()
+            .then(|| RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()));
+        req.extensions_mut()
+            .get_or_insert_with(|| parsed.unwrap_or_default())
+    }
+
     /// Parses `method`, `path` and `query` (the raw query string).
     pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Self {
         let mut info = RequestInfo {
