@@ -2,7 +2,7 @@
 //! `podUsesPVC`/`isBeingUsed` helpers of `pvc_protection_controller.go` and
 //! `pv_protection_controller.go`).
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// `PVCProtectionFinalizer`.
@@ -65,23 +65,29 @@ pub fn pod_is_shut_down(pod: &Pod) -> bool {
         && pod.metadata.deletion_grace_period_seconds == Some(0)
 }
 
-/// `IsPodTerminated`: `Failed` or `Succeeded`, or being deleted with no container running.
+/// `IsPodTerminated`: `Failed` or `Succeeded`, or being deleted with no container running (init,
+/// regular and ephemeral containers alike).
 pub fn pod_is_terminated(pod: &Pod) -> bool {
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Failed" | "Succeeded")) {
         return true;
     }
-    let not_running = status
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or(&[])
-        .iter()
-        .all(|c| {
-            c.state
-                .as_ref()
-                .is_some_and(|st| st.terminated.is_some() || st.waiting.is_some())
-        });
-    pod.metadata.deletion_timestamp.is_some() && not_running
+    let not_running = |statuses: Option<&Vec<ContainerStatus>>| {
+        statuses.is_none_or(|all| {
+            all.iter().all(|c| {
+                c.state
+                    .as_ref()
+                    .is_some_and(|st| st.terminated.is_some() || st.waiting.is_some())
+            })
+        })
+    };
+    pod.metadata.deletion_timestamp.is_some()
+        && status.is_none_or(|s| {
+            not_running(s.init_container_statuses.as_ref())
+                && not_running(s.container_statuses.as_ref())
+                && not_running(s.ephemeral_container_statuses.as_ref())
+        })
 }
 
 /// `ephemeral.VolumeClaimName`: the claim of the pod's ephemeral volume `volume`.
@@ -94,12 +100,8 @@ pub fn ephemeral_claim_name(pod: &Pod, volume: &str) -> String {
 
 /// `ephemeral.VolumeIsForPod`: the claim's controller is the pod.
 fn claim_is_for_pod(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
-    pvc.metadata
-        .owner_references
-        .as_deref()
-        .unwrap_or(&[])
-        .iter()
-        .any(|r| r.controller == Some(true) && Some(&r.uid) == pod.metadata.uid.as_ref())
+    crate::pod_util::controller_of(&pvc.metadata)
+        .is_some_and(|r| Some(&r.uid) == pod.metadata.uid.as_ref())
 }
 
 /// `podUsesPVC`: a scheduled pod (only those reach a kubelet) with a volume of the claim, or
@@ -296,6 +298,23 @@ mod tests {
         });
         assert!(pod_is_terminated(&pod));
         assert!(pod_event_may_free_claims(&pod, false));
+        // A running init or ephemeral container keeps the deleting pod alive.
+        let running = ContainerStatus {
+            state: Some(ContainerState {
+                running: Some(Default::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for field in ["init", "ephemeral"] {
+            let mut alive = pod.clone();
+            let status = alive.status.as_mut().unwrap();
+            match field {
+                "init" => status.init_container_statuses = Some(vec![running.clone()]),
+                _ => status.ephemeral_container_statuses = Some(vec![running.clone()]),
+            }
+            assert!(!pod_is_terminated(&alive), "{field}");
+        }
         assert!(pod_event_may_free_claims(&pod_with(vec![], ""), false));
     }
 
