@@ -196,6 +196,8 @@ pub fn render(
                 cumulative += h.buckets[i].load(Ordering::Relaxed);
                 let _ = writeln!(out, "{name}_bucket{{{l},le=\"{b}\"}} {cumulative}");
             }
+            // Observations land between the loads: `+Inf` and `_count` never below a bucket.
+            let count = count.max(cumulative);
             let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {count}");
             let sum = h.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
             let _ = writeln!(out, "{name}_sum{{{l}}} {sum}\n{name}_count{{{l}}} {count}");
