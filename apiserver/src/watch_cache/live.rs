@@ -30,9 +30,13 @@ use super::CacheEvent;
 /// The sending side of one resource's log.
 pub(super) type Log = broadcast::Sender<Arc<CacheEvent>>;
 
-/// A new log keeping the last `buffer` events.
+/// The most events a log keeps, whatever the configuration asks: the channel allocates every slot
+/// up front (and panics past `usize::MAX / 2`); upstream's cacher buffers far fewer per watcher.
+const MAX_BUFFER: usize = 1 << 20;
+
+/// A new log keeping the last `buffer` events (1 to [`MAX_BUFFER`]).
 pub(super) fn log(buffer: usize) -> Log {
-    broadcast::channel(buffer.max(1)).0
+    broadcast::channel(buffer.clamp(1, MAX_BUFFER)).0
 }
 
 /// One watcher's reading position in its resource's log.
@@ -93,6 +97,13 @@ impl LiveEvents {
 mod tests {
     use super::*;
     use crate::watch_cache::EventType;
+
+    #[test]
+    fn any_configured_buffer_makes_a_log() {
+        for buffer in [0, 1, usize::MAX] {
+            drop(log(buffer).subscribe());
+        }
+    }
 
     fn event(revision: Revision) -> Arc<CacheEvent> {
         Arc::new(CacheEvent::new(
