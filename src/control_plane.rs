@@ -60,6 +60,9 @@ pub enum Error {
     Apiserver(String),
     #[error("cannot build the API client: {0}")]
     Client(#[source] Box<client::Error>),
+    /// A kube-rs client could not be built (feature `kube`).
+    #[error("cannot build the kube-rs client: {0}")]
+    KubeClient(String),
     #[error("cannot start the fake kubelets: {0}")]
     Kubelet(String),
     #[error("cannot write the kubeconfig {path}: {source}")]
@@ -183,6 +186,37 @@ impl Users {
             cfg.identity_pem = Some(format!("{}\n{}", id.cert_pem, id.key_pem).into_bytes());
         }
         cfg
+    }
+
+    /// A kube-rs configuration as the holder of `identity` (feature `kube`): the CA trusted and
+    /// the client certificate presented, as [`Users::client_config`] does for our client.
+    #[cfg(feature = "kube")]
+    pub fn kube_config(
+        &self,
+        identity: Option<&apiserver::authn::pki::Issued>,
+    ) -> Result<kube::Config, Error> {
+        use base64::Engine as _;
+        use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+        let failed =
+            |what: &str, e: &dyn std::fmt::Display| Error::KubeClient(format!("{what}: {e}"));
+        let url = self.url.parse().map_err(|e| failed("the server URL", &e))?;
+        let mut config = kube::Config::new(url);
+        let Some(creds) = &self.credentials else {
+            return Ok(config);
+        };
+        let ca = CertificateDer::from_pem_slice(creds.ca_pem().as_bytes())
+            .map_err(|e| failed("the CA certificate", &e))?;
+        config.root_cert = Some(vec![ca.to_vec()]);
+        if let Some(id) = identity {
+            // kube-rs takes the pair as a kubeconfig carries it: base64 of the PEM.
+            let b64 = base64::engine::general_purpose::STANDARD;
+            config.auth_info = serde_json::from_value(serde_json::json!({
+                "client-certificate-data": b64.encode(&id.cert_pem),
+                "client-key-data": b64.encode(&id.key_pem),
+            }))
+            .map_err(|e| failed("the client certificate", &e))?;
+        }
+        Ok(config)
     }
 
     /// A kubeconfig as the holder of `identity`.

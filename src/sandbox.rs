@@ -248,14 +248,25 @@ impl Sandbox {
         Ok((client, path))
     }
 
-    /// A kube-rs client for this control plane (feature `kube`).
+    /// A kube-rs client for this control plane, acting as the admin (feature `kube`).
     #[cfg(feature = "kube")]
-    pub fn kube_client(&self) -> Result<kube::Client, kube::Error> {
-        let url = self
-            .url()
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-        kube::Client::try_from(kube::Config::new(url))
+    pub fn kube_client(&self) -> Result<kube::Client, Error> {
+        self.kube_client_as(
+            crate::control_plane::ADMIN_USER,
+            &[crate::control_plane::ADMIN_GROUP],
+        )
+    }
+
+    /// A kube-rs client acting as `name` in `groups`, the identity [`Sandbox::add_user`] gives
+    /// (feature `kube`): on a secure sandbox it trusts the sandbox's CA and presents a client
+    /// certificate for that identity; on a plain sandbox every request acts as the admin.
+    #[cfg(feature = "kube")]
+    pub fn kube_client_as(&self, name: &str, groups: &[&str]) -> Result<kube::Client, Error> {
+        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        let users = self.plane().users();
+        let issued = users.issue(name, &groups)?;
+        let config = users.kube_config(issued.as_ref())?;
+        kube::Client::try_from(config).map_err(|e| Error::KubeClient(e.to_string()))
     }
 
     /// Shuts down cleanly and waits for it.

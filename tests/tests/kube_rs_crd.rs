@@ -1,6 +1,7 @@
 //! kube-rs controller authors' path: a `#[derive(CustomResource)]` type whose CRD is installed
 //! by the Sandbox (`.crd(Counter::crd())`) or applied through the API with kube-rs itself, and a
-//! `kube::runtime::Controller` reconciling it against the Sandbox (`Sandbox::kube_client()`).
+//! `kube::runtime::Controller` reconciling it against the Sandbox (`Sandbox::kube_client()`),
+//! plain and secure.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +128,21 @@ async fn a_kube_runtime_controller_reconciles_a_derived_crd_installed_by_the_san
         .start()
         .await
         .unwrap_or_else(|e| panic!("sandbox: {e}"));
+    run_scenario(&sandbox).await;
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_works_against_a_secure_sandbox() {
+    let sandbox = minik8s::Sandbox::builder()
+        .in_memory()
+        .secure()
+        .without_controllers()
+        .crd(Counter::crd())
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("sandbox: {e}"));
+    assert!(sandbox.url().starts_with("https://"), "{}", sandbox.url());
     run_scenario(&sandbox).await;
     sandbox.stop().await;
 }
