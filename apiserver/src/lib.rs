@@ -219,5 +219,6 @@ pub fn app(state: AppState) -> Router {
     };
     router
         .layer(middleware::from_fn_with_state(shared, record))
+        .layer(middleware::from_fn(audit::filter::init))
         .with_state(state)
 }

@@ -46,6 +46,35 @@ use crate::registry::AuditAnnotations;
 
 /// The audit ID header, in requests and responses.
 pub const AUDIT_ID_HEADER: &str = "audit-id";
+
+/// A request's audit ID, set by [`init`] for every request, audited or not.
+#[derive(Debug, Clone)]
+pub struct AuditId(pub Arc<str>);
+
+/// Upstream's `WithAuditInit`, the outermost layer whether or not auditing is on: the request's
+/// audit ID is the client's non-empty `Audit-ID` header, else a new UUID, and every response
+/// carries it back.
+pub async fn init(mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get(AUDIT_ID_HEADER)
+        .filter(|v| !v.is_empty())
+        .and_then(|v| Some((v.clone(), v.to_str().ok()?.to_string())));
+    let (value, id) = match id {
+        Some(given) => given,
+        None => {
+            let id = uuid::Uuid::new_v4().to_string();
+            match HeaderValue::from_str(&id) {
+                Ok(value) => (value, id),
+                Err(_) => return next.run(req).await,
+            }
+        }
+    };
+    req.extensions_mut().insert(AuditId(id.into()));
+    let mut resp = next.run(req).await;
+    resp.headers_mut().insert(AUDIT_ID_HEADER, value);
+    resp
+}
 /// Longest User-Agent recorded (upstream's `maxUserAgentLength`).
 const MAX_USER_AGENT: usize = 1024;
 /// Largest response body kept for `responseObject` or a Status (a body of unknown size never is).
@@ -95,13 +124,10 @@ enum Decided {
 
 impl AuditContext {
     fn new(auditor: Arc<Auditor>, req: &Request, info: RequestInfo) -> Self {
-        let id = req
-            .headers()
-            .get(AUDIT_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let id = match req.extensions().get::<AuditId>() {
+            Some(AuditId(id)) => id.to_string(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
         let mut user_agent: String = req
             .headers()
             .get(header::USER_AGENT)
@@ -356,11 +382,7 @@ pub async fn filter(
             std::panic::resume_unwind(panic)
         }
     };
-    let mut resp = finish(&ac, resp).await;
-    if let Ok(v) = HeaderValue::from_str(&ac.id) {
-        resp.headers_mut().insert(AUDIT_ID_HEADER, v);
-    }
-    resp
+    finish(&ac, resp).await
 }
 
 fn panicked(ac: &AuditContext, panic: &(dyn std::any::Any + Send)) {

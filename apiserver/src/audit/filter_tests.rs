@@ -32,6 +32,24 @@ fn app(auditor: &Arc<Auditor>, router: axum::Router) -> axum::Router {
             auditor.clone(),
             filter,
         ))
+        .layer(axum::middleware::from_fn(init))
+}
+
+#[tokio::test]
+async fn every_response_carries_the_audit_id_audited_or_not() {
+    use tower::ServiceExt as _;
+    let plain = axum::Router::new()
+        .route("/x", get(|| async { "x" }))
+        .layer(axum::middleware::from_fn(init));
+    let given = plain.clone().oneshot(request("/x")).await.unwrap();
+    assert_eq!(given.headers()[AUDIT_ID_HEADER], "id-1");
+    let bare = axum::http::Request::builder()
+        .uri("/x")
+        .body(Body::empty())
+        .unwrap();
+    let generated = plain.oneshot(bare).await.unwrap();
+    let id = generated.headers()[AUDIT_ID_HEADER].to_str().unwrap();
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
 }
 
 fn request(uri: &str) -> Request {

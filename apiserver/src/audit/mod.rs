@@ -10,7 +10,8 @@
 //! nothing (and says so at start-up), and a policy that does not load or validate stops the
 //! server with upstream's message (`loading audit policy file: rules[0].level: …`). Without
 //! auditing the middleware is not installed and the other steps' hooks find no context in the
-//! request (one extension look-up).
+//! request (one extension look-up); the audit ID is still given to every request and returned
+//! in its `Audit-ID` header ([`filter::init`], upstream's `WithAuditInit`).
 
 pub mod event;
 pub mod filter;
