@@ -426,7 +426,9 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Result<(), Error> {
                     .remote
                     .config(crate::control_plane::CONTROLLER_MANAGER)?;
                 cfg.controller_clients =
-                    controller::clientbuilder::ControllerClients::ServiceAccounts { template };
+                    controller::clientbuilder::ControllerClients::ServiceAccounts {
+                        template: Box::new(template),
+                    };
             }
             if let Some(path) = &args.root_ca_file {
                 cfg.root_ca = Some(

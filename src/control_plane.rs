@@ -507,7 +507,9 @@ impl ControlPlane {
                 let mut template = users.client_config(None);
                 template.user_agent = user_agent(CONTROLLER_MANAGER);
                 cfg.controller_clients =
-                    controller::clientbuilder::ControllerClients::ServiceAccounts { template };
+                    controller::clientbuilder::ControllerClients::ServiceAccounts {
+                        template: Box::new(template),
+                    };
                 let scheduler = users.issue(SCHEDULER_USER, &[])?;
                 cfg.scheduler_client
                     .get_or_insert(component_client(SCHEDULER, scheduler.as_ref())?);

@@ -14,11 +14,13 @@
 //! `ClientOrDie` stops the manager. The shared informers and the event broadcaster keep the
 //! manager's own client (upstream's `shared-informers` client comes from the root builder).
 //!
-//! Deviation: upstream asks for one-hour tokens and renews them at 80 % of their life; a
-//! [`Client`] here holds a fixed token, so the token asked for lasts [`TOKEN_SECONDS`] (a year)
-//! and is not renewed.
+//! Tokens are renewed as upstream's: each lasts [`TOKEN_SECONDS`] (an hour) and is asked for
+//! again once 80 % of its life has passed (at least ten minutes of life counted, for clock
+//! skew), or after the server answered 401 to it (`client::rest::token_source`); a failed
+//! renewal keeps the previous token.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -26,12 +28,17 @@ use serde_json::json;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use client::rest::token_source::{DynamicToken, Token, TokenFuture, TokenSource};
 use client::{Api, Client};
 
 /// The namespace of the controllers' accounts (`metav1.NamespaceSystem`).
 pub const CONTROLLER_NAMESPACE: &str = "kube-system";
-/// How long the controllers' tokens last (see the module's deviation note).
-pub const TOKEN_SECONDS: i64 = 365 * 24 * 3600;
+/// How long the controllers' tokens last (upstream's `defaultExpirationSeconds`).
+pub const TOKEN_SECONDS: i64 = 3600;
+/// The share of a token's life left when it is renewed (upstream's `defaultLeewayPercent`).
+const LEEWAY_PERCENT: u32 = 20;
+/// The least life a token is taken to have, whatever its expiry says (clock skew).
+const MIN_LIFETIME: Duration = Duration::from_secs(600);
 /// How long obtaining one controller's client may take before it is given up.
 pub const OBTAIN_DEADLINE: Duration = Duration::from_secs(30);
 /// The first retry delay; doubled up to [`MAX_RETRY_DELAY`].
@@ -45,7 +52,7 @@ pub enum ControllerClients {
     Simple,
     /// Each controller uses a token of its own ServiceAccount; `template` is the connection
     /// (server, CA, user agent) those tokens are sent over. Its client identity, if any, is dropped.
-    ServiceAccounts { template: client::Config },
+    ServiceAccounts { template: Box<client::Config> },
 }
 
 impl std::fmt::Debug for ControllerClients {
@@ -156,50 +163,118 @@ async fn service_account_client(
     template: &client::Config,
     name: &str,
 ) -> Result<Client, ObtainError> {
-    let accounts: Api<ServiceAccount> = root.api(Some(CONTROLLER_NAMESPACE));
-    let sa_err = |source: client::Error| ObtainError::ServiceAccount {
-        account: name.to_string(),
-        source: Box::new(source),
+    let tokens = ServiceAccountTokens {
+        root: root.clone(),
+        name: name.to_string(),
     };
-    if accounts.get_opt(name).await.map_err(sa_err)?.is_none() {
-        let sa = ServiceAccount {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(CONTROLLER_NAMESPACE.to_string()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        match accounts.create(&sa).await {
-            Ok(_) => {}
-            Err(e) if e.is_already_exists() => {}
-            Err(e) => return Err(sa_err(e)),
-        }
-    }
-    let request = json!({
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": TOKEN_SECONDS},
-    });
-    let answer = accounts
-        .create_subresource(name, "token", &request)
-        .await
-        .map_err(|source| ObtainError::Token {
-            account: name.to_string(),
-            source: Box::new(source),
-        })?;
-    let token = answer
-        .pointer("/status/token")
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| ObtainError::NoToken {
-            account: name.to_string(),
-        })?;
+    let first = tokens.request().await?;
     let mut cfg = template.clone();
     cfg.identity_pem = None;
-    cfg.token = Some(token.to_string());
+    cfg.token = None;
+    cfg.token_source = Some(DynamicToken::new(Arc::new(tokens), Some(first)));
     Client::new(cfg).map_err(|source| ObtainError::Client {
         account: name.to_string(),
         source: Box::new(source),
     })
+}
+
+/// TokenRequests for one controller's account, through the manager's own client (upstream's
+/// `tokenSourceImpl`).
+struct ServiceAccountTokens {
+    root: Client,
+    name: String,
+}
+
+impl ServiceAccountTokens {
+    /// The account made if it is missing, then a token for it.
+    async fn request(&self) -> Result<Token, ObtainError> {
+        let accounts: Api<ServiceAccount> = self.root.api(Some(CONTROLLER_NAMESPACE));
+        let name = self.name.as_str();
+        let sa_err = |source: client::Error| ObtainError::ServiceAccount {
+            account: name.to_string(),
+            source: Box::new(source),
+        };
+        if accounts.get_opt(name).await.map_err(sa_err)?.is_none() {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    namespace: Some(CONTROLLER_NAMESPACE.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            match accounts.create(&sa).await {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => return Err(sa_err(e)),
+            }
+        }
+        let request = json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": TOKEN_SECONDS},
+        });
+        let answer = accounts
+            .create_subresource(&self.name, "token", &request)
+            .await
+            .map_err(|source| ObtainError::Token {
+                account: self.name.clone(),
+                source: Box::new(source),
+            })?;
+        let token = answer
+            .pointer("/status/token")
+            .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| ObtainError::NoToken {
+                account: self.name.clone(),
+            })?;
+        let expires = answer
+            .pointer("/status/expirationTimestamp")
+            .and_then(|t| t.as_str())
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        Ok(Token {
+            token: token.to_string(),
+            renew_at: tokio::time::Instant::now() + renew_after(expires, jiff::Timestamp::now()),
+        })
+    }
+}
+
+impl TokenSource for ServiceAccountTokens {
+    fn token(&self) -> TokenFuture<'_> {
+        Box::pin(async move {
+            self.request()
+                .await
+                .map_err(|e| client::Error::Config(e.to_string()))
+        })
+    }
+}
+
+/// How long to use a token that expires at `expires` (seen at `now`): its life, at least
+/// [`MIN_LIFETIME`], less [`LEEWAY_PERCENT`] of it.
+fn renew_after(expires: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Duration {
+    let life = expires
+        .filter(|e| *e > now)
+        .map(|e| e.duration_since(now).unsigned_abs())
+        .unwrap_or(Duration::ZERO)
+        .max(MIN_LIFETIME);
+    life - life * LEEWAY_PERCENT / 100
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_renewed_at_80_percent_of_its_life_counted_as_at_least_ten_minutes() {
+        let now: jiff::Timestamp = "2026-12-06T10:00:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+        assert_eq!(
+            renew_after(at("2026-12-06T11:00:00Z"), now),
+            Duration::from_secs(2880)
+        );
+        // Less than ten minutes left, already expired, or no expiry: ten minutes, less 20 %.
+        for expires in [at("2026-12-06T10:01:00Z"), at("2026-12-06T09:00:00Z"), None] {
+            assert_eq!(renew_after(expires, now), Duration::from_secs(480));
+        }
+    }
 }

@@ -23,6 +23,7 @@ use tracing::Instrument;
 use crate::error::{synthetic_status, Error, Result};
 use crate::flowcontrol::TokenBucket;
 use crate::rest::config::Config;
+use crate::rest::token_source::{bearer, CachedToken};
 
 /// Default maximum retries of one request (so at most `MAX_RETRIES + 1` attempts).
 pub const MAX_RETRIES: u32 = 5;
@@ -30,6 +31,14 @@ pub const MAX_RETRIES: u32 = 5;
 pub const RETRY_BASE: Duration = Duration::from_millis(100);
 /// Largest retry delay, also the cap applied to a server's `Retry-After`.
 pub const RETRY_CAP: Duration = Duration::from_secs(10);
+
+/// What a request carries to authenticate (besides a client certificate).
+#[derive(Clone)]
+enum Auth {
+    None,
+    Token(HeaderValue),
+    Renewed(Arc<CachedToken>),
+}
 
 /// A cheap-to-clone handle on a configured apiserver connection.
 #[derive(Clone)]
@@ -40,7 +49,7 @@ pub struct Client {
 struct Inner {
     http: reqwest::Client,
     server: String,
-    auth: Option<HeaderValue>,
+    auth: Auth,
     limiter: Option<Arc<TokenBucket>>,
     timeout: Duration,
     max_retries: u32,
@@ -124,12 +133,10 @@ impl Client {
         let http = b
             .build()
             .map_err(|e| Error::Config(format!("http client: {e}")))?;
-        let auth = match &cfg.token {
-            Some(t) => Some(
-                HeaderValue::from_str(&format!("Bearer {t}"))
-                    .map_err(|_| Error::Config("token is not a valid header value".into()))?,
-            ),
-            None => None,
+        let auth = match (&cfg.token_source, &cfg.token) {
+            (Some(dynamic), _) => Auth::Renewed(Arc::new(CachedToken::new(dynamic)?)),
+            (None, Some(t)) => Auth::Token(bearer(t)?),
+            (None, None) => Auth::None,
         };
         let limiter =
             (cfg.qps > 0.0).then(|| Arc::new(TokenBucket::new(f64::from(cfg.qps), cfg.burst)));
@@ -215,7 +222,12 @@ impl Client {
         if !req.query.is_empty() {
             rb = rb.query(&req.query);
         }
-        if let Some(auth) = &self.inner.auth {
+        let sent = match &self.inner.auth {
+            Auth::None => None,
+            Auth::Token(h) => Some(h.clone()),
+            Auth::Renewed(tokens) => Some(tokens.header().await?),
+        };
+        if let Some(auth) = &sent {
             rb = rb.header(AUTHORIZATION, auth.clone());
         }
         if let Some((body, ct)) = &req.body {
@@ -225,6 +237,9 @@ impl Client {
         let code = resp.status().as_u16();
         if resp.status().is_success() {
             return Ok(resp);
+        }
+        if let (Auth::Renewed(tokens), Some(sent), 401) = (&self.inner.auth, &sent, code) {
+            tokens.reset(sent);
         }
         let retry_after = resp
             .headers()

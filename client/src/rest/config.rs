@@ -21,6 +21,8 @@ pub struct Config {
     pub server: String,
     /// Bearer token sent as `Authorization: Bearer …`.
     pub token: Option<String>,
+    /// Bearer tokens renewed from a source (takes the place of `token`).
+    pub token_source: Option<super::token_source::DynamicToken>,
     /// PEM bundle of CAs trusted for `https` (in addition to none: only these are trusted).
     pub ca_pem: Option<Vec<u8>>,
     /// Skip TLS certificate verification (kubeconfig `insecure-skip-tls-verify`).
@@ -46,6 +48,7 @@ impl Config {
         Config {
             server: server.into().trim_end_matches('/').to_string(),
             token: None,
+            token_source: None,
             ca_pem: None,
             insecure_skip_verify: false,
             identity_pem: None,

@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod resource;
 pub mod strip;
+pub mod token_source;
 pub mod undecodable;
 pub mod watch;
 
