@@ -261,7 +261,7 @@ impl Store<'_> {
             old,
         };
         crate::admission::node_restriction::admit(&request, &CachedObjects::new(self.state))
-            .map_err(|refused| self.refused(name, refused))
+            .map_err(|refusal| refusal.into_error(&self.group_resource(), name))
     }
 
     /// Waits, each at most its plugin's bound, for the objects admission of the create of `obj`
