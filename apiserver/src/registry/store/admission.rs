@@ -34,17 +34,26 @@ use crate::watch_cache::{ListAt, SnapshotOutcome};
 
 /// The watch cache's current objects, by (group, plural) of any served version.
 pub struct CachedObjects<'a> {
-    state: &'a AppState,
+    cache: &'a crate::watch_cache::WatchCache,
+    resources: &'a crate::registry::ResourceRegistry,
 }
 
 impl<'a> CachedObjects<'a> {
     /// The view over `state`'s cache.
     pub fn new(state: &'a AppState) -> Self {
-        CachedObjects { state }
+        Self::over(&state.cache, &state.resources)
+    }
+
+    /// The view over `cache`, with the resources `resources` serves.
+    pub fn over(
+        cache: &'a crate::watch_cache::WatchCache,
+        resources: &'a crate::registry::ResourceRegistry,
+    ) -> Self {
+        CachedObjects { cache, resources }
     }
 
     fn info(&self, group: &str, plural: &str) -> Option<api::ResourceInfo> {
-        let served = self.state.resources.snapshot();
+        let served = self.resources.snapshot();
         let found = served.resources.iter().find(|r| r.info.is(group, plural));
         found.map(|r| r.info.clone())
     }
@@ -58,7 +67,6 @@ impl Objects for CachedObjects<'_> {
         let prefix = format!("/registry/{}/", info.storage);
         let all = |_: &Value| true;
         match self
-            .state
             .cache
             .list(&prefix, &prefix, ListAt::Current, None, None, &all)
         {
@@ -76,7 +84,6 @@ impl Objects for CachedObjects<'_> {
         let prefix = format!("{all_prefix}{namespace}/");
         let all = |_: &Value| true;
         match self
-            .state
             .cache
             .list(&all_prefix, &prefix, ListAt::Current, None, None, &all)
         {
@@ -93,7 +100,7 @@ impl Objects for CachedObjects<'_> {
         name: &str,
     ) -> Option<Arc<Value>> {
         let info = self.info(group, plural)?;
-        self.state.cache.get(&object_key(&info, namespace, name))
+        self.cache.get(&object_key(&info, namespace, name))
     }
 }
 
@@ -395,9 +402,26 @@ impl Store<'_> {
                 // ValidatingAdmissionPolicy runs before the validating webhooks, as upstream.
                 let namespace = |ns: &str| cache.get(&format!("/registry/namespaces/{ns}"));
                 let params = CachedParams { state: self.state };
+                let authorizer = || {
+                    let request = k8s_cel::library::authz::RequestResource {
+                        group: info.group.clone(),
+                        resource: info.plural.clone(),
+                        subresource: req.subresource.to_string(),
+                        namespace: req.namespace.unwrap_or("").to_string(),
+                        name: req.name.to_string(),
+                    };
+                    crate::admission::policy::authorizer::RequestAuthorizer::value(
+                        self.state.cache.clone(),
+                        self.state.resources.clone(),
+                        req.user,
+                        self.state.security.is_some(),
+                        request,
+                    )
+                };
                 let lookups = crate::admission::policy::Lookups {
                     namespace: &namespace,
                     params: &params,
+                    authorizer: &authorizer,
                 };
                 self.state.policies.validate(&req, &fx, &gr, &lookups)?;
                 webhooks.validate(&req, &fx, &gr).await.map(|()| None)
