@@ -104,6 +104,7 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         warnings: &warnings,
         audit: &audit,
         namespace_labels: &labels,
+        authorizer: None,
     };
     let namespace = |_: &str| {
         Some(Arc::new(json!({"metadata": {"name": "default",

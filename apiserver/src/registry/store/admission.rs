@@ -377,10 +377,28 @@ impl Store<'_> {
                 .get(&format!("/registry/namespaces/{ns}"))
                 .map(|o| api::meta::labels(&o))
         };
+        // The `authorizer` variable of CEL expressions (webhook match conditions, policies).
+        let authorizer = || {
+            let request = k8s_cel::library::authz::RequestResource {
+                group: info.group.clone(),
+                resource: info.plural.clone(),
+                subresource: req.subresource.to_string(),
+                namespace: req.namespace.unwrap_or("").to_string(),
+                name: req.name.to_string(),
+            };
+            crate::admission::policy::authorizer::RequestAuthorizer::value(
+                self.state.cache.clone(),
+                self.state.resources.clone(),
+                req.user,
+                self.state.security.is_some(),
+                request,
+            )
+        };
         let fx = Effects {
             warnings: write.warnings,
             audit: write.audit,
             namespace_labels: &namespace_labels,
+            authorizer: Some(&authorizer),
         };
         let gr = self.group_resource();
         match phase {
@@ -402,22 +420,6 @@ impl Store<'_> {
                 // ValidatingAdmissionPolicy runs before the validating webhooks, as upstream.
                 let namespace = |ns: &str| cache.get(&format!("/registry/namespaces/{ns}"));
                 let params = CachedParams { state: self.state };
-                let authorizer = || {
-                    let request = k8s_cel::library::authz::RequestResource {
-                        group: info.group.clone(),
-                        resource: info.plural.clone(),
-                        subresource: req.subresource.to_string(),
-                        namespace: req.namespace.unwrap_or("").to_string(),
-                        name: req.name.to_string(),
-                    };
-                    crate::admission::policy::authorizer::RequestAuthorizer::value(
-                        self.state.cache.clone(),
-                        self.state.resources.clone(),
-                        req.user,
-                        self.state.security.is_some(),
-                        request,
-                    )
-                };
                 let lookups = crate::admission::policy::Lookups {
                     namespace: &namespace,
                     params: &params,
