@@ -20,19 +20,27 @@
 //!   kept as a `cel::Value`; a value of a library type without one (a `quantity`, an `ip`) cannot
 //!   be kept in a variable here and is the error `no value representation`.
 //!
-//! Not provided: the `authorizer` variable (no authorizer library in this environment).
+//! - The `authorizer` variable and its `authorizer.requestResource` (the [authz library]
+//!   (crate::library::authz)) are declared for every expression compiled with
+//!   [`Composition::compile`] and bound by [`Activation::with_authorizer`]; an expression
+//!   compiled with [`Composition::compile_without_authorizer`] (upstream's `messageExpression`)
+//!   cannot name them.
+//! - [`Activation::take_cost`] is the cost spent since it was last taken, the variables an
+//!   expression needed included, so the caller can hold a request to its cost budget (upstream's
+//!   `RuntimeCELCostBudget`, spent across a policy's expressions).
 
 use crate::compile::{compile_declared, Want};
 use crate::convert::untyped;
 use crate::cost::PER_CALL_LIMIT;
 use crate::env::{Meter, COST_EXCEEDED, ENV};
+use crate::library::authz::AuthorizerVal;
 use crate::schema::Node;
 use cel::common::types::{CelBool, CelMap, CelMapKey, CelNull, CelString};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::Context;
 use serde_json::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -44,6 +52,10 @@ pub const REQUEST_VARIABLES: [&str; 5] = [
     "params",
     "namespaceObject",
 ];
+
+/// The authorizer variable (its field `requestResource`: the check of the request's own
+/// resource).
+pub const AUTHORIZER: &str = "authorizer";
 
 /// One compiled expression and the variables it refers to (indices into the composition).
 #[derive(Debug)]
@@ -97,19 +109,42 @@ impl Composition {
             .filter_map(|(n, p)| p.as_ref().err().map(|e| (n.as_str(), e.as_str())))
     }
 
-    /// Compiles `src` over the variables declared so far and `declared`; `want` checks a result
-    /// visibly of another type.
+    /// Compiles `src` over the variables declared so far, `declared` and `authorizer`; `want`
+    /// checks a result visibly of another type.
     pub fn compile(
         &self,
         src: &str,
         want: Option<Want>,
         declared: &Declared<'_>,
     ) -> Result<Program, String> {
+        self.compile_declaring(src, want, declared, true)
+    }
+
+    /// [`compile`](Self::compile) without `authorizer` declared.
+    pub fn compile_without_authorizer(
+        &self,
+        src: &str,
+        want: Option<Want>,
+        declared: &Declared<'_>,
+    ) -> Result<Program, String> {
+        self.compile_declaring(src, want, declared, false)
+    }
+
+    fn compile_declaring(
+        &self,
+        src: &str,
+        want: Option<Want>,
+        declared: &Declared<'_>,
+        authorizer: bool,
+    ) -> Result<Program, String> {
         let mut all: Vec<(&str, Option<Arc<Node>>)> = declared.to_vec();
         for name in REQUEST_VARIABLES {
             if !declared.iter().any(|(n, _)| *n == name) {
                 all.push((name, None));
             }
+        }
+        if authorizer {
+            all.push((AUTHORIZER, None));
         }
         all.push(("variables", None));
         let (expr, names) = compile_declared(src, &all, want)?;
@@ -137,6 +172,10 @@ pub struct Activation<'a> {
     /// `REQUEST_VARIABLES`' values (`null` when absent).
     bindings: [&'a Value; 5],
     memo: RefCell<Vec<Option<Result<cel::Value, String>>>>,
+    /// `authorizer`, when bound.
+    authorizer: Option<AuthorizerVal>,
+    /// Cost spent since [`take_cost`](Self::take_cost).
+    spent: Cell<u64>,
 }
 
 struct Vars<'a> {
@@ -160,7 +199,20 @@ impl<'a> Activation<'a> {
             composition,
             bindings,
             memo: RefCell::new(vec![None; composition.programs.len()]),
+            authorizer: None,
+            spent: Cell::new(0),
         }
+    }
+
+    /// Binds `authorizer`.
+    pub fn with_authorizer(mut self, authorizer: AuthorizerVal) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// The cost spent by the evaluations since the last call.
+    pub fn take_cost(&self) -> u64 {
+        self.spent.replace(0)
     }
 
     /// The value of variable `i`, evaluated on first use.
@@ -202,6 +254,9 @@ impl<'a> Activation<'a> {
             .map(|(n, v)| (*n, untyped(v)))
             .collect();
         vars.push(("variables", Box::new(CelMap::from(variables))));
+        if let Some(authorizer) = &self.authorizer {
+            vars.push((AUTHORIZER, Box::new(authorizer.clone())));
+        }
         let resolver = Vars { vars };
         let mut ctx = Context::with_env(ENV.clone());
         ctx.set_variable_resolver(&resolver);
@@ -211,6 +266,7 @@ impl<'a> Activation<'a> {
                 Err(e) => Err(crate::errors::runtime_message(&e)),
             }
         });
+        self.spent.set(self.spent.get().saturating_add(usage.cost));
         if usage.exceeded {
             return Err(COST_EXCEEDED.to_owned());
         }

@@ -5,10 +5,12 @@
 //! instrumented for run-time cost; [`Expression::eval_bool`] converts each variable with
 //! [`crate::convert::untyped`] (JSON's own types; `null` for an absent object) and evaluates it
 //! under [`crate::cost::PER_CALL_LIMIT`]. Errors carry cel-go's run-time texts.
+//! [`Expression::eval_bool_with`] binds the `authorizer` variable too (the authz library).
 
 use crate::convert::untyped;
 use crate::cost::PER_CALL_LIMIT;
 use crate::env::{Meter, COST_EXCEEDED, ENV};
+use crate::library::authz::AuthorizerVal;
 use cel::common::types::CelBool;
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
@@ -43,9 +45,21 @@ impl Expression {
     /// Evaluates to a bool with `vars` bound; a result of another type is cel-go's
     /// `no such overload`-style error naming the type.
     pub fn eval_bool(&self, vars: &[(&str, &Value)]) -> Result<bool, String> {
-        let resolver = Vars {
-            vars: vars.iter().map(|(n, v)| (*n, untyped(v))).collect(),
-        };
+        self.eval_bool_with(vars, None)
+    }
+
+    /// [`eval_bool`](Self::eval_bool) with `authorizer` bound, when given.
+    pub fn eval_bool_with(
+        &self,
+        vars: &[(&str, &Value)],
+        authorizer: Option<&AuthorizerVal>,
+    ) -> Result<bool, String> {
+        let mut bound: Vec<(&str, Box<dyn Val + '_>)> =
+            vars.iter().map(|(n, v)| (*n, untyped(v))).collect();
+        if let Some(a) = authorizer {
+            bound.push((crate::admission::AUTHORIZER, Box::new(a.clone())));
+        }
+        let resolver = Vars { vars: bound };
         let mut ctx = Context::with_env(ENV.clone());
         ctx.set_variable_resolver(&resolver);
         let (out, usage) = Meter::run(0, PER_CALL_LIMIT, || {

@@ -29,8 +29,9 @@
 //! - The `%#v` of a rule in compile errors shows set pointer fields (`reason`,
 //!   `optionalOldSelf`) with a fixed address `0xc000000000` where Go prints the real one.
 //! - The strings extension is the `cel` crate's (cel-go's latest: it also has `reverse` and
-//!   `format`); Kubernetes' `semver` and `authz` libraries are not provided; `cel.bind`, `sets`
-//!   and the two-variable comprehensions (expanded to one-variable ones, see
+//!   `format`); Kubernetes' `semver` library and the `authz` selectors (`fieldSelector`,
+//!   `labelSelector`) are not provided; `cel.bind`, `sets`, `authz` (for admission expressions,
+//!   [`admission`]) and the two-variable comprehensions (expanded to one-variable ones, see
 //!   [`comprehensions`]) are.
 //! - URL parsing is a reduction of Go's `url.ParseRequestURI`; quantities are exact decimals up to
 //!   38 digits (larger ones are refused).

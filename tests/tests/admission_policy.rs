@@ -463,3 +463,112 @@ async fn actions_messages_variables_and_type_checks() {
         warnings[0].warning
     );
 }
+
+/// The `authorizer` variable asks the server's own authorizer (RBAC here) about the requesting
+/// user: a policy lets a user create ConfigMaps in `default` only if they may also list its
+/// Secrets; alice is refused until a Role lets her, the admin (`system:masters`) never is, and
+/// `authorizer.requestResource` is the request's own resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorizer_variable_asks_rbac_about_the_requesting_user() {
+    use minik8s::client::Api as Typed;
+    use minik8s::k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+
+    let sandbox = minik8s::Sandbox::builder()
+        .in_memory()
+        .secure()
+        .without_controllers()
+        .start()
+        .await
+        .unwrap();
+    let admin = sandbox.client();
+    let (alice, _) = sandbox.add_user("alice", &["devs"]).unwrap();
+    let roles: Typed<Role> = admin.api(Some("default"));
+    let bindings: Typed<RoleBinding> = admin.api(Some("default"));
+    let grant = |name: &'static str, rules: Value| {
+        let (roles, bindings) = (roles.clone(), bindings.clone());
+        async move {
+            let role: Role =
+                serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules}))
+                    .unwrap();
+            roles.create(&role).await.unwrap();
+            let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}))
+        .unwrap();
+            bindings.create(&binding).await.unwrap();
+        }
+    };
+    grant(
+        "configmap-writer",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]),
+    )
+    .await;
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "secrets-readers-only"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [
+                {"expression": "authorizer.requestResource.check('create').allowed()",
+                 "message": "the request's own resource"},
+                {"expression": "authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('list').allowed()",
+                 "messageExpression": "'only readers of the secrets of ' + object.metadata.namespace + ' may create configmaps'"},
+            ],
+        }
+    }))
+    .unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": "secrets-readers-only"},
+        "spec": {"policyName": "secrets-readers-only", "validationActions": ["Deny"]}
+    }))
+    .unwrap();
+    admin
+        .api::<ValidatingAdmissionPolicy>(None)
+        .create(&policy)
+        .await
+        .unwrap();
+    admin
+        .api::<ValidatingAdmissionPolicyBinding>(None)
+        .create(&binding)
+        .await
+        .unwrap();
+    let configmap = |name: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    };
+    let as_alice: Typed<ConfigMap> = alice.api(Some("default"));
+    let mut n = 0;
+    let refused = tests::eventually("the policy refuses alice", || {
+        n += 1;
+        let (as_alice, cm) = (as_alice.clone(), configmap(&format!("a{n}")));
+        async move {
+            let e = as_alice.create(&cm).await.err()?;
+            e.api_message()
+                .contains("ValidatingAdmissionPolicy")
+                .then_some(e)
+        }
+    })
+    .await;
+    assert_eq!(refused.code(), Some(422));
+    assert!(
+        refused.api_message().ends_with("is forbidden: ValidatingAdmissionPolicy 'secrets-readers-only' with binding 'secrets-readers-only' denied request: only readers of the secrets of default may create configmaps"),
+        "{}",
+        refused.api_message()
+    );
+    // The admin may list secrets everywhere.
+    admin
+        .api::<ConfigMap>(Some("default"))
+        .create(&configmap("by-admin"))
+        .await
+        .unwrap();
+    // Once alice may list secrets, the same request passes.
+    grant(
+        "secret-lister",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]),
+    )
+    .await;
+    tests::eventually("alice's configmap created", || {
+        let as_alice = as_alice.clone();
+        async move { as_alice.create(&configmap("by-alice")).await.ok() }
+    })
+    .await;
+}

@@ -455,3 +455,110 @@ async fn webhooks_never_see_their_own_configurations_and_side_effects_some_is_re
         "{message}"
     );
 }
+
+/// Upstream checks an update after all mutating admission (`BeforeUpdate`, then validating
+/// admission), so a mutating webhook cannot store what the write itself could not: a change to
+/// the status through the main resource or to the spec through `/status` is dropped, and the
+/// built-in validating admission of a subresource (PodSecurity on `pods/ephemeralcontainers`)
+/// sees the webhook's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhook_cannot_store_what_the_write_may_not_change() {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    let hooks = Hooks::start().await;
+    let sandbox = sandbox().await;
+    let client = sandbox.kube_client().unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let enforce =
+        json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}});
+    namespaces
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &kube::api::Patch::Merge(&enforce),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let mut meddle = hooks.webhook("meddle.example.com", "meddle");
+    meddle["rules"] = json!([{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+        "resources": ["pods", "pods/status", "pods/ephemeralcontainers"]}]);
+    hooks
+        .install(
+            &client,
+            "MutatingWebhookConfiguration",
+            "meddle",
+            vec![meddle],
+        )
+        .await;
+    let merge = |v: Value| kube::api::Patch::Merge(v);
+    let pp = PatchParams::default();
+
+    // The main resource: the label is stored, the webhook's status change is not.
+    let labelled = pods
+        .patch(
+            "p",
+            &pp,
+            &merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        hooks.last_call("meddle", "p")["request"]["subResource"],
+        Value::Null
+    );
+    assert_eq!(
+        labelled
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("a")
+            .map(String::as_str),
+        Some("b")
+    );
+    assert_eq!(labelled.status.and_then(|s| s.message), None);
+
+    // `/status`: the status is stored, the webhook's image is not.
+    let status = pods
+        .patch_status(
+            "p",
+            &pp,
+            &merge(json!({"status": {"message": "from the client"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        hooks.last_call("meddle", "p")["request"]["subResource"],
+        "status"
+    );
+    assert_eq!(
+        status.status.and_then(|s| s.message).as_deref(),
+        Some("from the client")
+    );
+    assert_eq!(
+        status.spec.unwrap().containers[0].image.as_deref(),
+        Some("nginx")
+    );
+
+    // `/ephemeralcontainers`: PodSecurity refuses the container the webhook made privileged.
+    let debug = json!({"spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox"}]}});
+    let refused = pods
+        .patch_subresource("ephemeralcontainers", "p", &pp, &merge(debug))
+        .await;
+    assert_eq!(
+        refusal(refused),
+        (
+            403,
+            "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": privileged (container \"debug\" must not set securityContext.privileged=true)".into()
+        )
+    );
+    let stored = pods.get("p").await.unwrap();
+    assert_eq!(stored.spec.unwrap().ephemeral_containers, None);
+    assert_eq!(
+        stored.status.and_then(|s| s.message).as_deref(),
+        Some("from the client")
+    );
+}

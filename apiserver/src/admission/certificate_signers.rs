@@ -68,6 +68,55 @@ fn old_csr<'a>(attrs: &Attributes<'a>, subresource: &str) -> Option<Result<&'a V
     }))
 }
 
+/// `bytes.Equal` of the two `status.certificate`s: compared decoded, so a re-encoding of the
+/// same bytes (line breaks in the base64, as Go's decoder ignores them) or absent against empty
+/// is no change.
+fn same_certificate(old: &Value, new: &Value) -> bool {
+    use base64::Engine;
+    let bytes = |csr: &Value| -> Option<Vec<u8>> {
+        let text = match csr.pointer("/status/certificate") {
+            None | Some(Value::Null) => return Some(Vec::new()),
+            Some(Value::String(s)) => s.replace(['\r', '\n'], ""),
+            Some(_) => return None,
+        };
+        base64::engine::general_purpose::STANDARD.decode(text).ok()
+    };
+    match (bytes(old), bytes(new)) {
+        (Some(a), Some(b)) => a == b,
+        // Not base64 (the write is refused when decoded): compared as written.
+        _ => old.pointer("/status/certificate") == new.pointer("/status/certificate"),
+    }
+}
+
+/// `apiequality.Semantic.DeepEqual` of the two `status.conditions`: absent, null and empty lists
+/// are equal, so are an empty string and an absent field (both Go's zero value), and times
+/// that name the same instant.
+fn same_conditions(old: &Value, new: &Value) -> bool {
+    fn typed(csr: &Value) -> Option<Value> {
+        let conditions = csr.pointer("/status/conditions")?.as_array()?;
+        let typed = conditions.iter().map(|c| {
+            let Some(fields) = c.as_object() else {
+                return c.clone();
+            };
+            let kept = fields.iter().filter_map(|(k, v)| match v {
+                Value::Null => None,
+                Value::String(s) if s.is_empty() => None,
+                Value::String(s) if k.ends_with("Time") => {
+                    let instant = s.parse::<jiff::Timestamp>().map(|t| t.to_string());
+                    Some((
+                        k.clone(),
+                        Value::String(instant.unwrap_or_else(|_| s.clone())),
+                    ))
+                }
+                _ => Some((k.clone(), v.clone())),
+            });
+            Value::Object(kept.collect())
+        });
+        Some(Value::Array(typed.collect()))
+    }
+    crate::registry::strategy::semantically_equal(typed(old).as_ref(), typed(new).as_ref())
+}
+
 fn signer_name(csr: &Value) -> &str {
     csr.pointer("/spec/signerName")
         .and_then(Value::as_str)
@@ -121,8 +170,7 @@ impl Plugin for CertificateSigning {
             return Ok(());
         };
         let old = old?;
-        let unchanged = |p: &str| old.pointer(p) == csr.pointer(p);
-        if unchanged("/status/certificate") && unchanged("/status/conditions") {
+        if same_certificate(old, csr) && same_conditions(old, csr) {
             return Ok(());
         }
         let signer = signer_name(old);
@@ -256,6 +304,33 @@ mod tests {
         assert!(p.validate(&a, &failed, &Nothing).is_err());
         // Nothing the signer owns changed: no check.
         assert_eq!(p.validate(&a, &old.clone(), &Nothing), Ok(()));
+
+        // A no-op status update that re-encodes what is stored: the same certificate bytes (line
+        // breaks in the base64), an empty reason, the same instant in another zone.
+        let stored = csr(
+            "example.com/a",
+            json!({"certificate": "Y2VydGlmaWNhdGU=", "conditions": [{"type": "Approved",
+                "status": "True", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}),
+        );
+        let a = update("status", &stored, &user);
+        let reencoded = csr(
+            "example.com/a",
+            json!({"certificate": "Y2VydGlm\naWNhdGU=", "conditions": [{"type": "Approved",
+                "status": "True", "reason": "", "lastUpdateTime": "2026-01-01T01:00:00+01:00"}]}),
+        );
+        assert_eq!(p.validate(&a, &reencoded, &Nothing), Ok(()));
+        // Other bytes are a signing.
+        let resigned = csr(
+            "example.com/a",
+            json!({"certificate": "b3RoZXI=", "conditions": [{"type": "Approved",
+                "status": "True", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}),
+        );
+        assert!(p.validate(&a, &resigned, &Nothing).is_err());
+        // Absent conditions and an empty list are the same.
+        let bare = csr("example.com/a", json!({}));
+        let empty = csr("example.com/a", json!({"conditions": []}));
+        let a = update("status", &bare, &user);
+        assert_eq!(p.validate(&a, &empty, &Nothing), Ok(()));
     }
 
     #[test]

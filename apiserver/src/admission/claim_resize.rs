@@ -25,7 +25,10 @@ impl Plugin for PersistentVolumeClaimResize {
         objects: &dyn Objects,
     ) -> Result<(), Forbidden> {
         match (attrs.operation, attrs.old) {
-            (Operation::Update, Some(old)) if attrs.is("", "persistentvolumeclaims") => {
+            // Only the main resource: upstream returns early on any subresource.
+            (Operation::Update, Some(old))
+                if attrs.is("", "persistentvolumeclaims") && attrs.subresource.is_empty() =>
+            {
                 validate_resize(claim, old, objects)
             }
             _ => Ok(()),

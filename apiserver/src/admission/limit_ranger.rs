@@ -40,7 +40,9 @@ fn subject(attrs: &Attributes<'_>) -> Option<Subject> {
     let being_deleted = attrs
         .old
         .is_some_and(|o| api::meta::deletion_timestamp(o).is_some());
-    if being_deleted {
+    // Subresource writes are never LimitRanger's (`SupportsAttributes`): a claim's `/status`
+    // stays writable after a LimitRange narrower than its request appears.
+    if being_deleted || !attrs.subresource.is_empty() {
         return None;
     }
     match (attrs.resource, attrs.operation) {

@@ -242,6 +242,13 @@ fn claims_are_held_to_min_and_max_of_their_requests() {
         ),
         Ok(())
     );
+    // A subresource write (`/status`, by the volume controllers) is not LimitRanger's
+    // (`SupportsAttributes`), whatever the claim requests.
+    let status = Attributes {
+        subresource: "status",
+        ..attrs("persistentvolumeclaims", Some(&LIVE))
+    };
+    assert_eq!(LimitRanger.validate(&status, &big, &ranges), Ok(()));
 }
 
 #[test]

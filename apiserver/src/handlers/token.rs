@@ -141,9 +141,7 @@ fn restrict_node(ctx: &Ctx, namespace: &str, name: &str, req: &Value) -> Result<
         old: None,
     };
     let objects = crate::registry::store::CachedObjects::new(&ctx.state);
-    admit(&request, &objects).map_err(|crate::registry::Forbidden(reason)| {
-        api::status::forbidden("serviceaccounts", name, &reason).into()
-    })
+    admit(&request, &objects).map_err(|refusal| refusal.into_error("serviceaccounts", name))
 }
 
 /// POST `serviceaccounts/<name>/token`: a TokenRequest answered with a signed token.

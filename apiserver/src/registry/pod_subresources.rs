@@ -31,6 +31,13 @@ impl PodPart {
         }
     }
 
+    /// The part named `subresource`, if it is one.
+    pub fn named(subresource: &str) -> Option<PodPart> {
+        [PodPart::EphemeralContainers, PodPart::Resize]
+            .into_iter()
+            .find(|p| p.name() == subresource)
+    }
+
     fn prepare(self, body: &Value, old: &Value) -> Value {
         match self {
             PodPart::EphemeralContainers => {
@@ -40,7 +47,21 @@ impl PodPart {
         }
     }
 
-    fn validate(self, new: &Value, old: &Value) -> Vec<api::validation::FieldError> {
+    /// The part's rules applied again to `new` as a mutating webhook left it: only the part
+    /// comes from `new` (and the managed fields recorded before the webhooks ran), the rest
+    /// from `old`, as upstream's `PrepareForUpdate` after admission.
+    pub(crate) fn reapply(self, new: &mut Value, old: &Value) {
+        let managed = new
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.remove("managedFields"));
+        *new = self.prepare(new, old);
+        if let (Some(m), Some(managed)) = (api::meta::metadata_mut(new), managed) {
+            m.insert("managedFields".to_string(), managed);
+        }
+    }
+
+    pub(crate) fn validate(self, new: &Value, old: &Value) -> Vec<api::validation::FieldError> {
         match self {
             PodPart::EphemeralContainers => {
                 super::strategy::validate_ephemeral_containers_update(new, old)

@@ -1,6 +1,7 @@
 //! The Kubernetes CEL libraries (`apiserver/pkg/cel/library/`), registered as overloads on the
 //! shared environment. Each module is one upstream library.
 
+pub mod authz;
 mod format;
 mod lists;
 mod net;
@@ -24,6 +25,7 @@ pub fn register(env: &mut Env) {
         net::register(env),
         format::register(env),
         sets::register(env),
+        authz::register(env),
     ];
     debug_assert!(results.iter().all(Result::is_ok), "{results:?}");
 }

@@ -1,10 +1,12 @@
-//! `NodeLifecycleController`: watches node Leases and marks silent nodes unreachable.
+//! `NodeLifecycleController`: watches node Leases and marks silent nodes unreachable, and keeps
+//! each node's Ready `NoExecute` taint (`not-ready` / `unreachable`) in step with its Ready
+//! condition.
 //!
 //! Every `monitor_period` (5 s upstream, `--node-monitor-period`) the controller records each node's
 //! Lease `renewTime` and Ready heartbeat in its [`HealthTracker`] (local clock) and applies
 //! [`decide_node`] (conditions via a status patch, taints via a spec patch guarded by the node's
-//! resourceVersion). As in 1.33 it evicts nothing itself: the `NoExecute` unreachable taint it sets
-//! is acted on by the taint eviction controller ([`crate::tainteviction`]). The loop reads only
+//! resourceVersion). As in 1.33 it evicts nothing itself: the `NoExecute` taints it sets are
+//! acted on by the taint eviction controller ([`crate::tainteviction`]). The loop reads only
 //! informer caches besides its writes, and is stopped by the shutdown token between passes (a pass
 //! in flight finishes within the runner's drain deadline).
 //!

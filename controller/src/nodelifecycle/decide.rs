@@ -6,10 +6,18 @@
 //! older than the grace period (40 s by default). This makes the judgement immune to clock skew between
 //! the node and the controller. A node first seen gets a full grace period.
 //!
-//! A stale node gets every standard condition set to `Unknown` (reason `NodeStatusUnknown`) and the
-//! `node.kubernetes.io/unreachable` taints with effects `NoSchedule` and `NoExecute`; the taint
-//! eviction controller (`crate::tainteviction`) then evicts the pods that do not tolerate the latter.
-//! A node whose lease is fresh again loses the taints and the conditions this controller set.
+//! A stale node gets every standard condition set to `Unknown` (reason `NodeStatusUnknown`). Every
+//! node then carries the `NoExecute` taint of its Ready condition, as upstream's
+//! `processTaintBaseEviction` and `doNoExecuteTaintingPass`: `node.kubernetes.io/not-ready` while
+//! Ready is `False` (the kubelet reports NotReady), `node.kubernetes.io/unreachable` while it is
+//! `Unknown`, none while it is `True`; the taint eviction controller (`crate::tainteviction`)
+//! evicts the pods that do not tolerate it. A node whose lease is fresh again gets back the
+//! conditions this controller set, and so loses the taint. The `NoSchedule` taints of the same
+//! conditions are the condition tainting pass's ([`super::no_schedule`]).
+//!
+//! Deviation: upstream adds `NoExecute` taints through a rate-limited queue per zone
+//! (`--node-eviction-rate`, 0.1 nodes/s, slower or stopped when a zone is largely unhealthy);
+//! here they are added on the monitoring pass that sees the condition.
 
 use std::collections::HashMap;
 
@@ -17,7 +25,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub use api::taints::TAINT_UNREACHABLE;
+pub use api::taints::{TAINT_NOT_READY, TAINT_UNREACHABLE};
 /// Reason written on conditions of a node that stopped reporting.
 pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
 /// `nodeMonitorGracePeriod` default (kube-controller-manager `--node-monitor-grace-period`): 40 s.
@@ -97,8 +105,23 @@ pub fn ready_heartbeat(node: &Node) -> Option<Timestamp> {
         .map(|t| t.0)
 }
 
-fn is_unreachable_taint(t: &Taint) -> bool {
-    t.key == TAINT_UNREACHABLE
+/// Whether this controller owns `taint`: the `NoExecute` taints of the Ready condition. Their
+/// `NoSchedule` counterparts are the condition tainting pass's ([`super::no_schedule`]).
+fn managed(taint: &Taint) -> bool {
+    taint.effect == NO_EXECUTE && (taint.key == TAINT_UNREACHABLE || taint.key == TAINT_NOT_READY)
+}
+
+const NO_EXECUTE: &str = "NoExecute";
+
+/// The `NoExecute` taint a Ready status calls for (`processTaintBaseEviction`): `False` →
+/// `not-ready`, `Unknown` → `unreachable`, anything else (`True`) → none. The two are mutually
+/// exclusive, as upstream's `SwapNodeControllerTaint` keeps them.
+fn no_execute_key(ready: &str) -> Option<&'static str> {
+    match ready {
+        "False" => Some(TAINT_NOT_READY),
+        "Unknown" => Some(TAINT_UNREACHABLE),
+        _ => None,
+    }
 }
 
 /// What to change on a node.
@@ -115,78 +138,35 @@ pub enum NodeDecision {
     },
 }
 
-/// Decide for one node given whether it is stale.
-pub fn decide_node(node: &Node, stale: bool, now: Timestamp) -> NodeDecision {
-    let conditions = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let has_taints = taints.iter().filter(|t| is_unreachable_taint(t)).count() == 2;
-    let marked = conditions.iter().any(|c| {
-        c.type_ == "Ready" && c.status == "Unknown" && c.reason.as_deref() == Some(REASON_UNKNOWN)
-    });
-    if stale {
-        let all_unknown = CONDITIONS.iter().all(|ty| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == *ty && c.status == "Unknown")
-        });
-        if all_unknown && has_taints {
-            return NodeDecision::Nothing;
-        }
-        let mut new = conditions.clone();
-        for ty in CONDITIONS {
-            match new.iter_mut().find(|c| c.type_ == ty) {
-                Some(c) if c.status == "Unknown" => {}
-                Some(c) => {
-                    c.status = "Unknown".into();
-                    c.reason = Some(REASON_UNKNOWN.into());
-                    c.message = Some("Kubelet stopped posting node status.".into());
-                    c.last_transition_time = Some(Time(now));
-                }
-                None => new.push(NodeCondition {
-                    type_: ty.into(),
-                    status: "Unknown".into(),
-                    reason: Some(REASON_UNKNOWN.into()),
-                    message: Some("Kubelet never posted node status.".into()),
-                    last_transition_time: Some(Time(now)),
-                    last_heartbeat_time: None,
-                }),
+/// Every standard condition `Unknown`, as upstream's `tryUpdateNodeHealth` marks a node whose
+/// kubelet went silent.
+fn marked_unknown(conditions: &[NodeCondition], now: Timestamp) -> Vec<NodeCondition> {
+    let mut new = conditions.to_vec();
+    for ty in CONDITIONS {
+        match new.iter_mut().find(|c| c.type_ == ty) {
+            Some(c) if c.status == "Unknown" => {}
+            Some(c) => {
+                c.status = "Unknown".into();
+                c.reason = Some(REASON_UNKNOWN.into());
+                c.message = Some("Kubelet stopped posting node status.".into());
+                c.last_transition_time = Some(Time(now));
             }
+            None => new.push(NodeCondition {
+                type_: ty.into(),
+                status: "Unknown".into(),
+                reason: Some(REASON_UNKNOWN.into()),
+                message: Some("Kubelet never posted node status.".into()),
+                last_transition_time: Some(Time(now)),
+                last_heartbeat_time: None,
+            }),
         }
-        let mut new_taints: Vec<Taint> = taints
-            .iter()
-            .filter(|t| !is_unreachable_taint(t))
-            .cloned()
-            .collect();
-        for effect in ["NoSchedule", "NoExecute"] {
-            let existing = taints
-                .iter()
-                .find(|t| is_unreachable_taint(t) && t.effect == effect)
-                .cloned();
-            new_taints.push(existing.unwrap_or(Taint {
-                key: TAINT_UNREACHABLE.into(),
-                effect: effect.into(),
-                value: None,
-                time_added: Some(Time(now)),
-            }));
-        }
-        return NodeDecision::Update {
-            conditions: new,
-            taints: new_taints,
-        };
     }
-    let any_taint = taints.iter().any(is_unreachable_taint);
-    if !any_taint && !marked {
-        return NodeDecision::Nothing;
-    }
-    let mut new = conditions;
+    new
+}
+
+/// The conditions this controller marked `Unknown` back to what a renewing kubelet reports.
+fn restored(conditions: &[NodeCondition], now: Timestamp) -> Vec<NodeCondition> {
+    let mut new = conditions.to_vec();
     for c in new.iter_mut() {
         if c.status == "Unknown" && c.reason.as_deref() == Some(REASON_UNKNOWN) {
             let ready = c.type_ == "Ready";
@@ -210,12 +190,54 @@ pub fn decide_node(node: &Node, stale: bool, now: Timestamp) -> NodeDecision {
             c.last_transition_time = Some(Time(now));
         }
     }
+    new
+}
+
+/// Decide for one node given whether it is stale: its conditions (marked `Unknown` when stale,
+/// restored when it renews again), then the `NoExecute` taint of its Ready status (kept with
+/// its `timeAdded` while it stays, added with `timeAdded` now, the other one removed; none when
+/// Ready is `True`; left alone while the node has no Ready condition).
+pub fn decide_node(node: &Node, stale: bool, now: Timestamp) -> NodeDecision {
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let new_conditions = if stale {
+        marked_unknown(&conditions, now)
+    } else {
+        restored(&conditions, now)
+    };
+    let ready = new_conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str());
+    let mut new_taints: Vec<Taint> = taints.iter().filter(|t| !managed(t)).cloned().collect();
+    match ready {
+        None => new_taints.extend(taints.iter().filter(|t| managed(t)).cloned()),
+        Some(status) => {
+            if let Some(key) = no_execute_key(status) {
+                let existing = taints.iter().find(|t| managed(t) && t.key == key).cloned();
+                new_taints.push(existing.unwrap_or(Taint {
+                    key: key.into(),
+                    effect: NO_EXECUTE.into(),
+                    value: None,
+                    time_added: Some(Time(now)),
+                }));
+            }
+        }
+    }
+    if new_conditions == conditions && new_taints == taints {
+        return NodeDecision::Nothing;
+    }
     NodeDecision::Update {
-        conditions: new,
-        taints: taints
-            .into_iter()
-            .filter(|t| !is_unreachable_taint(t))
-            .collect(),
+        conditions: new_conditions,
+        taints: new_taints,
     }
 }
 
@@ -249,20 +271,20 @@ mod tests {
         };
         assert_eq!(conditions.len(), 4);
         assert!(conditions.iter().all(|c| c.status == "Unknown"));
-        assert_eq!(taints.len(), 2);
-        assert!(taints
-            .iter()
-            .all(|t| t.key == TAINT_UNREACHABLE && t.time_added == Some(Time(ts(500)))));
+        assert_eq!(
+            taints,
+            vec![Taint {
+                key: TAINT_UNREACHABLE.into(),
+                effect: "NoExecute".into(),
+                value: None,
+                time_added: Some(Time(ts(500))),
+            }]
+        );
 
-        let mut marked = n.clone();
-        marked
-            .status
-            .get_or_insert_with(Default::default)
-            .conditions = Some(conditions);
-        marked.spec.get_or_insert_with(Default::default).taints = Some(taints);
+        let marked = with(&n, conditions, taints);
         assert_eq!(decide_node(&marked, true, ts(600)), NodeDecision::Nothing);
 
-        // Recovery: taints removed, Ready back to True.
+        // Recovery: the taint removed, Ready back to True.
         let NodeDecision::Update { conditions, taints } = decide_node(&marked, false, ts(700))
         else {
             panic!("a recovered node must be updated");
@@ -275,5 +297,101 @@ mod tests {
             .iter()
             .any(|c| c.type_ == "DiskPressure" && c.status == "False"));
         assert_eq!(decide_node(&n, false, ts(700)), NodeDecision::Nothing);
+    }
+
+    fn with(n: &Node, conditions: Vec<NodeCondition>, taints: Vec<Taint>) -> Node {
+        let mut n = n.clone();
+        n.status.get_or_insert_with(Default::default).conditions = Some(conditions);
+        n.spec.get_or_insert_with(Default::default).taints = Some(taints);
+        n
+    }
+
+    fn ready(n: &Node, status: &str) -> Node {
+        let mut n = n.clone();
+        let conditions = n
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
+        conditions.retain(|c| c.type_ != "Ready");
+        conditions.push(NodeCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: Some("KubeletNotReady".into()),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn no_execute(n: &NodeDecision) -> Vec<(String, Option<Time>)> {
+        match n {
+            NodeDecision::Update { taints, .. } => taints
+                .iter()
+                .filter(|t| t.effect == "NoExecute")
+                .map(|t| (t.key.clone(), t.time_added.clone()))
+                .collect(),
+            NodeDecision::Nothing => panic!("expected an update"),
+        }
+    }
+
+    #[test]
+    fn a_not_ready_node_gets_the_not_ready_no_execute_taint_and_swaps_it_when_unreachable() {
+        let other = Taint {
+            key: "example.com/keep".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        };
+        let base = node("n1", "1", "1Gi", "110");
+        let n = with(
+            &ready(&base, "False"),
+            ready(&base, "False")
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default(),
+            vec![other.clone()],
+        );
+        // The kubelet reports NotReady, its lease fresh: not-ready, NoExecute, added now.
+        let d = decide_node(&n, false, ts(100));
+        assert_eq!(
+            no_execute(&d),
+            vec![
+                ("example.com/keep".to_string(), None),
+                (TAINT_NOT_READY.to_string(), Some(Time(ts(100))))
+            ]
+        );
+        let NodeDecision::Update { conditions, taints } = d else {
+            unreachable!()
+        };
+        let tainted = with(&n, conditions, taints);
+        // Kept as it is while the node stays NotReady.
+        assert_eq!(decide_node(&tainted, false, ts(200)), NodeDecision::Nothing);
+        // The lease goes stale: Ready Unknown, the taint swapped for unreachable.
+        let d = decide_node(&tainted, true, ts(300));
+        assert_eq!(
+            no_execute(&d),
+            vec![
+                ("example.com/keep".to_string(), None),
+                (TAINT_UNREACHABLE.to_string(), Some(Time(ts(300))))
+            ]
+        );
+        // Ready again: no NoExecute taint of this controller's left.
+        let back = ready(&tainted, "True");
+        assert_eq!(
+            no_execute(&decide_node(&back, false, ts(400))),
+            vec![("example.com/keep".to_string(), None)]
+        );
+        // No Ready condition yet (a node just registered): left alone.
+        let mut unreported = tainted.clone();
+        if let Some(c) = unreported
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+        {
+            c.retain(|c| c.type_ != "Ready");
+        }
+        assert_eq!(
+            decide_node(&unreported, false, ts(500)),
+            NodeDecision::Nothing
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! The node lifecycle controller: stale leases → Ready=Unknown + unreachable taints → pod eviction;
-//! node conditions → `NoSchedule` taints ([`no_schedule`]).
+//! The node lifecycle controller: stale leases → Ready=Unknown; Ready `False`/`Unknown` →
+//! `not-ready`/`unreachable` `NoExecute` taints → pod eviction (by the taint eviction
+//! controller); node conditions → `NoSchedule` taints ([`no_schedule`]).
 
 pub mod controller;
 pub mod decide;

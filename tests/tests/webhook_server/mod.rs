@@ -42,7 +42,10 @@ fn answer(uid: &Value, response: Value) -> Value {
 /// - `add-label`: adds the label `mutated-by=webhook` (and a field ConfigMaps do not have);
 /// - `count`: counts its calls in the annotation `count`; `label-once`: adds `once=yes` when
 ///   missing (a change that asks earlier `IfNeeded` webhooks to run again);
-/// - `hang`: answers after 20 s (past any test timeout).
+/// - `hang`: answers after 20 s (past any test timeout);
+/// - `meddle`: on pod updates changes what the write may not change: the main resource's
+///   `status.message`, a `/status` write's first container image, and makes a
+///   `/ephemeralcontainers` write's first ephemeral container privileged.
 async fn review(
     State(seen): State<Arc<Seen>>,
     Path(path): Path<String>,
@@ -91,6 +94,17 @@ async fn review(
             uid,
             json!([{"op": "add", "path": "/metadata/labels", "value": with(labels, "once", "yes")}]),
         ),
+        "meddle" => {
+            let op = match req["subResource"].as_str().unwrap_or("") {
+                "" => json!({"op": "add", "path": "/status/message", "value": "meddled"}),
+                "status" => {
+                    json!({"op": "replace", "path": "/spec/containers/0/image", "value": "meddled"})
+                }
+                _ => json!({"op": "add", "path": "/spec/ephemeralContainers/0/securityContext",
+                    "value": {"privileged": true}}),
+            };
+            patched(uid, json!([op]))
+        }
         "hang" => {
             tokio::time::sleep(Duration::from_secs(20)).await;
             answer(uid, json!({"allowed": true}))

@@ -15,8 +15,10 @@
 //!
 //! Other users' requests and other resources pass. Refusals carry upstream's messages. The
 //! decision is a pure function of the request and the objects read from the watch cache (the
-//! informer listers upstream reads): a pod or node missing there lets the request through to
-//! the store, which answers the same 404 upstream's lister miss does.
+//! informer listers upstream reads): a pod missing there lets the request through to the store,
+//! which answers the same 404 upstream's lister miss does; the Node a mirror pod names is not
+//! something the store looks up, so its absence is this plugin's own 404 (`node "n1" not found`,
+//! the lister's NotFound upstream returns as it is), a [`Refusal::NotFound`].
 
 mod nodes;
 
@@ -95,12 +97,46 @@ pub fn node_of(user: &UserInfo) -> Option<&str> {
     Some(user.username.strip_prefix(NODE_USER_PREFIX).unwrap_or(""))
 }
 
-fn refuse(reason: String) -> Result<(), Forbidden> {
-    Err(Forbidden(reason))
+/// Why NodeRestriction refuses a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 403 with upstream's message.
+    Forbidden(Forbidden),
+    /// An object the decision needs is missing: upstream returns its informer lister's error,
+    /// a 404 naming the resource in the singular (`node "n1" not found`).
+    NotFound {
+        resource: &'static str,
+        name: String,
+    },
+}
+
+impl Refusal {
+    /// The answer to the client: 403 naming `name` of `group_resource`, or the missing object's
+    /// 404.
+    pub fn into_error(self, group_resource: &str, name: &str) -> crate::error::ApiError {
+        match self {
+            Refusal::Forbidden(Forbidden(reason)) => {
+                api::status::forbidden(group_resource, name, &reason).into()
+            }
+            Refusal::NotFound { resource, name } => {
+                crate::error::ApiError::not_found(resource, &name)
+            }
+        }
+    }
+}
+
+impl From<Forbidden> for Refusal {
+    fn from(f: Forbidden) -> Self {
+        Refusal::Forbidden(f)
+    }
+}
+
+fn refuse<E: From<Forbidden>>(reason: String) -> Result<(), E> {
+    Err(Forbidden(reason).into())
 }
 
 /// The plugin's decision on `r`.
-pub fn admit(r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), Forbidden> {
+pub fn admit(r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), Refusal> {
     let Some(node) = node_of(r.user) else {
         return Ok(());
     };
@@ -113,35 +149,35 @@ pub fn admit(r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), Forbidden
     match (r.group, r.resource) {
         ("", "pods") => match r.subresource {
             "" => pod(node, r, objects),
-            "status" => pod_status(node, r),
-            "eviction" => eviction(node, r, objects),
+            "status" => Ok(pod_status(node, r)?),
+            "eviction" => Ok(eviction(node, r, objects)?),
             other => refuse(format!(
                 "unexpected pod subresource {other:?}, only 'status' and 'eviction' are allowed"
             )),
         },
-        ("", "nodes") => nodes::admit_node(node, r),
+        ("", "nodes") => Ok(nodes::admit_node(node, r)?),
         ("", "persistentvolumeclaims") => match r.subresource {
-            "status" => claim_status(node, r),
+            "status" => Ok(claim_status(node, r)?),
             _ => refuse("may only update PVC status".into()),
         },
-        ("", "serviceaccounts") => service_account_token(node, r, objects),
+        ("", "serviceaccounts") => Ok(service_account_token(node, r, objects)?),
         ("coordination.k8s.io", "leases") => {
             if r.namespace != "kube-node-lease" {
                 return refuse(
                     "can only access leases in the \"kube-node-lease\" system namespace".into(),
                 );
             }
-            own_named(
+            Ok(own_named(
                 node,
                 r,
                 "can only access node lease with the same name as the requesting node",
-            )
+            )?)
         }
-        ("storage.k8s.io", "csinodes") => own_named(
+        ("storage.k8s.io", "csinodes") => Ok(own_named(
             node,
             r,
             "can only access CSINode with the same name as the requesting node",
-        ),
+        )?),
         _ => Ok(()),
     }
 }
@@ -158,7 +194,7 @@ fn own_named(node: &str, r: &NodeRequest<'_>, message: &str) -> Result<(), Forbi
     Ok(())
 }
 
-fn pod(node: &str, r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), Forbidden> {
+fn pod(node: &str, r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), Refusal> {
     match r.operation {
         NodeOperation::Create => match r.object {
             Some(pod) => mirror_pod(node, pod, objects),
@@ -182,7 +218,7 @@ fn pod(node: &str, r: &NodeRequest<'_>, objects: &dyn Objects) -> Result<(), For
     }
 }
 
-fn mirror_pod(node: &str, pod: &Value, objects: &dyn Objects) -> Result<(), Forbidden> {
+fn mirror_pod(node: &str, pod: &Value, objects: &dyn Objects) -> Result<(), Refusal> {
     if pod["metadata"]["annotations"][MIRROR_POD_ANNOTATION].is_null() {
         return refuse(format!(
             "pod does not have {MIRROR_POD_ANNOTATION:?} annotation, node {node:?} can only create mirror pods"
@@ -219,17 +255,21 @@ fn mirror_pod(node: &str, pod: &Value, objects: &dyn Objects) -> Result<(), Forb
                     "node {node:?} must not set blockOwnerDeletion on an owner reference"
                 ));
             }
-            // A missing Node: the create goes on (upstream answers the lister's 404).
-            if let Some(n) = objects.get("", "nodes", None, node) {
-                let (want, got) = (
-                    owner["uid"].as_str().unwrap_or(""),
-                    n["metadata"]["uid"].as_str().unwrap_or(""),
-                );
-                if want != got {
-                    return refuse(format!(
-                        "node {node} UID mismatch: expected {want} got {got}"
-                    ));
-                }
+            // The Node's UID is verified; a missing Node is the lister's 404.
+            let Some(n) = objects.get("", "nodes", None, node) else {
+                return Err(Refusal::NotFound {
+                    resource: "node",
+                    name: node.to_string(),
+                });
+            };
+            let (want, got) = (
+                owner["uid"].as_str().unwrap_or(""),
+                n["metadata"]["uid"].as_str().unwrap_or(""),
+            );
+            if want != got {
+                return refuse(format!(
+                    "node {node} UID mismatch: expected {want} got {got}"
+                ));
             }
         }
         _ => {

@@ -94,7 +94,10 @@ fn decide_as(user: &UserInfo, r: &Req<'_>) -> Result<(), String> {
         object: r.object.as_ref(),
         old: r.old.as_ref(),
     };
-    admit(&request, &cache()).map_err(|Forbidden(m)| m)
+    admit(&request, &cache()).map_err(|refusal| match refusal {
+        Refusal::Forbidden(Forbidden(m)) => m,
+        Refusal::NotFound { resource, name } => format!("404 {resource} {name:?} not found"),
+    })
 }
 
 #[test]
@@ -276,6 +279,15 @@ fn a_node_creates_only_its_own_mirror_pods() {
     p = mirror("n1");
     p["metadata"]["ownerReferences"][0]["uid"] = json!("stale");
     expect(p, "node n1 UID mismatch: expected stale got uid-n1");
+    // The Node object missing: the lister's NotFound, as upstream returns it.
+    let unregistered = mirror("n3");
+    let mut r = req(NodeOperation::Create, "", "pods");
+    r.ns = "default";
+    r.object = Some(unregistered);
+    assert_eq!(
+        decide_as(&node_user("n3"), &r),
+        Err("404 node \"n3\" not found".to_string())
+    );
     for (field, value, what) in [
         ("serviceAccountName", json!("sa"), "a service account"),
         ("imagePullSecrets", json!([{"name": "s"}]), "secrets"),

@@ -126,6 +126,11 @@ impl PodSecurityConfig {
                 ))
             }
         }
+        let package = match raw.get("apiVersion").and_then(Value::as_str) {
+            Some("pod-security.admission.config.k8s.io/v1beta1") => "v1beta1",
+            _ => "v1",
+        };
+        check_types(raw, package)?;
         let mut errs = Vec::new();
         let defaults = raw.get("defaults").cloned().unwrap_or(Value::Null);
         let field = |k: &str| defaults.get(k).and_then(Value::as_str).map(str::to_string);
@@ -203,6 +208,67 @@ impl PodSecurityConfig {
             )),
         }
     }
+}
+
+/// What Go's JSON decoder calls the kind of `v` (`UnmarshalTypeError.Value`).
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The configuration's fields have the types of upstream's `PodSecurityConfiguration` (of the
+/// Go `package` of its apiVersion), else the error its decoder stops at (`json: cannot
+/// unmarshal number into Go struct field PodSecurityDefaults.defaults.enforce of type
+/// string`): a mistyped value is refused, never read as absent. `null` is Go's zero value.
+fn check_types(raw: &Value, package: &str) -> Result<(), String> {
+    let refuse = |v: &Value, owner: &str, path: &str, ty: &str| {
+        Err(format!(
+            "json: cannot unmarshal {} into Go struct field {owner}.{path} of type {ty}",
+            json_kind(v)
+        ))
+    };
+    let section =
+        |key: &str, owner: &str| -> Result<Option<&serde_json::Map<String, Value>>, String> {
+            match raw.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Object(m)) => Ok(Some(m)),
+                Some(v) => refuse(
+                    v,
+                    "PodSecurityConfiguration",
+                    key,
+                    &format!("{package}.{owner}"),
+                )
+                .map(|()| None),
+            }
+        };
+    if let Some(defaults) = section("defaults", "PodSecurityDefaults")? {
+        for (k, v) in defaults {
+            if !matches!(v, Value::String(_) | Value::Null) {
+                return refuse(v, "PodSecurityDefaults", &format!("defaults.{k}"), "string");
+            }
+        }
+    }
+    if let Some(exemptions) = section("exemptions", "PodSecurityExemptions")? {
+        for (k, v) in exemptions {
+            let path = format!("exemptions.{k}");
+            match v {
+                Value::Null => {}
+                Value::Array(items) => {
+                    if let Some(item) = items.iter().find(|i| !i.is_string()) {
+                        return refuse(item, "PodSecurityExemptions", &path, "string");
+                    }
+                }
+                other => return refuse(other, "PodSecurityExemptions", &path, "[]string"),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The exemption list at `path`, each name checked by `check` and not repeated.
@@ -293,6 +359,30 @@ mod tests {
     }
 
     #[test]
+    fn mistyped_values_are_refused_as_go_decodes_them() {
+        let err = |raw: Value| PodSecurityConfig::from_value(&raw).unwrap_err();
+        assert_eq!(
+            err(json!({"defaults": {"enforce": 1}})),
+            "json: cannot unmarshal number into Go struct field PodSecurityDefaults.defaults.enforce of type string"
+        );
+        assert_eq!(
+            err(json!({"apiVersion": "pod-security.admission.config.k8s.io/v1beta1", "defaults": ["restricted"]})),
+            "json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults of type v1beta1.PodSecurityDefaults"
+        );
+        assert_eq!(
+            err(json!({"exemptions": {"usernames": "admin"}})),
+            "json: cannot unmarshal string into Go struct field PodSecurityExemptions.exemptions.usernames of type []string"
+        );
+        assert_eq!(
+            err(json!({"exemptions": {"namespaces": [true]}})),
+            "json: cannot unmarshal bool into Go struct field PodSecurityExemptions.exemptions.namespaces of type string"
+        );
+        // null is the zero value: the default.
+        let c = PodSecurityConfig::from_value(&json!({"defaults": {"enforce": null}})).unwrap();
+        assert_eq!(c.defaults.enforce.to_string(), "privileged:latest");
+    }
+
+    #[test]
     fn the_admission_configuration_file_names_the_plugin_inline_or_by_path() {
         let dir = tempfile::tempdir().unwrap();
         let inline = dir.path().join("admission.yaml");
@@ -320,5 +410,18 @@ mod tests {
         let c = PodSecurityConfig::from_admission_config_file(&by_path).unwrap();
         assert!(c.exemptions.namespace("tools"));
         assert!(PodSecurityConfig::from_admission_config_file(&dir.path().join("none")).is_err());
+
+        // A number where a level belongs stops start-up, in the plugin's words.
+        let numeric = dir.path().join("numeric.yaml");
+        std::fs::write(
+            &numeric,
+            "kind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n\
+             \x20   kind: PodSecurityConfiguration\n    defaults:\n      enforce: 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            PodSecurityConfig::from_admission_config_file(&numeric).unwrap_err(),
+            "couldn't init admission plugin \"PodSecurity\": json: cannot unmarshal number into Go struct field PodSecurityDefaults.defaults.enforce of type string"
+        );
     }
 }

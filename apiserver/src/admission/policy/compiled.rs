@@ -172,6 +172,16 @@ fn compiled(policy: &Composition, src: &str, want: Option<Want>) -> Compiled {
     }
 }
 
+/// A `messageExpression`: upstream compiles it without the `authorizer` variable.
+fn compiled_message(policy: &Composition, src: &str) -> Compiled {
+    Compiled {
+        source: src.to_string(),
+        program: policy
+            .compile_without_authorizer(src, Some(Want::String), &[])
+            .map_err(|e| format!("compilation failed: {e}")),
+    }
+}
+
 impl Policy {
     /// Compiles a stored policy; `None` for one that does not decode.
     pub fn compile(obj: &Value) -> Option<Policy> {
@@ -200,7 +210,7 @@ impl Policy {
                 message: v.message,
                 message_expression: v
                     .message_expression
-                    .map(|m| compiled(&variables, &m, Some(Want::String))),
+                    .map(|m| compiled_message(&variables, &m)),
                 reason: v.reason,
             })
             .collect();

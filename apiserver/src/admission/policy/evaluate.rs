@@ -12,6 +12,9 @@
 //!    `expression '<e>' resulted in error: …`) is a decision under `failurePolicy`.
 //! 3. `auditAnnotations`: a non-blank string is published (cut at 10 KiB), `null` or blank is
 //!    not; another type or an error is, under `Fail`, a denial.
+//! 4. Cost: each expression is limited to `PerCallLimit` (`operation cancelled: actual cost limit
+//!    exceeded`, an evaluation error) and each of the three steps to `RuntimeCELCostBudget` in
+//!    all ([`OUT_OF_BUDGET`], one error decision in place of the step's others).
 //!
 //! Every expression of one evaluation shares an [`Activation`]: `variables` are computed at most
 //! once per binding and param.
@@ -72,7 +75,34 @@ fn aggregate(mut errors: Vec<String>) -> String {
     }
 }
 
-/// Evaluates `policy` with `act`'s bindings.
+/// upstream's `cel.ErrOutOfBudget` text.
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// A cost budget spent across expressions (upstream's `remainingBudget` of `ForInput`).
+struct Budget(u64);
+
+impl Budget {
+    fn new() -> Budget {
+        Budget(k8s_cel::cost::RUNTIME_CEL_COST_BUDGET)
+    }
+
+    /// Charges what `act` spent since the last charge (the variables it evaluated included);
+    /// `Err` once the budget is exceeded.
+    fn charge(&mut self, act: &Activation<'_>) -> std::result::Result<(), ()> {
+        let cost = act.take_cost();
+        if cost > self.0 {
+            return Err(());
+        }
+        self.0 -= cost;
+        Ok(())
+    }
+}
+
+/// Evaluates `policy` with `act`'s bindings: `matchConditions` within one cost budget,
+/// `validations` and then every `messageExpression` within another, `auditAnnotations` within a
+/// third (upstream gives each filter `RuntimeCELCostBudget`, the messages what the validations
+/// left). A budget exceeded replaces every decision with one error under `failurePolicy`.
 pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
     let mut out = Result::default();
     let error = |out: &mut Result, index, message| {
@@ -84,9 +114,16 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
             });
         }
     };
+    act.take_cost();
     let mut errors = Vec::new();
+    let mut budget = Budget::new();
     for c in &policy.conditions {
-        match run(act, c) {
+        let result = run(act, c);
+        if budget.charge(act).is_err() {
+            errors.push(OUT_OF_BUDGET.to_string());
+            break;
+        }
+        match result {
             Ok(Output::Bool(true)) => {}
             Ok(Output::Bool(false)) => return out,
             Ok(_) => errors.push(format!(
@@ -100,19 +137,52 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
         error(&mut out, 0, aggregate(errors));
         return out;
     }
-    for (index, v) in policy.validations.iter().enumerate() {
-        match run(act, &v.expression) {
+    let mut budget = Budget::new();
+    let mut results = Vec::with_capacity(policy.validations.len());
+    for v in &policy.validations {
+        let result = run(act, &v.expression);
+        if budget.charge(act).is_err() {
+            error(&mut out, 0, OUT_OF_BUDGET.to_string());
+            return out;
+        }
+        results.push(result);
+    }
+    // Every messageExpression, with what the validations left.
+    let mut messages = Vec::with_capacity(policy.validations.len());
+    let mut messages_out_of_budget = false;
+    for v in &policy.validations {
+        let message = match &v.message_expression {
+            Some(m) if !messages_out_of_budget => {
+                let result = run(act, m);
+                messages_out_of_budget = budget.charge(act).is_err();
+                result.ok()
+            }
+            _ => None,
+        };
+        messages.push(message);
+    }
+    for (index, ((v, result), message)) in policy
+        .validations
+        .iter()
+        .zip(results)
+        .zip(messages)
+        .enumerate()
+    {
+        match result {
+            Err(e) => error(&mut out, index, e),
+            Ok(_) if messages_out_of_budget => error(
+                &mut out,
+                index,
+                format!("failed messageExpression: {OUT_OF_BUDGET}"),
+            ),
             Ok(Output::Bool(true)) => {}
             Ok(_) => {
-                let from_expression = v
-                    .message_expression
-                    .as_ref()
-                    .and_then(|m| match run(act, m) {
-                        Ok(Output::String(s)) => Some(trim(&s).to_string()),
-                        _ => None,
-                    })
-                    .filter(|m| m.len() <= MAX_MESSAGE_BYTES && !m.contains('\n'))
-                    .filter(|m| !m.is_empty());
+                let from_expression = match message {
+                    Some(Output::String(s)) => Some(trim(&s).to_string()),
+                    _ => None,
+                }
+                .filter(|m| m.len() <= MAX_MESSAGE_BYTES && !m.contains('\n'))
+                .filter(|m| !m.is_empty());
                 let message = from_expression
                     .or_else(|| {
                         v.message
@@ -130,11 +200,19 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
                     reason: Some(v.reason.clone().unwrap_or_else(|| "Invalid".into())),
                 });
             }
-            Err(e) => error(&mut out, index, e),
         }
     }
+    let mut budget = Budget::new();
     for a in &policy.audit_annotations {
-        match run(act, &a.value) {
+        let result = run(act, &a.value);
+        if budget.charge(act).is_err() {
+            out.denials.clear();
+            out.audit.clear();
+            out.audit_errors.clear();
+            error(&mut out, 0, OUT_OF_BUDGET.to_string());
+            return out;
+        }
+        match result {
             Ok(Output::String(s)) => {
                 let value = trim(&s);
                 if !value.is_empty() {

@@ -9,6 +9,7 @@
 //! - [`evaluate`]: one policy for one binding and param: `matchConditions`, `validations`,
 //!   `auditAnnotations`; and the params a binding selects.
 //! - [`status`]: the type check written to each policy's status.
+//! - [`authorizer`]: the server's authorizer behind the expressions' `authorizer` variable.
 //!
 //! Where it runs: after the mutating webhooks and the built-in validating plugins, before the
 //! validating webhooks (upstream's plugin order); on creates, updates and deletes from clients.
@@ -26,6 +27,7 @@
 //! `failed to configure binding: <error>`. Published audit annotations are kept on the request as
 //! `<policy>/<key>`, distinct values of several bindings joined by `, `.
 
+pub mod authorizer;
 pub mod compiled;
 pub mod evaluate;
 pub mod source;
@@ -51,6 +53,8 @@ pub struct Lookups<'a> {
     /// A namespace object by name.
     pub namespace: &'a (dyn Fn(&str) -> Option<Arc<Value>> + Sync),
     pub params: &'a dyn ParamSource,
+    /// The `authorizer` variable of this request (made only when a policy is evaluated).
+    pub authorizer: &'a (dyn Fn() -> k8s_cel::library::authz::AuthorizerVal + Sync),
 }
 
 /// The plugin over one [`Source`].
@@ -107,6 +111,7 @@ impl Policies {
             return Ok(());
         }
         let snapshot = self.source.snapshot();
+        let mut authorizer = None;
         let mut denied: Vec<Denied> = Vec::new();
         let mut request: Option<Value> = None;
         let null = Value::Null;
@@ -177,6 +182,7 @@ impl Policies {
                     .flatten()
                     .map(|ns| namespace_object(&ns));
                 let request = request.get_or_insert_with(|| req.admission_request(""));
+                let authorizer = authorizer.get_or_insert_with(|| (lookups.authorizer)());
                 for param in &params {
                     let act = Activation::new(
                         &policy.variables,
@@ -187,7 +193,8 @@ impl Policies {
                             param.as_deref().unwrap_or(&null),
                             namespace_object.as_ref().unwrap_or(&null),
                         ],
-                    );
+                    )
+                    .with_authorizer(authorizer.clone());
                     let result = evaluate::evaluate(policy, &act);
                     for d in result.denials {
                         for action in &binding.actions {

@@ -21,6 +21,25 @@ impl ParamSource for NoParams {
     }
 }
 
+/// An authorizer that allows `get` and nothing else.
+struct OnlyGets;
+
+impl k8s_cel::library::authz::Authorize for OnlyGets {
+    fn authorize(
+        &self,
+        _: &k8s_cel::library::authz::Principal,
+        question: &k8s_cel::library::authz::Question,
+    ) -> k8s_cel::library::authz::Answer {
+        let allowed = matches!(question,
+            k8s_cel::library::authz::Question::Resource { verb, .. } if verb == "get");
+        k8s_cel::library::authz::Answer {
+            allowed,
+            reason: String::new(),
+            error: None,
+        }
+    }
+}
+
 fn plugin(policies: &[Value], bindings: &[Value]) -> Policies {
     let p = Policies::new(true);
     let compiled = |v: &Value| v["metadata"]["name"].as_str().unwrap_or("").to_string();
@@ -85,15 +104,26 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         warnings: &warnings,
         audit: &audit,
         namespace_labels: &labels,
+        authorizer: None,
     };
     let namespace = |_: &str| {
         Some(Arc::new(json!({"metadata": {"name": "default",
             "labels": {"env": "prod"}, "managedFields": [{"manager": "m"}]},
             "status": {"phase": "Active"}})))
     };
+    let authorizer = || {
+        let request = k8s_cel::library::authz::RequestResource {
+            resource: resource.to_string(),
+            namespace: "default".into(),
+            name: name.to_string(),
+            ..Default::default()
+        };
+        k8s_cel::library::authz::AuthorizerVal::new(Arc::new(OnlyGets), Some(request))
+    };
     let lookups = Lookups {
         namespace: &namespace,
         params: &NoParams,
+        authorizer: &authorizer,
     };
     let out = p
         .validate(&req, &fx, "configmaps", &lookups)
@@ -280,4 +310,61 @@ fn a_policy_whose_constraints_do_not_evaluate_refuses_under_fail() {
     );
     let ignored = plugin(&[bad_selector("Ignore")], &[b]);
     assert_eq!(run(&ignored, "configmaps", "good").0, None);
+}
+
+#[test]
+fn the_authorizer_variable_asks_the_servers_authorizer() {
+    let p = plugin(
+        &[configmaps_policy(
+            "authz",
+            json!({"validations": [
+                {"expression": "authorizer.requestResource.check('get').allowed()"},
+                {"expression": "authorizer.group('').resource('secrets').namespace('default').check('delete').allowed()",
+                 "message": "may not delete secrets"}]}),
+        )],
+        &[binding("b", "authz", json!({}))],
+    );
+    let (refused, _, _) = run(&p, "configmaps", "cm");
+    assert_eq!(
+        refused,
+        Some((
+            422,
+            "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'authz' with binding 'b' denied request: may not delete secrets".into()
+        ))
+    );
+}
+
+#[test]
+fn a_policy_past_its_cost_budget_is_an_error_under_its_failure_policy() {
+    // Two checks (700,000) fit one expression's limit; fifteen such validations do not fit the
+    // request's budget of 10,000,000.
+    let check = "authorizer.group('').resource('pods').check('get').allowed()";
+    let validations: Vec<Value> = (0..15)
+        .map(|_| json!({"expression": format!("{check} && {check}")}))
+        .collect();
+    let spend = |policy: &str| configmaps_policy(policy, json!({"validations": validations}));
+    let mut ignore = spend("ignore");
+    ignore["spec"]["failurePolicy"] = json!("Ignore");
+    let p = plugin(
+        &[spend("fail"), ignore],
+        &[
+            binding("bf", "fail", json!({})),
+            binding("bi", "ignore", json!({})),
+        ],
+    );
+    let (refused, _, _) = run(&p, "configmaps", "cm");
+    assert_eq!(
+        refused,
+        Some((
+            422,
+            "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'fail' with binding 'bf' denied request: validation failed due to running out of cost budget, no further validation rules will be run".into()
+        ))
+    );
+    // Ten such validations are within the budget.
+    let within: Vec<Value> = validations.iter().take(10).cloned().collect();
+    let p = plugin(
+        &[configmaps_policy("fits", json!({"validations": within}))],
+        &[binding("b", "fits", json!({}))],
+    );
+    assert_eq!(run(&p, "configmaps", "cm").0, None);
 }

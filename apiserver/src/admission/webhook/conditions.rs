@@ -5,9 +5,11 @@
 //! Outcome, as upstream: any condition `false` → the webhook is skipped, whatever errors others
 //! had; otherwise errors (of evaluation, or of an expression that did not compile) go by the
 //! webhook's `failurePolicy`: `Fail` refuses the request (403 naming the errors), `Ignore`
-//! skips the webhook. The `authorizer` variable is not provided (no authorizer checks here).
+//! skips the webhook. The `authorizer` variable asks the server's authorizer about the
+//! requesting user, as for ValidatingAdmissionPolicies ([`crate::admission::policy::authorizer`]).
 
 use k8s_cel::expression::Expression;
+use k8s_cel::library::authz::AuthorizerVal;
 use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 use serde_json::Value;
 
@@ -40,8 +42,15 @@ impl Conditions {
         self.0.is_empty()
     }
 
-    /// Evaluates every condition with `object`, `oldObject` and `request` bound.
-    pub fn decide(&self, object: &Value, old: &Value, request: &Value) -> Decision {
+    /// Evaluates every condition with `object`, `oldObject`, `request` and (when given)
+    /// `authorizer` bound.
+    pub fn decide(
+        &self,
+        object: &Value,
+        old: &Value,
+        request: &Value,
+        authorizer: Option<&AuthorizerVal>,
+    ) -> Decision {
         let vars = [("object", object), ("oldObject", old), ("request", request)];
         let mut errors = Vec::new();
         for (src, compiled) in &self.0 {
@@ -52,7 +61,7 @@ impl Conditions {
                     continue;
                 }
             };
-            match compiled.eval_bool(&vars) {
+            match compiled.eval_bool_with(&vars, authorizer) {
                 Ok(true) => {}
                 Ok(false) => return Decision::Skip,
                 Err(e) => errors.push(format!("expression '{src}' resulted in error: {e}")),
@@ -87,7 +96,7 @@ mod tests {
     fn false_wins_over_errors_and_errors_are_reported() {
         let obj = json!({"metadata": {"name": "p"}});
         let req = json!({"operation": "CREATE"});
-        let decide = |c: &Conditions| c.decide(&obj, &Value::Null, &req);
+        let decide = |c: &Conditions| c.decide(&obj, &Value::Null, &req, None);
         assert_eq!(
             decide(&conditions(&["request.operation == 'CREATE'"])),
             Decision::Call
@@ -110,5 +119,40 @@ mod tests {
             decide(&conditions(&["object."])),
             Decision::Error(e) if e.starts_with("compilation error: ")
         ));
+    }
+
+    /// Allows `list` and nothing else.
+    struct OnlyLists;
+
+    impl k8s_cel::library::authz::Authorize for OnlyLists {
+        fn authorize(
+            &self,
+            _: &k8s_cel::library::authz::Principal,
+            question: &k8s_cel::library::authz::Question,
+        ) -> k8s_cel::library::authz::Answer {
+            k8s_cel::library::authz::Answer {
+                allowed: matches!(question,
+                    k8s_cel::library::authz::Question::Resource { verb, .. } if verb == "list"),
+                ..Default::default()
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_may_ask_the_authorizer() {
+        let obj = json!({"metadata": {"name": "p"}});
+        let req = json!({"operation": "CREATE"});
+        let authorizer =
+            AuthorizerVal::new(std::sync::Arc::new(OnlyLists), Some(Default::default()));
+        let decide =
+            |src: &str| conditions(&[src]).decide(&obj, &Value::Null, &req, Some(&authorizer));
+        assert_eq!(
+            decide("authorizer.group('').resource('secrets').check('list').allowed()"),
+            Decision::Call
+        );
+        assert_eq!(
+            decide("authorizer.group('').resource('secrets').check('get').allowed()"),
+            Decision::Skip
+        );
     }
 }

@@ -38,6 +38,9 @@ pub struct Effects<'a> {
     pub audit: &'a AuditAnnotations,
     /// Labels of a namespace by name (`None`: no such namespace).
     pub namespace_labels: &'a (dyn Fn(&str) -> Option<BTreeMap<String, String>> + Sync),
+    /// The `authorizer` variable of `matchConditions` (made only for a webhook that has them);
+    /// none: the variable is not bound.
+    pub authorizer: Option<&'a (dyn Fn() -> k8s_cel::library::authz::AuthorizerVal + Sync)>,
 }
 
 /// An object a webhook's patch was applied to, and the patch (for the audit annotation).
@@ -80,10 +83,12 @@ fn should_call(hook: &Hook, req: &Request<'_>, fx: &Effects<'_>, gr: &str) -> Re
     }
     let request = req.admission_request("");
     let null = Value::Null;
+    let authorizer = fx.authorizer.map(|make| make());
     match hook.conditions.decide(
         req.object.unwrap_or(&null),
         req.old.unwrap_or(&null),
         &request,
+        authorizer.as_ref(),
     ) {
         Decision::Call => Ok(true),
         Decision::Skip => Ok(false),
@@ -439,6 +444,7 @@ mod tests {
             warnings: &warnings,
             audit: &audit,
             namespace_labels: &no_namespaces,
+            authorizer: None,
         };
         let fail = [Arc::new(hook(json!({"failurePolicy": "Fail"})))];
         let user = UserInfo::admin();

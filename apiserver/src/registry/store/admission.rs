@@ -34,17 +34,26 @@ use crate::watch_cache::{ListAt, SnapshotOutcome};
 
 /// The watch cache's current objects, by (group, plural) of any served version.
 pub struct CachedObjects<'a> {
-    state: &'a AppState,
+    cache: &'a crate::watch_cache::WatchCache,
+    resources: &'a crate::registry::ResourceRegistry,
 }
 
 impl<'a> CachedObjects<'a> {
     /// The view over `state`'s cache.
     pub fn new(state: &'a AppState) -> Self {
-        CachedObjects { state }
+        Self::over(&state.cache, &state.resources)
+    }
+
+    /// The view over `cache`, with the resources `resources` serves.
+    pub fn over(
+        cache: &'a crate::watch_cache::WatchCache,
+        resources: &'a crate::registry::ResourceRegistry,
+    ) -> Self {
+        CachedObjects { cache, resources }
     }
 
     fn info(&self, group: &str, plural: &str) -> Option<api::ResourceInfo> {
-        let served = self.state.resources.snapshot();
+        let served = self.resources.snapshot();
         let found = served.resources.iter().find(|r| r.info.is(group, plural));
         found.map(|r| r.info.clone())
     }
@@ -58,7 +67,6 @@ impl Objects for CachedObjects<'_> {
         let prefix = format!("/registry/{}/", info.storage);
         let all = |_: &Value| true;
         match self
-            .state
             .cache
             .list(&prefix, &prefix, ListAt::Current, None, None, &all)
         {
@@ -76,7 +84,6 @@ impl Objects for CachedObjects<'_> {
         let prefix = format!("{all_prefix}{namespace}/");
         let all = |_: &Value| true;
         match self
-            .state
             .cache
             .list(&all_prefix, &prefix, ListAt::Current, None, None, &all)
         {
@@ -93,7 +100,7 @@ impl Objects for CachedObjects<'_> {
         name: &str,
     ) -> Option<Arc<Value>> {
         let info = self.info(group, plural)?;
-        self.state.cache.get(&object_key(&info, namespace, name))
+        self.cache.get(&object_key(&info, namespace, name))
     }
 }
 
@@ -261,7 +268,7 @@ impl Store<'_> {
             old,
         };
         crate::admission::node_restriction::admit(&request, &CachedObjects::new(self.state))
-            .map_err(|refused| self.refused(name, refused))
+            .map_err(|refusal| refusal.into_error(&self.group_resource(), name))
     }
 
     /// Waits, each at most its plugin's bound, for the objects admission of the create of `obj`
@@ -370,10 +377,28 @@ impl Store<'_> {
                 .get(&format!("/registry/namespaces/{ns}"))
                 .map(|o| api::meta::labels(&o))
         };
+        // The `authorizer` variable of CEL expressions (webhook match conditions, policies).
+        let authorizer = || {
+            let request = k8s_cel::library::authz::RequestResource {
+                group: info.group.clone(),
+                resource: info.plural.clone(),
+                subresource: req.subresource.to_string(),
+                namespace: req.namespace.unwrap_or("").to_string(),
+                name: req.name.to_string(),
+            };
+            crate::admission::policy::authorizer::RequestAuthorizer::value(
+                self.state.cache.clone(),
+                self.state.resources.clone(),
+                req.user,
+                self.state.security.is_some(),
+                request,
+            )
+        };
         let fx = Effects {
             warnings: write.warnings,
             audit: write.audit,
             namespace_labels: &namespace_labels,
+            authorizer: Some(&authorizer),
         };
         let gr = self.group_resource();
         match phase {
@@ -398,6 +423,7 @@ impl Store<'_> {
                 let lookups = crate::admission::policy::Lookups {
                     namespace: &namespace,
                     params: &params,
+                    authorizer: &authorizer,
                 };
                 self.state.policies.validate(&req, &fx, &gr, &lookups)?;
                 webhooks.validate(&req, &fx, &gr).await.map(|()| None)

@@ -70,54 +70,7 @@ impl Store<'_> {
         opts: Option<&WriteOptions>,
     ) -> Result<()> {
         let name = api::meta::name(old).unwrap_or("").to_string();
-        for k in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-        ] {
-            match old.get("metadata").and_then(|m| m.get(k)) {
-                Some(v) => {
-                    if let Some(m) = api::meta::metadata_mut(new) {
-                        m.insert(k.to_string(), v.clone());
-                    }
-                }
-                None => api::meta::remove(new, k),
-            }
-        }
-        api::meta::set_name(new, &name);
-        if let Some(ns) = api::meta::namespace(old).map(String::from) {
-            api::meta::set_namespace(new, &ns);
-        }
-        // Storage form: the type of the stored object, whichever endpoint wrote it.
-        if let Some(o) = new.as_object_mut() {
-            for k in ["kind", "apiVersion"] {
-                match old.get(k) {
-                    Some(v) => o.insert(k.to_string(), v.clone()),
-                    None => o.remove(k),
-                };
-            }
-        }
-        if api::meta::deletion_timestamp(old).is_some() {
-            let before = api::meta::finalizers(old);
-            if api::meta::finalizers(new)
-                .iter()
-                .any(|f| !before.contains(f))
-            {
-                return Err(self.invalid(
-                    &name,
-                    &[api::validation::FieldError::forbidden(
-                        "metadata.finalizers",
-                        "no new finalizers can be added if the object is being deleted",
-                    )],
-                ));
-            }
-        }
-        match scope {
-            WriteScope::Main => self.resource.prepare_for_update(new, old),
-            WriteScope::Status => self.resource.prepare_for_status_update(new, old),
-            WriteScope::Internal => {}
-        }
+        self.apply_scope_rules(new, old, scope, &name)?;
         let subresource = (scope == WriteScope::Status).then_some("status");
         crate::patch::update_managed_fields(
             self.resource.patch_kind(),
@@ -144,9 +97,72 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// The rules every update of `scope` follows whoever changed the object last (upstream's
+    /// `BeforeUpdate` before validation): server-owned metadata carried over from `old`, no new
+    /// finalizers on an object being deleted, then the kind's rules for the part `scope` may
+    /// change.
+    fn apply_scope_rules(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        scope: WriteScope,
+        name: &str,
+    ) -> Result<()> {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            match old.get("metadata").and_then(|m| m.get(k)) {
+                Some(v) => {
+                    if let Some(m) = api::meta::metadata_mut(new) {
+                        m.insert(k.to_string(), v.clone());
+                    }
+                }
+                None => api::meta::remove(new, k),
+            }
+        }
+        api::meta::set_name(new, name);
+        if let Some(ns) = api::meta::namespace(old).map(String::from) {
+            api::meta::set_namespace(new, &ns);
+        }
+        // Storage form: the type of the stored object, whichever endpoint wrote it.
+        if let Some(o) = new.as_object_mut() {
+            for k in ["kind", "apiVersion"] {
+                match old.get(k) {
+                    Some(v) => o.insert(k.to_string(), v.clone()),
+                    None => o.remove(k),
+                };
+            }
+        }
+        if api::meta::deletion_timestamp(old).is_some() {
+            let before = api::meta::finalizers(old);
+            if api::meta::finalizers(new)
+                .iter()
+                .any(|f| !before.contains(f))
+            {
+                return Err(self.invalid(
+                    name,
+                    &[api::validation::FieldError::forbidden(
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )],
+                ));
+            }
+        }
+        match scope {
+            WriteScope::Main => self.resource.prepare_for_update(new, old),
+            WriteScope::Status => self.resource.prepare_for_status_update(new, old),
+            WriteScope::Internal => {}
+        }
+        Ok(())
+    }
+
     /// The admission webhooks on an update of `old` to `new` (after [`prepare_update`]
     /// (Self::prepare_update) ran the built-in admission and validation): mutating webhooks,
-    /// the validation again if they changed the object, then validating webhooks.
+    /// then, if they changed the object, its rules, validation and built-in validating admission
+    /// again ([`revalidate_mutated`](Self::revalidate_mutated)), then validating webhooks.
     pub(crate) async fn admit_update_by_webhooks(
         &self,
         mut new: Value,
@@ -162,19 +178,52 @@ impl Store<'_> {
             .mutate_by_webhooks(&mut new, Some(old), subresource, opts)
             .await?
         {
-            let name = api::meta::name(old).unwrap_or("").to_string();
-            let errs = self.resource.validate_update(&new, old);
-            if !errs.is_empty() {
-                return Err(self.invalid(&name, &errs));
-            }
-            if subresource.is_empty() {
-                self.validate_admission(&new, Some(old), &name, "", Some(opts))?;
-            }
-            self.resource.strategy.canonicalize(&mut new);
+            self.revalidate_mutated(&mut new, old, subresource, opts)?;
         }
         self.validate_by_webhooks(&new, Some(old), subresource, opts)
             .await?;
         Ok(new)
+    }
+
+    /// An update as mutating webhooks left it, checked as upstream checks every update after all
+    /// mutating admission (`BeforeUpdate`, then validating admission), whatever the subresource:
+    /// the rules of the part the write may change (a `/status` webhook cannot change the spec, a
+    /// main-resource webhook cannot change the status, a pod subresource's webhook only its
+    /// part), the write's own validation, and the built-in validating admission of that
+    /// subresource. So no webhook stores what the client could not have written itself.
+    fn revalidate_mutated(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        subresource: &str,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let name = api::meta::name(old).unwrap_or("").to_string();
+        let info = &self.resource.info;
+        let part = (info.group.is_empty() && info.plural == "pods")
+            .then(|| crate::registry::pod_subresources::PodPart::named(subresource))
+            .flatten();
+        let errs = match (part, subresource) {
+            (Some(part), _) => {
+                part.reapply(new, old);
+                part.validate(new, old)
+            }
+            (None, sub) => {
+                let scope = match sub {
+                    "" => WriteScope::Main,
+                    "status" => WriteScope::Status,
+                    _ => WriteScope::Internal,
+                };
+                self.apply_scope_rules(new, old, scope, &name)?;
+                self.resource.validate_update(new, old)
+            }
+        };
+        if !errs.is_empty() {
+            return Err(self.invalid(&name, &errs));
+        }
+        self.validate_admission(new, Some(old), &name, subresource, Some(opts))?;
+        self.resource.strategy.canonicalize(new);
+        Ok(())
     }
 
     /// [`validate_fields`](Self::validate_fields) for a status write that need not refuse unknown

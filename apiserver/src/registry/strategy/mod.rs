@@ -72,7 +72,7 @@ pub use apiregistration::{apiservice_name, local_apiservice, local_status, AUTOM
 pub use binding::{apply_binding, BindingError};
 pub(crate) use certificates::CertificateSigningRequestStrategy;
 pub use certificates::{approval_update, validate_approval_update};
-pub use common::{spec_changed, DefaultTable, GenericStrategy};
+pub use common::{semantically_equal, spec_changed, DefaultTable, GenericStrategy};
 pub use ipalloc::{
     service_cluster_ips, ClusterIpAllocator, IpAllocError, KUBERNETES_SERVICE_IP, SERVICE_CIDR,
 };
