@@ -484,7 +484,7 @@ async fn a_mutating_webhook_cannot_store_what_the_write_may_not_change() {
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let mut meddle = hooks.webhook("meddle.example.com", "meddle");
-    meddle["rules"] = json!([{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+    meddle["rules"] = json!([{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
         "resources": ["pods", "pods/status", "pods/ephemeralcontainers"]}]);
     hooks
         .install(
@@ -496,6 +496,20 @@ async fn a_mutating_webhook_cannot_store_what_the_write_may_not_change() {
         .await;
     let merge = |v: Value| kube::api::Patch::Merge(v);
     let pp = PatchParams::default();
+
+    // A create: the webhook's status is reset as upstream's `BeforeCreate` resets it.
+    let mut second = pod.clone();
+    second.metadata.name = Some("q".into());
+    let created = pods.create(&PostParams::default(), &second).await.unwrap();
+    assert_eq!(
+        hooks.last_call("meddle", "q")["request"]["operation"],
+        "CREATE"
+    );
+    let created_status = created.status.unwrap_or_default();
+    assert_eq!(
+        (created_status.phase.as_deref(), created_status.message),
+        (Some("Pending"), None)
+    );
 
     // The main resource: the label is stored, the webhook's status change is not.
     let labelled = pods

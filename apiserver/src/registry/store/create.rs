@@ -147,17 +147,9 @@ impl Store<'_> {
         self.validate_fields(&mut obj, opts)?;
         self.check_decodes(&obj, super::Decoded::Body)?;
         let mut obj = strategy.to_storage(obj);
-        api::meta::set_uid(&mut obj, &uuid::Uuid::new_v4().to_string());
-        api::meta::set_creation_timestamp(&mut obj, &api::meta::now_rfc3339());
-        for k in [
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "resourceVersion",
-            "selfLink",
-        ] {
-            api::meta::remove(&mut obj, k);
-        }
-        self.resource.prepare_for_create(&mut obj);
+        let uid = uuid::Uuid::new_v4().to_string();
+        let created = api::meta::now_rfc3339();
+        self.before_create(&mut obj, &uid, &created);
         crate::patch::update_managed_fields(
             self.resource.patch_kind(),
             None,
@@ -170,7 +162,11 @@ impl Store<'_> {
         let node = crate::admission::node_restriction::NodeOperation::Create;
         let user = opts.user.as_deref();
         self.restrict_node(node, Some(&obj), None, "", &requested_name, user)?;
-        self.mutate_by_webhooks(&mut obj, None, "", opts).await?;
+        if self.mutate_by_webhooks(&mut obj, None, "", opts).await? {
+            // Upstream's mutating admission runs before the store's `BeforeCreate`: what a
+            // webhook sets in the status or the system metadata does not survive.
+            self.before_create(&mut obj, &uid, &created);
+        }
         let name = api::meta::name(&obj).unwrap_or("").to_string();
         let errs = self.resource.validate_create(&obj);
         if !errs.is_empty() {
@@ -182,6 +178,22 @@ impl Store<'_> {
         self.validate_by_webhooks(&obj, None, "", opts).await?;
         strategy.canonicalize(&mut obj);
         Ok(obj)
+    }
+
+    /// Upstream's `BeforeCreate`: the system metadata set (`uid`, `creationTimestamp`) or
+    /// cleared, then the kind's `PrepareForCreate` (status reset, generation 1, …).
+    fn before_create(&self, obj: &mut Value, uid: &str, created: &str) {
+        api::meta::set_uid(obj, uid);
+        api::meta::set_creation_timestamp(obj, created);
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
+            api::meta::remove(obj, k);
+        }
+        self.resource.prepare_for_create(obj);
     }
 
     /// Creates `obj` (a body as a client sent it): prepared, admitted, checked, allocated and
