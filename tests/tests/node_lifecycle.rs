@@ -5,27 +5,11 @@
 //! again, the node loses the taint.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
-
 use client::{Api, Patch};
 use controller::clock::Clock;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+use tests::eventually;
 
 fn ready(status: &str) -> serde_json::Value {
     json!({"status": {"conditions": [{"type": "Ready", "status": status,
