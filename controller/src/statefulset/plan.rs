@@ -19,6 +19,7 @@
 //! The executor performs the steps in order and stops at the first failure; with `Parallel`
 //! it may run the creations of step 1 concurrently. Pure: time comes in as `now`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -155,6 +156,37 @@ impl Slot {
     }
 }
 
+/// Most pods one sync creates: the rest come with the syncs their creations trigger. Upstream
+/// creates every missing replica of a `Parallel` set in one sync (and builds a pod for every
+/// missing ordinal); here a set of a billion replicas must not hold the process's memory.
+pub const MAX_CREATES_PER_SYNC: usize = 500;
+
+/// The replica ordinals `start..start + n`: the pods found at some, a new pod built for any
+/// other only when the plan looks at it (never one per ordinal up front).
+struct Replicas<'s, 'a> {
+    s: &'s Snapshot<'a>,
+    start: i32,
+    n: usize,
+    /// By index (ordinal − start).
+    found: BTreeMap<usize, Arc<Pod>>,
+}
+
+impl Replicas<'_, '_> {
+    fn slot(&self, i: usize) -> Slot {
+        match self.found.get(&i) {
+            Some(p) => Slot::Found(p.clone()),
+            None => Slot::New(Box::new(new_versioned_pod(
+                self.s.current_set,
+                self.s.update_set,
+                self.s.current_revision,
+                self.s.update_revision,
+                self.start
+                    .saturating_add(i32::try_from(i).unwrap_or(i32::MAX)),
+            ))),
+        }
+    }
+}
+
 /// Decide the sync (see the module header).
 pub fn plan(s: &Snapshot<'_>) -> Plan {
     let set = s.set;
@@ -170,50 +202,52 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     count(&mut status, s, &all);
 
     let start = start_ordinal(set);
-    let n = usize::try_from(super::identity::replicas(set)).unwrap_or(0);
-    let mut found: Vec<Option<Arc<Pod>>> = vec![None; n];
+    let mut replicas = Replicas {
+        s,
+        start,
+        n: usize::try_from(super::identity::replicas(set)).unwrap_or(0),
+        found: BTreeMap::new(),
+    };
     let mut condemned: Vec<Arc<Pod>> = Vec::new();
     for pod in s.pods {
         if in_ordinal_range(pod, set) {
-            if let Some(slot) = ordinal(pod)
+            if let Some(i) = ordinal(pod)
                 .checked_sub(start)
                 .and_then(|i| usize::try_from(i).ok())
-                .and_then(|i| found.get_mut(i))
+                .filter(|i| *i < replicas.n)
             {
-                *slot = Some(pod.clone());
+                replicas.found.insert(i, pod.clone());
             }
         } else if ordinal(pod) >= 0 {
             condemned.push(pod.clone());
         }
     }
     condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
-    let replicas: Vec<Slot> = found
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| match p {
-            Some(p) => Slot::Found(p),
-            None => Slot::New(Box::new(new_versioned_pod(
-                s.current_set,
-                s.update_set,
-                s.current_revision,
-                s.update_revision,
-                start.saturating_add(i32::try_from(i).unwrap_or(i32::MAX)),
-            ))),
-        })
-        .collect();
 
-    // The first unavailable pod: among replicas, else the lowest condemned one.
-    let first_unavailable: Option<&Pod> = replicas
-        .iter()
-        .map(Slot::pod)
-        .chain(condemned.iter().rev().map(|p| &**p))
-        .find(|p| is_unavailable(p, min_ready, s.now));
+    // The first unavailable pod, among replicas (a missing one is), else the lowest condemned
+    // one: only whether it is a condemned pod matters below.
+    let replica_unavailable = replicas.found.len() < replicas.n
+        || replicas
+            .found
+            .values()
+            .any(|p| is_unavailable(p, min_ready, s.now));
+    let first_unavailable: Option<&Pod> = if replica_unavailable {
+        None
+    } else {
+        condemned
+            .iter()
+            .rev()
+            .map(|p| &**p)
+            .find(|p| is_unavailable(p, min_ready, s.now))
+    };
 
-    // Status over the replicas and condemned pods, as upstream recounts before returning.
+    // Status over the replicas and condemned pods, as upstream recounts before returning (a
+    // replica still to create counts for nothing).
     let counted: Vec<&Pod> = replicas
-        .iter()
-        .map(Slot::pod)
-        .chain(condemned.iter().map(|p| &**p))
+        .found
+        .values()
+        .chain(condemned.iter())
+        .map(|p| &**p)
         .collect();
     let monotonic = !allows_burst(set);
     let mut out = Plan {
@@ -227,8 +261,11 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     count(&mut out.status, s, &counted);
 
     // 1. replicas.
-    for slot in &replicas {
-        if process_replica(s, slot, monotonic, &mut out.steps) {
+    let mut creates = 0;
+    for i in 0..replicas.n {
+        let slot = replicas.slot(i);
+        creates += usize::from(matches!(slot, Slot::New(_)));
+        if process_replica(s, &slot, monotonic, &mut out.steps) || creates >= MAX_CREATES_PER_SYNC {
             return out;
         }
     }
@@ -260,7 +297,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         return out;
     }
     let update_min = usize::try_from(partition(set).unwrap_or(0)).unwrap_or(0);
-    for slot in replicas.iter().skip(update_min).rev() {
+    for i in (update_min..replicas.n).rev() {
+        let slot = replicas.slot(i);
         let pod = slot.pod();
         if pod_revision(pod) != s.update_revision && !is_terminating(pod) {
             if let Slot::Found(p) = slot {

@@ -202,3 +202,22 @@ fn min_ready_seconds_holds_the_next_pod() {
     let p0 = pod(&s, 0, UPD, "Running"); // ready at 0, now is 100
     assert!(run(&s, &s, &[p0]).steps.is_empty());
 }
+
+#[test]
+fn a_huge_set_builds_only_the_pods_one_sync_creates() {
+    let mut s = set(i32::MAX, "nginx:1");
+    // OrderedReady: the first missing ordinal only.
+    assert_eq!(summary(&run(&s, &s, &[])), ["create web-0"]);
+    // Parallel: at most MAX_CREATES_PER_SYNC, lowest ordinals first, around the pods found.
+    s.spec.as_mut().unwrap().pod_management_policy = Some("Parallel".into());
+    let p1 = pod(&s, 1, UPD, "Running");
+    let plan = run(&s, &s, std::slice::from_ref(&p1));
+    let steps = summary(&plan);
+    assert_eq!(steps.len(), MAX_CREATES_PER_SYNC);
+    assert_eq!(&steps[..2], ["create web-0", "create web-2"]);
+    assert_eq!(
+        steps.last().map(String::as_str),
+        Some(format!("create web-{MAX_CREATES_PER_SYNC}").as_str())
+    );
+    assert_eq!(plan.status.replicas, 1);
+}
