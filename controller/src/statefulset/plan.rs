@@ -3,7 +3,8 @@
 //! MaxUnavailableStatefulSet off).
 //!
 //! The pods are split into *replicas* (ordinals `start..=end`, missing ones built at the right
-//! revision) and *condemned* (valid ordinals outside, highest first). The plan then lists, in
+//! revision when the plan reaches them) and *condemned* (valid ordinals outside, highest first).
+//! The plan then lists, at most [`MAX_CREATES_PER_SYNC`] creations included, in
 //! order, the steps upstream would take:
 //!
 //! 1. replicas, lowest ordinal first: delete failed/succeeded pods; create missing ones (unless a
