@@ -19,6 +19,7 @@ mod crds;
 mod creates;
 mod daemonset;
 mod etcd;
+mod etcd_baseline;
 mod job;
 mod memory;
 mod plane;
@@ -158,6 +159,16 @@ pub struct BenchArgs {
     /// put rate in the same run; `scale` on this etcd.
     #[arg(long, value_name = "URL", value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// `creates` and `scale` on N etcd members started on loopback for the run (Debian's
+    /// `etcd-server`, or `$ETCD_BIN`), instead of `--etcd-servers`; `creates` then also prints
+    /// the CPU time per write of this process and of the members.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        conflicts_with = "etcd_servers"
+    )]
+    pub etcd_members: usize,
     /// Run `creates` with an audit log at PATH, every request at the Metadata level (to compare
     /// with a run without).
     #[arg(long, value_name = "PATH")]
@@ -197,8 +208,10 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
     if all || args.which == Which::Startup {
         startup(args.secure).await?;
     }
-    if args.which == Which::Creates && !args.etcd_servers.is_empty() {
-        etcd::creates(&args.etcd_servers, Duration::from_secs(args.seconds)).await?;
+    let on_etcd = !args.etcd_servers.is_empty() || args.etcd_members > 0;
+    if args.which == Which::Creates && on_etcd {
+        let target = etcd::Target::new(&args.etcd_servers, args.etcd_members).await?;
+        etcd::creates(&target, Duration::from_secs(args.seconds)).await?;
     } else if all || args.which == Which::Creates {
         creates::creates(
             &args.writers,
@@ -266,11 +279,12 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             + Duration::from_millis(20) * u32::try_from(args.pods).unwrap_or(u32::MAX);
         memory::memory(args.pods, nodes, args.in_memory, deadline).await?;
     }
-    if args.which == Which::Scale && !args.etcd_servers.is_empty() {
+    if args.which == Which::Scale && on_etcd {
+        let target = etcd::Target::new(&args.etcd_servers, args.etcd_members).await?;
         scale::scale_on(
             args.replicas,
             args.nodes,
-            etcd::plane_config(&args.etcd_servers, args.nodes),
+            etcd::plane_config(&target.endpoints, args.nodes),
             "etcd",
             Duration::from_secs(120),
         )

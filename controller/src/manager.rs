@@ -378,7 +378,13 @@ impl Default for ControllerManagerConfig {
     }
 }
 
-/// Run the controller manager until `shutdown` is cancelled.
+/// The Lease the in-process scheduler elects its leader on, in the controller manager's lease
+/// namespace (kube-scheduler's `--leader-elect-resource-name` default).
+pub const SCHEDULER_LEASE: &str = "kube-scheduler";
+
+/// Run the controller manager until `shutdown` is cancelled. With leader election, the scheduler
+/// elects its own leader on the [`SCHEDULER_LEASE`] Lease (as kube-scheduler, a process of its own
+/// upstream, does) and the other controllers on the configured one; losing either ends `run`.
 pub async fn run(
     client: Client,
     cfg: ControllerManagerConfig,
@@ -388,6 +394,55 @@ pub async fn run(
         run_controllers(client, cfg, shutdown).await;
         return Ok(());
     };
+    if !cfg.controllers.scheduler || le.lease_name == SCHEDULER_LEASE {
+        return run_elected(client, cfg, le, shutdown).await;
+    }
+    let mut controllers = cfg.clone();
+    controllers.controllers.scheduler = false;
+    let scheduler_le = LeaderElectionConfig {
+        lease_name: SCHEDULER_LEASE.to_owned(),
+        ..le.clone()
+    };
+    // Its lease is written as kube-scheduler (the bootstrap role `system:kube-scheduler` may
+    // update the `kube-scheduler` Lease only).
+    let scheduler_client = cfg
+        .scheduler_client
+        .clone()
+        .unwrap_or_else(|| client.clone());
+    let scheduler = ControllerManagerConfig {
+        controllers: EnabledControllers {
+            scheduler: true,
+            ..EnabledControllers::none()
+        },
+        leader_election: Some(scheduler_le.clone()),
+        ..cfg
+    };
+    // Either losing its lease stops the other, as the process exits upstream.
+    let stop = shutdown.child_token();
+    let elected = |client, cfg, le| {
+        let stop = stop.clone();
+        async move {
+            let result = run_elected(client, cfg, le, stop.clone()).await;
+            if result.is_err() {
+                stop.cancel();
+            }
+            result
+        }
+    };
+    let (controllers, scheduler) = tokio::join!(
+        elected(client.clone(), controllers, le),
+        elected(scheduler_client, scheduler, scheduler_le),
+    );
+    controllers.and(scheduler)
+}
+
+/// Runs `cfg`'s controllers while this process holds `le`'s Lease.
+async fn run_elected(
+    client: Client,
+    cfg: ControllerManagerConfig,
+    le: LeaderElectionConfig,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let elector = LeaderElector::new(client.clone(), le)
         .map_err(|e| Error::api("leader election config", e))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,18 +1,71 @@
-//! `minik8s bench creates --etcd-servers URL[,URL…]`: durable creates/s over HTTP through an
-//! apiserver on etcd, at 16 and 64 writers, beside etcd's own put rate (1 KiB values, same writer
-//! counts, same run) through its client, so the apiserver's overhead over raw etcd puts is read off
-//! one run. Each load is bounded by `--seconds` and by count; everything is on loopback.
-//! `minik8s bench scale --etcd-servers …` runs `bench scale` on etcd ([`plane_config`]).
+//! `minik8s bench creates --etcd-servers URL[,URL…]` (or `--etcd-members N`: N members started on
+//! loopback for the run): durable creates/s over HTTP through an apiserver on etcd, at 16 and 64
+//! writers, beside etcd's own rates in the same run (`etcd_baseline`: plain puts, and the store's
+//! create transaction with a watch open) and beside the same creates on sled, so the apiserver's
+//! overhead is read off one run. With members it started, it also prints the CPU time per write of
+//! this process (apiserver and HTTP clients) and of the etcd members: on a small machine the two
+//! share the cores, which is most of the gap to raw etcd. Each load is bounded by `--seconds` and
+//! by count; everything is on loopback.
+//! `minik8s bench scale --etcd-servers …` / `--etcd-members N` runs `bench scale` on etcd
+//! ([`plane_config`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Error;
+use super::etcd_baseline::{self, Shape};
+use super::{configmap, Error};
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, EtcdStorage, Storage};
 
 /// Writer counts measured.
 const WRITERS: [usize; 2] = [16, 64];
+
+/// Upper bound of creates per writer (the deadline ends a run long before).
+const MAX_PER_WRITER: u64 = 1_000_000;
+
+/// Retries of one create answered 429.
+const MAX_RETRIES: usize = 100;
+
+/// The etcd a benchmark runs on: given URLs, or members started for the run (stopped on drop).
+pub(crate) struct Target {
+    pub endpoints: Vec<String>,
+    /// Processes of the members started here (for their CPU time).
+    pids: Vec<u32>,
+    _cluster: Option<store::etcd::server::EtcdCluster>,
+}
+
+impl Target {
+    /// `servers` if any, else `members` members started on loopback.
+    pub(crate) async fn new(servers: &[String], members: usize) -> Result<Self, Error> {
+        if !servers.is_empty() {
+            return Ok(Self {
+                endpoints: servers.to_vec(),
+                pids: Vec::new(),
+                _cluster: None,
+            });
+        }
+        let cluster = store::etcd::server::EtcdCluster::start(members)
+            .await
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        println!(
+            "etcd: {members} member(s) started on loopback ({}), data in {}",
+            cluster.client_urls().join(","),
+            cluster.root().display()
+        );
+        Ok(Self {
+            endpoints: cluster.client_urls(),
+            pids: cluster.members().iter().filter_map(|m| m.pid()).collect(),
+            _cluster: Some(cluster),
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self.pids.len() {
+            0 => format!("etcd at {}", self.endpoints.join(",")),
+            n => format!("etcd, {n} member(s)"),
+        }
+    }
+}
 
 fn storage(endpoints: &[String]) -> Storage {
     Storage::Etcd(EtcdStorage {
@@ -33,92 +86,142 @@ pub(crate) fn plane_config(endpoints: &[String], nodes: usize) -> ControlPlaneCo
     }
 }
 
-pub(crate) async fn creates(endpoints: &[String], load: Duration) -> Result<(), Error> {
+/// CPU time used during one phase, by this process and by the members started here.
+struct Cpu {
+    own: Option<Duration>,
+    etcd: Option<Duration>,
+}
+
+impl Cpu {
+    fn start(target: &Target) -> Self {
+        let (own, etcd) = etcd_baseline::cpu_times(&target.pids);
+        Cpu { own, etcd }
+    }
+
+    /// CPU µs per write since `start`, of this process and of etcd.
+    fn per_write(&self, target: &Target, writes: u64) -> String {
+        let (own, etcd) = etcd_baseline::cpu_times(&target.pids);
+        let per = |now: Option<Duration>, then: Option<Duration>| match (now, then) {
+            (Some(now), Some(then)) if writes > 0 => {
+                format!("{:.0} µs", (now - then).as_secs_f64() * 1e6 / writes as f64)
+            }
+            _ => "?".to_owned(),
+        };
+        format!(
+            "CPU per write: this process {}, etcd {}",
+            per(own, self.own),
+            per(etcd, self.etcd)
+        )
+    }
+}
+
+pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error> {
     let config = ControlPlaneConfig {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        storage: storage(endpoints),
-        nodes: 0,
-        controllers: false,
-        kubeconfig: None,
-        ..ControlPlaneConfig::default()
+        storage: storage(&target.endpoints),
+        ..super::in_memory_config()
     };
     let plane = ControlPlane::start(config).await?;
     let run = format!("{}", std::process::id());
     let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
     let payload = "x".repeat(1024);
+    println!("{}:", target.describe());
     for writers in WRITERS {
-        let (n, took) = store::etcd::server::put_rate(
-            endpoints,
-            &format!("/bench/{run}/{writers}/"),
-            writers,
-            load,
-            1024,
-        )
-        .await
-        .map_err(|e| Error::Failed(e.to_string()))?;
-        let raw = n as f64 / took.as_secs_f64();
-        println!("etcd put baseline: {writers:>2} writers, 1 KiB values: {raw:.0} puts/s ({n} in {:.1} s)", took.as_secs_f64());
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(writers)
-            .build()?;
-        let done = Arc::new(AtomicU64::new(0));
-        let errors = Arc::new(AtomicU64::new(0));
-        let shed = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let deadline = start + load;
-        let mut tasks = Vec::new();
-        for w in 0..writers {
-            let (http, url, payload, done, errors, shed, run) = (
-                http.clone(),
-                url.clone(),
-                payload.clone(),
-                done.clone(),
-                errors.clone(),
-                shed.clone(),
-                run.clone(),
+        let mut rates = Vec::new();
+        for (shape, what) in [
+            (Shape::Put, "etcd puts"),
+            (Shape::CreateTxn, "etcd create transactions, watched"),
+        ] {
+            let cpu = Cpu::start(target);
+            let prefix = format!("/bench/{run}/{shape:?}/{writers}/");
+            let (n, took) =
+                etcd_baseline::rate(&target.endpoints, shape, &prefix, writers, load, 1024).await?;
+            let rate = n as f64 / took.as_secs_f64();
+            println!(
+                "  {writers:>2} writers, {what}: {rate:.0}/s ({n} in {:.1} s; {})",
+                took.as_secs_f64(),
+                cpu.per_write(target, n)
             );
-            tasks.push(tokio::spawn(async move {
-                for i in 0..1_000_000u64 {
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": format!("e{run}-{writers}-{w}-{i}")},
-                        "data": {"payload": payload}});
-                    // A 429 (the in-flight cap shedding load) is retried after a short pause, as
-                    // `bench creates` on sled does; anything else but 201 is an error.
-                    for _attempt in 0..100 {
-                        match http.post(&url).json(&body).send().await {
-                            Ok(r) if r.status().as_u16() == 201 => {
-                                done.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(r) if r.status().as_u16() == 429 => {
-                                shed.fetch_add(1, Ordering::Relaxed);
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                                continue;
-                            }
-                            _ => {
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        break;
-                    }
-                }
-            }));
+            rates.push(rate);
         }
-        for task in tasks {
-            let _ = task.await;
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let n = done.load(Ordering::Relaxed);
+        let cpu = Cpu::start(target);
+        let (n, secs, failed) = http_creates(&url, &run, writers, load, &payload).await?;
         let rate = n as f64 / secs;
+        let overhead = |raw: f64| {
+            if rate > 0.0 {
+                format!("{:.0} %", (raw / rate - 1.0) * 100.0)
+            } else {
+                "∞".to_owned()
+            }
+        };
         println!(
-            "creates on etcd: {writers:>2} writers, 1 KiB ConfigMaps over HTTP: {rate:.0} creates/s ({n} in {secs:.1} s, {} errors, {} retried 429s); overhead over raw puts {:.0} %",
-            errors.load(Ordering::Relaxed),
-            shed.load(Ordering::Relaxed),
-            if rate > 0.0 { (raw / rate - 1.0) * 100.0 } else { f64::INFINITY }
+            "  {writers:>2} writers, minik8s creates over HTTP: {rate:.0}/s ({n} in {secs:.1} s, {failed}; {}); overhead over puts {}, over create transactions {}",
+            cpu.per_write(target, n),
+            overhead(rates[0]),
+            overhead(rates[1]),
         );
     }
     plane.shutdown().await;
-    Ok(())
+    println!("the same creates on sled (on disk, group commit):");
+    super::creates::creates(&WRITERS, load, false, None).await
+}
+
+/// `writers` closed-loop writers creating 1 KiB ConfigMaps at `url` for `load`: creates, seconds
+/// and what failed.
+async fn http_creates(
+    url: &str,
+    run: &str,
+    writers: usize,
+    load: Duration,
+    payload: &str,
+) -> Result<(u64, f64, String), Error> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(writers)
+        .build()?;
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let shed = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + load;
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (http, url, payload) = (http.clone(), url.to_owned(), payload.to_owned());
+        let (done, errors, shed) = (done.clone(), errors.clone(), shed.clone());
+        let run = run.to_owned();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..MAX_PER_WRITER {
+                if Instant::now() > deadline {
+                    break;
+                }
+                let body = configmap(&format!("e{run}-{writers}-{w}-{i}"), &payload);
+                // A 429 is retried after a short pause, as `bench creates` on sled does;
+                // anything else but 201 is an error.
+                for _ in 0..MAX_RETRIES {
+                    match http.post(&url).json(&body).send().await {
+                        Ok(r) if r.status().as_u16() == 201 => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(r) if r.status().as_u16() == 429 => {
+                            shed.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    break;
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let failed = format!(
+        "{} errors, {} retried 429s",
+        errors.load(Ordering::Relaxed),
+        shed.load(Ordering::Relaxed)
+    );
+    Ok((done.load(Ordering::Relaxed), secs, failed))
 }

@@ -282,20 +282,26 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Option<Value> {
     response.json().await.ok()
 }
 
+/// Pods in `default` (only the test's RC makes any), counted from a one-item page and its
+/// `remainingItemCount`, so polling does not list every pod.
 async fn pod_count(http: &reqwest::Client, base: &str) -> usize {
-    get_json(
+    let Some(page) = get_json(
         http,
-        &format!("{base}/api/v1/namespaces/default/pods?labelSelector=app%3Dfailover"),
+        &format!("{base}/api/v1/namespaces/default/pods?limit=1"),
     )
     .await
-    .and_then(|list| list["items"].as_array().map(Vec::len))
-    .unwrap_or(0)
+    else {
+        return 0;
+    };
+    let items = page["items"].as_array().map_or(0, Vec::len);
+    let remaining = page["metadata"]["remainingItemCount"].as_u64().unwrap_or(0);
+    items + remaining as usize
 }
 
-async fn lease_holder(http: &reqwest::Client, base: &str) -> Option<String> {
+async fn lease_holder(http: &reqwest::Client, base: &str, lease: &str) -> Option<String> {
     let lease = get_json(
         http,
-        &format!("{base}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"),
+        &format!("{base}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{lease}"),
     )
     .await?;
     lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
@@ -304,7 +310,8 @@ async fn lease_holder(http: &reqwest::Client, base: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_exactly() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    const REPLICAS: usize = 300;
+    // Issue 20's fault test: SIGKILL the leader during a scale to 1,000 pods.
+    const REPLICAS: usize = 1000;
     let etcd = match EtcdCluster::start(1).await {
         Ok(etcd) => etcd,
         Err(error) => panic!("start etcd: {error}"),
@@ -348,9 +355,20 @@ async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_ex
     let pids: Vec<u32> = managers.iter().map(|p| p.0.id()).collect();
     let first = tests::eventually("a controller manager leads", || {
         let (http, base) = (http.clone(), base.clone());
-        async move { lease_holder(&http, &base).await }
+        async move { lease_holder(&http, &base, "kube-controller-manager").await }
     })
     .await;
+    // The scheduler elects its own leader on its own Lease, as kube-scheduler does.
+    let scheduler_leader = tests::eventually("a scheduler leads", || {
+        let (http, base) = (http.clone(), base.clone());
+        async move { lease_holder(&http, &base, "kube-scheduler").await }
+    })
+    .await;
+    assert!(
+        pids.iter()
+            .any(|pid| scheduler_leader.ends_with(&format!("-{pid}"))),
+        "kube-scheduler lease held by {scheduler_leader}, not by {pids:?}"
+    );
     let leader = match pids
         .iter()
         .position(|pid| first.ends_with(&format!("-{pid}")))
@@ -379,7 +397,7 @@ async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_ex
     // Kill the leader in the middle of the scale-up.
     tests::eventually("the scale-up is under way", || {
         let (http, base) = (http.clone(), base.clone());
-        async move { (pod_count(&http, &base).await >= 20).then_some(()) }
+        async move { (pod_count(&http, &base).await >= 100).then_some(()) }
     })
     .await;
     drop(managers.remove(leader));
@@ -387,7 +405,11 @@ async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_ex
     println!("leader killed at {killed_at} pods");
     let second = tests::eventually("the other controller manager takes the lease", || {
         let (http, base, first) = (http.clone(), base.clone(), first.clone());
-        async move { lease_holder(&http, &base).await.filter(|h| *h != first) }
+        async move {
+            lease_holder(&http, &base, "kube-controller-manager")
+                .await
+                .filter(|h| *h != first)
+        }
     })
     .await;
     let survivor = pids[1 - leader];
@@ -395,6 +417,16 @@ async fn a_killed_leading_controller_manager_is_replaced_and_the_rc_converges_ex
         second.ends_with(&format!("-{survivor}")),
         "lease went to {second}"
     );
+    let survivor_id = format!("-{survivor}");
+    tests::eventually("the survivor holds the kube-scheduler lease", || {
+        let (http, base, survivor_id) = (http.clone(), base.clone(), survivor_id.clone());
+        async move {
+            lease_holder(&http, &base, "kube-scheduler")
+                .await
+                .filter(|h| h.ends_with(&survivor_id))
+        }
+    })
+    .await;
     tests::eventually("the RC converges", || {
         let (http, base) = (http.clone(), base.clone());
         async move {

@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     progress_wanted: tokio::sync::watch::Sender<u64>,
     /// In [`progress::Mode::Writes`]: whose progress keys to write.
     watched: progress::WatchedPrefixes,
+    /// In [`progress::Mode::Writes`]: the progress write concurrent consistent reads share.
+    progress_writes: progress::SharedWrite,
     /// The last request failure, while no request has succeeded since (for `health`).
     last_failure: Mutex<Option<String>>,
     default_watch_buffer: usize,
@@ -146,6 +148,7 @@ impl EtcdStore {
             progress_mode,
             progress_wanted,
             watched: progress::WatchedPrefixes::default(),
+            progress_writes: progress::SharedWrite::default(),
             last_failure: Mutex::new(None),
             default_watch_buffer: cfg.default_watch_buffer,
         });
@@ -488,13 +491,24 @@ impl Store for EtcdStore {
                 Ok(revision)
             }
             progress::Mode::Writes => {
-                let keys = self.shared.watched.keys();
-                if keys.is_empty() {
+                if self.shared.watched.is_empty() {
                     return self.quorum_revision().await;
                 }
-                let puts: Vec<TxnOp> = keys.into_iter().map(|k| TxnOp::put(k, [], None)).collect();
-                let response = self.txn("progress", Txn::new().and_then(puts)).await?;
-                Ok(response.header().map_or(0, |h| h.revision()) as Revision)
+                // Reads waiting at once share one write (see `progress`).
+                self.shared
+                    .progress_writes
+                    .run(|| async {
+                        let puts: Vec<TxnOp> = self
+                            .shared
+                            .watched
+                            .keys()
+                            .into_iter()
+                            .map(|k| TxnOp::put(k, [], None))
+                            .collect();
+                        let response = self.txn("progress", Txn::new().and_then(puts)).await?;
+                        Ok(response.header().map_or(0, |h| h.revision()) as Revision)
+                    })
+                    .await
             }
         }
     }

@@ -17,8 +17,17 @@
 //!
 //! A progress key is the watched prefix followed by [`PROGRESS_KEY_SUFFIX`], which starts with a
 //! NUL byte: no Kubernetes object name can contain one, so it never names an object.
+//!
+//! **Shared progress writes.** Consistent reads that wait at once share writes, as upstream's
+//! progress requester shares one request among its waiters ([`SharedWrite`]): at most one progress
+//! write is in flight; a read that arrives while one is in flight is served by the next, which
+//! starts after it arrived (a write sent before a read arrived may order before writes the read
+//! must see), so a burst of N reads costs at most two writes, and every read still gets a revision
+//! at least as new as every write acknowledged before it began.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
@@ -118,6 +127,10 @@ impl WatchedPrefixes {
         }
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.prefixes.lock().is_empty()
+    }
+
     /// The progress keys to write now, one per watched prefix.
     pub(crate) fn keys(&self) -> Vec<String> {
         self.prefixes
@@ -128,9 +141,45 @@ impl WatchedPrefixes {
     }
 }
 
+/// One progress write shared by every consistent read waiting for it (see the module docs).
+#[derive(Default)]
+pub(crate) struct SharedWrite {
+    /// Reads that asked so far; each read's number is its place in this count.
+    arrivals: AtomicU64,
+    /// Held by the read whose write is in flight, so at most one is. Inside: how many arrivals the
+    /// last successful write covers (every read numbered up to it arrived before it was sent) and
+    /// the revision it got. A tokio mutex: waiters queue in order and are woken one at a time.
+    last: tokio::sync::Mutex<Option<(u64, crate::Revision)>>,
+}
+
+impl SharedWrite {
+    /// A revision at least as new as every write acknowledged before this call: the revision of
+    /// a `write` sent after this call began, this caller's own or one shared with other callers.
+    /// A failed write fails only its own caller; the callers it would have served write again.
+    pub(crate) async fn run<F, Fut>(&self, write: F) -> crate::Result<crate::Revision>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = crate::Result<crate::Revision>>,
+    {
+        let arrival = self.arrivals.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut last = self.last.lock().await;
+        if let Some((covers, revision)) = *last {
+            if covers >= arrival {
+                return Ok(revision);
+            }
+        }
+        // Every read counted by now arrived before the write below is sent.
+        let covers = self.arrivals.load(Ordering::SeqCst);
+        let revision = write().await?;
+        *last = Some((covers, revision));
+        Ok(revision)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn versions_as_upstreams_check() {
@@ -161,5 +210,79 @@ mod tests {
         assert_eq!(keys, vec![progress_key(""), progress_key("/registry/")]);
         assert!(keys.iter().all(|k| is_progress_key(k.as_bytes())));
         assert!(!is_progress_key(b"/registry/pods/default/web"));
+    }
+
+    /// Many consistent reads waiting at once share writes: a burst of 50 while one write is in
+    /// flight costs that write and one more, and each gets the revision of a write that started
+    /// after it asked.
+    #[tokio::test]
+    async fn reads_waiting_at_once_share_one_write() {
+        let shared = Arc::new(SharedWrite::default());
+        let writes = Arc::new(AtomicU64::new(0));
+        let (release, gate) = tokio::sync::watch::channel(0u64);
+        let write = |writes: Arc<AtomicU64>, mut gate: tokio::sync::watch::Receiver<u64>| {
+            move || async move {
+                let n = writes.fetch_add(1, Ordering::SeqCst) + 1;
+                // Each write finishes only when the test lets it.
+                let _ = gate.wait_for(|g| *g >= n).await;
+                Ok(n * 10)
+            }
+        };
+        let first = tokio::spawn({
+            let (shared, writes, gate) = (shared.clone(), writes.clone(), gate.clone());
+            async move { shared.run(write(writes, gate)).await }
+        });
+        for _ in 0..1000 {
+            if writes.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(writes.load(Ordering::SeqCst), 1, "the first write started");
+        // Fifty reads arrive while the first write is in flight.
+        let burst: Vec<_> = (0..50)
+            .map(|_| {
+                let (shared, writes, gate) = (shared.clone(), writes.clone(), gate.clone());
+                tokio::spawn(async move { shared.run(write(writes, gate)).await })
+            })
+            .collect();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            writes.load(Ordering::SeqCst),
+            1,
+            "one write in flight at a time"
+        );
+        let _ = release.send(2);
+        assert_eq!(first.await.ok().and_then(Result::ok), Some(10));
+        for read in burst {
+            // Not the first write's revision: it was sent before these reads asked.
+            assert_eq!(read.await.ok().and_then(Result::ok), Some(20));
+        }
+        assert_eq!(writes.load(Ordering::SeqCst), 2);
+        // A read after the burst writes again.
+        let _ = release.send(3);
+        assert_eq!(
+            shared.run(write(writes.clone(), gate.clone())).await.ok(),
+            Some(30)
+        );
+    }
+
+    /// A failed write fails its own caller only: the next caller writes again.
+    #[tokio::test]
+    async fn a_failed_write_is_not_shared() {
+        let shared = SharedWrite::default();
+        let failed = shared
+            .run(|| async {
+                Err(crate::Error::Etcd {
+                    operation: "progress",
+                    detail: "down".into(),
+                })
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(shared.run(|| async { Ok(7) }).await.ok(), Some(7));
+        assert_eq!(shared.run(|| async { Ok(8) }).await.ok(), Some(8));
     }
 }

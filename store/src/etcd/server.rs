@@ -28,6 +28,13 @@ pub struct EtcdMember {
     child: Option<Child>,
 }
 
+impl EtcdMember {
+    /// The member's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
 /// A cluster of etcd members on loopback, killed (SIGKILL) on drop.
 pub struct EtcdCluster {
     members: Vec<EtcdMember>,
@@ -222,52 +229,4 @@ impl Drop for EtcdCluster {
             self.kill(i);
         }
     }
-}
-
-/// etcd's own put rate, the baseline of `minik8s bench creates --etcd-servers`: `writers`
-/// concurrent clients each putting `value_len`-byte values to fresh keys under `prefix` for
-/// `duration` (bounded by count too). Returns the puts acknowledged and the time taken.
-pub async fn put_rate(
-    endpoints: &[String],
-    prefix: &str,
-    writers: usize,
-    duration: Duration,
-    value_len: usize,
-) -> Result<(u64, Duration)> {
-    let client = etcd_client::Client::connect(endpoints, None)
-        .await
-        .map_err(|e| Error::Etcd {
-            operation: "connect",
-            detail: e.to_string(),
-        })?;
-    let start = tokio::time::Instant::now();
-    let deadline = start + duration;
-    let value = vec![b'x'; value_len];
-    let mut tasks = Vec::with_capacity(writers);
-    for w in 0..writers {
-        let mut kv = client.kv_client();
-        let value = value.clone();
-        let prefix = prefix.to_owned();
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
-            for i in 0..1_000_000u64 {
-                if tokio::time::Instant::now() > deadline {
-                    break;
-                }
-                if kv
-                    .put(format!("{prefix}{w}-{i}"), value.clone(), None)
-                    .await
-                    .is_ok()
-                {
-                    done += 1;
-                }
-            }
-            done
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap_or(0);
-    }
-    Ok((total, start.elapsed()))
 }
