@@ -20,6 +20,7 @@ mod creates;
 mod daemonset;
 mod etcd;
 mod etcd_baseline;
+mod etcd_gateway;
 mod job;
 mod memory;
 mod plane;
@@ -173,6 +174,10 @@ pub struct BenchArgs {
     /// with a run without).
     #[arg(long, value_name = "PATH")]
     pub audit_log: Option<std::path::PathBuf>,
+    /// Follow each `creates` run with etcd's put rate through its JSON gateway at this client URL
+    /// (same writers, seconds and 1 KiB values), and print the ratio.
+    #[arg(long, value_name = "URL")]
+    pub etcd_gateway: Option<String>,
 }
 
 /// Errors of a benchmark run.
@@ -218,6 +223,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             Duration::from_secs(args.seconds),
             args.secure,
             args.audit_log.as_deref(),
+            args.etcd_gateway.as_deref(),
         )
         .await?;
     }

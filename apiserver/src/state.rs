@@ -10,9 +10,22 @@ use crate::metrics::Metrics;
 use crate::registry::{ClusterIpAllocator, ResourceRegistry};
 use crate::watch_cache::{ListAt, SnapshotOutcome, WatchCache};
 
-/// Everything a handler needs. Cheap to clone.
+/// Everything a handler needs, behind one reference count: axum clones a handler's and each
+/// middleware's state for every request, so a clone is one atomic increment (the parts are
+/// read through `Deref`), not one per part plus the cancellation token's lock.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppStateInner>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppStateInner;
+
+    fn deref(&self) -> &AppStateInner {
+        &self.0
+    }
+}
+
+/// The parts of an [`AppState`].
+pub struct AppStateInner {
     /// The configuration.
     pub config: Arc<Config>,
     /// The store: the source of truth for reads-before-writes and all writes.
@@ -127,7 +140,7 @@ impl AppState {
             cache.clone(),
             shutdown.clone(),
         ));
-        Ok(AppState {
+        Ok(AppState(Arc::new(AppStateInner {
             flowcontrol,
             admission,
             webhooks,
@@ -143,6 +156,6 @@ impl AppState {
             httplog: Default::default(),
             security,
             audit,
-        })
+        })))
     }
 }

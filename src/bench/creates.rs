@@ -7,6 +7,10 @@
 //! other non-2xx answers and transport errors are counted and not retried. The issue-17 goal: no
 //! 429 at 64 and 256 writers and at least 90 % of the 16-writer creates/s. Every loop is bounded
 //! by a count and a deadline; traffic is loopback only.
+//!
+//! With `--etcd-gateway URL`, each run is followed by etcd's own put rate through its JSON gateway
+//! at the same writer count (`etcd_gateway`), and the ratio of the two is printed (issue 17:
+//! durable creates at least twice etcd's puts/s).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,9 +42,23 @@ pub async fn creates(
     load: Duration,
     secure: bool,
     audit_log: Option<&std::path::Path>,
+    etcd_gateway: Option<&str>,
 ) -> Result<(), Error> {
     for &writers in writer_counts {
-        run(writers.max(1), load, secure, audit_log).await?;
+        let writers = writers.max(1);
+        let creates = run(writers, load, secure, audit_log).await?;
+        if let Some(url) = etcd_gateway {
+            let prefix = format!("/bench-creates/{}/{writers}/", std::process::id());
+            let etcd = super::etcd_gateway::put_rate(url, &prefix, writers, load, 1024).await?;
+            let puts = etcd.per_second();
+            println!(
+                "etcd JSON gateway: {writers:>3} writers, 1 KiB values: {puts:.0} puts/s ({} in {:.1} s, {} errors); creates / puts = {:.2}",
+                etcd.puts,
+                etcd.took.as_secs_f64(),
+                etcd.errors,
+                if puts > 0.0 { creates / puts } else { f64::INFINITY }
+            );
+        }
     }
     Ok(())
 }
@@ -54,7 +72,7 @@ async fn run(
     load: Duration,
     secure: bool,
     audit_log: Option<&std::path::Path>,
-) -> Result<(), Error> {
+) -> Result<f64, Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
     let mut config = ControlPlaneConfig {
         storage: Storage::Dir(dir.path().to_path_buf()),
@@ -144,13 +162,13 @@ async fn run(
         }
         None => String::new(),
     };
+    let rate = n as f64 / secs;
     println!(
-        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {:.0} creates/s ({n} in {secs:.1} s; 429: {}, other non-2xx: {}, transport errors: {})",
-        n as f64 / secs,
+        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {rate:.0} creates/s ({n} in {secs:.1} s; 429: {}, other non-2xx: {}, transport errors: {})",
         counts.too_many.load(Ordering::Relaxed),
         counts.other_status.load(Ordering::Relaxed),
         counts.transport.load(Ordering::Relaxed),
     );
     plane.shutdown().await;
-    Ok(())
+    Ok(rate)
 }

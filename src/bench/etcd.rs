@@ -162,7 +162,7 @@ pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error
     }
     plane.shutdown().await;
     println!("the same creates on sled (on disk, group commit):");
-    super::creates::creates(&WRITERS, load, false, None).await
+    super::creates::creates(&WRITERS, load, false, None, None).await
 }
 
 /// `writers` closed-loop writers creating 1 KiB ConfigMaps at `url` for `load`: creates, seconds
