@@ -95,6 +95,10 @@ impl Objects for CachedObjects<'_> {
         let info = self.info(group, plural)?;
         self.state.cache.get(&object_key(&info, namespace, name))
     }
+
+    fn rule_resolver(&self) -> Option<Arc<crate::authz::rule_resolver::RuleResolver>> {
+        Some(self.state.rbac.current(&self.state.cache))
+    }
 }
 
 /// The params of ValidatingAdmissionPolicies, read from the watch cache of their kind (as
