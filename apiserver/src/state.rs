@@ -56,6 +56,8 @@ pub struct AppStateInner {
     pub flowcontrol: Arc<crate::flowcontrol::FlowControl>,
     /// The audit policy and log writer; `None` audits nothing.
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// The RBAC objects compiled for authorization, in step with the watch cache.
+    pub rbac: Arc<crate::authz::policy_cache::PolicyCache>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -156,6 +158,7 @@ impl AppState {
             httplog: Default::default(),
             security,
             audit,
+            rbac: Default::default(),
         })))
     }
 }

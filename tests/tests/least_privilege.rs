@@ -19,7 +19,9 @@ use minik8s::client::{Client, ListParams, Patch};
 use minik8s::k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use minik8s::k8s_openapi::api::batch::v1::Job;
 use minik8s::k8s_openapi::api::coordination::v1::Lease;
-use minik8s::k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Service, ServiceAccount};
+use minik8s::k8s_openapi::api::core::v1::{
+    Endpoints, Namespace, Node, Pod, Service, ServiceAccount,
+};
 use minik8s::k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s::k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use serde_json::json;
@@ -335,5 +337,55 @@ async fn node_restriction_keeps_a_node_to_itself() {
         .patch(&node, &role)
         .await
         .unwrap();
+
+    // A kubelet's TokenRequest: the Node authorizer lets it ask for the service account of a pod
+    // on the node; NodeRestriction then wants the token bound to such a pod.
+    let admin = sandbox.client();
+    admin
+        .api::<ServiceAccount>(Some("default"))
+        .create(&serde_json::from_value(json!({"metadata": {"name": "sa"}})).unwrap())
+        .await
+        .unwrap();
+    let pods = admin.api::<Pod>(Some("default"));
+    let mut uids = Vec::new();
+    for (name, on) in [("here", node.as_str()), ("there", "elsewhere")] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"nodeName": on, "serviceAccountName": "sa",
+                     "containers": [{"name": "c", "image": "busybox"}]}}))
+        .unwrap();
+        uids.push(pods.create(&pod).await.unwrap().metadata.uid.unwrap());
+    }
+    let accounts = own.api::<ServiceAccount>(Some("default"));
+    let request = |bound: serde_json::Value| {
+        json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest", "spec": {"boundObjectRef": bound}})
+    };
+    let refused = [
+        (json!(null), "node requested token not bound to a pod"),
+        (
+            json!({"apiVersion": "v1", "kind": "Pod", "name": "there", "uid": uids[1]}),
+            "node requested token bound to a pod scheduled on a different node",
+        ),
+    ];
+    for (bound, reason) in refused {
+        let err = accounts
+            .create_subresource("sa", "token", &request(bound))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(403), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("serviceaccounts \"sa\" is forbidden: {reason}")),
+            "{err}"
+        );
+    }
+    let bound = json!({"apiVersion": "v1", "kind": "Pod", "name": "here", "uid": uids[0]});
+    let issued = accounts
+        .create_subresource("sa", "token", &request(bound))
+        .await
+        .unwrap();
+    assert!(issued["status"]["token"]
+        .as_str()
+        .is_some_and(|t| !t.is_empty()));
     sandbox.stop().await;
 }

@@ -9,8 +9,8 @@
 //! pods/log, no secrets; edit: write configmaps, read secrets; public-info-viewer: /healthz for
 //! everyone; discovery only for authenticated users) — never computed by the server's evaluator.
 //! Then the token lifecycle (a pod-bound token stops working when its pod is deleted), bad input
-//! (wrong or truncated tokens, `alg: none`, a certificate of another CA, huge headers, a stalled
-//! handshake) and kubectl (`whoami`, `can-i`, `--as`, `create token`).
+//! (wrong or truncated tokens, `alg: none`, a certificate of another CA or without a CN, huge
+//! headers, a stalled handshake) and kubectl (`whoami`, `can-i`, `--as`, `create token`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -565,6 +565,61 @@ async fn bad_credentials_are_401_and_a_bound_token_dies_with_its_pod() {
         async move { (f.await.0 == 401).then_some(()) }
     })
     .await;
+    sandbox.stop().await;
+}
+
+/// A client certificate of the cluster's CA whose CN is empty names nobody (upstream's
+/// `CommonNameUserConversion` answers "not authenticated", not an error): the request goes on to
+/// the token authenticator, and without a token it is anonymous. The certificate's O (here
+/// `system:masters`) is never taken.
+#[tokio::test]
+async fn a_client_certificate_without_a_common_name_authenticates_nobody() {
+    let sandbox = minik8s::Sandbox::builder()
+        .in_memory()
+        .secure()
+        .without_controllers()
+        .start()
+        .await
+        .unwrap();
+    let admin = Http::from_kubeconfig(sandbox.kubeconfig_path());
+    let (_, path) = sandbox.add_user("", &["system:masters"]).unwrap();
+    let mut unnamed = Http::from_kubeconfig(&path);
+    let (code, body) = unnamed.send("GET", "/version", None).await;
+    assert_eq!(code, 200, "anonymous may read /version: {body}");
+    let (code, status) = unnamed.send("GET", "/api/v1/namespaces", None).await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        r#"namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces" in API group "" at the cluster scope"#
+    );
+    // With a token as well, the token says who it is.
+    create(
+        &admin,
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"metadata": {"name": "sa"}}),
+    )
+    .await;
+    let (code, tr) = admin
+        .send(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/sa/token",
+            Some(json!({"spec": {}})),
+        )
+        .await;
+    assert_eq!(code, 201, "{tr}");
+    unnamed.token = Some(tr["status"]["token"].as_str().unwrap().to_string());
+    let (code, review) = unnamed
+        .send(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})),
+        )
+        .await;
+    assert_eq!(code, 201, "{review}");
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:sa"
+    );
     sandbox.stop().await;
 }
 

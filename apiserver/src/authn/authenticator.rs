@@ -240,6 +240,8 @@ fn certificate_step(peer: Option<&PeerCertificate>) -> Step {
             groups: groups.clone(),
             ..Default::default()
         }),
+        // `CommonNameUserConversion`: an empty CN is "not authenticated", not an error.
+        Some(PeerCertificate::Unnamed) => Step::Skip,
         Some(PeerCertificate::Rejected(why)) => Step::Failed(why.clone()),
     }
 }

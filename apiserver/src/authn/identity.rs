@@ -6,14 +6,16 @@
 //! admin kubeconfig authenticates as. On both, a request that impersonates (`kubectl --as`, the
 //! `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` headers) acts as the impersonated user, built as
 //! upstream's impersonation filter builds it ([`UserInfo::impersonated`]): a service-account
-//! name gets the service-account groups, and every non-anonymous user gets
-//! `system:authenticated`. Only a secure server checks that the impersonation is allowed
+//! name gets the service-account groups, every non-anonymous user gets `system:authenticated`
+//! and `system:anonymous` gets `system:unauthenticated`. Only a secure server checks that the impersonation is allowed
 //! ([`super::impersonation`]); without authentication the admin may impersonate anyone.
 
 use std::collections::BTreeMap;
 
 use axum::http::HeaderMap;
 use serde_json::{json, Map, Value};
+
+use super::authenticator::{ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 
 /// The identity of every request that does not impersonate.
 pub const ADMIN_USER: &str = "system:admin";
@@ -89,11 +91,15 @@ impl UserInfo {
             }
         }
         groups.extend(requested_groups);
-        let has_auth_group = groups
-            .iter()
-            .any(|g| g == "system:authenticated" || g == "system:unauthenticated");
-        if username != "system:anonymous" && !has_auth_group {
-            groups.push("system:authenticated".to_string());
+        // `system:authenticated` for anybody but `system:anonymous`, unless either
+        // authentication group is already there; `system:unauthenticated` for `system:anonymous`.
+        let has = |g: &str| groups.iter().any(|x| x == g);
+        if username == ANONYMOUS {
+            if !has(UNAUTHENTICATED) {
+                groups.push(UNAUTHENTICATED.to_string());
+            }
+        } else if !has(AUTHENTICATED) && !has(UNAUTHENTICATED) {
+            groups.push(AUTHENTICATED.to_string());
         }
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, value) in headers {
@@ -191,5 +197,39 @@ mod tests {
         let jane = UserInfo::of_request(&h);
         assert_eq!(jane.groups, vec!["devs", "system:authenticated"]);
         assert_eq!(jane.extra["scopes/a"], vec!["x"]);
+    }
+
+    #[test]
+    fn impersonating_anonymous_adds_system_unauthenticated() {
+        let mut h = HeaderMap::new();
+        h.insert("Impersonate-User", "system:anonymous".parse().unwrap());
+        let anon = UserInfo::of_request(&h);
+        assert_eq!(anon.username, "system:anonymous");
+        assert_eq!(anon.groups, vec!["system:unauthenticated"]);
+        // With groups requested, the group is added after them, once.
+        h.append("Impersonate-Group", "devs".parse().unwrap());
+        assert_eq!(
+            UserInfo::of_request(&h).groups,
+            vec!["devs", "system:unauthenticated"]
+        );
+        h.append(
+            "Impersonate-Group",
+            "system:unauthenticated".parse().unwrap(),
+        );
+        assert_eq!(
+            UserInfo::of_request(&h).groups,
+            vec!["devs", "system:unauthenticated"]
+        );
+        // Another user asking for system:unauthenticated does not also get system:authenticated.
+        let mut h = HeaderMap::new();
+        h.insert("Impersonate-User", "jane".parse().unwrap());
+        h.append(
+            "Impersonate-Group",
+            "system:unauthenticated".parse().unwrap(),
+        );
+        assert_eq!(
+            UserInfo::of_request(&h).groups,
+            vec!["system:unauthenticated"]
+        );
     }
 }

@@ -6,12 +6,12 @@
 //! `serviceaccounts` in its namespace, each group on `groups`, each extra value on
 //! `userextras/<key>` and the uid on `uids` (both in `authentication.k8s.io`). The first refusal
 //! is a 403 with the refused check's attributes; groups, extras or a uid without a user are a
-//! 400. The impersonated user gets the service-account groups of a service account and
-//! `system:authenticated` (or `system:unauthenticated` for `system:anonymous`).
+//! 400. The impersonated user is built by [`UserInfo::impersonated`]: the service-account groups
+//! of a service account and `system:authenticated` (or `system:unauthenticated` for
+//! `system:anonymous`).
 
 use axum::http::HeaderMap;
 
-use super::authenticator::{ANONYMOUS, UNAUTHENTICATED};
 use super::identity::UserInfo;
 use crate::authz::{self, Attributes};
 use crate::error::ApiError;
@@ -96,9 +96,5 @@ pub fn impersonate(
             acting_as(&actor, AUTHENTICATION_GROUP, "uids", &target.uid),
         )?;
     }
-    let mut user = target;
-    if user.username == ANONYMOUS && !user.in_group(UNAUTHENTICATED) {
-        user.groups.push(UNAUTHENTICATED.to_string());
-    }
-    Ok(user)
+    Ok(target)
 }

@@ -11,8 +11,10 @@
 
 pub mod filter;
 pub mod node;
+pub mod policy_cache;
 pub mod rbac;
 pub mod request_info;
+pub mod rule_resolver;
 
 pub use rbac::{Attributes, Decision, Rule};
 
@@ -117,7 +119,7 @@ pub fn rules_for(
     }
     let mut errors = Vec::new();
     // Upstream's Node authorizer does not enumerate a node's rules: the list is incomplete.
-    if user.username.starts_with("system:node:") && user.in_group(node::NODES_GROUP) {
+    if node::node_identity(user).is_some() {
         errors.push("node authorizer does not support user rule resolution".to_string());
     }
     let (more, rbac_errors) = rbac::rules_for(objects, user, namespace);

@@ -18,16 +18,19 @@
 use serde_json::Value;
 
 use super::rbac::{Attributes, Decision, Rule};
+use crate::authn::UserInfo;
 use crate::registry::Objects;
 
 /// `user.NodesGroup`.
 pub const NODES_GROUP: &str = "system:nodes";
 const NODE_PREFIX: &str = "system:node:";
 
-/// The node a user is (`NodeIdentity`): named `system:node:<name>` and in `system:nodes`.
-pub fn node_identity(a: &Attributes) -> Option<&str> {
-    let name = a.user.username.strip_prefix(NODE_PREFIX)?;
-    a.user.in_group(NODES_GROUP).then_some(name)
+/// The node a user is (`nodeidentifier.NodeIdentity`): named `system:node:<name>` AND in
+/// `system:nodes`, both required. The one definition the Node authorizer and NodeRestriction
+/// share; `Some("")` for the bare prefix (a node, but not which one).
+pub fn node_identity(user: &UserInfo) -> Option<&str> {
+    let name = user.username.strip_prefix(NODE_PREFIX)?;
+    user.in_group(NODES_GROUP).then_some(name)
 }
 
 fn deny(reason: String) -> Decision {
@@ -46,7 +49,7 @@ fn allow() -> Decision {
 
 /// The decision for a node's request; `None` when `a` is not a node's (no opinion).
 pub fn authorize(objects: &dyn Objects, a: &Attributes) -> Option<Decision> {
-    let node = node_identity(a)?;
+    let node = node_identity(&a.user)?;
     if node.is_empty() {
         return Some(deny("unknown node".to_string()));
     }
@@ -215,7 +218,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::authn::UserInfo;
 
     struct Pods(Vec<Arc<Value>>);
 

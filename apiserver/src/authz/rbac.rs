@@ -6,14 +6,17 @@
 //! rules of the ClusterRoles its selectors match (what the clusterrole-aggregation controller
 //! writes into it), so a role aggregated after start-up counts at once.
 //!
-//! Reads go through [`Objects`] (the watch cache); nothing here writes.
+//! The bindings that apply to a user come from a [`RuleResolver`]: the server's, compiled from
+//! the watch cache and kept current ([`super::policy_cache`]), or one compiled from an
+//! [`Objects`] view on the spot. Nothing here writes.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::rule_resolver::RuleResolver;
 use crate::authn::identity::UserInfo;
 use crate::registry::Objects;
-
-const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// What a request does (`authorizer.Attributes`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,15 +96,18 @@ impl Rule {
         if !has(&self.api_groups, &a.api_group) {
             return false;
         }
-        let combined = if a.subresource.is_empty() {
-            a.resource.clone()
-        } else {
-            format!("{}/{}", a.resource, a.subresource)
-        };
+        // `resource` or `resource/subresource`, `*`, or `*/subresource`: compared in place.
         let resource_ok = self.resources.iter().any(|r| {
-            r == "*"
-                || *r == combined
-                || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
+            if r == "*" {
+                return true;
+            }
+            if a.subresource.is_empty() {
+                return *r == a.resource;
+            }
+            let Some((resource, sub)) = r.split_once('/') else {
+                return false;
+            };
+            sub == a.subresource && (resource == a.resource || resource == "*")
         });
         resource_ok && (self.resource_names.is_empty() || self.resource_names.contains(&a.name))
     }
@@ -117,218 +123,34 @@ pub struct Decision {
     pub reason: String,
 }
 
-/// Whether `subject` of a binding in `namespace` ("" for a ClusterRoleBinding) names `user`
-/// (`appliesToUser`).
-fn applies_to(user: &UserInfo, subject: &Value, namespace: &str) -> bool {
-    let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or("");
-    match s("kind") {
-        "User" => user.username == s("name"),
-        "Group" => user.in_group(s("name")),
-        "ServiceAccount" => {
-            let ns = if s("namespace").is_empty() {
-                namespace
-            } else {
-                s("namespace")
-            };
-            !ns.is_empty()
-                && user.username == crate::authn::token::service_account_username(ns, s("name"))
-        }
-        _ => false,
-    }
-}
-
-/// `describeSubject`: `User "alice"`, `Group "g"`, `ServiceAccount "name/namespace"`.
-fn describe_subject(subject: &Value, namespace: &str) -> String {
-    let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or("");
-    match s("kind") {
-        "ServiceAccount" => {
-            let ns = if s("namespace").is_empty() {
-                namespace
-            } else {
-                s("namespace")
-            };
-            format!("ServiceAccount \"{}/{}\"", s("name"), ns)
-        }
-        kind => format!("{kind} {}", api::validation::go_quote(s("name"))),
-    }
-}
-
-/// Whether a label selector (JSON) matches `labels`; an invalid selector matches nothing (the
-/// aggregation controller skips it).
-fn labels_match(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
-    let labels: std::collections::BTreeMap<String, String> = labels
-        .iter()
-        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-        .collect();
-    api::labels::from_label_selector_json(selector).is_ok_and(|s| s.matches(&labels))
-}
-
-/// The rules of a ClusterRole: its own, or with an aggregation rule those of every ClusterRole
-/// its selectors pick (transitively; each role once).
-fn cluster_role_rules(objects: &dyn Objects, role: &Value) -> Vec<Rule> {
-    let mut out: Vec<Rule> = Vec::new();
-    let mut seen: Vec<String> = Vec::new();
-    let mut stack = vec![role.clone()];
-    let all = objects.list(RBAC, "clusterroles");
-    // Bounded: every role is expanded at most once.
-    while let Some(r) = stack.pop() {
-        let name = api::meta::name(&r).unwrap_or("").to_string();
-        if seen.contains(&name) {
-            continue;
-        }
-        seen.push(name);
-        let selectors = r
-            .pointer("/aggregationRule/clusterRoleSelectors")
-            .and_then(Value::as_array);
-        match selectors {
-            Some(sels) if !sels.is_empty() => {
-                for other in &all {
-                    let empty = serde_json::Map::new();
-                    let labels = other
-                        .pointer("/metadata/labels")
-                        .and_then(Value::as_object)
-                        .unwrap_or(&empty);
-                    if sels.iter().any(|s| labels_match(s, labels)) {
-                        stack.push(Value::clone(other));
-                    }
-                }
-            }
-            _ => {
-                for rule in r
-                    .get("rules")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let rule = Rule::from_json(rule);
-                    if !out.contains(&rule) {
-                        out.push(rule);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The rules of a binding's roleRef, or the error upstream reports for a missing role.
-fn role_ref_rules(
-    objects: &dyn Objects,
-    binding: &Value,
-    namespace: &str,
-) -> Result<Vec<Rule>, String> {
-    let kind = binding
-        .pointer("/roleRef/kind")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = binding
-        .pointer("/roleRef/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    match kind {
-        "ClusterRole" => objects
-            .get(RBAC, "clusterroles", None, name)
-            .map(|r| cluster_role_rules(objects, &r))
-            .ok_or_else(|| format!("clusterrole.rbac.authorization.k8s.io \"{name}\" not found")),
-        "Role" => objects
-            .get(RBAC, "roles", Some(namespace), name)
-            .map(|r| {
-                r.get("rules")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(Rule::from_json)
-                    .collect()
-            })
-            .ok_or_else(|| format!("role.rbac.authorization.k8s.io \"{name}\" not found")),
-        other => Err(format!("unsupported role reference kind: {other:?}")),
-    }
-}
-
-/// One binding that applies to the user: how to describe it, and its role's rules.
-struct Applied {
-    description: String,
-    rules: Result<Vec<Rule>, String>,
-}
-
-/// Every binding that applies to `user` in `namespace` ("" = cluster bindings only): the
-/// ClusterRoleBindings first, then the namespace's RoleBindings (`VisitRulesFor`).
-fn applied(objects: &dyn Objects, user: &UserInfo, namespace: &str) -> Vec<Applied> {
-    let mut out = Vec::new();
-    for b in objects.list(RBAC, "clusterrolebindings") {
-        let subjects = b.get("subjects").and_then(Value::as_array);
-        let Some(subject) = subjects
-            .into_iter()
-            .flatten()
-            .find(|s| applies_to(user, s, ""))
-        else {
-            continue;
-        };
-        let role = b
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        out.push(Applied {
-            description: format!(
-                "ClusterRoleBinding {} of ClusterRole {} to {}",
-                api::validation::go_quote(api::meta::name(&b).unwrap_or("")),
-                api::validation::go_quote(role),
-                describe_subject(subject, "")
-            ),
-            rules: role_ref_rules(objects, &b, ""),
-        });
-    }
-    if namespace.is_empty() {
-        return out;
-    }
-    for b in objects.list(RBAC, "rolebindings") {
-        if api::meta::namespace(&b) != Some(namespace) {
-            continue;
-        }
-        let subjects = b.get("subjects").and_then(Value::as_array);
-        let Some(subject) = subjects
-            .into_iter()
-            .flatten()
-            .find(|s| applies_to(user, s, namespace))
-        else {
-            continue;
-        };
-        let kind = b
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let role = b
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        out.push(Applied {
-            description: format!(
-                "RoleBinding \"{}/{namespace}\" of {kind} {} to {}",
-                api::meta::name(&b).unwrap_or(""),
-                api::validation::go_quote(role),
-                describe_subject(subject, namespace)
-            ),
-            rules: role_ref_rules(objects, &b, namespace),
-        });
-    }
-    out
+/// The resolver for `objects`: a server's, kept current ([`super::policy_cache`]), or one
+/// compiled from what `objects` holds now.
+fn resolver(objects: &dyn Objects) -> Arc<RuleResolver> {
+    objects
+        .rule_resolver()
+        .unwrap_or_else(|| Arc::new(RuleResolver::from_objects(objects)))
 }
 
 /// `RBACAuthorizer.Authorize`.
 pub fn authorize(objects: &dyn Objects, a: &Attributes) -> Decision {
-    let mut errors = Vec::new();
-    for b in applied(objects, &a.user, &a.namespace) {
-        match b.rules {
-            Ok(rules) => {
-                if rules.iter().any(|r| r.allows(a)) {
-                    return Decision {
-                        allowed: true,
-                        reason: format!("RBAC: allowed by {}", b.description),
-                    };
-                }
-            }
-            Err(e) => errors.push(e),
+    let mut errors: Vec<String> = Vec::new();
+    let mut allowed_by = None;
+    resolver(objects).visit(&a.user, &a.namespace, |b| match b.rules {
+        Ok(rules) if rules.iter().any(|r| r.allows(a)) => {
+            allowed_by = Some(b.description());
+            false
         }
+        Ok(_) => true,
+        Err(e) => {
+            errors.push(e.clone());
+            true
+        }
+    });
+    if let Some(by) = allowed_by {
+        return Decision {
+            allowed: true,
+            reason: format!("RBAC: allowed by {by}"),
+        };
     }
     let reason = match errors.len() {
         0 => String::new(),
@@ -350,12 +172,13 @@ pub fn rules_for(
 ) -> (Vec<Rule>, Vec<String>) {
     let mut rules = Vec::new();
     let mut errors = Vec::new();
-    for b in applied(objects, user, namespace) {
+    resolver(objects).visit(user, namespace, |b| {
         match b.rules {
-            Ok(r) => rules.extend(r),
-            Err(e) => errors.push(e),
+            Ok(r) => rules.extend(r.iter().cloned()),
+            Err(e) => errors.push(e.clone()),
         }
-    }
+        true
+    });
     (rules, errors)
 }
 
@@ -367,6 +190,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    const RBAC: &str = "rbac.authorization.k8s.io";
 
     /// The bootstrap policy as the objects view.
     struct Policy(Vec<(String, Arc<Value>)>);

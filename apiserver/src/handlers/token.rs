@@ -123,27 +123,6 @@ async fn bind(ctx: &Ctx, name: &str, namespace: &str, r: &Value) -> Result<Bindi
     Ok(binding)
 }
 
-/// NodeRestriction on a kubelet's TokenRequest: bound to a pod of its own.
-fn restrict_node(ctx: &Ctx, namespace: &str, name: &str, req: &Value) -> Result<()> {
-    use crate::admission::node_restriction::{admit, node_of, NodeOperation, NodeRequest};
-    if !ctx.state.admission.node_restriction() || node_of(&ctx.user).is_none() {
-        return Ok(());
-    }
-    let request = NodeRequest {
-        user: &ctx.user,
-        operation: NodeOperation::Create,
-        group: "",
-        resource: "serviceaccounts",
-        subresource: "token",
-        namespace,
-        name,
-        object: Some(req),
-        old: None,
-    };
-    let objects = crate::registry::store::CachedObjects::new(&ctx.state);
-    admit(&request, &objects).map_err(|refusal| refusal.into_error("serviceaccounts", name))
-}
-
 /// POST `serviceaccounts/<name>/token`: a TokenRequest answered with a signed token.
 pub async fn token_request(ctx: Ctx, body: Body) -> Result<Response> {
     let name = ctx.target.require_name()?.to_string();
@@ -214,7 +193,15 @@ pub async fn token_request(ctx: Ctx, body: Body) -> Result<Response> {
     if !errs.is_empty() {
         return Err(api::status::invalid(GK, "", &errs).into());
     }
-    restrict_node(&ctx, &namespace, &name, &req)?;
+    // NodeRestriction: a kubelet's token is bound to a pod of its own.
+    ctx.store().restrict_node(
+        crate::admission::node_restriction::NodeOperation::Create,
+        Some(&req),
+        None,
+        "token",
+        &name,
+        Some(&ctx.user),
+    )?;
     let sa = get_core(&ctx, "serviceaccounts", Some(&namespace), &name).await?;
     let bound = req
         .pointer("/spec/boundObjectRef")

@@ -36,6 +36,10 @@ pub enum PeerCertificate {
         /// The Os.
         groups: Vec<String>,
     },
+    /// A certificate of the cluster CA, valid now, whose CN is empty: it names nobody, so the
+    /// x509 authenticator has no opinion (`CommonNameUserConversion`) and the request goes on to
+    /// the next authenticator, or is anonymous.
+    Unnamed,
     /// A certificate that does not verify; the reason is logged, never sent.
     Rejected(String),
 }
@@ -126,7 +130,8 @@ pub fn server_config(
 }
 
 /// Verifies the end-entity certificate a client presented against the CA (`ca_der`): signed
-/// by it, valid at `now` (Unix seconds), usable for client authentication, naming a user.
+/// by it, valid at `now` (Unix seconds), usable for client authentication; then the user it
+/// names, if any.
 pub fn verify_client(ca_der: &[u8], cert_der: &[u8], now: i64) -> PeerCertificate {
     let rejected = |why: &str| PeerCertificate::Rejected(why.to_string());
     let Ok((_, ca)) = x509_parser::certificate::X509Certificate::from_der(ca_der) else {
@@ -153,7 +158,7 @@ pub fn verify_client(ca_der: &[u8], cert_der: &[u8], now: i64) -> PeerCertificat
     }
     match crate::authn::pki::user_of(cert_der) {
         Some((user, groups)) => PeerCertificate::Verified { user, groups },
-        None => rejected("x509: certificate has no common name"),
+        None => PeerCertificate::Unnamed,
     }
 }
 
@@ -278,6 +283,13 @@ mod tests {
             verify_client(&ca, &serving, now()),
             PeerCertificate::Rejected(_)
         ));
+        // Verified, but with an empty CN: nobody.
+        let unnamed = pki::client(&creds, "", &["devs".to_string()]).unwrap();
+        let unnamed = der_of(&unnamed.cert_pem, "cert").unwrap();
+        assert_eq!(
+            verify_client(&ca, &unnamed, now()),
+            PeerCertificate::Unnamed
+        );
         // Expired: a year and a day later.
         assert!(matches!(
             verify_client(&ca, &mine, now() + 366 * 86400),

@@ -91,6 +91,13 @@ impl Request {
     }
 }
 
+/// Idle connections kept to the server. This client speaks HTTP/1.1, one connection per
+/// request in flight; a bound below a client's bursts (a controller's 500 creates, a node's
+/// status writes for all its pods) closed connections after each burst and opened them again
+/// for the next, which over TLS is a full handshake each time (client-go multiplexes on one
+/// HTTP/2 connection instead). Idle ones close after the pool's idle timeout (90 s).
+const MAX_IDLE_CONNECTIONS: usize = 1024;
+
 impl Client {
     /// Builds the connection pool. Fails on an unparsable server URL or CA bundle.
     pub fn new(cfg: Config) -> Result<Self> {
@@ -104,7 +111,7 @@ impl Client {
         }
         let mut b = reqwest::Client::builder()
             .user_agent(cfg.user_agent.clone())
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .tcp_nodelay(true)
             // As kube-rs: an apiserver never redirects, and following cost a URL formatted per
             // request.

@@ -30,8 +30,6 @@ use crate::registry::{Forbidden, Objects};
 /// `NodeRestriction`.
 pub const NODE_RESTRICTION: &str = "NodeRestriction";
 
-const NODE_USER_PREFIX: &str = "system:node:";
-const NODES_GROUP: &str = "system:nodes";
 /// `api.MirrorPodAnnotationKey`.
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// `v1.LabelNamespaceNodeRestriction`.
@@ -88,13 +86,11 @@ pub struct NodeRequest<'a> {
     pub old: Option<&'a Value>,
 }
 
-/// The node `user` is (`nodeidentifier.NodeIdentity`): `Some("")` for a member of
-/// `system:nodes` whose name does not say which node.
+/// The node `user` is (`nodeidentifier.NodeIdentity`): a user named `system:node:<name>` in
+/// `system:nodes` is node `<name>` (`Some("")` for the bare prefix, which names no node);
+/// anybody else, including another member of `system:nodes`, is not a node.
 pub fn node_of(user: &UserInfo) -> Option<&str> {
-    if !user.in_group(NODES_GROUP) {
-        return None;
-    }
-    Some(user.username.strip_prefix(NODE_USER_PREFIX).unwrap_or(""))
+    crate::authz::node::node_identity(user)
 }
 
 /// Why NodeRestriction refuses a request.

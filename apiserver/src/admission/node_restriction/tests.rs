@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::authz::node::NODES_GROUP;
 
 /// Pods and nodes by name, as the watch cache would serve them.
 struct Cache(Vec<Value>);
@@ -121,16 +122,25 @@ fn other_users_and_resources_pass() {
 }
 
 #[test]
-fn a_member_of_system_nodes_without_a_node_name_is_refused() {
-    let user = UserInfo {
+fn a_node_is_named_system_node_and_in_system_nodes() {
+    // As upstream's `NodeIdentity`: the group without the `system:node:` name is not a node.
+    let bob = UserInfo {
         username: "bob".into(),
         groups: vec![NODES_GROUP.into()],
         ..Default::default()
     };
+    assert_eq!(node_of(&bob), None);
+    let mut r = req(NodeOperation::Update, "", "nodes");
+    r.name = "n2";
+    assert_eq!(decide_as(&bob, &r), Ok(()));
+    assert_eq!(node_of(&node_user("n1")), Some("n1"));
+    // The bare prefix is a node whose name is unknown: refused.
+    let nameless = node_user("");
+    assert_eq!(node_of(&nameless), Some(""));
     let r = req(NodeOperation::Delete, "", "configmaps");
     assert_eq!(
-        decide_as(&user, &r),
-        Err("could not determine node from user \"bob\"".into())
+        decide_as(&nameless, &r),
+        Err("could not determine node from user \"system:node:\"".into())
     );
 }
 

@@ -22,16 +22,14 @@ use parking_lot::Mutex;
 use crate::authn::UserInfo;
 use crate::authz;
 use crate::registry::store::CachedObjects;
-use crate::registry::ResourceRegistry;
-use crate::watch_cache::WatchCache;
+use crate::state::AppState;
 
 /// How many distinct questions one request keeps answers to; later ones are asked each time.
 const MAX_REMEMBERED: usize = 64;
 
 /// The authorizer for one request.
 pub struct RequestAuthorizer {
-    cache: Arc<WatchCache>,
-    resources: Arc<ResourceRegistry>,
+    state: AppState,
     user: UserInfo,
     /// A secure server: decisions are enforced. Otherwise everything is allowed.
     authorizes: bool,
@@ -43,15 +41,13 @@ pub struct RequestAuthorizer {
 impl RequestAuthorizer {
     /// The `authorizer` value of a request by `user` for `request`.
     pub fn value(
-        cache: Arc<WatchCache>,
-        resources: Arc<ResourceRegistry>,
+        state: AppState,
         user: &UserInfo,
         authorizes: bool,
         request: RequestResource,
     ) -> AuthorizerVal {
         let backend = RequestAuthorizer {
-            cache,
-            resources,
+            state,
             user: user.clone(),
             authorizes,
             answered: Mutex::new(HashMap::new()),
@@ -107,7 +103,7 @@ impl RequestAuthorizer {
                 ..Default::default()
             },
         };
-        let objects = CachedObjects::over(&self.cache, &self.resources);
+        let objects = CachedObjects::new(&self.state);
         let d = authz::authorize(&objects, &attrs);
         Answer {
             allowed: d.allowed,

@@ -36,20 +36,17 @@ use crate::watch_cache::{ListAt, SnapshotOutcome};
 pub struct CachedObjects<'a> {
     cache: &'a crate::watch_cache::WatchCache,
     resources: &'a crate::registry::ResourceRegistry,
+    rbac: &'a crate::authz::policy_cache::PolicyCache,
 }
 
 impl<'a> CachedObjects<'a> {
     /// The view over `state`'s cache.
     pub fn new(state: &'a AppState) -> Self {
-        Self::over(&state.cache, &state.resources)
-    }
-
-    /// The view over `cache`, with the resources `resources` serves.
-    pub fn over(
-        cache: &'a crate::watch_cache::WatchCache,
-        resources: &'a crate::registry::ResourceRegistry,
-    ) -> Self {
-        CachedObjects { cache, resources }
+        CachedObjects {
+            cache: &state.cache,
+            resources: &state.resources,
+            rbac: &state.rbac,
+        }
     }
 
     fn info(&self, group: &str, plural: &str) -> Option<api::ResourceInfo> {
@@ -101,6 +98,10 @@ impl Objects for CachedObjects<'_> {
     ) -> Option<Arc<Value>> {
         let info = self.info(group, plural)?;
         self.cache.get(&object_key(&info, namespace, name))
+    }
+
+    fn rule_resolver(&self) -> Option<Arc<crate::authz::rule_resolver::RuleResolver>> {
+        Some(self.rbac.current(self.cache))
     }
 }
 
@@ -387,8 +388,7 @@ impl Store<'_> {
                 name: req.name.to_string(),
             };
             crate::admission::policy::authorizer::RequestAuthorizer::value(
-                self.state.cache.clone(),
-                self.state.resources.clone(),
+                self.state.clone(),
                 req.user,
                 self.state.security.is_some(),
                 request,

@@ -400,6 +400,12 @@ pub trait Objects {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<Value>>;
+
+    /// The RBAC objects compiled for authorization and kept current, when the view has them (a
+    /// server's); `None`: the authorizer compiles them from [`Objects::list`].
+    fn rule_resolver(&self) -> Option<Arc<crate::authz::rule_resolver::RuleResolver>> {
+        None
+    }
 }
 
 /// An admission refusal: its reason (`no PriorityClass with name foo was found`).
