@@ -232,16 +232,22 @@ fn token_step(state: &AppState, security: &Security, headers: &HeaderMap) -> Ste
     }
 }
 
-fn certificate_step(peer: Option<&PeerCertificate>) -> Step {
+/// The connection's client certificate at `now` (Unix seconds): verified at the handshake, its
+/// expiry checked again for each request (a long-lived connection outlives its certificate).
+fn certificate_step(peer: Option<&PeerCertificate>, now: i64) -> Step {
+    let expired = || Step::Failed("x509: certificate has expired or is not yet valid".to_string());
     match peer {
         None => Step::Skip,
-        Some(PeerCertificate::Verified { user, groups }) => Step::User(UserInfo {
+        Some(
+            PeerCertificate::Verified { not_after, .. } | PeerCertificate::Unnamed { not_after },
+        ) if now > *not_after => expired(),
+        Some(PeerCertificate::Verified { user, groups, .. }) => Step::User(UserInfo {
             username: user.clone(),
             groups: groups.clone(),
             ..Default::default()
         }),
         // `CommonNameUserConversion`: an empty CN is "not authenticated", not an error.
-        Some(PeerCertificate::Unnamed) => Step::Skip,
+        Some(PeerCertificate::Unnamed { .. }) => Step::Skip,
         Some(PeerCertificate::Rejected(why)) => Step::Failed(why.clone()),
     }
 }
@@ -272,7 +278,7 @@ pub fn authenticate(
 ) -> Option<UserInfo> {
     let mut failed = Vec::new();
     // Lazily: a request a certificate authenticates never pays for its token's validation.
-    let steps: [&dyn Fn() -> Step; 2] = [&|| certificate_step(peer), &|| {
+    let steps: [&dyn Fn() -> Step; 2] = [&|| certificate_step(peer, now()), &|| {
         token_step(state, security, headers)
     }];
     for step in steps {
@@ -388,5 +394,31 @@ mod tests {
         assert_eq!(u.groups, vec![AUTHENTICATED]);
         let anon = with_authenticated_group(anonymous());
         assert_eq!(anon.groups, vec![UNAUTHENTICATED]);
+    }
+
+    #[test]
+    fn a_connections_certificate_stops_authenticating_when_it_expires() {
+        let peer = PeerCertificate::Verified {
+            user: "alice".into(),
+            groups: vec![],
+            not_after: 1_000,
+        };
+        assert!(matches!(
+            certificate_step(Some(&peer), 1_000),
+            Step::User(u) if u.username == "alice"
+        ));
+        assert!(matches!(
+            certificate_step(Some(&peer), 1_001),
+            Step::Failed(why) if why.contains("expired")
+        ));
+        let unnamed = PeerCertificate::Unnamed { not_after: 1_000 };
+        assert!(matches!(
+            certificate_step(Some(&unnamed), 1_000),
+            Step::Skip
+        ));
+        assert!(matches!(
+            certificate_step(Some(&unnamed), 1_001),
+            Step::Failed(_)
+        ));
     }
 }

@@ -35,11 +35,17 @@ pub enum PeerCertificate {
         user: String,
         /// The Os.
         groups: Vec<String>,
+        /// Its `notAfter` (Unix seconds): checked again by every request of the connection, as
+        /// upstream verifies the chain per request.
+        not_after: i64,
     },
     /// A certificate of the cluster CA, valid now, whose CN is empty: it names nobody, so the
     /// x509 authenticator has no opinion (`CommonNameUserConversion`) and the request goes on to
     /// the next authenticator, or is anonymous.
-    Unnamed,
+    Unnamed {
+        /// Its `notAfter` (Unix seconds).
+        not_after: i64,
+    },
     /// A certificate that does not verify; the reason is logged, never sent.
     Rejected(String),
 }
@@ -156,9 +162,14 @@ pub fn verify_client(ca_der: &[u8], cert_der: &[u8], now: i64) -> PeerCertificat
     if !client_auth {
         return rejected("x509: certificate specifies an incompatible key usage");
     }
+    let not_after = validity.not_after.timestamp();
     match crate::authn::pki::user_of(cert_der) {
-        Some((user, groups)) => PeerCertificate::Verified { user, groups },
-        None => PeerCertificate::Unnamed,
+        Some((user, groups)) => PeerCertificate::Verified {
+            user,
+            groups,
+            not_after,
+        },
+        None => PeerCertificate::Unnamed { not_after },
     }
 }
 
@@ -259,13 +270,21 @@ mod tests {
         let ca = der_of(creds.ca_pem(), "ca").unwrap();
         let mine = pki::client(&creds, "alice", &["devs".to_string()]).unwrap();
         let mine = der_of(&mine.cert_pem, "cert").unwrap();
+        let verified = verify_client(&ca, &mine, now());
+        let PeerCertificate::Verified {
+            user,
+            groups,
+            not_after,
+        } = &verified
+        else {
+            panic!("{verified:?}");
+        };
         assert_eq!(
-            verify_client(&ca, &mine, now()),
-            PeerCertificate::Verified {
-                user: "alice".into(),
-                groups: vec!["devs".into()]
-            }
+            (user.as_str(), groups.as_slice()),
+            ("alice", &["devs".to_string()][..])
         );
+        // A year from now, give or take the test's second.
+        assert!((not_after - now() - 365 * 86400).abs() <= 5, "{not_after}");
         let foreign = pki::client(&other, "alice", &["system:masters".to_string()]).unwrap();
         let foreign = der_of(&foreign.cert_pem, "cert").unwrap();
         assert!(matches!(
@@ -286,10 +305,10 @@ mod tests {
         // Verified, but with an empty CN: nobody.
         let unnamed = pki::client(&creds, "", &["devs".to_string()]).unwrap();
         let unnamed = der_of(&unnamed.cert_pem, "cert").unwrap();
-        assert_eq!(
+        assert!(matches!(
             verify_client(&ca, &unnamed, now()),
-            PeerCertificate::Unnamed
-        );
+            PeerCertificate::Unnamed { .. }
+        ));
         // Expired: a year and a day later.
         assert!(matches!(
             verify_client(&ca, &mine, now() + 366 * 86400),
