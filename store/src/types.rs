@@ -101,6 +101,23 @@ pub struct ListOptions {
     pub revision: Option<Revision>,
 }
 
+impl ListOptions {
+    /// A list at `revision` that starts strictly after `key`: what the continue token of a page
+    /// ending at `key` asks for (a caller that keeps its own position, such as the apiserver
+    /// listing a resource it does not cache, resumes with it).
+    pub fn after_key(revision: Revision, key: &str, limit: Option<usize>) -> Self {
+        let token = crate::continue_token::ContinueToken {
+            revision,
+            after_key: key.to_owned(),
+        };
+        ListOptions {
+            limit,
+            continue_token: Some(token.encode()),
+            revision: None,
+        }
+    }
+}
+
 /// One page of a list: items in ascending key order, all as of `revision`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListPage {

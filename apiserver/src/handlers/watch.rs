@@ -394,7 +394,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     // is true. If this watcher fell behind the log, events after its end were
                     // lost to it: end the stream instead of sending a bookmark that would skip
                     // them.
-                    let seen = state.cache.dispatched();
+                    let seen = watch.rx.complete_through(&state.cache);
                     let mut chunk = Vec::new();
                     loop {
                         match watch.rx.try_recv() {

@@ -17,9 +17,14 @@
 //!   memory never grows with a slow reader.
 //! - **Closing.** Dropping the log's sender (relist, shutdown) ends every watcher once it has read
 //!   what was already appended.
+//!
+//! A watcher of a resource the cache does not hold ([`super::uncached`]) reads its own store watch
+//! instead, through the same interface: each event decoded for it, ended when the store watch ends
+//! (it fell behind its buffer, the store closed).
 
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use tokio::sync::broadcast;
 use tokio::sync::mpsc::error::TryRecvError;
 
@@ -42,27 +47,70 @@ pub(super) fn log(buffer: usize) -> Log {
 /// One watcher's reading position in its resource's log.
 #[derive(Debug)]
 pub struct LiveEvents {
-    rx: broadcast::Receiver<Arc<CacheEvent>>,
+    source: Source,
     /// Events at or before this revision were in the watcher's initial events.
     after: Revision,
     /// Fell behind or the log closed: nothing more is delivered.
     ended: bool,
 }
 
+/// Where a watcher's live events come from.
+#[derive(Debug)]
+enum Source {
+    /// Its resource's shared log.
+    Log(broadcast::Receiver<Arc<CacheEvent>>),
+    /// Its own store watch (a resource the cache does not hold).
+    Store(store::WatchStream),
+}
+
 impl LiveEvents {
     pub(super) fn new(log: &Log, after: Revision) -> Self {
         LiveEvents {
-            rx: log.subscribe(),
+            source: Source::Log(log.subscribe()),
             after,
             ended: false,
+        }
+    }
+
+    /// Live events read from `stream` (it delivers only events after its start).
+    pub(super) fn from_store(stream: store::WatchStream) -> Self {
+        LiveEvents {
+            source: Source::Store(stream),
+            after: 0,
+            ended: false,
+        }
+    }
+
+    /// The revision up to which this watcher will have seen every event of its resource once it
+    /// has read those queued now (what a bookmark may claim): the cache's
+    /// [`dispatched`](super::WatchCache::dispatched) revision for a reader of a shared log; for a
+    /// store watch nothing beyond the events it delivered (0), as its store watch may still be
+    /// behind the cache.
+    pub fn complete_through(&self, cache: &super::WatchCache) -> Revision {
+        match self.source {
+            Source::Log(_) => cache.dispatched(),
+            Source::Store(_) => 0,
         }
     }
 
     /// The next event; `None` once the watcher fell more than the log's length behind or the log
     /// closed (then for good). Cancel-safe.
     pub async fn recv(&mut self) -> Option<Arc<CacheEvent>> {
+        let rx = match &mut self.source {
+            Source::Log(rx) => rx,
+            Source::Store(stream) => {
+                while !self.ended {
+                    match store_item(stream.next().await) {
+                        Delivered::Event(ev) => return Some(ev),
+                        Delivered::Nothing => {}
+                        Delivered::End => self.ended = true,
+                    }
+                }
+                return None;
+            }
+        };
         while !self.ended {
-            match self.rx.recv().await {
+            match rx.recv().await {
                 Ok(ev) if ev.revision <= self.after => continue,
                 Ok(ev) => return Some(ev),
                 Err(
@@ -78,8 +126,25 @@ impl LiveEvents {
     /// The next event if one is there: `Empty` when none is yet, `Disconnected` once the watcher
     /// ended (as [`recv`](Self::recv) returning `None`).
     pub fn try_recv(&mut self) -> Result<Arc<CacheEvent>, TryRecvError> {
+        let rx = match &mut self.source {
+            Source::Log(rx) => rx,
+            Source::Store(stream) => {
+                while !self.ended {
+                    // `next` is cancel-safe: an item not ready now is read by a later call.
+                    let Some(item) = stream.next().now_or_never() else {
+                        return Err(TryRecvError::Empty);
+                    };
+                    match store_item(item) {
+                        Delivered::Event(ev) => return Ok(ev),
+                        Delivered::Nothing => {}
+                        Delivered::End => self.ended = true,
+                    }
+                }
+                return Err(TryRecvError::Disconnected);
+            }
+        };
         while !self.ended {
-            match self.rx.try_recv() {
+            match rx.try_recv() {
                 Ok(ev) if ev.revision <= self.after => continue,
                 Ok(ev) => return Ok(ev),
                 Err(broadcast::error::TryRecvError::Empty) => return Err(TryRecvError::Empty),
@@ -90,6 +155,32 @@ impl LiveEvents {
             }
         }
         Err(TryRecvError::Disconnected)
+    }
+}
+
+/// What one item of a store watch delivers to its watcher.
+enum Delivered {
+    Event(Arc<CacheEvent>),
+    /// A progress mark, or an event that does not decode (logged).
+    Nothing,
+    /// The store watch ended.
+    End,
+}
+
+fn store_item(item: Option<store::WatchItem>) -> Delivered {
+    match item {
+        Some(store::WatchItem::Event(ev)) => {
+            let (key, revision) = (ev.key.clone(), ev.revision);
+            match super::uncached::cache_event(ev) {
+                Some(ev) => Delivered::Event(Arc::new(ev)),
+                None => {
+                    tracing::warn!(%key, revision, "undecodable event skipped");
+                    Delivered::Nothing
+                }
+            }
+        }
+        Some(store::WatchItem::Progress(_)) => Delivered::Nothing,
+        Some(store::WatchItem::Closed(_)) | None => Delivered::End,
     }
 }
 

@@ -19,6 +19,8 @@
 //!   the writer) and shared by every watcher that sends it unchanged.
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
+//! - **Not every resource.** Events are not held, as upstream keeps no watch cache for them: their
+//!   lists and watches are served from the store ([`uncached`]).
 
 mod compact;
 #[cfg(test)]
@@ -27,6 +29,7 @@ mod handover;
 mod json;
 mod live;
 mod snapshot;
+mod uncached;
 
 pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
@@ -47,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
 pub use snapshot::{ListAt, Snapshot, SnapshotOutcome};
+pub use uncached::UNCACHED_RESOURCES;
 
 /// Root of every object key.
 pub const REGISTRY_ROOT: &str = "/registry/";
@@ -210,6 +214,10 @@ pub struct WatchCache {
     relists: AtomicU64,
     history: usize,
     buffer: usize,
+    /// The store: lists and watches of the resources not cached are served from it.
+    store: Arc<dyn Store>,
+    /// Prefixes (`/registry/<storage>/`) of the resources the cache does not hold.
+    uncached: Vec<String>,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -267,6 +275,8 @@ impl WatchCache {
             relists: AtomicU64::new(0),
             history: history.max(1),
             buffer: buffer.max(1),
+            store: store.clone(),
+            uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
         });
         let stream = cache.relist(store.as_ref()).await?;
         let feeder = cache.clone();
@@ -324,6 +334,9 @@ impl WatchCache {
                             let Some(prefix) = resource_prefix(&kv.key) else {
                                 continue;
                             };
+                            if !self.caches(prefix) {
+                                continue;
+                            }
                             let Some(v) = decode(&kv.value, kv.mod_revision) else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
                                 continue;
@@ -459,7 +472,9 @@ impl WatchCache {
             });
         let mut inner = self.inner.write();
         let base = inner.base;
-        if let Some(prefix) = prefix {
+        // An uncached resource's event only moves the revision on (its offer, taken above, is
+        // dropped).
+        if let Some(prefix) = prefix.filter(|p| self.caches(p)) {
             let res = inner
                 .resources
                 .entry(prefix.to_string())

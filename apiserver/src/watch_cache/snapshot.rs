@@ -213,6 +213,11 @@ pub(super) mod tests {
             relists: AtomicU64::new(0),
             history,
             buffer: 8,
+            store: Arc::new(
+                store::MemoryStore::new(store::StoreConfig::default())
+                    .unwrap_or_else(|e| panic!("memory store: {e}")),
+            ),
+            uncached: vec!["/registry/events/".to_string()],
         }
     }
 

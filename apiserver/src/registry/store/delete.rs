@@ -161,14 +161,29 @@ impl Store<'_> {
     ) -> Result<Vec<Deleted>> {
         let filter = self.filter(list)?;
         self.wait_consistent().await?;
-        let snapshot = match self.state.cache.list(
-            &self.resource_prefix(),
-            &self.collection_prefix(),
-            ListAt::Current,
-            None,
-            None,
-            &|o| filter.matches(o),
-        ) {
+        let cache = &self.state.cache;
+        let listed = if cache.caches(&self.resource_prefix()) {
+            cache.list(
+                &self.resource_prefix(),
+                &self.collection_prefix(),
+                ListAt::Current,
+                None,
+                None,
+                &|o| filter.matches(o),
+            )
+        } else {
+            cache
+                .list_uncached(
+                    &self.collection_prefix(),
+                    ListAt::Current,
+                    None,
+                    None,
+                    &|o| filter.matches(o),
+                    filter.is_everything(),
+                )
+                .await?
+        };
+        let snapshot = match listed {
             SnapshotOutcome::Listed(s) => s,
             _ => {
                 return Err(ApiError::internal(

@@ -56,6 +56,11 @@ impl Filter {
         })
     }
 
+    /// Whether every object passes (no selector).
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
     /// Whether `obj` passes both selectors.
     pub fn matches(&self, obj: &Value) -> bool {
         (self.labels.is_empty() || self.labels.matches(&api::meta::labels(obj)))
@@ -116,14 +121,28 @@ impl Store<'_> {
         };
         let limit = opts.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let cache = &self.state.cache;
-        let outcome = cache.list(
-            &self.resource_prefix(),
-            &self.collection_prefix(),
-            at,
-            start_after.as_deref(),
-            limit,
-            &|o| filter.matches(o),
-        );
+        let resource_prefix = self.resource_prefix();
+        let outcome = if cache.caches(&resource_prefix) {
+            cache.list(
+                &resource_prefix,
+                &self.collection_prefix(),
+                at,
+                start_after.as_deref(),
+                limit,
+                &|o| filter.matches(o),
+            )
+        } else {
+            cache
+                .list_uncached(
+                    &self.collection_prefix(),
+                    at,
+                    start_after.as_deref(),
+                    limit,
+                    &|o| filter.matches(o),
+                    filter.is_everything(),
+                )
+                .await?
+        };
         let snapshot = match outcome {
             SnapshotOutcome::Listed(s) => s,
             SnapshotOutcome::Expired { .. } if opts.continue_token.is_some() => {
@@ -186,7 +205,15 @@ impl Store<'_> {
                 WatchFrom::After(rv)
             }
         };
-        let start = self.state.cache.watch(&self.resource_prefix(), from);
+        let cache = &self.state.cache;
+        let resource_prefix = self.resource_prefix();
+        let start = if cache.caches(&resource_prefix) {
+            cache.watch(&resource_prefix, from)
+        } else {
+            cache
+                .watch_uncached(&self.collection_prefix(), from)
+                .await?
+        };
         Ok(WatchOpened { from, start })
     }
 }
