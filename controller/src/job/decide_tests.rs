@@ -168,6 +168,40 @@ fn pending_indexes_skip_done_failed_and_busy() {
 }
 
 #[test]
+fn pending_indexes_agree_with_a_plain_walk_and_never_walk_completions() {
+    let plain =
+        |count: usize, n: i32, done: &Intervals, failed: &Intervals, busy: &BTreeSet<i32>| {
+            (0..n)
+                .filter(|i| !done.has(*i) && !failed.has(*i) && !busy.contains(i))
+                .take(count)
+                .collect::<Vec<i32>>()
+        };
+    // Every set of done indexes below 8, against a few failed and busy sets.
+    for bits in 0u32..256 {
+        let done = Intervals::default().with((0..8).filter(|i| bits & (1 << i) != 0));
+        for failed in ["", "3", "1-2,6"] {
+            let failed = Intervals::parse(failed, 9);
+            for busy in [BTreeSet::new(), BTreeSet::from([0, 5, 8])] {
+                for count in [1, 3, 9] {
+                    assert_eq!(
+                        first_pending_indexes(count, 9, &done, Some(&failed), &busy),
+                        plain(count, 9, &done, &failed, &busy),
+                        "{done:?} {failed:?} {busy:?} {count}"
+                    );
+                }
+            }
+        }
+    }
+    // All but the last of 2^31 - 1 done, in one interval: found at once.
+    let n = i32::MAX;
+    let done = Intervals::parse(&format!("0-{}", n - 2), n);
+    assert_eq!(
+        first_pending_indexes(5, n, &done, None, &BTreeSet::new()),
+        vec![n - 1]
+    );
+}
+
+#[test]
 fn duplicate_and_invalid_index_pods_are_removed() {
     let pods = arcs(vec![
         indexed(pod("a", "Running"), 0),

@@ -21,7 +21,9 @@ pub fn active_indexes(pods: &[Arc<Pod>], completions: i32) -> BTreeSet<i32> {
 }
 
 /// The lowest `count` indexes that are neither done, failed, nor held by a pod in `busy`
-/// (`firstPendingIndexes`).
+/// (`firstPendingIndexes`). It hops over whole intervals of done and failed indexes, as
+/// upstream walks them, so its cost is in the intervals, the busy pods and `count`, never in
+/// `completions`.
 pub fn first_pending_indexes(
     count: usize,
     completions: i32,
@@ -29,10 +31,24 @@ pub fn first_pending_indexes(
     failed: Option<&Intervals>,
     busy: &BTreeSet<i32>,
 ) -> Vec<i32> {
-    (0..completions.max(0))
-        .filter(|i| !succeeded.has(*i) && !failed.is_some_and(|f| f.has(*i)) && !busy.contains(i))
-        .take(count)
-        .collect()
+    let mut pending = Vec::new();
+    let mut ix = 0;
+    while pending.len() < count && ix < completions {
+        // Past every done or failed interval holding `ix`, until neither does.
+        let outside = failed.map_or_else(
+            || succeeded.next_outside(ix),
+            |f| f.next_outside(succeeded.next_outside(ix)),
+        );
+        if outside != ix {
+            ix = outside;
+            continue;
+        }
+        if !busy.contains(&ix) {
+            pending.push(ix);
+        }
+        ix = ix.saturating_add(1);
+    }
+    pending
 }
 
 /// Active pods of an Indexed Job that must go: those with no valid index, and all but one pod per

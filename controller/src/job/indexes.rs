@@ -57,9 +57,19 @@ impl Intervals {
         Self(out)
     }
 
-    /// Whether `ix` is in the set.
+    /// Whether `ix` is in the set (a binary search).
     pub fn has(&self, ix: i32) -> bool {
-        self.0.iter().any(|(a, b)| *a <= ix && ix <= *b)
+        self.next_outside(ix) != ix
+    }
+
+    /// The smallest index at or after `from` that is not in the set: `from` itself, or one past
+    /// the interval holding it (intervals are never adjacent, so that one is outside).
+    pub fn next_outside(&self, from: i32) -> i32 {
+        let starting_before = self.0.partition_point(|(a, _)| *a <= from);
+        match starting_before.checked_sub(1).and_then(|k| self.0.get(k)) {
+            Some((_, last)) if *last >= from => last.saturating_add(1),
+            _ => from,
+        }
     }
 
     /// How many indexes the set holds.
