@@ -35,9 +35,10 @@ use super::CacheEvent;
 /// The sending side of one resource's log.
 pub(super) type Log = broadcast::Sender<Arc<CacheEvent>>;
 
-/// The most events a log keeps, whatever the configuration asks: the channel allocates every slot
-/// up front (and panics past `usize::MAX / 2`); upstream's cacher buffers far fewer per watcher.
-const MAX_BUFFER: usize = 1 << 20;
+/// The most events a log keeps and a store watch of the cache buffers, whatever the configuration
+/// asks (the cache clamps its buffer to it): the channels allocate or count every slot and panic
+/// on huge capacities; upstream's cacher buffers far fewer per watcher.
+pub(super) const MAX_BUFFER: usize = 1 << 20;
 
 /// A new log keeping the last `buffer` events (1 to [`MAX_BUFFER`]).
 pub(super) fn log(buffer: usize) -> Log {

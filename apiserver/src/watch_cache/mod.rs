@@ -274,7 +274,7 @@ impl WatchCache {
             offers: Default::default(),
             relists: AtomicU64::new(0),
             history: history.max(1),
-            buffer: buffer.max(1),
+            buffer: buffer.clamp(1, live::MAX_BUFFER),
             store: store.clone(),
             uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
         });
