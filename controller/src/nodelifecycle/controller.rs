@@ -249,11 +249,16 @@ impl NodeLifecycleController {
             .as_ref()
             .and_then(|s| s.conditions.as_deref())
             .unwrap_or(&[]);
+        // The taint patch below is guarded by the version the conditions' write leaves, not the
+        // informer's from before it (which would always conflict after that write).
+        let mut resource_version = node.metadata.resource_version.clone();
         if cur_conditions != conditions {
             let patch = serde_json::json!({"status": {"conditions": conditions}});
-            api.patch_status(name, &Patch::Strategic(patch))
+            let written = api
+                .patch_status(name, &Patch::Strategic(patch))
                 .await
                 .map_err(|e| Error::api("update node conditions", e))?;
+            resource_version = written.metadata.resource_version;
         }
         let cur_taints = node
             .spec
@@ -262,7 +267,7 @@ impl NodeLifecycleController {
             .unwrap_or(&[]);
         if cur_taints != taints {
             let patch = serde_json::json!({
-                "metadata": {"resourceVersion": node.metadata.resource_version},
+                "metadata": {"resourceVersion": resource_version},
                 "spec": {"taints": taints},
             });
             api.patch(name, &Patch::Merge(patch))
