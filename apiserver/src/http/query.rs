@@ -189,7 +189,12 @@ impl ListOptions {
         let opts = ListOptions {
             label_selector: q.get("labelSelector").map(String::from),
             field_selector: q.get("fieldSelector").map(String::from),
-            limit: q.u64("limit")?.filter(|l| *l > 0),
+            // An int64 as upstream's parameter codec reads it: beyond it a 400, zero or
+            // negative no limit.
+            limit: q
+                .i64("limit")?
+                .and_then(|l| u64::try_from(l).ok())
+                .filter(|l| *l > 0),
             continue_token,
             resource_version,
             rv_match,
@@ -512,6 +517,13 @@ mod tests {
         );
         assert!(lo("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan").is_ok());
         assert_eq!(lo("limit=abc").err().map(|e| e.code()), Some(400));
+        // An int64: past it a 400 (never "no limit" further down), negative no limit.
+        assert_eq!(
+            lo("limit=9223372036854775808").err().map(|e| e.code()),
+            Some(400)
+        );
+        assert_eq!(lo("limit=-5").ok().map(|o| o.limit), Some(None));
+        assert_eq!(lo("limit=7").ok().map(|o| o.limit), Some(Some(7)));
         assert_eq!(lo("resourceVersion=x").err().map(|e| e.code()), Some(400));
         let o = lo("watch=1&resourceVersion=106&allowWatchBookmarks=true&timeoutSeconds=443")
             .unwrap_or_default();
