@@ -50,6 +50,14 @@ pub trait Store: Send + Sync + 'static {
     /// the first event delivered has revision > `after`.
     fn watch(&self, prefix: &str, after: Revision, buffer: usize) -> Result<WatchOutcome>;
 
+    /// [`watch`](Self::watch) for a watcher no consistent read waits on (one client's watch of
+    /// a resource the apiserver does not cache): the store need not report its progress, so a
+    /// prefix chosen by a request adds nothing to what every consistent read costs (etcd: no
+    /// progress key is written and no progress request sent for it).
+    fn watch_passive(&self, prefix: &str, after: Revision, buffer: usize) -> Result<WatchOutcome> {
+        self.watch(prefix, after, buffer)
+    }
+
     /// Revision of the last acknowledged write (0 if none).
     fn current_revision(&self) -> Revision;
 

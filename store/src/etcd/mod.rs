@@ -202,6 +202,34 @@ impl EtcdStore {
             }),
         }
     }
+
+    /// A watch of `prefix` after `after`, its progress reported or not (see
+    /// [`Store::watch_passive`]).
+    fn open_watch(
+        &self,
+        prefix: &str,
+        after: Revision,
+        buffer: usize,
+        progress: watch::Progress,
+    ) -> Result<WatchOutcome> {
+        self.shared.check_open()?;
+        let compacted = self.compacted_revision();
+        if after < compacted {
+            return Ok(WatchOutcome::Expired { compacted });
+        }
+        let buffer = if buffer == 0 {
+            self.shared.default_watch_buffer
+        } else {
+            buffer
+        };
+        Ok(WatchOutcome::Watching(watch::start(
+            Arc::clone(&self.shared),
+            prefix,
+            after,
+            buffer,
+            progress,
+        )?))
+    }
 }
 
 fn too_large(value: &Bytes) -> Result<()> {
@@ -398,7 +426,7 @@ impl Store for EtcdStore {
             get = get.with_revision(rev as i64);
         }
         if let Some(limit) = opts.limit.filter(|l| *l > 0) {
-            get = get.with_limit(limit as i64);
+            get = get.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
         let response = match self.shared.kv().get(start, Some(get)).await {
             Ok(response) => response,
@@ -449,22 +477,11 @@ impl Store for EtcdStore {
     }
 
     fn watch(&self, prefix: &str, after: Revision, buffer: usize) -> Result<WatchOutcome> {
-        self.shared.check_open()?;
-        let compacted = self.compacted_revision();
-        if after < compacted {
-            return Ok(WatchOutcome::Expired { compacted });
-        }
-        let buffer = if buffer == 0 {
-            self.shared.default_watch_buffer
-        } else {
-            buffer
-        };
-        Ok(WatchOutcome::Watching(watch::start(
-            Arc::clone(&self.shared),
-            prefix,
-            after,
-            buffer,
-        )?))
+        self.open_watch(prefix, after, buffer, watch::Progress::Reported)
+    }
+
+    fn watch_passive(&self, prefix: &str, after: Revision, buffer: usize) -> Result<WatchOutcome> {
+        self.open_watch(prefix, after, buffer, watch::Progress::Unreported)
     }
 
     fn current_revision(&self) -> Revision {

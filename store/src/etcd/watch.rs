@@ -35,20 +35,33 @@ pub(crate) const RESUME_DEADLINE: Duration = Duration::from_secs(30);
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
+/// Whether a watch reports its progress to consistent reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Its prefix gets progress keys (`Mode::Writes`) or progress requests (`Mode::Requests`):
+    /// a consistent read may wait for it (the watch cache's feeder).
+    Reported,
+    /// Nothing waits for it: no progress key, request or notification for it.
+    Unreported,
+}
+
 /// Start the task feeding a new stream of `prefix` after `after`.
 pub(crate) fn start(
     shared: Arc<Shared>,
     prefix: &str,
     after: Revision,
     buffer: usize,
+    progress: Progress,
 ) -> Result<WatchStream> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::Etcd {
         operation: "watch",
         detail: "an etcd watch needs a running tokio runtime".into(),
     })?;
     let (stream, feed) = WatchStream::fed(prefix, after, buffer);
-    shared.watched.add(prefix);
-    handle.spawn(run(shared, prefix.to_owned(), after, feed));
+    if progress == Progress::Reported {
+        shared.watched.add(prefix);
+    }
+    handle.spawn(run(shared, prefix.to_owned(), after, feed, progress));
     Ok(stream)
 }
 
@@ -63,14 +76,22 @@ struct Watcher {
     prefix: String,
     cursor: Revision,
     feed: WatchFeed,
+    progress: Progress,
 }
 
-async fn run(shared: Arc<Shared>, prefix: String, after: Revision, feed: WatchFeed) {
+async fn run(
+    shared: Arc<Shared>,
+    prefix: String,
+    after: Revision,
+    feed: WatchFeed,
+    progress: Progress,
+) {
     let mut watcher = Watcher {
         shared,
         prefix,
         cursor: after,
         feed,
+        progress,
     };
     watcher.run().await;
 }
@@ -81,15 +102,17 @@ impl Watcher {
             .with_range(prefix_end(&self.prefix))
             .with_start_revision(self.cursor as i64 + 1)
             .with_prev_key();
-        match self.shared.progress_mode {
-            Mode::Requests => options.with_progress_notify(),
-            Mode::Writes => options,
+        match (self.shared.progress_mode, self.progress) {
+            (Mode::Requests, Progress::Reported) => options.with_progress_notify(),
+            _ => options,
         }
     }
 
     /// Whether a consistent read waits for a revision this watch has not reported yet.
     fn progress_wanted(&self, wanted: &tokio::sync::watch::Receiver<u64>) -> bool {
-        self.shared.progress_mode == Mode::Requests && *wanted.borrow() > self.cursor
+        self.shared.progress_mode == Mode::Requests
+            && self.progress == Progress::Reported
+            && *wanted.borrow() > self.cursor
     }
 
     fn key(&self) -> String {
