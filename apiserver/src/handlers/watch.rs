@@ -340,24 +340,39 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         let mut last_rv = watch.revision.max(watch.skip_through);
         let snapshot = matches!(from, WatchFrom::Snapshot);
         let mut chunk = Vec::new();
-        for ev in std::mem::take(&mut watch.initial) {
-            let item = if snapshot {
-                (ev.key.starts_with(&prefix) && filter.matches(&ev.object))
-                    .then_some(EventType::Added)
-            } else {
-                translate(&ev, &prefix, &filter)
-            };
-            if !snapshot {
-                last_rv = last_rv.max(ev.revision);
-            }
-            if let Some(kind) = item {
-                enc.write_event(&mut chunk, kind, &ev);
-                if (chunk.len() >= MAX_CHUNK || enc.pending_full())
-                    && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
-                {
-                    return;
+        let mut initial = std::mem::take(&mut watch.initial);
+        loop {
+            for ev in initial {
+                let item = if snapshot {
+                    (ev.key.starts_with(&prefix) && filter.matches(&ev.object))
+                        .then_some(EventType::Added)
+                } else {
+                    translate(&ev, &prefix, &filter)
+                };
+                if !snapshot {
+                    last_rv = last_rv.max(ev.revision);
+                }
+                if let Some(kind) = item {
+                    enc.write_event(&mut chunk, kind, &ev);
+                    if (chunk.len() >= MAX_CHUNK || enc.pending_full())
+                        && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
+                    {
+                        return;
+                    }
                 }
             }
+            // An uncached resource's snapshot comes a page at a time.
+            let Some(pages) = watch.pages.as_mut() else {
+                break;
+            };
+            initial = match pages.next().await {
+                Some(Ok(page)) => page,
+                None => break,
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "the watch's initial events could not be read");
+                    return;
+                }
+            };
         }
         if !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await {
             return;

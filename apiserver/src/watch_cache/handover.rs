@@ -215,6 +215,21 @@ impl WatchCache {
         Fut: Future<Output = Result<StoreWrite>>,
     {
         api::meta::remove(&mut obj, "resourceVersion");
+        if !super::resource_prefix(key).is_some_and(|p| self.caches(p)) {
+            // A resource the cache does not hold: nothing to hand over.
+            let json = ObjectJson::encode(&obj)
+                .map_err(|e| ApiError::internal("encoding an object", e))?;
+            return Ok(match write(json.text().clone()).await? {
+                StoreWrite::Stored(rev) => {
+                    stamp(&mut obj, rev);
+                    Ok(Written {
+                        object: Arc::new(obj),
+                        json: Some(json.with_resource_version(&rev.to_string())),
+                    })
+                }
+                StoreWrite::NotStored => Err(obj),
+            });
+        }
         // Compacted here, in the writer's task, not on the feeder's path.
         let obj = super::compact::compact(obj);
         let json =

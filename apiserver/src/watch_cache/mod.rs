@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
 pub use snapshot::{ListAt, Snapshot, SnapshotOutcome};
-pub use uncached::UNCACHED_RESOURCES;
+pub use uncached::{InitialPages, UNCACHED_RESOURCES};
 
 /// Root of every object key.
 pub const REGISTRY_ROOT: &str = "/registry/";
@@ -181,6 +181,8 @@ pub enum WatchFrom {
 pub struct CacheWatch {
     /// Events to deliver before the live ones (snapshot or replay from the ring).
     pub initial: Vec<Arc<CacheEvent>>,
+    /// More initial events, read page by page (an uncached resource's snapshot).
+    pub pages: Option<Box<uncached::InitialPages>>,
     /// Live events (after `revision`); they end when the watcher fell behind or the cache
     /// relisted.
     pub rx: LiveEvents,
@@ -233,6 +235,14 @@ pub fn resource_prefix(key: &str) -> Option<&str> {
     let rest = key.strip_prefix(REGISTRY_ROOT)?;
     let slash = rest.find('/')?;
     Some(&key[..REGISTRY_ROOT.len() + slash + 1])
+}
+
+/// A key after every key under `prefix` (`/registry/<storage>/`) and before every key of a
+/// resource sorting after it: the prefix with its closing `/` turned into `0`, the next byte.
+fn past_prefix(prefix: &str) -> String {
+    let mut key = prefix.strip_suffix('/').unwrap_or(prefix).to_string();
+    key.push('0');
+    key
 }
 
 /// The same stored bytes: the same buffer (a store passes the written `Bytes` on), or equal.
@@ -330,12 +340,16 @@ impl WatchCache {
                 match store.list(REGISTRY_ROOT, opts.clone()).await? {
                     store::ListOutcome::Listed(page) => {
                         revision.get_or_insert(page.revision);
+                        let mut skip_past = None;
                         for kv in page.items {
                             let Some(prefix) = resource_prefix(&kv.key) else {
                                 continue;
                             };
                             if !self.caches(prefix) {
-                                continue;
+                                // A resource the cache does not hold is not read at all: the
+                                // list goes on after its last possible key.
+                                skip_past = Some(past_prefix(prefix));
+                                break;
                             }
                             let Some(v) = decode(&kv.value, kv.mod_revision) else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
@@ -346,9 +360,14 @@ impl WatchCache {
                                 .or_default()
                                 .insert(kv.key.clone(), Arc::new(v));
                         }
-                        match page.continue_token {
-                            Some(t) => opts.continue_token = Some(t),
-                            None => break,
+                        match (skip_past, page.continue_token) {
+                            // Even from the last page: the keys after the skipped ones in it.
+                            (Some(key), _) => {
+                                opts =
+                                    store::ListOptions::after_key(page.revision, &key, opts.limit)
+                            }
+                            (None, Some(t)) => opts.continue_token = Some(t),
+                            (None, None) => break,
                         }
                     }
                     // The snapshot was compacted mid-way: start over.
@@ -460,7 +479,8 @@ impl WatchCache {
         let revision = ev.revision;
         let mut expired = None;
         let mut fan_out = None;
-        let prefix = resource_prefix(&ev.key);
+        // An uncached resource's event only moves the revision on (its writer offered nothing).
+        let prefix = resource_prefix(&ev.key).filter(|p| self.caches(p));
         // Taken, and its text made, before the lock: readers do not wait for the copy.
         let offered = prefix
             .and_then(|_| self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value)))
@@ -472,9 +492,7 @@ impl WatchCache {
             });
         let mut inner = self.inner.write();
         let base = inner.base;
-        // An uncached resource's event only moves the revision on (its offer, taken above, is
-        // dropped).
-        if let Some(prefix) = prefix.filter(|p| self.caches(p)) {
+        if let Some(prefix) = prefix {
             let res = inner
                 .resources
                 .entry(prefix.to_string())
@@ -614,6 +632,7 @@ impl WatchCache {
         let rx = LiveEvents::new(log, current);
         WatchStart::Watching(CacheWatch {
             initial,
+            pages: None,
             rx,
             revision: current,
             skip_through,

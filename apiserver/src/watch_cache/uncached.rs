@@ -99,9 +99,8 @@ enum Read {
 
 impl WatchCache {
     /// Whether the cache holds the objects of the resource `resource_prefix`
-    /// (`/registry/<storage>/`); those it does not are listed with
-    /// [`list_uncached`](Self::list_uncached) and watched with
-    /// [`watch_uncached`](Self::watch_uncached).
+    /// (`/registry/<storage>/`); those it does not are listed and watched from the store
+    /// ([`list_resource`](Self::list_resource), [`watch_resource`](Self::watch_resource)).
     pub fn caches(&self, resource_prefix: &str) -> bool {
         !self.uncached.iter().any(|p| p == resource_prefix)
     }
@@ -120,11 +119,14 @@ impl WatchCache {
         })
     }
 
-    /// Items under `key_prefix` that pass `filter`, at `at`, after key `start_after`, at most
-    /// `limit`, read from the store (see the module docs). `everything`: `filter` passes every
-    /// object (the remaining count is then known).
-    pub async fn list_uncached(
+    /// The objects of the resource `resource_prefix` under `key_prefix` that pass `filter`, at
+    /// `at`, after key `start_after`, at most `limit`: from the cache's snapshot, or read from
+    /// the store for a resource the cache does not hold (see the module docs). `everything`:
+    /// `filter` passes every object (the store's remaining count is then the answer's).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn list_resource(
         &self,
+        resource_prefix: &str,
         key_prefix: &str,
         at: ListAt,
         start_after: Option<&str>,
@@ -132,6 +134,9 @@ impl WatchCache {
         filter: &(dyn Fn(&Value) -> bool + Sync),
         everything: bool,
     ) -> Result<SnapshotOutcome, store::Error> {
+        if self.caches(resource_prefix) {
+            return Ok(self.list(resource_prefix, key_prefix, at, start_after, limit, filter));
+        }
         let listed = self
             .list_keyed(key_prefix, at, start_after, limit, filter, everything)
             .await?;
@@ -146,7 +151,22 @@ impl WatchCache {
         })
     }
 
-    /// [`list_uncached`](Self::list_uncached) with each item's key.
+    /// A watch of the resource `resource_prefix` (events under `key_prefix` are the caller's
+    /// to pick): the cache's, or for a resource the cache does not hold its own store watch of
+    /// `key_prefix` (see the module docs).
+    pub async fn watch_resource(
+        &self,
+        resource_prefix: &str,
+        key_prefix: &str,
+        from: WatchFrom,
+    ) -> Result<WatchStart, store::Error> {
+        if self.caches(resource_prefix) {
+            return Ok(self.watch(resource_prefix, from));
+        }
+        self.watch_uncached(key_prefix, from).await
+    }
+
+    /// The objects of an uncached resource, read from the store, each with its key.
     async fn list_keyed(
         &self,
         key_prefix: &str,
@@ -226,42 +246,99 @@ impl WatchCache {
     }
 
     /// A watch of the keys under `key_prefix` of an uncached resource, from the store (see the
-    /// module docs).
-    pub async fn watch_uncached(
+    /// module docs): a store watch no consistent read waits on; from no revision, the first
+    /// page of the collection at the current revision, the rest read as the watcher sends them.
+    async fn watch_uncached(
         &self,
         key_prefix: &str,
         from: WatchFrom,
     ) -> Result<WatchStart, store::Error> {
-        let (initial, after) = match from {
-            WatchFrom::After(rev) => (Vec::new(), rev),
+        let (initial, pages, after) = match from {
+            WatchFrom::After(rev) => (Vec::new(), None, rev),
             WatchFrom::Snapshot => {
-                let listed = self
-                    .list_keyed(key_prefix, ListAt::Current, None, None, &|_| true, true)
-                    .await?;
-                let Keyed::Listed(snapshot) = listed else {
-                    // The current revision is never compacted nor in the future.
-                    return Err(store::Error::Failed);
+                let mut pages = InitialPages {
+                    store: self.store.clone(),
+                    key_prefix: key_prefix.to_string(),
+                    next: Some(ListOptions {
+                        limit: Some(PAGE),
+                        revision: None,
+                        continue_token: None,
+                    }),
+                    revision: 0,
                 };
-                let at = snapshot.revision;
-                let initial = snapshot
-                    .items
-                    .into_iter()
-                    .map(|(key, obj)| {
-                        Arc::new(CacheEvent::new(EventType::Added, key, at, obj, None))
-                    })
-                    .collect();
-                (initial, at)
+                let first = pages.next().await.unwrap_or(Ok(Vec::new()))?;
+                let at = pages.revision;
+                (first, pages.next.is_some().then(|| Box::new(pages)), at)
             }
         };
-        match self.store.watch(key_prefix, after, self.buffer)? {
+        match self.store.watch_passive(key_prefix, after, self.buffer)? {
             WatchOutcome::Watching(stream) => Ok(WatchStart::Watching(CacheWatch {
                 initial,
+                pages,
                 rx: LiveEvents::from_store(stream),
                 revision: after,
                 skip_through: after,
             })),
             WatchOutcome::Expired { compacted } => Ok(WatchStart::Expired { oldest: compacted }),
         }
+    }
+}
+
+/// The initial ADDED events of an uncached watch from no revision after its first page, read
+/// from the store a page at a time as the watcher sends them, all at the first page's
+/// revision: a watcher holds one page, never the whole collection.
+pub struct InitialPages {
+    store: Arc<dyn store::Store>,
+    key_prefix: String,
+    /// The next page's request; `None` once the last was read.
+    next: Option<ListOptions>,
+    /// The revision of the pages (the first page's).
+    revision: Revision,
+}
+
+impl std::fmt::Debug for InitialPages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitialPages")
+            .field("key_prefix", &self.key_prefix)
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InitialPages {
+    /// The next page's events; `None` once every page was read. An error (the revision was
+    /// compacted since the first page) ends the watch: its client watches again.
+    pub async fn next(&mut self) -> Option<Result<Vec<Arc<CacheEvent>>, store::Error>> {
+        let opts = self.next.take()?;
+        let page = match self.store.list(&self.key_prefix, opts).await {
+            Ok(ListOutcome::Listed(page)) => page,
+            Ok(_) => return Some(Err(store::Error::Failed)),
+            Err(e) => return Some(Err(e)),
+        };
+        self.revision = page.revision;
+        self.next = page.continue_token.map(|token| ListOptions {
+            limit: Some(PAGE),
+            revision: None,
+            continue_token: Some(token),
+        });
+        let events = page
+            .items
+            .into_iter()
+            .filter_map(|kv| match decode(&kv) {
+                Some(obj) => Some(Arc::new(CacheEvent::new(
+                    EventType::Added,
+                    kv.key,
+                    page.revision,
+                    Arc::new(obj),
+                    None,
+                ))),
+                None => {
+                    tracing::warn!(key = %kv.key, "undecodable object skipped");
+                    None
+                }
+            })
+            .collect();
+        Some(Ok(events))
     }
 }
 
@@ -288,7 +365,7 @@ mod tests {
         format!("/registry/events/ns/{name}")
     }
 
-    /// A store with events `e0`–`e4` and one ConfigMap, and a cache over it.
+    /// A store with events `e0`–`e4`, a ConfigMap and a Lease, and a cache over it.
     async fn setup() -> (Arc<dyn Store>, Arc<WatchCache>, CancellationToken) {
         let store: Arc<dyn Store> = Arc::new(
             store::MemoryStore::new(store::StoreConfig::default())
@@ -303,6 +380,9 @@ mod tests {
         }
         let cm = Bytes::from(json!({"metadata": {"name": "c", "namespace": "ns"}}).to_string());
         store.create("/registry/configmaps/ns/c", cm).await.unwrap();
+        // A resource after the events in key order: the relist skips the events, not it.
+        let lease = Bytes::from(json!({"metadata": {"name": "l", "namespace": "ns"}}).to_string());
+        store.create("/registry/leases/ns/l", lease).await.unwrap();
         let shutdown = CancellationToken::new();
         let cache = WatchCache::start(store.clone(), 100, 100, shutdown.clone())
             .await
@@ -335,12 +415,17 @@ mod tests {
             .unwrap();
         let rev = store.current_revision();
         assert!(cache.wait_for(rev, Duration::from_secs(10)).await);
-        assert_eq!(cache.object_count(), 1, "only the ConfigMap is held");
+        assert_eq!(
+            cache.object_count(),
+            2,
+            "only the ConfigMap and the Lease are held"
+        );
+        assert!(cache.get("/registry/leases/ns/l").is_some());
 
         let all = |_: &Value| true;
         let s = listed(
             cache
-                .list_uncached(EVENTS, ListAt::Current, None, None, &all, true)
+                .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, &all, true)
                 .await
                 .unwrap(),
         );
@@ -356,7 +441,15 @@ mod tests {
         store.update(&key("e0"), changed, None).await.unwrap();
         let s = listed(
             cache
-                .list_uncached(EVENTS, ListAt::Exact(rev - 1), None, None, &all, true)
+                .list_resource(
+                    EVENTS,
+                    EVENTS,
+                    ListAt::Exact(rev - 1),
+                    None,
+                    None,
+                    &all,
+                    true,
+                )
                 .await
                 .unwrap(),
         );
@@ -364,7 +457,15 @@ mod tests {
         assert_eq!(s.items[0]["reason"], "Pulled");
         assert!(matches!(
             cache
-                .list_uncached(EVENTS, ListAt::Exact(rev + 10), None, None, &all, true)
+                .list_resource(
+                    EVENTS,
+                    EVENTS,
+                    ListAt::Exact(rev + 10),
+                    None,
+                    None,
+                    &all,
+                    true
+                )
                 .await,
             Ok(SnapshotOutcome::Future { .. })
         ));
@@ -376,7 +477,7 @@ mod tests {
         let all = |_: &Value| true;
         let first = listed(
             cache
-                .list_uncached(EVENTS, ListAt::Current, None, Some(2), &all, true)
+                .list_resource(EVENTS, EVENTS, ListAt::Current, None, Some(2), &all, true)
                 .await
                 .unwrap(),
         );
@@ -386,7 +487,15 @@ mod tests {
         let at = ListAt::Exact(first.revision);
         let next = listed(
             cache
-                .list_uncached(EVENTS, at, first.more_after.as_deref(), Some(3), &all, true)
+                .list_resource(
+                    EVENTS,
+                    EVENTS,
+                    at,
+                    first.more_after.as_deref(),
+                    Some(3),
+                    &all,
+                    true,
+                )
                 .await
                 .unwrap(),
         );
@@ -398,7 +507,7 @@ mod tests {
             |o: &Value| ["e1", "e3", "e4"].contains(&o["metadata"]["name"].as_str().unwrap_or(""));
         let first = listed(
             cache
-                .list_uncached(EVENTS, ListAt::Current, None, Some(2), &some, false)
+                .list_resource(EVENTS, EVENTS, ListAt::Current, None, Some(2), &some, false)
                 .await
                 .unwrap(),
         );
@@ -407,7 +516,8 @@ mod tests {
         assert_eq!(first.remaining, None, "not counted with a filter");
         let next = listed(
             cache
-                .list_uncached(
+                .list_resource(
+                    EVENTS,
                     EVENTS,
                     at,
                     first.more_after.as_deref(),
@@ -434,7 +544,7 @@ mod tests {
         let (store, cache, _shutdown) = setup().await;
         let before = store.current_revision();
         let WatchStart::Watching(mut w) = cache
-            .watch_uncached("/registry/events/ns/", WatchFrom::Snapshot)
+            .watch_resource(EVENTS, "/registry/events/ns/", WatchFrom::Snapshot)
             .await
             .unwrap()
         else {
@@ -446,6 +556,7 @@ mod tests {
         assert_eq!(initial.len(), 5);
         assert!(initial.iter().all(|(_, k)| *k == EventType::Added));
         assert_eq!(initial[0].0, key("e0"));
+        assert!(w.pages.is_none(), "one page holds them all");
 
         store
             .create(&key("e9"), event("e9", "Started"))
@@ -480,7 +591,7 @@ mod tests {
 
         // From a revision: the store's later events, nothing listed.
         let WatchStart::Watching(mut after) = cache
-            .watch_uncached("/registry/events/ns/", WatchFrom::After(before + 1))
+            .watch_resource(EVENTS, "/registry/events/ns/", WatchFrom::After(before + 1))
             .await
             .unwrap()
         else {
@@ -494,5 +605,40 @@ mod tests {
             0,
             "a store watch claims no more than it sent"
         );
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_no_revision_reads_the_collection_a_page_at_a_time() {
+        let (store, cache, _shutdown) = setup().await;
+        for i in 5..PAGE + 205 {
+            let name = format!("e{i:05}");
+            store
+                .create(&key(&name), event(&name, "Pulled"))
+                .await
+                .unwrap();
+        }
+        let at = store.current_revision();
+        let WatchStart::Watching(mut w) = cache
+            .watch_resource(EVENTS, "/registry/events/ns/", WatchFrom::Snapshot)
+            .await
+            .unwrap()
+        else {
+            panic!("not watching")
+        };
+        assert_eq!((w.initial.len(), w.revision), (PAGE, at));
+        // Written after the watch began: not in the later pages (read at the first one's
+        // revision), delivered live.
+        store
+            .create(&key("late"), event("late", "Started"))
+            .await
+            .unwrap();
+        let mut pages = w.pages.take().unwrap_or_else(|| panic!("more pages"));
+        let rest = pages.next().await.unwrap().unwrap();
+        assert_eq!(rest.len(), 205);
+        assert!(rest
+            .iter()
+            .all(|e| e.revision == at && e.kind == EventType::Added));
+        assert!(pages.next().await.is_none());
+        assert_eq!(next(&mut w).await.key, key("late"));
     }
 }

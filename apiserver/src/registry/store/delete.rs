@@ -160,29 +160,20 @@ impl Store<'_> {
         list: &ListOptions,
     ) -> Result<Vec<Deleted>> {
         let filter = self.filter(list)?;
-        self.wait_consistent().await?;
-        let cache = &self.state.cache;
-        let listed = if cache.caches(&self.resource_prefix()) {
-            cache.list(
+        self.wait_consistent_if_cached().await?;
+        let listed = self
+            .state
+            .cache
+            .list_resource(
                 &self.resource_prefix(),
                 &self.collection_prefix(),
                 ListAt::Current,
                 None,
                 None,
                 &|o| filter.matches(o),
+                filter.is_everything(),
             )
-        } else {
-            cache
-                .list_uncached(
-                    &self.collection_prefix(),
-                    ListAt::Current,
-                    None,
-                    None,
-                    &|o| filter.matches(o),
-                    filter.is_everything(),
-                )
-                .await?
-        };
+            .await?;
         let snapshot = match listed {
             SnapshotOutcome::Listed(s) => s,
             _ => {

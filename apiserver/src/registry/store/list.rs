@@ -104,7 +104,7 @@ impl Store<'_> {
                 (ListAt::Exact(token.rv), Some(token.start))
             }
             (None, None) => {
-                self.wait_consistent().await?;
+                self.wait_consistent_if_cached().await?;
                 (ListAt::Current, None)
             }
             (None, Some(0)) => (ListAt::Current, None),
@@ -120,35 +120,25 @@ impl Store<'_> {
             }
         };
         let limit = opts.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-        let cache = &self.state.cache;
-        let resource_prefix = self.resource_prefix();
-        let outcome = if cache.caches(&resource_prefix) {
-            cache.list(
-                &resource_prefix,
+        let outcome = self
+            .state
+            .cache
+            .list_resource(
+                &self.resource_prefix(),
                 &self.collection_prefix(),
                 at,
                 start_after.as_deref(),
                 limit,
                 &|o| filter.matches(o),
+                filter.is_everything(),
             )
-        } else {
-            cache
-                .list_uncached(
-                    &self.collection_prefix(),
-                    at,
-                    start_after.as_deref(),
-                    limit,
-                    &|o| filter.matches(o),
-                    filter.is_everything(),
-                )
-                .await?
-        };
+            .await?;
         let snapshot = match outcome {
             SnapshotOutcome::Listed(s) => s,
             SnapshotOutcome::Expired { .. } if opts.continue_token.is_some() => {
                 // The inconsistent continuation: resume after the same key against current data.
                 let token = ContinueToken {
-                    rv: cache.revision(),
+                    rv: self.state.cache.revision(),
                     start: start_after.unwrap_or_default(),
                 };
                 let mut st = api::status::gone_expired(CONTINUE_EXPIRED);
@@ -191,7 +181,7 @@ impl Store<'_> {
         let send_initial = opts.send_initial_events == Some(true);
         let from = match opts.resource_version {
             None => {
-                self.wait_consistent().await?;
+                self.wait_consistent_if_cached().await?;
                 WatchFrom::Snapshot
             }
             Some(0) => WatchFrom::Snapshot,
@@ -201,19 +191,15 @@ impl Store<'_> {
             }
             Some(rv) => {
                 // Decide 410 against a cache that has every acknowledged write.
-                self.wait_consistent().await?;
+                self.wait_consistent_if_cached().await?;
                 WatchFrom::After(rv)
             }
         };
-        let cache = &self.state.cache;
-        let resource_prefix = self.resource_prefix();
-        let start = if cache.caches(&resource_prefix) {
-            cache.watch(&resource_prefix, from)
-        } else {
-            cache
-                .watch_uncached(&self.collection_prefix(), from)
-                .await?
-        };
+        let start = self
+            .state
+            .cache
+            .watch_resource(&self.resource_prefix(), &self.collection_prefix(), from)
+            .await?;
         Ok(WatchOpened { from, start })
     }
 }

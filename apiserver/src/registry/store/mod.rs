@@ -190,6 +190,16 @@ impl<'a> Store<'a> {
         self.wait_cache(current).await
     }
 
+    /// [`wait_consistent`](Self::wait_consistent) for a resource the watch cache holds; one it
+    /// does not is read from the store, whose reads are consistent themselves (upstream reads
+    /// etcd directly for a resource without a cache).
+    pub async fn wait_consistent_if_cached(&self) -> Result<()> {
+        if self.state.cache.caches(&self.resource_prefix()) {
+            self.wait_consistent().await?;
+        }
+        Ok(())
+    }
+
     /// Waits until the watch cache has every write this apiserver acknowledged (on one store the
     /// same as [`Self::wait_consistent`]; on etcd, without a quorum read per call: what admission
     /// reads is as fresh as upstream's informers, never older than this server's own writes).
