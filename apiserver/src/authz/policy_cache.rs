@@ -17,11 +17,13 @@
 //! - A watch the cache ended (the resolver fell more than the live log's length behind, or the
 //!   cache relisted) is made again from a snapshot and everything is recompiled.
 //!
-//! Cost: without a change, a lock and four empty `try_recv`s per decision; a change recompiles
-//! every RBAC object once (linear in their number) at the next decision, however many changes
-//! came in between.
+//! Cost: without a change, a lock and four empty `try_recv`s per decision. Changes are compiled
+//! at the next decision, once however many came in between, and only the parts they touch: a
+//! namespace's Roles and RoleBindings, or the ClusterRoleBindings
+//! ([`RuleResolver::with_namespace`], [`RuleResolver::with_cluster_bindings`]); a ClusterRole's
+//! change, a new snapshot, compile everything (linear in the RBAC objects).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +49,8 @@ pub const HANDOVER_WAIT: Duration = Duration::from_millis(10);
 
 /// One RBAC resource followed: its objects by key, and the watch that keeps them current.
 struct Followed {
+    /// Its storage prefix (one of [`PREFIXES`]).
+    prefix: &'static str,
     objects: BTreeMap<String, Arc<Value>>,
     live: LiveEvents,
 }
@@ -83,37 +87,75 @@ impl PolicyCache {
             std::thread::yield_now();
         }
         let mut following = self.following.lock();
-        let changed = match following.resources.as_mut().map(drain) {
-            Some(Some(changed)) => changed,
+        let following = &mut *following;
+        let changes = match following.resources.as_mut().map(drain) {
+            Some(Some(changes)) => changes,
             // The first decision, or a watch ended: follow from a snapshot.
             Some(None) | None => {
                 following.resources = snapshot(cache);
-                true
+                Changes {
+                    everything: true,
+                    ..Changes::default()
+                }
             }
         };
-        if changed {
-            following.resolver = Arc::new(compile(following.resources.as_ref()));
+        let Some(resources) = following.resources.as_ref() else {
+            following.resolver = Arc::default();
+            return following.resolver.clone();
+        };
+        if changes.everything {
+            following.resolver = Arc::new(compile(resources));
+        } else if changes.cluster_bindings || !changes.namespaces.is_empty() {
+            let [_, roles, crb, rb] = resources;
+            let mut resolver = RuleResolver::clone(&following.resolver);
+            if changes.cluster_bindings {
+                resolver = resolver.with_cluster_bindings(values(crb, ""));
+            }
+            for ns in &changes.namespaces {
+                let scope = format!("{ns}/");
+                resolver = resolver.with_namespace(ns, values(roles, &scope), values(rb, &scope));
+            }
+            following.resolver = Arc::new(resolver);
         }
         following.resolver.clone()
     }
 }
 
-/// Applies every pending event; `Some(whether anything changed)`, or `None` once a watch ended.
-fn drain(resources: &mut [Followed; 4]) -> Option<bool> {
-    let mut changed = false;
-    for r in resources.iter_mut() {
+/// What the events drained changed.
+#[derive(Debug, Default)]
+struct Changes {
+    /// A ClusterRole (or everything is new).
+    everything: bool,
+    /// A ClusterRoleBinding.
+    cluster_bindings: bool,
+    /// The namespaces of changed Roles and RoleBindings.
+    namespaces: BTreeSet<String>,
+}
+
+/// Applies every pending event; `Some(what changed)`, or `None` once a watch ended.
+fn drain(resources: &mut [Followed; 4]) -> Option<Changes> {
+    let mut changes = Changes::default();
+    for (i, r) in resources.iter_mut().enumerate() {
         loop {
             match r.live.try_recv() {
                 Ok(ev) => {
                     apply(&mut r.objects, &ev);
-                    changed = true;
+                    match i {
+                        0 => changes.everything = true,
+                        2 => changes.cluster_bindings = true,
+                        _ => {
+                            let rest = ev.key.strip_prefix(PREFIXES[i]).unwrap_or("");
+                            let ns = rest.split('/').next().unwrap_or("");
+                            changes.namespaces.insert(ns.to_string());
+                        }
+                    }
                 }
                 Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
                 Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return None,
             }
         }
     }
-    Some(changed)
+    Some(changes)
 }
 
 fn apply(objects: &mut BTreeMap<String, Arc<Value>>, ev: &CacheEvent) {
@@ -129,8 +171,9 @@ fn apply(objects: &mut BTreeMap<String, Arc<Value>>, ev: &CacheEvent) {
 
 /// Watches the four resources from a snapshot; `None` if the cache would not (closed).
 fn snapshot(cache: &WatchCache) -> Option<[Followed; 4]> {
-    let follow = |prefix: &str| match cache.watch(prefix, WatchFrom::Snapshot) {
+    let follow = |prefix: &'static str| match cache.watch(prefix, WatchFrom::Snapshot) {
         WatchStart::Watching(w) => Some(Followed {
+            prefix,
             objects: w
                 .initial
                 .iter()
@@ -148,14 +191,24 @@ fn snapshot(cache: &WatchCache) -> Option<[Followed; 4]> {
     ])
 }
 
-fn compile(resources: Option<&[Followed; 4]>) -> RuleResolver {
-    let Some([cr, r, crb, rb]) = resources else {
-        return RuleResolver::default();
-    };
-    fn values(f: &Followed) -> impl Iterator<Item = &Value> {
-        f.objects.values().map(AsRef::as_ref)
-    }
-    RuleResolver::compile(values(cr), values(r), values(crb), values(rb))
+/// The objects of `f` whose keys continue its prefix with `scope` (`<ns>/`, or "" for all), in
+/// key order.
+fn values<'a>(f: &'a Followed, scope: &str) -> impl Iterator<Item = &'a Value> + 'a {
+    let start = format!("{}{scope}", f.prefix);
+    f.objects
+        .range(start.clone()..)
+        .take_while(move |(k, _)| k.starts_with(&start))
+        .map(|(_, v)| v.as_ref())
+}
+
+fn compile(resources: &[Followed; 4]) -> RuleResolver {
+    let [cr, r, crb, rb] = resources;
+    RuleResolver::compile(
+        values(cr, ""),
+        values(r, ""),
+        values(crb, ""),
+        values(rb, ""),
+    )
 }
 
 #[cfg(test)]
@@ -255,6 +308,100 @@ mod tests {
         let rev = store.current_revision();
         assert!(cache.wait_for(rev, Duration::from_secs(10)).await);
         assert!(bound(&policy.current(&cache), "w").is_empty());
+        shutdown.cancel();
+    }
+
+    /// What `user` is bound to in `namespace`: each binding's description and rule count.
+    fn rules_in(resolver: &RuleResolver, user: &str, namespace: &str) -> Vec<(String, usize)> {
+        let u = UserInfo {
+            username: user.into(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        resolver.visit(&u, namespace, |b| {
+            out.push((b.description(), b.rules.as_ref().map_or(0, |r| r.len())));
+            true
+        });
+        out
+    }
+
+    #[tokio::test]
+    async fn namespaced_changes_compile_their_namespace_and_cluster_roles_everything() {
+        let (store, cache, shutdown) = cache().await;
+        let policy = PolicyCache::default();
+        let rule = |verb: &str| json!({"apiGroups": [""], "resources": ["pods"], "verbs": [verb]});
+        let role = |rules: Value| json!({"metadata": {"name": "r"}, "rules": rules});
+        let rb = |ns: &str, kind: &str, name: &str| {
+            json!({"metadata": {"name": "rb", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+                "subjects": [{"kind": "User", "name": "u"}]})
+        };
+        let s = store.as_ref();
+        write(
+            s,
+            &cache,
+            "/registry/clusterroles/r",
+            role(json!([rule("get")])),
+        )
+        .await;
+        write(
+            s,
+            &cache,
+            "/registry/rolebindings/a/rb",
+            rb("a", "ClusterRole", "r"),
+        )
+        .await;
+        write(
+            s,
+            &cache,
+            "/registry/roles/b/ro",
+            json!({"metadata": {"name": "ro", "namespace": "b"}, "rules": [rule("get"), rule("list")]}),
+        )
+        .await;
+        write(
+            s,
+            &cache,
+            "/registry/rolebindings/b/rb",
+            rb("b", "Role", "ro"),
+        )
+        .await;
+        let r = policy.current(&cache);
+        assert_eq!(
+            rules_in(&r, "u", "a"),
+            [(
+                r#"RoleBinding "rb/a" of ClusterRole "r" to User "u""#.to_string(),
+                1
+            )]
+        );
+        assert_eq!(rules_in(&r, "u", "b").len(), 1);
+        // A ClusterRole's change reaches the bindings of every namespace.
+        write(
+            s,
+            &cache,
+            "/registry/clusterroles/r",
+            role(json!([rule("get"), rule("list"), rule("watch")])),
+        )
+        .await;
+        assert_eq!(rules_in(&policy.current(&cache), "u", "a")[0].1, 3);
+        // A namespace's change leaves the others as they were.
+        assert!(store
+            .delete("/registry/rolebindings/a/rb", None)
+            .await
+            .is_ok());
+        assert!(
+            cache
+                .wait_for(store.current_revision(), Duration::from_secs(10))
+                .await
+        );
+        let r = policy.current(&cache);
+        assert!(rules_in(&r, "u", "a").is_empty());
+        assert_eq!(
+            rules_in(&r, "u", "b"),
+            [(
+                r#"RoleBinding "rb/b" of Role "ro" to User "u""#.to_string(),
+                2
+            )]
+        );
         shutdown.cancel();
     }
 }

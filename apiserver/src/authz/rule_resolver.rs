@@ -167,11 +167,17 @@ impl Applied<'_> {
     }
 }
 
-/// The compiled RBAC objects.
-#[derive(Debug, Default)]
+/// The compiled RBAC objects. Cloning one shares every part; a change of one namespace's Roles
+/// or RoleBindings, or of the ClusterRoleBindings, compiles only that part again
+/// ([`with_namespace`](Self::with_namespace), [`with_cluster_bindings`](Self::with_cluster_bindings));
+/// a ClusterRole's change compiles everything (roles may aggregate it, bindings anywhere refer
+/// to it).
+#[derive(Debug, Default, Clone)]
 pub struct RuleResolver {
-    cluster: Bindings,
-    namespaced: HashMap<String, Bindings>,
+    /// Each ClusterRole's rules, aggregation resolved, by name.
+    cluster_roles: Arc<HashMap<String, Arc<[Rule]>>>,
+    cluster: Arc<Bindings>,
+    namespaced: HashMap<String, Arc<Bindings>>,
 }
 
 impl RuleResolver {
@@ -186,48 +192,100 @@ impl RuleResolver {
             .into_iter()
             .map(|r| (r, labels_of(r)))
             .collect();
-        let mut compiled_cluster_roles: HashMap<&str, Arc<[Rule]>> = HashMap::new();
+        let mut compiled: HashMap<String, Arc<[Rule]>> = HashMap::new();
         for (role, _) in &cluster_roles {
-            let name = api::meta::name(role).unwrap_or("");
-            let rules = cluster_role_rules(&cluster_roles, role);
-            compiled_cluster_roles.insert(name, rules.into());
+            let name = api::meta::name(role).unwrap_or("").to_string();
+            compiled.insert(name, cluster_role_rules(&cluster_roles, role).into());
         }
-        let mut compiled_roles: HashMap<(&str, &str), Arc<[Rule]>> = HashMap::new();
+        let mut resolver = RuleResolver {
+            cluster_roles: Arc::new(compiled),
+            ..Default::default()
+        }
+        .with_cluster_bindings(cluster_role_bindings);
+        let mut roles_by_ns: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
         for role in roles {
-            let key = (
-                api::meta::namespace(role).unwrap_or(""),
-                api::meta::name(role).unwrap_or(""),
-            );
-            compiled_roles.insert(key, own_rules(role).into());
+            let ns = api::meta::namespace(role).unwrap_or("");
+            roles_by_ns.entry(ns).or_default().push(role);
         }
-        let resolve = |b: &Value, namespace: &str| -> RoleRules {
-            let s = |p: &str| b.pointer(p).and_then(Value::as_str).unwrap_or("");
-            let name = s("/roleRef/name");
-            match s("/roleRef/kind") {
-                "ClusterRole" => compiled_cluster_roles.get(name).cloned().ok_or_else(|| {
-                    format!("clusterrole.rbac.authorization.k8s.io \"{name}\" not found")
-                }),
-                "Role" => compiled_roles
-                    .get(&(namespace, name))
-                    .cloned()
-                    .ok_or_else(|| format!("role.rbac.authorization.k8s.io \"{name}\" not found")),
-                other => Err(format!("unsupported role reference kind: {other:?}")),
-            }
-        };
-        let mut resolver = RuleResolver::default();
-        for b in cluster_role_bindings {
-            resolver.cluster.add(b, "", resolve(b, ""));
-        }
+        let mut bindings_by_ns: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
         for b in role_bindings {
-            let namespace = api::meta::namespace(b).unwrap_or("");
-            let rules = resolve(b, namespace);
+            let ns = api::meta::namespace(b).unwrap_or("");
+            bindings_by_ns.entry(ns).or_default().push(b);
+        }
+        for (ns, bindings) in bindings_by_ns {
+            let roles = roles_by_ns.get(ns).map_or(&[][..], Vec::as_slice);
+            let compiled = resolver.namespace_bindings(ns, roles.iter().copied(), bindings);
             resolver
                 .namespaced
-                .entry(namespace.to_string())
-                .or_default()
-                .add(b, namespace, rules);
+                .insert(ns.to_string(), Arc::new(compiled));
         }
         resolver
+    }
+
+    /// This resolver with the ClusterRoleBindings `bindings` (in key order) compiled again.
+    pub fn with_cluster_bindings<'a>(
+        mut self,
+        bindings: impl IntoIterator<Item = &'a Value>,
+    ) -> Self {
+        let mut compiled = Bindings::default();
+        for b in bindings {
+            compiled.add(b, "", self.resolve(b, &HashMap::new()));
+        }
+        self.cluster = Arc::new(compiled);
+        self
+    }
+
+    /// This resolver with namespace `namespace`'s Roles and RoleBindings (in key order)
+    /// compiled again.
+    pub fn with_namespace<'a>(
+        mut self,
+        namespace: &str,
+        roles: impl IntoIterator<Item = &'a Value>,
+        bindings: impl IntoIterator<Item = &'a Value>,
+    ) -> Self {
+        let compiled = self.namespace_bindings(namespace, roles, bindings);
+        if compiled.bindings.is_empty() {
+            self.namespaced.remove(namespace);
+        } else {
+            self.namespaced
+                .insert(namespace.to_string(), Arc::new(compiled));
+        }
+        self
+    }
+
+    /// One namespace's RoleBindings with their roleRefs resolved.
+    fn namespace_bindings<'a>(
+        &self,
+        namespace: &str,
+        roles: impl IntoIterator<Item = &'a Value>,
+        bindings: impl IntoIterator<Item = &'a Value>,
+    ) -> Bindings {
+        let roles: HashMap<&str, Arc<[Rule]>> = roles
+            .into_iter()
+            .map(|r| (api::meta::name(r).unwrap_or(""), own_rules(r).into()))
+            .collect();
+        let mut compiled = Bindings::default();
+        for b in bindings {
+            compiled.add(b, namespace, self.resolve(b, &roles));
+        }
+        compiled
+    }
+
+    /// The rules a binding's roleRef names (`roles`: the Roles of its namespace, none for a
+    /// ClusterRoleBinding), or upstream's error for a missing role.
+    fn resolve(&self, b: &Value, roles: &HashMap<&str, Arc<[Rule]>>) -> RoleRules {
+        let s = |p: &str| b.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let name = s("/roleRef/name");
+        match s("/roleRef/kind") {
+            "ClusterRole" => self.cluster_roles.get(name).cloned().ok_or_else(|| {
+                format!("clusterrole.rbac.authorization.k8s.io \"{name}\" not found")
+            }),
+            "Role" => roles
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("role.rbac.authorization.k8s.io \"{name}\" not found")),
+            other => Err(format!("unsupported role reference kind: {other:?}")),
+        }
     }
 
     /// Compiles what `objects` holds now (a view without a maintained resolver: tests, tools).
@@ -293,12 +351,6 @@ fn own_rules(role: &Value) -> Vec<Rule> {
         .collect()
 }
 
-/// Whether a label selector (JSON) matches `labels`; an invalid selector matches nothing (the
-/// aggregation controller skips it).
-fn labels_match(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    api::labels::from_label_selector_json(selector).is_ok_and(|s| s.matches(labels))
-}
-
 fn labels_of(role: &Value) -> BTreeMap<String, String> {
     role.pointer("/metadata/labels")
         .and_then(Value::as_object)
@@ -325,8 +377,13 @@ fn cluster_role_rules(all: &[(&Value, BTreeMap<String, String>)], role: &Value) 
             .and_then(Value::as_array);
         match selectors {
             Some(sels) if !sels.is_empty() => {
+                // An invalid selector matches nothing (the aggregation controller skips it).
+                let sels: Vec<_> = sels
+                    .iter()
+                    .filter_map(|s| api::labels::from_label_selector_json(s).ok())
+                    .collect();
                 for (other, labels) in all {
-                    if sels.iter().any(|s| labels_match(s, labels)) {
+                    if sels.iter().any(|s| s.matches(labels)) {
                         stack.push(other);
                     }
                 }
