@@ -20,6 +20,12 @@ pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// `RuntimeCELCostBudget`: the run-time cost budget of one request.
 pub const RUNTIME_CEL_COST_BUDGET: u64 = 10_000_000;
+/// `RuntimeCELCostBudgetMatchConditions`: the run-time cost budget of one webhook's or one
+/// policy binding's `matchConditions` for one request.
+pub const RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS: u64 = 2_500_000;
+/// The error of an exceeded budget (`cel.ErrOutOfBudget`'s text as upstream's filter reports it).
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
 
 /// `common.StringTraversalCostFactor`.
 const STRING_TRAVERSAL: f64 = 0.1;

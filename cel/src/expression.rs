@@ -45,15 +45,16 @@ impl Expression {
     /// Evaluates to a bool with `vars` bound; a result of another type is cel-go's
     /// `no such overload`-style error naming the type.
     pub fn eval_bool(&self, vars: &[(&str, &Value)]) -> Result<bool, String> {
-        self.eval_bool_with(vars, None)
+        self.eval_bool_with(vars, None).0
     }
 
-    /// [`eval_bool`](Self::eval_bool) with `authorizer` bound, when given.
+    /// [`eval_bool`](Self::eval_bool) with `authorizer` bound, when given, and the cost the
+    /// evaluation took (for a budget over several expressions).
     pub fn eval_bool_with(
         &self,
         vars: &[(&str, &Value)],
         authorizer: Option<&AuthorizerVal>,
-    ) -> Result<bool, String> {
+    ) -> (Result<bool, String>, u64) {
         let mut bound: Vec<(&str, Box<dyn Val + '_>)> =
             vars.iter().map(|(n, v)| (*n, untyped(v))).collect();
         if let Some(a) = authorizer {
@@ -66,14 +67,13 @@ impl Expression {
             cel::Value::resolve_val(&self.expr, &ctx)
                 .map(|v| v.downcast_ref::<CelBool>().map(|b| *b.inner()))
         });
-        if usage.exceeded {
-            return Err(COST_EXCEEDED.to_owned());
-        }
-        match out {
+        let result = match out {
+            _ if usage.exceeded => Err(COST_EXCEEDED.to_owned()),
             Ok(Some(b)) => Ok(b),
             Ok(None) => Err("expression did not evaluate to a bool".to_owned()),
             Err(e) => Err(crate::errors::runtime_message(&e)),
-        }
+        };
+        (result, usage.cost)
     }
 }
 

@@ -59,7 +59,7 @@ impl RequestAuthorizer {
         match principal {
             Principal::Requester => self.user.clone(),
             Principal::ServiceAccount { namespace, name } => UserInfo {
-                username: format!("system:serviceaccount:{namespace}:{name}"),
+                username: crate::authn::token::service_account_username(namespace, name),
                 groups: vec![
                     "system:serviceaccounts".to_string(),
                     format!("system:serviceaccounts:{namespace}"),

@@ -13,8 +13,10 @@
 //! 3. `auditAnnotations`: a non-blank string is published (cut at 10 KiB), `null` or blank is
 //!    not; another type or an error is, under `Fail`, a denial.
 //! 4. Cost: each expression is limited to `PerCallLimit` (`operation cancelled: actual cost limit
-//!    exceeded`, an evaluation error) and each of the three steps to `RuntimeCELCostBudget` in
-//!    all ([`OUT_OF_BUDGET`], one error decision in place of the step's others).
+//!    exceeded`, an evaluation error); `matchConditions` to `RuntimeCELCostBudgetMatchConditions`
+//!    in all, the validations with their messages and the audit annotations each to
+//!    `RuntimeCELCostBudget` ([`OUT_OF_BUDGET`], one error decision in place of the step's
+//!    others).
 //!
 //! Every expression of one evaluation shares an [`Activation`]: `variables` are computed at most
 //! once per binding and param.
@@ -75,16 +77,14 @@ fn aggregate(mut errors: Vec<String>) -> String {
     }
 }
 
-/// upstream's `cel.ErrOutOfBudget` text.
-pub const OUT_OF_BUDGET: &str =
-    "validation failed due to running out of cost budget, no further validation rules will be run";
+pub use k8s_cel::cost::OUT_OF_BUDGET;
 
 /// A cost budget spent across expressions (upstream's `remainingBudget` of `ForInput`).
 struct Budget(u64);
 
 impl Budget {
-    fn new() -> Budget {
-        Budget(k8s_cel::cost::RUNTIME_CEL_COST_BUDGET)
+    fn new(budget: u64) -> Budget {
+        Budget(budget)
     }
 
     /// Charges what `act` spent since the last charge (the variables it evaluated included);
@@ -99,10 +99,11 @@ impl Budget {
     }
 }
 
-/// Evaluates `policy` with `act`'s bindings: `matchConditions` within one cost budget,
-/// `validations` and then every `messageExpression` within another, `auditAnnotations` within a
-/// third (upstream gives each filter `RuntimeCELCostBudget`, the messages what the validations
-/// left). A budget exceeded replaces every decision with one error under `failurePolicy`.
+/// Evaluates `policy` with `act`'s bindings: `matchConditions` within
+/// `RuntimeCELCostBudgetMatchConditions`, `validations` and then every `messageExpression`
+/// within `RuntimeCELCostBudget` (the messages get what the validations left),
+/// `auditAnnotations` within another. A budget exceeded replaces every decision with one error
+/// under `failurePolicy`.
 pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
     let mut out = Result::default();
     let error = |out: &mut Result, index, message| {
@@ -116,11 +117,12 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
     };
     act.take_cost();
     let mut errors = Vec::new();
-    let mut budget = Budget::new();
+    let mut budget = Budget::new(k8s_cel::cost::RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
     for c in &policy.conditions {
         let result = run(act, c);
         if budget.charge(act).is_err() {
-            errors.push(OUT_OF_BUDGET.to_string());
+            // The filter's error alone, as upstream's matcher returns it.
+            errors = vec![OUT_OF_BUDGET.to_string()];
             break;
         }
         match result {
@@ -137,7 +139,7 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
         error(&mut out, 0, aggregate(errors));
         return out;
     }
-    let mut budget = Budget::new();
+    let mut budget = Budget::new(k8s_cel::cost::RUNTIME_CEL_COST_BUDGET);
     let mut results = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let result = run(act, &v.expression);
@@ -202,7 +204,7 @@ pub fn evaluate(policy: &Policy, act: &Activation<'_>) -> Result {
             }
         }
     }
-    let mut budget = Budget::new();
+    let mut budget = Budget::new(k8s_cel::cost::RUNTIME_CEL_COST_BUDGET);
     for a in &policy.audit_annotations {
         let result = run(act, &a.value);
         if budget.charge(act).is_err() {

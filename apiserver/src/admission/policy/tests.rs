@@ -368,3 +368,38 @@ fn a_policy_past_its_cost_budget_is_an_error_under_its_failure_policy() {
     );
     assert_eq!(run(&p, "configmaps", "cm").0, None);
 }
+
+#[test]
+fn match_conditions_have_the_smaller_budget_of_their_own() {
+    // Four conditions of two checks each (2,800,000) pass no validation budget, but exceed
+    // `RuntimeCELCostBudgetMatchConditions` (2,500,000); three fit.
+    let check = "authorizer.group('').resource('pods').check('get').allowed()";
+    let conditions = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"name": format!("c{i}"), "expression": format!("{check} && {check}")}))
+            .collect()
+    };
+    let policy = |name: &str, n: usize| {
+        configmaps_policy(
+            name,
+            json!({"matchConditions": conditions(n),
+                "validations": [{"expression": "false", "message": "matched"}]}),
+        )
+    };
+    let p = plugin(&[policy("four", 4)], &[binding("b", "four", json!({}))]);
+    assert_eq!(
+        run(&p, "configmaps", "cm").0,
+        Some((
+            422,
+            "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'four' with binding 'b' denied request: validation failed due to running out of cost budget, no further validation rules will be run".into()
+        ))
+    );
+    let p = plugin(&[policy("three", 3)], &[binding("b", "three", json!({}))]);
+    assert_eq!(
+        run(&p, "configmaps", "cm").0,
+        Some((
+            422,
+            "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'three' with binding 'b' denied request: matched".into()
+        ))
+    );
+}

@@ -7,6 +7,8 @@
 //! webhook's `failurePolicy`: `Fail` refuses the request (403 naming the errors), `Ignore`
 //! skips the webhook. The `authorizer` variable asks the server's authorizer about the
 //! requesting user, as for ValidatingAdmissionPolicies ([`crate::admission::policy::authorizer`]).
+//! A webhook's conditions share `RuntimeCELCostBudgetMatchConditions` (2,500,000): past it,
+//! upstream's out-of-budget error alone, under the `failurePolicy`.
 
 use k8s_cel::expression::Expression;
 use k8s_cel::library::authz::AuthorizerVal;
@@ -53,6 +55,7 @@ impl Conditions {
     ) -> Decision {
         let vars = [("object", object), ("oldObject", old), ("request", request)];
         let mut errors = Vec::new();
+        let mut spent = 0u64;
         for (src, compiled) in &self.0 {
             let compiled = match compiled {
                 Ok(c) => c,
@@ -61,7 +64,14 @@ impl Conditions {
                     continue;
                 }
             };
-            match compiled.eval_bool_with(&vars, authorizer) {
+            let (result, cost) = compiled.eval_bool_with(&vars, authorizer);
+            // One webhook's conditions share `RuntimeCELCostBudgetMatchConditions`: past it the
+            // filter's error alone, under the webhook's failurePolicy.
+            spent = spent.saturating_add(cost);
+            if spent > k8s_cel::cost::RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS {
+                return Decision::Error(k8s_cel::cost::OUT_OF_BUDGET.to_string());
+            }
+            match result {
                 Ok(true) => {}
                 Ok(false) => return Decision::Skip,
                 Err(e) => errors.push(format!("expression '{src}' resulted in error: {e}")),
@@ -153,6 +163,26 @@ mod tests {
         assert_eq!(
             decide("authorizer.group('').resource('secrets').check('get').allowed()"),
             Decision::Skip
+        );
+    }
+
+    #[test]
+    fn a_webhooks_conditions_share_one_budget() {
+        let obj = json!({"metadata": {"name": "p"}});
+        let req = json!({"operation": "CREATE"});
+        let authorizer =
+            AuthorizerVal::new(std::sync::Arc::new(OnlyLists), Some(Default::default()));
+        let check = "authorizer.group('').resource('pods').check('list').allowed()";
+        let two_checks = format!("{check} && {check}");
+        // Two checks (700,000) each: three fit 2,500,000, the fourth does not.
+        let decide = |n: usize| {
+            let srcs: Vec<&str> = (0..n).map(|_| two_checks.as_str()).collect();
+            conditions(&srcs).decide(&obj, &Value::Null, &req, Some(&authorizer))
+        };
+        assert_eq!(decide(3), Decision::Call);
+        assert_eq!(
+            decide(4),
+            Decision::Error(k8s_cel::cost::OUT_OF_BUDGET.to_string())
         );
     }
 }

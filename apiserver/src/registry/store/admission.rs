@@ -378,21 +378,27 @@ impl Store<'_> {
                 .get(&format!("/registry/namespaces/{ns}"))
                 .map(|o| api::meta::labels(&o))
         };
-        // The `authorizer` variable of CEL expressions (webhook match conditions, policies).
+        // The `authorizer` variable of CEL expressions (webhook match conditions, policies):
+        // made once per request, on first use, so its answers are shared by every webhook and
+        // policy (upstream's per-request caching authorizer).
+        let made = std::sync::OnceLock::new();
         let authorizer = || {
-            let request = k8s_cel::library::authz::RequestResource {
-                group: info.group.clone(),
-                resource: info.plural.clone(),
-                subresource: req.subresource.to_string(),
-                namespace: req.namespace.unwrap_or("").to_string(),
-                name: req.name.to_string(),
-            };
-            crate::admission::policy::authorizer::RequestAuthorizer::value(
-                self.state.clone(),
-                req.user,
-                self.state.security.is_some(),
-                request,
-            )
+            made.get_or_init(|| {
+                let request = k8s_cel::library::authz::RequestResource {
+                    group: info.group.clone(),
+                    resource: info.plural.clone(),
+                    subresource: req.subresource.to_string(),
+                    namespace: req.namespace.unwrap_or("").to_string(),
+                    name: req.name.to_string(),
+                };
+                crate::admission::policy::authorizer::RequestAuthorizer::value(
+                    self.state.clone(),
+                    req.user,
+                    self.state.security.is_some(),
+                    request,
+                )
+            })
+            .clone()
         };
         let fx = Effects {
             warnings: write.warnings,
