@@ -213,11 +213,12 @@ impl NodeLifecycleController {
                     if let Err(e) = self.apply(node, &conditions, &taints).await {
                         first_err.get_or_insert(e);
                     }
-                    if stale {
-                        tracing::info!(node = %name, "node stopped renewing its lease: marked unreachable");
-                    } else {
-                        tracing::info!(node = %name, "node lease renewed: unreachable taints removed");
-                    }
+                    let no_execute: Vec<&str> = taints
+                        .iter()
+                        .filter(|t| t.effect == "NoExecute")
+                        .map(|t| t.key.as_str())
+                        .collect();
+                    tracing::info!(node = %name, stale, ?no_execute, "node conditions and NoExecute taints updated");
                 }
             }
         }

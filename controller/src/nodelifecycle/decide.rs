@@ -217,19 +217,20 @@ pub fn decide_node(node: &Node, stale: bool, now: Timestamp) -> NodeDecision {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| c.status.as_str());
-    let mut new_taints: Vec<Taint> = taints.iter().filter(|t| !managed(t)).cloned().collect();
-    match ready {
-        None => new_taints.extend(taints.iter().filter(|t| managed(t)).cloned()),
-        Some(status) => {
-            if let Some(key) = no_execute_key(status) {
-                let existing = taints.iter().find(|t| managed(t) && t.key == key).cloned();
-                new_taints.push(existing.unwrap_or(Taint {
-                    key: key.into(),
-                    effect: NO_EXECUTE.into(),
-                    value: None,
-                    time_added: Some(Time(now)),
-                }));
-            }
+    // The wanted taint stays where it is (an unchanged list is no write); the other goes; a
+    // missing one is appended.
+    let mut new_taints = taints.clone();
+    if let Some(status) = ready {
+        let wanted = no_execute_key(status);
+        new_taints.retain(|t| !managed(t) || Some(t.key.as_str()) == wanted);
+        if let Some(key) = wanted.filter(|k| !new_taints.iter().any(|t| managed(t) && t.key == *k))
+        {
+            new_taints.push(Taint {
+                key: key.into(),
+                effect: NO_EXECUTE.into(),
+                value: None,
+                time_added: Some(Time(now)),
+            });
         }
     }
     if new_conditions == conditions && new_taints == taints {
@@ -393,5 +394,18 @@ mod tests {
             decide_node(&unreported, false, ts(500)),
             NodeDecision::Nothing
         );
+        // The taint kept where it is: a later taint of another (the condition tainting pass's
+        // NoSchedule one) does not make the list differ.
+        let NodeDecision::Update { conditions, taints } = d else {
+            unreachable!()
+        };
+        let mut taints = taints;
+        taints.push(Taint {
+            key: TAINT_UNREACHABLE.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+        let stale = with(&tainted, conditions, taints);
+        assert_eq!(decide_node(&stale, true, ts(600)), NodeDecision::Nothing);
     }
 }

@@ -225,7 +225,8 @@ fn json_kind(v: &Value) -> &'static str {
 /// The configuration's fields have the types of upstream's `PodSecurityConfiguration` (of the
 /// Go `package` of its apiVersion), else the error its decoder stops at (`json: cannot
 /// unmarshal number into Go struct field PodSecurityDefaults.defaults.enforce of type
-/// string`): a mistyped value is refused, never read as absent. `null` is Go's zero value.
+/// string`): a mistyped value is refused, never read as absent. `null` is Go's zero value;
+/// keys the struct does not have are ignored, as the (non-strict) decoder ignores them.
 fn check_types(raw: &Value, package: &str) -> Result<(), String> {
     let refuse = |v: &Value, owner: &str, path: &str, ty: &str| {
         Err(format!(
@@ -247,15 +248,30 @@ fn check_types(raw: &Value, package: &str) -> Result<(), String> {
                 .map(|()| None),
             }
         };
+    const DEFAULTS: [&str; 6] = [
+        "enforce",
+        "enforce-version",
+        "audit",
+        "audit-version",
+        "warn",
+        "warn-version",
+    ];
+    const EXEMPTIONS: [&str; 3] = ["usernames", "namespaces", "runtimeClasses"];
     if let Some(defaults) = section("defaults", "PodSecurityDefaults")? {
-        for (k, v) in defaults {
+        for (k, v) in defaults
+            .iter()
+            .filter(|(k, _)| DEFAULTS.contains(&k.as_str()))
+        {
             if !matches!(v, Value::String(_) | Value::Null) {
                 return refuse(v, "PodSecurityDefaults", &format!("defaults.{k}"), "string");
             }
         }
     }
     if let Some(exemptions) = section("exemptions", "PodSecurityExemptions")? {
-        for (k, v) in exemptions {
+        for (k, v) in exemptions
+            .iter()
+            .filter(|(k, _)| EXEMPTIONS.contains(&k.as_str()))
+        {
             let path = format!("exemptions.{k}");
             match v {
                 Value::Null => {}
@@ -377,8 +393,11 @@ mod tests {
             err(json!({"exemptions": {"namespaces": [true]}})),
             "json: cannot unmarshal bool into Go struct field PodSecurityExemptions.exemptions.namespaces of type string"
         );
-        // null is the zero value: the default.
-        let c = PodSecurityConfig::from_value(&json!({"defaults": {"enforce": null}})).unwrap();
+        // null is the zero value: the default; a key the struct does not have is ignored.
+        let c = PodSecurityConfig::from_value(
+            &json!({"defaults": {"enforce": null, "extra": 1}, "exemptions": {"other": 2}}),
+        )
+        .unwrap();
         assert_eq!(c.defaults.enforce.to_string(), "privileged:latest");
     }
 

@@ -203,16 +203,18 @@ impl Store<'_> {
         let part = (info.group.is_empty() && info.plural == "pods")
             .then(|| crate::registry::pod_subresources::PodPart::named(subresource))
             .flatten();
-        let errs = match (part, subresource) {
-            (Some(part), _) => {
+        // Webhooks see the main resource, `/status` and the pod parts only
+        // ([`WriteScope::admitted_as`], `update_pod_part`).
+        let errs = match part {
+            Some(part) => {
                 part.reapply(new, old);
                 part.validate(new, old)
             }
-            (None, sub) => {
-                let scope = match sub {
-                    "" => WriteScope::Main,
-                    "status" => WriteScope::Status,
-                    _ => WriteScope::Internal,
+            None => {
+                let scope = if subresource == "status" {
+                    WriteScope::Status
+                } else {
+                    WriteScope::Main
                 };
                 self.apply_scope_rules(new, old, scope, &name)?;
                 self.resource.validate_update(new, old)
