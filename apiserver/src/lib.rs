@@ -44,7 +44,6 @@ pub use config::Config;
 pub use error::ApiError;
 pub use server::{run, start, Server};
 pub use state::AppState;
-use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -98,7 +97,7 @@ async fn not_found() -> Response {
 }
 
 /// Records count and latency of every request by verb, resource and code.
-async fn record(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let (verb, resource) = handlers::classify(&state, &req);
     // Debug level: an enabled span formats its fields on every request (about 1 % of the CPU of
@@ -134,9 +133,8 @@ async fn record(State(state): State<Arc<AppState>>, req: Request, next: Next) ->
 pub fn app(state: AppState) -> Router {
     // A secure server authenticates every request: the guard protects only a server without.
     let guard = state.config.loopback_guard && state.security.is_none();
-    // The middlewares share one copy of the state: axum clones a layer's state for every request,
-    // and an `AppState` clone is a dozen reference counts and a cancellation token.
-    let shared = Arc::new(state.clone());
+    // The middlewares' state: axum clones it for every request, one reference count.
+    let shared = state.clone();
     let router = Router::new()
         .route("/version", get(version))
         .route("/healthz", get(ok))

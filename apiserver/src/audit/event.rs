@@ -31,7 +31,7 @@ use crate::authn::UserInfo;
 #[derive(Debug)]
 pub struct Core {
     pub level: Level,
-    pub audit_id: String,
+    pub audit_id: Arc<str>,
     pub request_uri: String,
     pub verb: String,
     /// The authenticated user; `None` when authentication failed (`"user":{}`).
@@ -105,7 +105,7 @@ impl Record {
         ev.insert("kind".into(), json!("Event"));
         ev.insert("apiVersion".into(), json!("audit.k8s.io/v1"));
         ev.insert("level".into(), json!(core.level.as_str()));
-        ev.insert("auditID".into(), json!(core.audit_id));
+        ev.insert("auditID".into(), json!(&*core.audit_id));
         ev.insert("stage".into(), json!(self.stage.as_str()));
         ev.insert("requestURI".into(), json!(core.request_uri));
         ev.insert("verb".into(), json!(core.verb));

@@ -55,22 +55,18 @@ pub struct AuditId(pub Arc<str>);
 /// audit ID is the client's non-empty `Audit-ID` header, else a new UUID, and every response
 /// carries it back.
 pub async fn init(mut req: Request, next: Next) -> Response {
-    let id = req
+    let given = req
         .headers()
         .get(AUDIT_ID_HEADER)
         .filter(|v| !v.is_empty())
-        .and_then(|v| Some((v.clone(), v.to_str().ok()?.to_string())));
-    let (value, id) = match id {
-        Some(given) => given,
-        None => {
-            let id = uuid::Uuid::new_v4().to_string();
-            match HeaderValue::from_str(&id) {
-                Ok(value) => (value, id),
-                Err(_) => return next.run(req).await,
-            }
-        }
-    };
-    req.extensions_mut().insert(AuditId(id.into()));
+        .and_then(|v| Some((v.clone(), Arc::<str>::from(v.to_str().ok()?))));
+    let (value, id) = given.unwrap_or_else(|| {
+        let id = uuid::Uuid::new_v4().to_string();
+        // A UUID's text is always a header value.
+        let value = HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static(""));
+        (value, id.into())
+    });
+    req.extensions_mut().insert(AuditId(id));
     let mut resp = next.run(req).await;
     resp.headers_mut().insert(AUDIT_ID_HEADER, value);
     resp
@@ -83,7 +79,7 @@ const MAX_RESPONSE_BODY: u64 = 16 * 1024 * 1024;
 /// The audit state of one request, in its extensions.
 pub struct AuditContext {
     auditor: Arc<Auditor>,
-    id: String,
+    id: Arc<str>,
     received: jiff::Timestamp,
     uri: axum::http::Uri,
     user_agent: String,
@@ -125,8 +121,8 @@ enum Decided {
 impl AuditContext {
     fn new(auditor: Arc<Auditor>, req: &Request, info: RequestInfo) -> Self {
         let id = match req.extensions().get::<AuditId>() {
-            Some(AuditId(id)) => id.to_string(),
-            None => uuid::Uuid::new_v4().to_string(),
+            Some(AuditId(id)) => id.clone(),
+            None => uuid::Uuid::new_v4().to_string().into(),
         };
         let mut user_agent: String = req
             .headers()

@@ -31,11 +31,7 @@ pub fn user_of(extensions: &Extensions, headers: &HeaderMap) -> Arc<UserInfo> {
 }
 
 /// The middleware.
-pub async fn filter(
-    State(state): State<std::sync::Arc<AppState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub async fn filter(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let user = match &state.security {
         None => {
             crate::audit::authenticated(&req, UserInfo::admin);

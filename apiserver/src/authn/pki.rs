@@ -218,6 +218,13 @@ fn header_len(der: &[u8]) -> Result<usize, String> {
 /// `CommonNameUserConversion` (a certificate without a CN authenticates nobody).
 pub fn user_of(cert_der: &[u8]) -> Option<(String, Vec<String>)> {
     let (_, cert) = x509_parser::certificate::X509Certificate::from_der(cert_der).ok()?;
+    user_of_certificate(&cert)
+}
+
+/// [`user_of`] a certificate already parsed.
+pub fn user_of_certificate(
+    cert: &x509_parser::certificate::X509Certificate<'_>,
+) -> Option<(String, Vec<String>)> {
     let subject = cert.subject();
     let user = subject
         .iter_common_name()

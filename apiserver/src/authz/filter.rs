@@ -14,11 +14,7 @@ use crate::registry::store::CachedObjects;
 use crate::state::AppState;
 
 /// The middleware.
-pub async fn filter(
-    State(state): State<std::sync::Arc<AppState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub async fn filter(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let user = user_of(req.extensions(), req.headers());
     let attrs = super::request_info::attributes((*user).clone(), RequestInfo::of(&mut req));
     let (decision, by) = super::authorize_by(&CachedObjects::new(&state), &attrs);

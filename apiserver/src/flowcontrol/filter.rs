@@ -41,11 +41,7 @@ pub const PRIORITY_LEVEL_UID: HeaderName =
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 
 /// The filter.
-pub async fn filter(
-    State(state): State<std::sync::Arc<AppState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub async fn filter(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let info = RequestInfo::of(&mut req).clone();
     if info.verb != "watch" && crate::http::limits::is_long_running(&info) {
         return next.run(req).await;

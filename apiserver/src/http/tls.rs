@@ -163,7 +163,7 @@ pub fn verify_client(ca_der: &[u8], cert_der: &[u8], now: i64) -> PeerCertificat
         return rejected("x509: certificate specifies an incompatible key usage");
     }
     let not_after = validity.not_after.timestamp();
-    match crate::authn::pki::user_of(cert_der) {
+    match crate::authn::pki::user_of_certificate(&cert) {
         Some((user, groups)) => PeerCertificate::Verified {
             user,
             groups,
