@@ -448,6 +448,42 @@ async fn secure_startup(rounds: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Upper bound of operations per writer of a closed loop (the deadline ends a run long before).
+const MAX_PER_WRITER: u64 = 1_000_000;
+
+/// `writers` tasks each awaiting `op(writer, i)` for i = 0, 1, … until `load` has passed (at
+/// most [`MAX_PER_WRITER`] each): how many operations succeeded and failed, and the time taken.
+async fn closed_loop<F, Fut>(writers: usize, load: Duration, op: F) -> (u64, u64, Duration)
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let start = Instant::now();
+    let deadline = start + load;
+    let mut tasks = Vec::with_capacity(writers);
+    for w in 0..writers {
+        let (op, ok, failed) = (op.clone(), ok.clone(), failed.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..MAX_PER_WRITER {
+                if Instant::now() > deadline {
+                    break;
+                }
+                let counter = if op(w, i).await { &ok } else { &failed };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    (
+        ok.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+        start.elapsed(),
+    )
+}
+
 fn configmap(name: &str, payload: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name}, "data": {"payload": payload}})

@@ -14,24 +14,80 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{configmap, in_memory_config, Error};
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, Storage};
-
-/// Upper bound of creates per writer (the deadline ends a run long before).
-const MAX_PER_WRITER: u64 = 1_000_000;
 
 /// Retries of one create answered 429.
 const MAX_RETRIES: usize = 100;
 
 /// What one run counted.
 #[derive(Debug, Default)]
-struct Counts {
-    created: AtomicU64,
-    too_many: AtomicU64,
-    other_status: AtomicU64,
-    transport: AtomicU64,
+pub(super) struct Counts {
+    pub(super) created: AtomicU64,
+    /// 429 answers (each retried).
+    pub(super) too_many: AtomicU64,
+    /// Creates still answered 429 after [`MAX_RETRIES`]: not created.
+    pub(super) gave_up: AtomicU64,
+    pub(super) other_status: AtomicU64,
+    pub(super) transport: AtomicU64,
+}
+
+impl Counts {
+    /// The creates that did not happen, by kind.
+    pub(super) fn failures(&self) -> String {
+        format!(
+            "429: {} retried, {} given up; other non-2xx: {}, transport errors: {}",
+            self.too_many.load(Ordering::Relaxed),
+            self.gave_up.load(Ordering::Relaxed),
+            self.other_status.load(Ordering::Relaxed),
+            self.transport.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// `writers` closed-loop writers POSTing 1 KiB ConfigMaps (named by `name(writer, i)`) to `url`
+/// for `load` ([`super::closed_loop`]): what happened, and the seconds taken. A 429 is retried
+/// after 10 ms, at most [`MAX_RETRIES`] times.
+pub(super) async fn closed_loop(
+    http: &reqwest::Client,
+    url: &str,
+    writers: usize,
+    load: Duration,
+    name: impl Fn(usize, u64) -> String + Clone + Send + Sync + 'static,
+) -> (Arc<Counts>, f64) {
+    let payload: Arc<str> = "x".repeat(1024).into();
+    let counts = Arc::new(Counts::default());
+    let (http, url) = (http.clone(), Arc::<str>::from(url));
+    let op = {
+        let counts = counts.clone();
+        move |w: usize, i: u64| {
+            let (http, url, payload, counts) =
+                (http.clone(), url.clone(), payload.clone(), counts.clone());
+            let body = configmap(&name(w, i), &payload);
+            async move {
+                for _ in 0..MAX_RETRIES {
+                    let counter = match http.post(&*url).json(&body).send().await {
+                        Ok(r) if r.status().as_u16() == 201 => &counts.created,
+                        Ok(r) if r.status().as_u16() == 429 => {
+                            counts.too_many.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                        Ok(_) => &counts.other_status,
+                        Err(_) => &counts.transport,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                counts.gave_up.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    };
+    let (_, _, took) = super::closed_loop(writers, load, op).await;
+    (counts, took.as_secs_f64())
 }
 
 /// Runs the benchmark at each of `writer_counts`, `load` each.
@@ -93,50 +149,14 @@ async fn run(
     }
     let plane = ControlPlane::start(config).await?;
     let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
-    let payload = "x".repeat(1024);
     let http = super::admin_http(
         &plane,
         reqwest::Client::builder().pool_max_idle_per_host(writers),
     )?;
-    let counts = Arc::new(Counts::default());
-    let start = Instant::now();
-    let deadline = start + load;
-    let mut tasks = Vec::with_capacity(writers);
-    for w in 0..writers {
-        let (http, url, payload, counts) =
-            (http.clone(), url.clone(), payload.clone(), counts.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..MAX_PER_WRITER {
-                if Instant::now() > deadline {
-                    break;
-                }
-                let body = configmap(&format!("w{writers}-{w}-{i}"), &payload);
-                for _ in 0..MAX_RETRIES {
-                    match http.post(&url).json(&body).send().await {
-                        Ok(r) if r.status().as_u16() == 201 => {
-                            counts.created.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(r) if r.status().as_u16() == 429 => {
-                            counts.too_many.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                        Ok(_) => {
-                            counts.other_status.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(_) => {
-                            counts.transport.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    break;
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let (counts, secs) = closed_loop(&http, &url, writers, load, move |w, i| {
+        format!("w{writers}-{w}-{i}")
+    })
+    .await;
     let n = counts.created.load(Ordering::Relaxed);
     let audited = match audit_log {
         Some(_) => {
@@ -164,10 +184,8 @@ async fn run(
     };
     let rate = n as f64 / secs;
     println!(
-        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {rate:.0} creates/s ({n} in {secs:.1} s; 429: {}, other non-2xx: {}, transport errors: {})",
-        counts.too_many.load(Ordering::Relaxed),
-        counts.other_status.load(Ordering::Relaxed),
-        counts.transport.load(Ordering::Relaxed),
+        "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {rate:.0} creates/s ({n} in {secs:.1} s; {})",
+        counts.failures()
     );
     plane.shutdown().await;
     Ok(rate)

@@ -9,22 +9,15 @@
 //! `minik8s bench scale --etcd-servers …` / `--etcd-members N` runs `bench scale` on etcd
 //! ([`plane_config`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::etcd_baseline::{self, Shape};
-use super::{configmap, Error};
+use super::Error;
 use crate::control_plane::{ControlPlane, ControlPlaneConfig, EtcdStorage, Storage};
 
 /// Writer counts measured.
 const WRITERS: [usize; 2] = [16, 64];
-
-/// Upper bound of creates per writer (the deadline ends a run long before).
-const MAX_PER_WRITER: u64 = 1_000_000;
-
-/// Retries of one create answered 429.
-const MAX_RETRIES: usize = 100;
 
 /// The etcd a benchmark runs on: given URLs, or members started for the run (stopped on drop).
 pub(crate) struct Target {
@@ -123,7 +116,6 @@ pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error
     let plane = ControlPlane::start(config).await?;
     let run = format!("{}", std::process::id());
     let url = format!("{}/api/v1/namespaces/default/configmaps", plane.url());
-    let payload = "x".repeat(1024);
     println!("{}:", target.describe());
     for writers in WRITERS {
         let mut rates = Vec::new();
@@ -144,7 +136,7 @@ pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error
             rates.push(rate);
         }
         let cpu = Cpu::start(target);
-        let (n, secs, failed) = http_creates(&url, &run, writers, load, &payload).await?;
+        let (n, secs, failed) = http_creates(&url, &run, writers, load).await?;
         let rate = n as f64 / secs;
         let overhead = |raw: f64| {
             if rate > 0.0 {
@@ -172,56 +164,18 @@ async fn http_creates(
     run: &str,
     writers: usize,
     load: Duration,
-    payload: &str,
 ) -> Result<(u64, f64, String), Error> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(writers)
         .build()?;
-    let done = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let shed = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let deadline = start + load;
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let (http, url, payload) = (http.clone(), url.to_owned(), payload.to_owned());
-        let (done, errors, shed) = (done.clone(), errors.clone(), shed.clone());
-        let run = run.to_owned();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..MAX_PER_WRITER {
-                if Instant::now() > deadline {
-                    break;
-                }
-                let body = configmap(&format!("e{run}-{writers}-{w}-{i}"), &payload);
-                // A 429 is retried after a short pause, as `bench creates` on sled does;
-                // anything else but 201 is an error.
-                for _ in 0..MAX_RETRIES {
-                    match http.post(&url).json(&body).send().await {
-                        Ok(r) if r.status().as_u16() == 201 => {
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(r) if r.status().as_u16() == 429 => {
-                            shed.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                        _ => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    break;
-                }
-            }
-        }));
-    }
-    for task in tasks {
-        let _ = task.await;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let failed = format!(
-        "{} errors, {} retried 429s",
-        errors.load(Ordering::Relaxed),
-        shed.load(Ordering::Relaxed)
-    );
-    Ok((done.load(Ordering::Relaxed), secs, failed))
+    let run = run.to_owned();
+    let (counts, secs) = super::creates::closed_loop(&http, url, writers, load, move |w, i| {
+        format!("e{run}-{writers}-{w}-{i}")
+    })
+    .await;
+    Ok((
+        counts.created.load(Ordering::Relaxed),
+        secs,
+        counts.failures(),
+    ))
 }

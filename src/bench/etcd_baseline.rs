@@ -11,14 +11,12 @@
 //!
 //! Every loop is bounded by a count and by the deadline; each writer writes its own keys.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, WatchOptions};
 
 use super::Error;
-
-/// Upper bound of writes per writer (the deadline ends a run long before).
-const MAX_PER_WRITER: u64 = 1_000_000;
 
 /// Which write a baseline measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,42 +59,26 @@ pub(crate) async fn rate(
             }))
         }
     };
-    let start = Instant::now();
-    let deadline = start + load;
-    let value = vec![b'x'; value_len];
-    let mut tasks = Vec::with_capacity(writers);
-    for w in 0..writers {
-        let mut kv = client.kv_client();
-        let (value, prefix) = (value.clone(), prefix.to_owned());
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
-            for i in 0..MAX_PER_WRITER {
-                if Instant::now() > deadline {
-                    break;
-                }
-                let key = format!("{prefix}{w}-{i}");
-                let ok = match shape {
-                    Shape::Put => kv.put(key, value.clone(), None).await.is_ok(),
-                    Shape::CreateTxn => {
-                        let txn = Txn::new()
-                            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-                            .and_then([TxnOp::put(key.as_str(), value.clone(), None)])
-                            .or_else([TxnOp::get(key.as_str(), None)]);
-                        kv.txn(txn).await.is_ok_and(|r| r.succeeded())
-                    }
-                };
-                if ok {
-                    done += 1;
+    let value: Arc<[u8]> = vec![b'x'; value_len].into();
+    let (kv, prefix) = (client.kv_client(), prefix.to_owned());
+    let op = move |w: usize, i: u64| {
+        let (mut kv, value) = (kv.clone(), value.clone());
+        let key = format!("{prefix}{w}-{i}");
+        async move {
+            match shape {
+                Shape::Put => kv.put(key, value.to_vec(), None).await.is_ok(),
+                Shape::CreateTxn => {
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+                        .and_then([TxnOp::put(key.as_str(), value.to_vec(), None)])
+                        .or_else([TxnOp::get(key.as_str(), None)]);
+                    kv.txn(txn).await.is_ok_and(|r| r.succeeded())
                 }
             }
-            done
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap_or(0);
-    }
-    let took = start.elapsed();
+        }
+    };
+    let (total, _, took) = super::closed_loop(writers, load, op).await;
+
     // Dropping the client ends the watch stream, and with it the reading task.
     drop(client);
     if let Some(watch) = watch {

@@ -7,16 +7,12 @@
 //! bounded by the deadline and by a count. A put counts when etcd answers 200 (etcd acknowledges
 //! a put after its raft entry is fsynced to its WAL: durable, as our 201). Loopback only.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 
 use super::Error;
-
-/// Upper bound of puts per writer (the deadline ends a run long before).
-const MAX_PER_WRITER: u64 = 1_000_000;
 
 /// What one gateway run measured.
 pub(crate) struct PutRate {
@@ -49,36 +45,20 @@ pub(crate) async fn put_rate(
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(writers)
         .build()?;
-    let (puts, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let start = Instant::now();
-    let deadline = start + load;
-    let mut tasks = Vec::with_capacity(writers);
-    for w in 0..writers {
-        let (http, put_url, value) = (http.clone(), put_url.clone(), value.clone());
-        let (puts, errors, prefix) = (puts.clone(), errors.clone(), prefix.to_owned());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..MAX_PER_WRITER {
-                if Instant::now() > deadline {
-                    break;
-                }
-                let key = b64.encode(format!("{prefix}{w}-{i}"));
-                let body = serde_json::json!({"key": key, "value": value});
-                let put = match http.post(&put_url).json(&body).send().await {
-                    // The answer read whole, so its connection goes back to the pool.
-                    Ok(r) if r.status().is_success() => r.bytes().await.is_ok(),
-                    _ => false,
-                };
-                let counter = if put { &puts } else { &errors };
-                counter.fetch_add(1, Ordering::Relaxed);
+    let (put_url, value): (Arc<str>, Arc<str>) = (put_url.into(), value.into());
+    let prefix = prefix.to_owned();
+    let op = move |w: usize, i: u64| {
+        let (http, put_url) = (http.clone(), put_url.clone());
+        let body =
+            serde_json::json!({"key": b64.encode(format!("{prefix}{w}-{i}")), "value": &*value});
+        async move {
+            match http.post(&*put_url).json(&body).send().await {
+                // The answer read whole, so its connection goes back to the pool.
+                Ok(r) if r.status().is_success() => r.bytes().await.is_ok(),
+                _ => false,
             }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    Ok(PutRate {
-        puts: puts.load(Ordering::Relaxed),
-        errors: errors.load(Ordering::Relaxed),
-        took: start.elapsed(),
-    })
+        }
+    };
+    let (puts, errors, took) = super::closed_loop(writers, load, op).await;
+    Ok(PutRate { puts, errors, took })
 }
