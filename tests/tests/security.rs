@@ -89,6 +89,13 @@ async fn create(admin: &Http, path: &str, body: Value) -> Value {
     obj
 }
 
+/// A TokenRequest's token for ServiceAccount `namespace/account` with `spec`.
+async fn token(admin: &Http, namespace: &str, account: &str, spec: Value) -> String {
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token");
+    let tr = create(admin, &path, json!({"spec": spec})).await;
+    tr["status"]["token"].as_str().unwrap().to_string()
+}
+
 fn binding(name: &str, kind: &str, role: &str, subject: Value) -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
@@ -290,16 +297,8 @@ async fn the_t10_matrix_follows_the_bootstrap_policy() {
     })
     .await;
 
-    let (code, tr) = admin
-        .send(
-            "POST",
-            "/api/v1/namespaces/team/serviceaccounts/builder/token",
-            Some(json!({"spec": {}})),
-        )
-        .await;
-    assert_eq!(code, 201, "{tr}");
     let mut sa = Http::anonymous(sandbox.kubeconfig_path());
-    sa.token = Some(tr["status"]["token"].as_str().unwrap().to_string());
+    sa.token = Some(token(&admin, "team", "builder", json!({})).await);
     let mut tom = Http::anonymous(sandbox.kubeconfig_path());
     tom.token = Some("s3cret-token".to_string());
     let mut ivan = as_user("ivan", &[]);
@@ -440,15 +439,8 @@ async fn bad_credentials_are_401_and_a_bound_token_dies_with_its_pod() {
         json!({"metadata": {"name": "p"}, "spec": {"serviceAccountName": "sa", "containers": [{"name": "c", "image": "busybox"}]}}),
     )
     .await;
-    let (code, tr) = admin
-        .send(
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts/sa/token",
-            Some(json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": pod["metadata"]["uid"]}}})),
-        )
-        .await;
-    assert_eq!(code, 201, "{tr}");
-    let token = tr["status"]["token"].as_str().unwrap().to_string();
+    let bound = json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": pod["metadata"]["uid"]}});
+    let token = token(&admin, "default", "sa", bound).await;
     let whoami = |token: String| {
         let mut h = Http::anonymous(sandbox.kubeconfig_path());
         h.token = Some(token);
@@ -599,15 +591,7 @@ async fn a_client_certificate_without_a_common_name_authenticates_nobody() {
         json!({"metadata": {"name": "sa"}}),
     )
     .await;
-    let (code, tr) = admin
-        .send(
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts/sa/token",
-            Some(json!({"spec": {}})),
-        )
-        .await;
-    assert_eq!(code, 201, "{tr}");
-    unnamed.token = Some(tr["status"]["token"].as_str().unwrap().to_string());
+    unnamed.token = Some(token(&admin, "default", "sa", json!({})).await);
     let (code, review) = unnamed
         .send(
             "POST",
