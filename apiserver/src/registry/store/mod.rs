@@ -183,6 +183,13 @@ impl<'a> Store<'a> {
         }
     }
 
+    /// The watch cache's copy of the object at `key`, if it holds one (possibly behind the store).
+    fn read_cached(&self, key: &str) -> Option<Current> {
+        let object = self.state.cache.get(key)?;
+        let revision = api::meta::resource_version(&object)?.parse().ok()?;
+        Some(Current { object, revision })
+    }
+
     /// Waits until the watch cache has every write acknowledged so far (a "most recent" read).
     pub async fn wait_consistent(&self) -> Result<()> {
         // A quorum read on etcd: writes through other apiservers count too.
@@ -272,24 +279,47 @@ impl<'a> Store<'a> {
         let key = self.key(name);
         let started = std::time::Instant::now();
         let mut attempts = 0;
+        // The first attempt starts from the watch cache's copy, as upstream's cacher hands its
+        // object to the storage's update: no store read (on etcd a quorum round trip) when the
+        // copy is current, which the compare-and-swap proves. Whatever a possibly stale copy
+        // decides short of a write — a failed precondition, an error, a no-op — is decided again
+        // on the store's current state.
+        let mut cached = match opts.dry_run {
+            true => None,
+            false => self.read_cached(&key),
+        };
         while attempts < MAX_ATTEMPTS || started.elapsed() < RETRY_WINDOW {
             attempts += 1;
-            let current = self.read(name).await?;
+            let (current, fresh) = match cached.take() {
+                Some(copy) => (Some(copy), false),
+                None => (self.read(name).await?, true),
+            };
             if let Some(current) = &current {
-                self.check_preconditions(name, preconditions, current)?;
+                match self.check_preconditions(name, preconditions, current) {
+                    Err(_) if !fresh => continue,
+                    checked => checked?,
+                }
             }
             // Under a webhook converter the update is computed in the request's version and
             // stored in the storage version ([`convert`]).
             let view = self.view_of(current.as_ref()).await?;
-            let attempt = try_update(view.as_ref().or(current.as_ref()))?;
+            let attempt = match try_update(view.as_ref().or(current.as_ref())) {
+                Err(_) if !fresh => continue,
+                attempt => attempt?,
+            };
             // Admission webhooks see a client's write in the request's version.
             let attempt = match (attempt, subresource, view.as_ref().or(current.as_ref())) {
-                (Attempt::Write(new), Some(sub), Some(old)) => Attempt::Write(
-                    self.admit_update_by_webhooks(new, &old.object, sub, opts)
-                        .await?,
-                ),
+                (Attempt::Write(new), Some(sub), Some(old)) => {
+                    match self.admit_update_by_webhooks(new, &old.object, sub, opts).await {
+                        Err(_) if !fresh => continue,
+                        admitted => Attempt::Write(admitted?),
+                    }
+                }
                 (other, _, _) => other,
             };
+            if !fresh && matches!(attempt, Attempt::Keep | Attempt::Create(_)) {
+                continue;
+            }
             let attempt = match attempt {
                 Attempt::Write(new) if view.is_some() && !opts.dry_run => {
                     Attempt::Write(self.to_storage_version(new).await?)
@@ -314,7 +344,7 @@ impl<'a> Store<'a> {
                     if self.resource.should_delete_during_update(&new) {
                         self.remove(&key, current, Some(new), opts.dry_run).await?
                     } else {
-                        self.write(&key, new, current, opts.dry_run, subresource)
+                        self.write(&key, new, current, fresh, opts.dry_run, subresource)
                             .await?
                     }
                 }
@@ -364,17 +394,23 @@ impl<'a> Store<'a> {
     }
 
     /// Writes `new` over `current` unless it is the same, after validating admission of a write
-    /// of `subresource` if any; `None` when the compare-and-swap lost.
+    /// of `subresource` if any; `None` when the compare-and-swap lost, or when `current` is not
+    /// `fresh` from the store and would be written unchanged (a no-op is answered from the store's
+    /// current state, as upstream re-reads before it skips a write).
     async fn write(
         &self,
         key: &str,
         mut new: Value,
         current: Current,
+        fresh: bool,
         dry_run: bool,
         subresource: Option<&str>,
     ) -> Result<Option<Outcome>> {
         self.resource.canonicalize(&mut new);
         let same = same_ignoring_rv(&new, &current.object);
+        if same && !fresh {
+            return Ok(None);
+        }
         if let (false, Some(subresource)) = (same, subresource) {
             self.validate_quota(&new, Some(&current.object), subresource, dry_run)
                 .await?;
