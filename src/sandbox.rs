@@ -141,8 +141,9 @@ impl SandboxBuilder {
                 .map_err(|e| Error::Apiserver(format!("loading audit policy file: {e}")))?;
             config.apiserver.audit.policy = Some(policy);
         }
+        remove_orphans(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("minik8s-sandbox-")
+            .prefix(&format!("{SANDBOX_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|source| Error::Kubeconfig {
                 path: std::env::temp_dir(),
@@ -156,6 +157,37 @@ impl SandboxBuilder {
             plane: Some(plane),
             _dir: dir,
         })
+    }
+}
+
+/// The start of a sandbox directory's name; the owning process's id follows, then `-`.
+const SANDBOX_DIR_PREFIX: &str = "minik8s-sandbox-";
+
+/// Removes the directories of sandboxes whose process has exited without dropping them (a
+/// sandbox kept in a `static` by a test binary is never dropped). Only where the process table
+/// can be read (`/proc`); a directory whose process id is in use again is left for later. Best
+/// effort: what cannot be read or removed stays.
+fn remove_orphans(tmp: &Path) {
+    let proc = Path::new("/proc");
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    if !proc.join("self").exists() {
+        return;
+    }
+    for entry in entries.flatten().take(100_000) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SANDBOX_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !proc.join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -282,5 +314,34 @@ impl Drop for Sandbox {
         if let Some(plane) = &self.plane {
             plane.cancel();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orphaned_sandbox_directories_are_removed_and_live_ones_kept() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        // No process can have this id (pid_max is at most 2^22).
+        let orphan = root
+            .path()
+            .join(format!("{SANDBOX_DIR_PREFIX}4294967294-abc"));
+        let live = root
+            .path()
+            .join(format!("{SANDBOX_DIR_PREFIX}{}-abc", std::process::id()));
+        let unnamed = root.path().join(format!("{SANDBOX_DIR_PREFIX}abcdef"));
+        let other = root.path().join("something-else-4294967294-abc");
+        for dir in [&orphan, &live, &unnamed, &other] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("kubeconfig"), "x").unwrap();
+        }
+        remove_orphans(root.path());
+        assert!(!orphan.exists());
+        assert!(live.exists() && unnamed.exists() && other.exists());
     }
 }
