@@ -130,8 +130,15 @@ async fn an_update_from_a_current_cache_reads_nothing_from_the_store() {
     // A no-op update is confirmed on the store's current state before it is skipped.
     let (code, same) = put(&app, URI, config_map(json!({"a": "2"}), None)).await;
     assert_eq!(code, 200, "{same}");
-    assert_eq!(same["metadata"]["resourceVersion"], body["metadata"]["resourceVersion"]);
-    assert_eq!(racing.gets.load(Ordering::SeqCst), 1, "only the no-op read the store");
+    assert_eq!(
+        same["metadata"]["resourceVersion"],
+        body["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        racing.gets.load(Ordering::SeqCst),
+        1,
+        "only the no-op read the store"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,5 +177,9 @@ async fn a_write_between_the_cached_read_and_the_swap_is_not_lost() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["metadata"]["labels"]["raced"], "yes", "{body}");
     assert_eq!(body["data"], json!({"a": "1", "b": "2"}));
-    assert_eq!(racing.gets.load(Ordering::SeqCst), 1, "one read after the lost swap");
+    assert_eq!(
+        racing.gets.load(Ordering::SeqCst),
+        1,
+        "one read after the lost swap"
+    );
 }

@@ -310,7 +310,10 @@ impl<'a> Store<'a> {
             // Admission webhooks see a client's write in the request's version.
             let attempt = match (attempt, subresource, view.as_ref().or(current.as_ref())) {
                 (Attempt::Write(new), Some(sub), Some(old)) => {
-                    match self.admit_update_by_webhooks(new, &old.object, sub, opts).await {
+                    match self
+                        .admit_update_by_webhooks(new, &old.object, sub, opts)
+                        .await
+                    {
                         Err(_) if !fresh => continue,
                         admitted => Attempt::Write(admitted?),
                     }
