@@ -2,8 +2,8 @@
 //! `predicates/namespace`, `predicates/object` and `generic.Webhook.ShouldCallHook`): a
 //! configuration's webhooks compiled once into [`Hook`]s, then matched per request.
 //!
-//! - `rules`: a rule matches when the operation (`*` for all; CONNECT is never sent here: the
-//!   apiserver serves no connect requests to webhooks), the group, the version and the resource
+//! - `rules`: a rule matches when the operation (`*` for all; CONNECT is the connect
+//!   subresources' `pods/exec`, `attach`, `portforward`, `proxy`), the group, the version and the resource
 //!   (`pods`, `pods/status`, `*`, `*/status`, `pods/*`, `*/*`; `*` alone is every main resource
 //!   and no subresource) match, and `scope` (`*`, `Cluster`, `Namespaced`) admits the request's
 //!   namespace.
@@ -290,6 +290,8 @@ mod tests {
             group,
             version,
             resource,
+            kind_group: group,
+            kind_version: version,
             kind: "K",
             subresource: sub,
             name: "n",
@@ -363,6 +365,81 @@ mod tests {
             check(cm, None, json!({"skip": "1"}), |r| h.matches_object(r)),
             Ok(false)
         );
+    }
+
+    /// `deployments/scale` under `matchPolicy`: `Equivalent` maps a rule naming another version
+    /// of the group's deployments to the request's, `Exact` does not; `*/scale` and `*/*` see
+    /// every scale, `deployments` alone none.
+    #[test]
+    fn scale_rules_and_match_policy() {
+        let rule = |resources: Value, versions: Value| {
+            json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": versions,
+                "resources": resources}])
+        };
+        let scale = ("apps", "v1", "deployments", "scale");
+        let matches = |h: &Hook| check(scale, Some("default"), json!({}), |r| h.matches_rules(r));
+        let beta = rule(json!(["deployments/scale"]), json!(["v1beta1"]));
+        assert!(matches(&hook(beta.clone(), json!({}))));
+        assert!(!matches(&hook(beta, json!({"matchPolicy": "Exact"}))));
+        let v1 = rule(json!(["deployments/scale"]), json!(["v1"]));
+        assert!(matches(&hook(v1, json!({"matchPolicy": "Exact"}))));
+        assert!(matches(&hook(
+            rule(json!(["*/scale"]), json!(["*"])),
+            json!({})
+        )));
+        assert!(matches(&hook(
+            rule(json!(["*/*"]), json!(["*"])),
+            json!({})
+        )));
+        assert!(!matches(&hook(
+            rule(json!(["deployments"]), json!(["v1"])),
+            json!({})
+        )));
+        assert!(!matches(&hook(
+            rule(json!(["deployments/status"]), json!(["v1"])),
+            json!({})
+        )));
+        // Another group's deployments are not equivalent here.
+        let other = json!([{"operations": ["UPDATE"], "apiGroups": ["extensions"],
+            "apiVersions": ["v1beta1"], "resources": ["deployments/scale"]}]);
+        assert!(!matches(&hook(other, json!({}))));
+    }
+
+    #[test]
+    fn connect_rules() {
+        let exec = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["pods/exec"]}]);
+        let h = hook(exec, json!({}));
+        let user = UserInfo::admin();
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Connect,
+            group: "",
+            version: "v1",
+            resource: "pods",
+            kind_group: "",
+            kind_version: "v1",
+            kind: "PodExecOptions",
+            subresource: "exec",
+            name: "web",
+            namespace: Some("default"),
+            object: None,
+            old: None,
+            user: &user,
+            dry_run: false,
+            options: &opts,
+        };
+        assert!(h.matches_rules(&req));
+        let attach = Request {
+            subresource: "attach",
+            ..req
+        };
+        assert!(!h.matches_rules(&attach));
+        let update = Request {
+            operation: Operation::Update,
+            ..req
+        };
+        assert!(!h.matches_rules(&update));
     }
 
     #[test]

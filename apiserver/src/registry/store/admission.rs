@@ -301,25 +301,38 @@ impl Store<'_> {
     }
 }
 
+/// The group, version and kind of a subresource's object that is not the resource's own (an
+/// `autoscaling/v1` `Scale`, a `v1` `Binding`, a `policy/v1` `Eviction`, `v1` `PodExecOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SubresourceKind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+}
+
 /// A write as admission webhooks see it.
-struct WebhookWrite<'w> {
-    operation: WebhookOperation,
-    /// The name when neither object has one.
-    name: &'w str,
-    object: Option<&'w Value>,
-    old: Option<&'w Value>,
-    subresource: &'w str,
-    user: Option<&'w crate::authn::UserInfo>,
-    dry_run: bool,
+pub(super) struct WebhookWrite<'w> {
+    pub(super) operation: WebhookOperation,
+    /// The name when neither object has one; for a subresource's own kind, the name always
+    /// (the parent object's, from the URL, as upstream's attributes carry it).
+    pub(super) name: &'w str,
+    /// The kind of the objects when not the resource's own: they are sent as they are, and a
+    /// mutated one comes back as the webhooks left it, for the caller to decode.
+    pub(super) kind: Option<SubresourceKind>,
+    pub(super) object: Option<&'w Value>,
+    pub(super) old: Option<&'w Value>,
+    pub(super) subresource: &'w str,
+    pub(super) user: Option<&'w crate::authn::UserInfo>,
+    pub(super) dry_run: bool,
     /// `CreateOptions`/`UpdateOptions`/`DeleteOptions` fields.
-    options: Value,
-    warnings: &'w crate::registry::Warnings,
-    audit: &'w crate::registry::AuditAnnotations,
+    pub(super) options: Value,
+    pub(super) warnings: &'w crate::registry::Warnings,
+    pub(super) audit: &'w crate::registry::AuditAnnotations,
 }
 
 /// Which admission webhooks a store step runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Mutating,
     Validating,
 }
@@ -327,7 +340,7 @@ enum Phase {
 impl Store<'_> {
     /// The options of a write as admission webhooks see them (`CreateOptions`/`UpdateOptions`
     /// fields).
-    fn webhook_options(opts: &WriteOptions) -> Value {
+    pub(super) fn webhook_options(opts: &WriteOptions) -> Value {
         let mut o = serde_json::Map::new();
         if opts.dry_run {
             o.insert("dryRun".into(), serde_json::json!(["All"]));
@@ -343,26 +356,46 @@ impl Store<'_> {
 
     /// Runs the admission webhooks of `phase` on `write`; `Some` with the object mutating
     /// webhooks changed (in storage form). Server-internal writes (no user) are not sent.
-    async fn run_webhooks(&self, phase: Phase, write: WebhookWrite<'_>) -> Result<Option<Value>> {
+    pub(super) async fn run_webhooks(
+        &self,
+        phase: Phase,
+        write: WebhookWrite<'_>,
+    ) -> Result<Option<Value>> {
         let info = &self.resource.info;
         let webhooks = &self.state.webhooks;
         let Some(user) = write.user.filter(|_| self.any_webhooks(phase)) else {
             return Ok(None);
         };
-        let shown_old = write.old.map(|o| self.shown(o));
-        let shown = write.object.map(|o| self.shown(o));
-        let name = write
-            .object
-            .and_then(api::meta::name)
-            .or_else(|| write.old.and_then(api::meta::name))
-            .unwrap_or(write.name)
-            .to_string();
+        // A subresource's own kind is sent as it is; the resource's objects in the endpoint's
+        // version.
+        let foreign = write.kind.is_some();
+        let shown_old = write.old.map(|o| self.shown_unless(foreign, o));
+        let shown = write.object.map(|o| self.shown_unless(foreign, o));
+        let name = match write.kind {
+            Some(_) => write.name,
+            None => write
+                .object
+                .and_then(api::meta::name)
+                .or_else(|| write.old.and_then(api::meta::name))
+                .unwrap_or(write.name),
+        }
+        .to_string();
+        let (kind_group, kind_version, kind) = match write.kind {
+            Some(k) => (k.group, k.version, k.kind),
+            None => (
+                info.group.as_str(),
+                info.version.as_str(),
+                info.kind.as_str(),
+            ),
+        };
         let req = Request {
             operation: write.operation,
             group: &info.group,
             version: &info.version,
             resource: &info.plural,
-            kind: &info.kind,
+            kind_group,
+            kind_version,
+            kind,
             subresource: write.subresource,
             name: &name,
             namespace: self.namespace.as_deref(),
@@ -411,6 +444,8 @@ impl Store<'_> {
             // Fields the kind does not define are dropped, as decoding the patched object into
             // its type (or pruning a custom resource) does upstream.
             Phase::Mutating => match webhooks.mutate(&req, &fx, &gr).await? {
+                // The caller decodes a subresource's own kind.
+                Some(mutated) if write.kind.is_some() => Ok(Some(mutated)),
                 Some(mut mutated) => {
                     self.validate_fields(&mut mutated, &WriteOptions::default())?;
                     // Upstream decodes the patched object into its type and answers 500 if it
@@ -438,7 +473,7 @@ impl Store<'_> {
     }
 
     /// Whether any webhook of `phase` is configured for this resource (a lock and a length).
-    fn any_webhooks(&self, phase: Phase) -> bool {
+    pub(super) fn any_webhooks(&self, phase: Phase) -> bool {
         let (info, webhooks) = (&self.resource.info, &self.state.webhooks);
         match phase {
             Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
@@ -463,6 +498,7 @@ impl Store<'_> {
                 WebhookOperation::Create
             },
             name: "",
+            kind: None,
             object: Some(obj),
             old,
             subresource,
@@ -494,6 +530,7 @@ impl Store<'_> {
         let write = |old| WebhookWrite {
             operation: WebhookOperation::Delete,
             name,
+            kind: None,
             object: None,
             old,
             subresource: "",
@@ -507,6 +544,15 @@ impl Store<'_> {
         self.run_webhooks(Phase::Validating, write(Some(current)))
             .await
             .map(|_| ())
+    }
+
+    /// `obj` as it is when `as_is`, else [`shown`](Self::shown).
+    fn shown_unless<'v>(&self, as_is: bool, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+        if as_is {
+            std::borrow::Cow::Borrowed(obj)
+        } else {
+            self.shown(obj)
+        }
     }
 
     /// An object as the request's endpoint shows it.
