@@ -15,8 +15,17 @@
 //! `library/cost.go`: at most two checks fit in one expression's limit); building a check costs
 //! nothing extra.
 //!
-//! Not provided: `fieldSelector` and `labelSelector` (the `AuthzSelectors` library): the
-//! authorizers here (RBAC, Node) ignore selectors, as upstream's do.
+//! The `AuthzSelectors` library (`AuthorizeWithSelectors`, beta and on in 1.33) narrows a
+//! resource check to a field or label selector:
+//!
+//! ```text
+//! authorizer.group('').resource('pods').fieldSelector('spec.nodeName=n1').labelSelector('app=web').check('list').allowed()
+//! ```
+//!
+//! The selectors are carried as written in the [`Question`] (the embedding server parses them
+//! into its authorizer's attributes, as upstream's `Authorize` does: requirements, or the parse
+//! error in their place; a selector that does not parse adds no requirement and never fails the
+//! expression). An empty selector is none. RBAC ignores selectors, as upstream's does.
 
 use super::library_type;
 use crate::env::{boolean, charge, fail, owned, str_arg, typed, CelResult};
@@ -50,6 +59,10 @@ pub enum Question {
         namespace: String,
         name: String,
         verb: String,
+        /// `fieldSelector(…)` as written (`""`: none).
+        field_selector: String,
+        /// `labelSelector(…)` as written (`""`: none).
+        label_selector: String,
     },
     /// A non-resource request: an HTTP verb on a path.
     Path { path: String, verb: String },
@@ -177,6 +190,8 @@ pub struct ResourceCheck {
     subresource: String,
     namespace: String,
     name: String,
+    field_selector: String,
+    label_selector: String,
 }
 
 /// `decisionVal`.
@@ -233,6 +248,8 @@ impl AuthorizerVal {
             subresource: r.subresource.clone(),
             namespace: r.namespace.clone(),
             name: r.name.clone(),
+            field_selector: String::new(),
+            label_selector: String::new(),
         }
     }
 }
@@ -256,10 +273,13 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
         service_account,
     )?;
     env.add_member_overload("resource", "groupcheck_resource", g(), vec![s()], resource)?;
-    let setters: [(&str, &str, cel::common::functions::Function); 3] = [
+    let setters: [(&str, &str, cel::common::functions::Function); 5] = [
         ("subresource", "resourcecheck_subresource", subresource),
         ("namespace", "resourcecheck_namespace", namespace),
         ("name", "resourcecheck_name", name),
+        // The `AuthzSelectors` library's overload ids.
+        ("fieldSelector", "authorizer_fieldselector", field_selector),
+        ("labelSelector", "authorizer_labelselector", label_selector),
     ];
     for (function, id, op) in setters {
         env.add_member_overload(function, id, r(), vec![s()], op)?;
@@ -331,6 +351,8 @@ fn resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
         subresource: String::new(),
         namespace: String::new(),
         name: String::new(),
+        field_selector: String::new(),
+        label_selector: String::new(),
     })
 }
 
@@ -356,6 +378,14 @@ fn name<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     set(args, |r, v| r.name = v)
 }
 
+fn field_selector<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
+    set(args, |r, v| r.field_selector = v)
+}
+
+fn label_selector<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
+    set(args, |r, v| r.label_selector = v)
+}
+
 fn check_path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     charge(CHECK_COST)?;
     let p = typed::<PathCheck>(&args, 0)?;
@@ -377,6 +407,8 @@ fn check_resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
         namespace: r.namespace.clone(),
         name: r.name.clone(),
         verb: str_arg(&args, 1)?.to_owned(),
+        field_selector: r.field_selector.clone(),
+        label_selector: r.label_selector.clone(),
     };
     let a = &r.authorizer;
     owned(Decision(a.backend.authorize(&a.principal, &question)))
@@ -497,6 +529,8 @@ mod tests {
                 namespace: ns.into(),
                 name: n.into(),
                 verb: verb.into(),
+                field_selector: String::new(),
+                label_selector: String::new(),
             };
         assert_eq!(
             seen,
@@ -527,6 +561,55 @@ mod tests {
                     Principal::Requester,
                     resource("apps", "deployments", "scale", "ns", "web", "get")
                 ),
+            ]
+        );
+    }
+
+    /// `fieldSelector` and `labelSelector` reach the question as written, the last call of each
+    /// winning; one that would not parse is carried too (the server records its parse error)
+    /// and the check still decides.
+    #[test]
+    fn selectors_narrow_a_resource_check() {
+        let backend = Arc::new(Recorder::default());
+        let e = |src: &str| eval(src, &backend);
+        assert_eq!(
+            e("authorizer.group('').resource('pods').fieldSelector('spec.nodeName=n1').labelSelector('app=web').check('get').allowed()"),
+            "true"
+        );
+        assert_eq!(
+            e("authorizer.group('').resource('pods').labelSelector('a=b').labelSelector('c in (d)').check('list').allowed()"),
+            "false"
+        );
+        assert_eq!(
+            e("authorizer.group('').resource('pods').fieldSelector('a b c').check('get').errored()"),
+            "false"
+        );
+        assert_eq!(
+            e("authorizer.requestResource.fieldSelector('metadata.name=web').check('get').allowed()"),
+            "true"
+        );
+        // Only on resource checks.
+        assert!(e("authorizer.path('/healthz').fieldSelector('a=b')").starts_with("error"));
+        let seen = backend.0.lock().map(|s| s.clone()).unwrap_or_default();
+        let selectors: Vec<(String, String)> = seen
+            .iter()
+            .filter_map(|(_, q)| match q {
+                Question::Resource {
+                    field_selector,
+                    label_selector,
+                    ..
+                } => Some((field_selector.clone(), label_selector.clone())),
+                Question::Path { .. } => None,
+            })
+            .collect();
+        let pair = |f: &str, l: &str| (f.to_string(), l.to_string());
+        assert_eq!(
+            selectors,
+            vec![
+                pair("spec.nodeName=n1", "app=web"),
+                pair("", "c in (d)"),
+                pair("a b c", ""),
+                pair("metadata.name=web", ""),
             ]
         );
     }
