@@ -54,7 +54,7 @@ async fn put_scale(ctx: Ctx, body: Body) -> Result<Response> {
         .store()
         .update_scale(name, ScaleChange::Replace(&scale), &opts)
         .await?;
-    respond_scale(&ctx, &scale)
+    super::write::with_warnings(respond_scale(&ctx, &scale), &opts.warnings)
 }
 
 async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
@@ -66,7 +66,7 @@ async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
         .store()
         .update_scale(name, ScaleChange::Patch(ty, &bytes), &opts)
         .await?;
-    respond_scale(&ctx, &scale)
+    super::write::with_warnings(respond_scale(&ctx, &scale), &opts.warnings)
 }
 
 async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
@@ -80,7 +80,8 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
         code: Some(201),
         ..Default::default()
     });
-    Ok(crate::http::render::json(StatusCode::CREATED, &body))
+    let resp = crate::http::render::json(StatusCode::CREATED, &body);
+    super::write::with_warnings(Ok(resp), &opts.warnings)
 }
 
 async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {

@@ -17,7 +17,9 @@
 //! validating phase and before ResourceQuota, and both on a client's delete. They see the object
 //! in the endpoint's version; a mutated object drops fields its kind does not define and goes
 //! back to storage form. Only clients' requests (a user in the options) are sent; nothing is
-//! built for a request when no webhook is configured.
+//! built for a request when no webhook is configured. Subresources whose object is of another
+//! kind (a Scale, a Binding, an Eviction, connect options) go through the same call with that
+//! kind ([`super::subresource_admission`]).
 
 use std::sync::Arc;
 
