@@ -270,6 +270,152 @@ async fn a_webhook_on_pods_binding_sees_the_binding() {
     assert_eq!(req["options"]["kind"], "CreateOptions");
 }
 
+/// The legacy `bindings` resource is admitted as itself (a CREATE of `bindings`, no
+/// subresource), so a webhook on `pods/binding` does not see it, as upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_bindings_resource_is_admitted_as_bindings() {
+    let hooks = Hooks::start().await;
+    let sandbox = sandbox().await;
+    let client = sandbox.kube_client().unwrap();
+    let pod_binding = hook_on(
+        &hooks,
+        "binding.example.com",
+        "deny-binding",
+        "CREATE",
+        "",
+        "pods/binding",
+    );
+    let legacy = hook_on(
+        &hooks,
+        "bindings.example.com",
+        "seen-bindings",
+        "CREATE",
+        "",
+        "bindings",
+    );
+    hooks
+        .install(
+            &client,
+            "ValidatingWebhookConfiguration",
+            "bindings",
+            vec![pod_binding, legacy],
+        )
+        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = typed(json!({"metadata": {"name": "legacy"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let bindings: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Binding".into(),
+            plural: "bindings".into(),
+        },
+    );
+    let body: kube::api::DynamicObject = typed(json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "legacy"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "reserved"}}));
+    let _ = bindings.create(&PostParams::default(), &body).await;
+    tests::eventually("the pod bound through bindings", || async {
+        let node = pods.get("legacy").await.ok()?.spec?.node_name?;
+        (node == "reserved").then_some(())
+    })
+    .await;
+    assert!(hooks
+        .calls("deny-binding")
+        .iter()
+        .all(|r| r["request"]["name"] != "legacy"));
+    let review = hooks.last_call("seen-bindings", "legacy");
+    let req = &review["request"];
+    assert_eq!(req["operation"], "CREATE");
+    assert_eq!(
+        req["kind"],
+        json!({"group": "", "version": "v1", "kind": "Binding"})
+    );
+    assert_eq!(
+        req["resource"],
+        json!({"group": "", "version": "v1", "resource": "bindings"})
+    );
+    assert_eq!(req.get("subResource"), None);
+}
+
+/// `pods/eviction` is a CREATE of a `policy/v1` Eviction: a webhook refuses an eviction without
+/// grace, another passes and evicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_on_pods_eviction_sees_the_eviction() {
+    let hooks = Hooks::start().await;
+    let sandbox = sandbox().await;
+    let client = sandbox.kube_client().unwrap();
+    let hook = hook_on(
+        &hooks,
+        "eviction.example.com",
+        "deny-eviction",
+        "CREATE",
+        "",
+        "pods/eviction",
+    );
+    hooks
+        .install(
+            &client,
+            "ValidatingWebhookConfiguration",
+            "eviction",
+            vec![hook],
+        )
+        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = typed(json!({"metadata": {"name": "e"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // Sent raw: kube-rs's `EvictParams` spells `delete_options` (dropped by the server).
+    let evict = |grace: Value| {
+        let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": "e"}, "deleteOptions": {"gracePeriodSeconds": grace},
+            "notAField": 1});
+        let pods = pods.clone();
+        async move {
+            pods.create_subresource::<Value, Value>("eviction", "e", &PostParams::default(), &body)
+                .await
+        }
+    };
+    match evict(json!(0)).await {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 403);
+            assert_eq!(
+                e.message,
+                r#"admission webhook "eviction.example.com" denied the request: evictions must be graceful"#
+            );
+        }
+        other => panic!(
+            "expected a refusal, got {other:?}: {:?}",
+            hooks.calls("deny-eviction")
+        ),
+    }
+    assert!(pods.get("e").await.is_ok());
+    let review = hooks.last_call("deny-eviction", "e");
+    let req = &review["request"];
+    assert_eq!(req["operation"], "CREATE");
+    assert_eq!(
+        req["kind"],
+        json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+    );
+    assert_eq!(req["resource"]["resource"], "pods");
+    assert_eq!(req["subResource"], "eviction");
+    assert_eq!(req["object"]["apiVersion"], "policy/v1");
+    assert_eq!(req["object"]["metadata"]["name"], "e");
+    assert_eq!(req["object"]["deleteOptions"]["gracePeriodSeconds"], 0);
+    // Sent as decoded: a field Eviction does not define is dropped.
+    assert_eq!(req["object"].get("notAField"), None);
+    evict(json!(30)).await.unwrap();
+    assert_eq!(
+        hooks.last_call("deny-eviction", "e")["request"]["object"]["deleteOptions"]
+            ["gracePeriodSeconds"],
+        30
+    );
+}
+
 /// `kubectl exec` is a CONNECT of `pods/exec` whose object is the `PodExecOptions` of its
 /// query: a webhook refusing it refuses the exec with its message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

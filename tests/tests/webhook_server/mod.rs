@@ -44,6 +44,7 @@ fn answer(uid: &Value, response: Value) -> Value {
 ///   missing (a change that asks earlier `IfNeeded` webhooks to run again);
 /// - `scale-max-5`: refuses a Scale of more than 5 replicas; `scale-cap-4`: lowers a Scale's
 ///   replicas above 4 to 4; `deny-binding`: refuses a Binding to the node `reserved`;
+///   `deny-eviction`: refuses an Eviction with `deleteOptions.gracePeriodSeconds: 0`;
 ///   `deny-exec`: refuses every request (a connect's options are its object);
 /// - `hang`: answers after 20 s (past any test timeout);
 /// - `meddle`: on pod updates changes what the write may not change: the main resource's
@@ -119,6 +120,10 @@ async fn review(
         "deny-binding" if obj["target"]["name"] == "reserved" => answer(
             uid,
             json!({"allowed": false, "status": {"code": 403, "message": "node reserved is reserved"}}),
+        ),
+        "deny-eviction" if obj["deleteOptions"]["gracePeriodSeconds"] == 0 => answer(
+            uid,
+            json!({"allowed": false, "status": {"code": 403, "message": "evictions must be graceful"}}),
         ),
         "deny-exec" => answer(
             uid,

@@ -128,17 +128,29 @@ impl Store<'_> {
 
     /// Mutating webhooks, then policies and validating webhooks, on `object` of `req` (a create
     /// or a connect); `Some` with the object as mutating webhooks changed it (it decodes as `T`).
-    pub(crate) async fn admit_subresource<T: serde::de::DeserializeOwned>(
+    /// The object is sent as decoded into `T` (fields `T` does not define dropped, as upstream
+    /// sends the decoded object).
+    pub(crate) async fn admit_subresource<T>(
         &self,
         req: SubresourceRequest<'_>,
         object: &Value,
-    ) -> Result<Option<Value>> {
+    ) -> Result<Option<Value>>
+    where
+        T: serde::de::DeserializeOwned + serde::Serialize,
+    {
         let Some(user) = req.opts.user.as_deref() else {
             return Ok(None);
         };
         let matches = |phase| {
             self.subresource_rules_match(phase, req.operation, req.subresource, req.name, user)
         };
+        if !matches(Phase::Mutating) && !matches(Phase::Validating) {
+            return Ok(None);
+        }
+        let decoded = serde_json::from_value::<T>(object.clone())
+            .ok()
+            .and_then(|t| serde_json::to_value(t).ok());
+        let object = decoded.as_ref().unwrap_or(object);
         let options = match req.operation {
             Operation::Connect => Value::Null,
             _ => Self::webhook_options(req.opts),
