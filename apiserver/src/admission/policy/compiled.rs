@@ -293,6 +293,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &[],
         };
         let labels = |_: &str| Some(Default::default());
         m.matches(&req, &labels)
@@ -359,6 +360,7 @@ mod tests {
                 user: &user,
                 dry_run: false,
                 options: &opts,
+                equivalents: &[],
             };
             m.matches_rules(&req)
         };

@@ -98,6 +98,7 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         user: &user,
         dry_run: false,
         options: &opts,
+        equivalents: &[],
     };
     let warnings = Warnings::default();
     let audit = AuditAnnotations::default();

@@ -370,6 +370,7 @@ mod tests {
             user: &user,
             dry_run,
             options: &opts,
+            equivalents: &[],
         };
         f(&req)
     }
@@ -468,6 +469,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &[],
         };
         let err = mutate(&fail, &req, &fx, "configmaps").await.err();
         let (code, msg) = err.as_ref().map(message).unwrap_or_default();

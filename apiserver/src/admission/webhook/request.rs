@@ -40,6 +40,16 @@ impl Operation {
     }
 }
 
+/// A served group, version and resource stored with the request's own (upstream's
+/// `EquivalentResourcesFor`: resources sharing a storage prefix, the versions of a kind and the
+/// two `Event` groups), for `matchPolicy: Equivalent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Equivalent {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
 /// What webhooks know of a request (`admission.Attributes`).
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -66,6 +76,9 @@ pub struct Request<'a> {
     pub dry_run: bool,
     /// The options of the request, as JSON without type meta.
     pub options: &'a Value,
+    /// The resources equivalent to the request's (its own among them), for rules under
+    /// `matchPolicy: Equivalent`.
+    pub equivalents: &'a [Equivalent],
 }
 
 /// An `AdmissionReview` version this server speaks.
@@ -286,6 +299,7 @@ mod tests {
             user: &user,
             dry_run: true,
             options: &opts,
+            equivalents: &[],
         };
         let review = req.review("u1", ReviewVersion::V1);
         assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
@@ -332,6 +346,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &[],
         };
         let r = req.admission_request("u");
         let kind = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});

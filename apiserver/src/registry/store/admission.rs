@@ -382,6 +382,7 @@ impl Store<'_> {
                 .unwrap_or(write.name),
         }
         .to_string();
+        let equivalents = self.equivalents();
         let (kind_group, kind_version, kind) = match write.kind {
             Some(k) => (k.group, k.version, k.kind),
             None => (
@@ -406,6 +407,7 @@ impl Store<'_> {
             user,
             dry_run: write.dry_run,
             options: &write.options,
+            equivalents: &equivalents,
         };
         let cache = &self.state.cache;
         let namespace_labels = |ns: &str| {
@@ -472,6 +474,23 @@ impl Store<'_> {
                 webhooks.validate(&req, &fx, &gr).await.map(|()| None)
             }
         }
+    }
+
+    /// The served resources stored with this one, itself included (upstream's
+    /// `EquivalentResourcesFor`), which rules under `matchPolicy: Equivalent` may name.
+    pub(super) fn equivalents(&self) -> Vec<crate::admission::webhook::request::Equivalent> {
+        let storage = &self.resource.info.storage;
+        let served = self.state.resources.snapshot();
+        let same = served
+            .resources
+            .iter()
+            .filter(|r| &r.info.storage == storage);
+        same.map(|r| crate::admission::webhook::request::Equivalent {
+            group: r.info.group.clone(),
+            version: r.info.version.clone(),
+            resource: r.info.plural.clone(),
+        })
+        .collect()
     }
 
     /// Whether any webhook of `phase` is configured for this resource (a lock and a length).

@@ -99,6 +99,7 @@ impl Store<'_> {
         }
         let info = &self.resource.info;
         let options = Value::Null;
+        let equivalents = self.equivalents();
         let req = Request {
             operation,
             group: &info.group,
@@ -116,6 +117,7 @@ impl Store<'_> {
             user,
             dry_run: false,
             options: &options,
+            equivalents: &equivalents,
         };
         match phase {
             Phase::Mutating => self.state.webhooks.any_rules_match(true, &req),
