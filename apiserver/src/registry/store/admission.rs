@@ -107,68 +107,6 @@ impl Objects for CachedObjects<'_> {
     }
 }
 
-/// The params of ValidatingAdmissionPolicies, read from the watch cache of their kind (as
-/// stored: a custom resource's params are in its storage version).
-struct CachedParams<'a> {
-    state: &'a AppState,
-}
-
-impl CachedParams<'_> {
-    fn info(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-    ) -> Option<api::ResourceInfo> {
-        let (group, version) = kind
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", kind.api_version.as_str()));
-        let served = self.state.resources.snapshot();
-        let found = served.resources.iter().find(|r| {
-            r.info.group == group && r.info.version == version && r.info.kind == kind.kind
-        });
-        found.map(|r| r.info.clone())
-    }
-}
-
-impl crate::admission::policy::ParamSource for CachedParams<'_> {
-    fn namespaced(&self, kind: &crate::admission::policy::compiled::ParamKind) -> Option<bool> {
-        self.info(kind).map(|i| i.namespaced)
-    }
-
-    fn get(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Arc<Value>> {
-        let info = self.info(kind)?;
-        self.state.cache.get(&object_key(&info, namespace, name))
-    }
-
-    fn list(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-        namespace: Option<&str>,
-    ) -> Vec<Arc<Value>> {
-        let Some(info) = self.info(kind) else {
-            return Vec::new();
-        };
-        let all = format!("/registry/{}/", info.storage);
-        let prefix = match namespace {
-            Some(ns) => format!("{all}{ns}/"),
-            None => all.clone(),
-        };
-        match self
-            .state
-            .cache
-            .list(&all, &prefix, ListAt::Current, None, None, &|_| true)
-        {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
-    }
-}
-
 impl Store<'_> {
     /// What admission plugins know of a request on this store; `opts` (where the request's
     /// warnings and audit annotations go) is none on paths that keep neither.
@@ -464,7 +402,7 @@ impl Store<'_> {
             Phase::Validating => {
                 // ValidatingAdmissionPolicy runs before the validating webhooks, as upstream.
                 let namespace = |ns: &str| cache.get(&format!("/registry/namespaces/{ns}"));
-                let params = CachedParams { state: self.state };
+                let params = super::policy_params::CachedParams { state: self.state };
                 let lookups = crate::admission::policy::Lookups {
                     namespace: &namespace,
                     params: &params,

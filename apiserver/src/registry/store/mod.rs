@@ -31,6 +31,7 @@ mod create;
 mod decode;
 mod delete;
 mod list;
+mod policy_params;
 mod subresource_admission;
 mod update;
 
