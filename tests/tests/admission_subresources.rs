@@ -436,7 +436,7 @@ async fn a_webhook_refuses_kubectl_exec_as_a_connect() {
             vec![hook],
         )
         .await;
-    let pods = create_pod(&client, "sh").await;
+    create_pod(&client, "sh").await;
     let (ok, _, err) = kubectl(&sandbox, &["exec", "sh", "--", "ls", "/"]).await;
     assert!(!ok);
     assert!(err.contains("no exec in this cluster"), "{err}");
