@@ -18,6 +18,7 @@ pub fn attributes(user: UserInfo, info: &RequestInfo) -> Attributes {
         subresource: info.subresource.clone(),
         name: info.name.clone(),
         path: info.path.clone(),
+        ..Default::default()
     }
 }
 

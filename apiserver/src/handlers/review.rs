@@ -249,7 +249,7 @@ fn attributes(user: UserInfo, spec: &Value) -> Attributes {
             resource: s(&r, "resource"),
             subresource: s(&r, "subresource"),
             name: s(&r, "name"),
-            path: String::new(),
+            ..Default::default()
         },
         None => {
             let n = attr_value(spec, "nonResourceAttributes").unwrap_or(json!({}));

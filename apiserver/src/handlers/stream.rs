@@ -5,7 +5,9 @@
 //! Each request is answered as upstream answers it up to the point where the kubelet would be
 //! reached: the method must be one the subresource takes (405 otherwise), the object is looked
 //! up first, so a missing pod, node or service is the usual 404 NotFound Status, and the
-//! `container` of a log, exec or attach must be the pod's (upstream's 400s). Then the
+//! `container` of a log, exec or attach must be the pod's (upstream's 400s). Before the lookup, a
+//! connect (`exec`, `attach`, `portforward`, `proxy`) is admitted as upstream's connect handler
+//! admits it: a CONNECT with the options (`PodExecOptions`, …) as the object. Then the
 //! answer is a 400 BadRequest Status naming what is not simulated. 400 because that is what
 //! kube-apiserver itself answers when the kubelet cannot serve a stream for a pod (a container
 //! still waiting to start, a pod not yet scheduled): clients already treat it as final and print
@@ -113,12 +115,97 @@ pub fn validate_container(pod: &Value, container: Option<&str>) -> Result<()> {
     }
 }
 
+/// Go's `strconv.ParseBool`, as the parameter codec reads a boolean query parameter.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// The options object of a connect request, as upstream's parameter codec decodes the query into
+/// `kind` and defaults it (`stdout` and `stderr` of exec and attach are always true), in Go's
+/// JSON (empty fields omitted; `command` always present).
+pub fn connect_options(kind: &str, query: &crate::http::query::Query) -> Value {
+    let mut o = serde_json::Map::new();
+    o.insert("kind".into(), kind.into());
+    o.insert("apiVersion".into(), "v1".into());
+    let flag = |o: &mut serde_json::Map<String, Value>, key: &str, default: bool| {
+        let on = query.get(key).and_then(parse_bool).unwrap_or(false) || default;
+        if on {
+            o.insert(key.into(), Value::Bool(true));
+        }
+    };
+    match kind {
+        "PodExecOptions" | "PodAttachOptions" => {
+            flag(&mut o, "stdin", false);
+            flag(&mut o, "stdout", true);
+            flag(&mut o, "stderr", true);
+            flag(&mut o, "tty", false);
+            if let Some(c) = query.get("container").filter(|c| !c.is_empty()) {
+                o.insert("container".into(), c.into());
+            }
+            if kind == "PodExecOptions" {
+                let command: Vec<Value> = query.all("command").map(Value::from).collect();
+                let command = (!command.is_empty()).then_some(Value::Array(command));
+                o.insert("command".into(), command.unwrap_or(Value::Null));
+            }
+        }
+        "PodPortForwardOptions" => {
+            let ports: Vec<Value> = query
+                .all("ports")
+                .filter_map(|p| p.parse::<i32>().ok())
+                .map(Value::from)
+                .collect();
+            if !ports.is_empty() {
+                o.insert("ports".into(), Value::Array(ports));
+            }
+        }
+        _ => {
+            if let Some(p) = query.get("path").filter(|p| !p.is_empty()) {
+                o.insert("path".into(), p.into());
+            }
+        }
+    }
+    Value::Object(o)
+}
+
+/// Admission of a connect (upstream's `ConnectResource`: before the object is looked up, a
+/// CONNECT of the subresource with the options as the object); nothing without a matching
+/// webhook or policy.
+async fn admit_connect(ctx: &Ctx, sub: &str, name: &str) -> Result<()> {
+    let plural = &ctx.target.info().plural;
+    let Some(kind) = crate::registry::store::connect_kind(plural, sub) else {
+        return Ok(());
+    };
+    let opts = crate::registry::WriteOptions {
+        user: Some(ctx.user.clone()),
+        audit_annotations: ctx.audit_annotations.clone(),
+        ..Default::default()
+    };
+    let request = crate::registry::store::SubresourceRequest {
+        operation: crate::admission::webhook::Operation::Connect,
+        subresource: sub,
+        kind,
+        name,
+        opts: &opts,
+    };
+    let options = connect_options(kind.kind, &ctx.query);
+    // A mutating webhook's change of the options has nothing to act on: nothing connects.
+    ctx.store()
+        .admit_subresource::<Value>(request, &options)
+        .await
+        .map(|_| ())
+}
+
 /// Answers a streaming subresource request (see the module docs).
 pub async fn not_simulated(ctx: Ctx, method: Method, sub: &str) -> Result<Response> {
     if !takes(sub, &method) {
         return Err(ApiError::method_not_allowed());
     }
     let target = ctx.target.require_name()?;
+    admit_connect(&ctx, sub, target).await?;
     let name = object_name(sub, target);
     let obj = ctx.store().get(name).await?;
     // Only pods have these three.
@@ -162,5 +249,40 @@ mod tests {
         );
         assert!(validate_container(&pod, Some("i")).is_ok());
         assert!(!takes("log", &Method::POST));
+    }
+
+    /// The options upstream's parameter codec decodes from a connect's query, defaulted.
+    #[test]
+    fn connect_options_from_the_query() {
+        let q = |s: &str| crate::http::query::Query::parse(Some(s));
+        assert_eq!(
+            connect_options(
+                "PodExecOptions",
+                &q("command=sh&command=-c&command=ls&container=app&stdin=true&tty=1&stdout=false")
+            ),
+            serde_json::json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdin": true,
+                "stdout": true, "stderr": true, "tty": true, "container": "app",
+                "command": ["sh", "-c", "ls"]})
+        );
+        assert_eq!(
+            connect_options("PodExecOptions", &q("")),
+            serde_json::json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
+                "stderr": true, "command": null})
+        );
+        assert_eq!(
+            connect_options("PodAttachOptions", &q("stdin=yes")),
+            serde_json::json!({"kind": "PodAttachOptions", "apiVersion": "v1", "stdout": true,
+                "stderr": true})
+        );
+        assert_eq!(
+            connect_options("PodPortForwardOptions", &q("ports=8080&ports=x&ports=9090")),
+            serde_json::json!({"kind": "PodPortForwardOptions", "apiVersion": "v1",
+                "ports": [8080, 9090]})
+        );
+        assert_eq!(
+            connect_options("ServiceProxyOptions", &q("path=/healthz")),
+            serde_json::json!({"kind": "ServiceProxyOptions", "apiVersion": "v1",
+                "path": "/healthz"})
+        );
     }
 }

@@ -54,7 +54,7 @@ async fn put_scale(ctx: Ctx, body: Body) -> Result<Response> {
         .store()
         .update_scale(name, ScaleChange::Replace(&scale), &opts)
         .await?;
-    respond_scale(&ctx, &scale)
+    super::write::with_warnings(respond_scale(&ctx, &scale), &opts.warnings)
 }
 
 async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
@@ -66,7 +66,7 @@ async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response> {
         .store()
         .update_scale(name, ScaleChange::Patch(ty, &bytes), &opts)
         .await?;
-    respond_scale(&ctx, &scale)
+    super::write::with_warnings(respond_scale(&ctx, &scale), &opts.warnings)
 }
 
 async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
@@ -80,7 +80,8 @@ async fn bind(ctx: Ctx, body: Body) -> Result<Response> {
         code: Some(201),
         ..Default::default()
     });
-    Ok(crate::http::render::json(StatusCode::CREATED, &body))
+    let resp = crate::http::render::json(StatusCode::CREATED, &body);
+    super::write::with_warnings(Ok(resp), &opts.warnings)
 }
 
 async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
@@ -127,11 +128,6 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
-    let mut opts = match eviction.get("deleteOptions") {
-        Some(o) if o.is_object() => crate::http::query::DeleteOptions::from_json(o)?,
-        _ => crate::http::query::DeleteOptions::default(),
-    };
-    opts.dry_run |= query.dry_run;
     let store = ctx.store();
     let node = crate::admission::node_restriction::NodeOperation::Create;
     store.restrict_node(
@@ -142,6 +138,12 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
         name,
         Some(&ctx.user),
     )?;
+    let eviction = admit_eviction(&ctx, &store, name, eviction).await?;
+    let mut opts = match eviction.get("deleteOptions") {
+        Some(o) if o.is_object() => crate::http::query::DeleteOptions::from_json(o)?,
+        _ => crate::http::query::DeleteOptions::default(),
+    };
+    opts.dry_run |= query.dry_run;
     let evicted = crate::registry::eviction::evict(&ctx.state, &store, name, &opts).await?;
     let status = evicted.to_status();
     let code = StatusCode::from_u16(api::status::code(&status)).unwrap_or(StatusCode::CREATED);
@@ -149,6 +151,37 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
         code,
         &api::status::to_json(&status),
     ))
+}
+
+/// Admission webhooks and policies on an eviction: a CREATE of `pods/eviction` whose object is
+/// the Eviction as `policy/v1` (the endpoint's kind); the Eviction mutating webhooks left.
+async fn admit_eviction(
+    ctx: &Ctx,
+    store: &crate::registry::Store<'_>,
+    name: &str,
+    mut eviction: serde_json::Value,
+) -> Result<serde_json::Value> {
+    let mut opts = ctx.write_options("CreateOptions")?;
+    let in_body = eviction.pointer("/deleteOptions/dryRun");
+    opts.dry_run |= in_body
+        .and_then(|d| d.as_array())
+        .is_some_and(|d| !d.is_empty());
+    if let Some(o) = eviction.as_object_mut() {
+        o.insert("apiVersion".into(), "policy/v1".into());
+        o.insert("kind".into(), "Eviction".into());
+    }
+    let request = crate::registry::store::SubresourceRequest {
+        operation: crate::admission::webhook::Operation::Create,
+        subresource: "eviction",
+        kind: crate::registry::store::EVICTION,
+        name,
+        opts: &opts,
+    };
+    type Eviction = k8s_openapi::api::policy::v1::Eviction;
+    let mutated = store
+        .admit_subresource::<Eviction>(request, &eviction)
+        .await?;
+    Ok(mutated.unwrap_or(eviction))
 }
 
 /// GET, PUT and PATCH of `pods/ephemeralcontainers` and `pods/resize`.

@@ -136,9 +136,25 @@ async fn bind(ctx: &Ctx, body: Body) -> Result<Response> {
         .resources
         .find("", "v1", "pods")
         .ok_or_else(ApiError::unknown_path)?;
-    Store::new(&ctx.state, pods, ctx.target.namespace.as_deref())
-        .bind(&name, &binding, &opts)
+    let pods = Store::new(&ctx.state, pods, ctx.target.namespace.as_deref());
+    type Binding = k8s_openapi::api::core::v1::Binding;
+    let body = crate::registry::store::Decoded::Body;
+    pods.check_decodes_as::<Binding>(("Binding", "v1"), &binding, body)?;
+    // Admitted as upstream's legacy `bindings` resource: a CREATE of `bindings` (no
+    // subresource), not of `pods/binding`.
+    let request = crate::registry::store::SubresourceRequest {
+        operation: crate::admission::webhook::Operation::Create,
+        subresource: "",
+        kind: crate::registry::store::BINDING,
+        name: &name,
+        opts: &opts,
+    };
+    let mutated = ctx
+        .store()
+        .admit_subresource::<Binding>(request, &binding)
         .await?;
+    let binding = mutated.as_ref().unwrap_or(&binding);
+    pods.bind_admitted(&name, binding, &opts).await?;
     let body = api::status::to_json(&api::status::StatusObject {
         status: Some("Success".into()),
         code: Some(201),

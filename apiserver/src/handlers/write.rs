@@ -32,7 +32,7 @@ pub async fn create(ctx: Ctx, body: Body) -> Result<Response> {
 }
 
 /// Adds the write's warnings to its response as `Warning: 299 - "<text>"` headers.
-fn with_warnings(resp: Result<Response>, warnings: &Warnings) -> Result<Response> {
+pub(super) fn with_warnings(resp: Result<Response>, warnings: &Warnings) -> Result<Response> {
     let mut resp = resp?;
     for text in warnings.all() {
         let quoted = format!(

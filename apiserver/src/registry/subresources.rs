@@ -3,13 +3,17 @@
 //! (`BindingREST`: schedules a pod) and `namespaces/finalize` (`FinalizeREST`: sets
 //! `spec.finalizers`; a terminating namespace whose finalizers are all gone is removed). Each write
 //! is one [`Store::guaranteed_update`]. `status` is the object itself with [`WriteScope::Status`].
+//! Admission webhooks and policies see a scale as an UPDATE of `autoscaling/v1` Scales and a
+//! binding as a CREATE of a `v1` Binding (`registry/store/subresource_admission.rs`).
 //! Each body (or patched Scale) is first decoded into its type ([`Store::check_decodes`]).
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Binding;
 use serde_json::Value;
 
-use super::store::{Attempt, Decoded, Outcome, PatchRequest, Store, WriteScope};
+use super::store::{
+    Attempt, Decoded, Outcome, PatchRequest, Store, SubresourceRequest, WriteScope, BINDING,
+};
 use super::{Preconditions, ScaleAccess, WriteOptions};
 use crate::error::{ApiError, Result};
 
@@ -47,8 +51,10 @@ impl Store<'_> {
     ) -> Result<Value> {
         let access = self.scale_access()?;
         let info = &self.resource().info;
+        // Admitted as a `scale` write: webhooks and policies see Scales.
+        let pre = Preconditions::default();
         let outcome = self
-            .guaranteed_update(name, "PUT", &Preconditions::default(), opts, |current| {
+            .admitted_update(name, "PUT", &pre, opts, Some("scale"), |current| {
                 let Some(current) = current else {
                     return Err(self.not_found(name));
                 };
@@ -92,9 +98,30 @@ impl Store<'_> {
         }
     }
 
-    /// `pods/binding`: assigns the pod `name` to the binding's node.
+    /// `pods/binding`: assigns the pod `name` to the binding's node, after admission of the
+    /// Binding (a CREATE of `pods/binding`; mutating webhooks may change it).
     pub async fn bind(&self, name: &str, binding: &Value, opts: &WriteOptions) -> Result<()> {
         self.check_decodes_as::<Binding>(("Binding", "v1"), binding, Decoded::Body)?;
+        let request = SubresourceRequest {
+            operation: crate::admission::webhook::Operation::Create,
+            subresource: "binding",
+            kind: BINDING,
+            name,
+            opts,
+        };
+        let mutated = self.admit_subresource::<Binding>(request, binding).await?;
+        self.bind_admitted(name, mutated.as_ref().unwrap_or(binding), opts)
+            .await
+    }
+
+    /// [`bind`](Self::bind) of a Binding admission has seen (the legacy `bindings` resource is
+    /// admitted as itself).
+    pub async fn bind_admitted(
+        &self,
+        name: &str,
+        binding: &Value,
+        opts: &WriteOptions,
+    ) -> Result<()> {
         self.guaranteed_update(name, "POST", &Preconditions::default(), opts, |current| {
             let Some(current) = current else {
                 return Err(self.not_found(name));

@@ -15,8 +15,17 @@
 //! `library/cost.go`: at most two checks fit in one expression's limit); building a check costs
 //! nothing extra.
 //!
-//! Not provided: `fieldSelector` and `labelSelector` (the `AuthzSelectors` library): the
-//! authorizers here (RBAC, Node) ignore selectors, as upstream's do.
+//! The `AuthzSelectors` library (`AuthorizeWithSelectors`, beta and on in 1.33) narrows a
+//! resource check to a field or label selector:
+//!
+//! ```text
+//! authorizer.group('').resource('pods').fieldSelector('spec.nodeName=n1').labelSelector('app=web').check('list').allowed()
+//! ```
+//!
+//! The selectors are carried as written in the [`Question`] (the embedding server parses them
+//! into its authorizer's attributes, as upstream's `Authorize` does: requirements, or the parse
+//! error in their place; a selector that does not parse adds no requirement and never fails the
+//! expression). An empty selector is none. RBAC ignores selectors, as upstream's does.
 
 use super::library_type;
 use crate::env::{boolean, charge, fail, owned, str_arg, typed, CelResult};
@@ -50,6 +59,10 @@ pub enum Question {
         namespace: String,
         name: String,
         verb: String,
+        /// `fieldSelector(…)` as written (`""`: none).
+        field_selector: String,
+        /// `labelSelector(…)` as written (`""`: none).
+        label_selector: String,
     },
     /// A non-resource request: an HTTP verb on a path.
     Path { path: String, verb: String },
@@ -177,6 +190,8 @@ pub struct ResourceCheck {
     subresource: String,
     namespace: String,
     name: String,
+    field_selector: String,
+    label_selector: String,
 }
 
 /// `decisionVal`.
@@ -233,6 +248,8 @@ impl AuthorizerVal {
             subresource: r.subresource.clone(),
             namespace: r.namespace.clone(),
             name: r.name.clone(),
+            field_selector: String::new(),
+            label_selector: String::new(),
         }
     }
 }
@@ -256,10 +273,13 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
         service_account,
     )?;
     env.add_member_overload("resource", "groupcheck_resource", g(), vec![s()], resource)?;
-    let setters: [(&str, &str, cel::common::functions::Function); 3] = [
+    let setters: [(&str, &str, cel::common::functions::Function); 5] = [
         ("subresource", "resourcecheck_subresource", subresource),
         ("namespace", "resourcecheck_namespace", namespace),
         ("name", "resourcecheck_name", name),
+        // The `AuthzSelectors` library's overload ids.
+        ("fieldSelector", "authorizer_fieldselector", field_selector),
+        ("labelSelector", "authorizer_labelselector", label_selector),
     ];
     for (function, id, op) in setters {
         env.add_member_overload(function, id, r(), vec![s()], op)?;
@@ -331,6 +351,8 @@ fn resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
         subresource: String::new(),
         namespace: String::new(),
         name: String::new(),
+        field_selector: String::new(),
+        label_selector: String::new(),
     })
 }
 
@@ -356,6 +378,14 @@ fn name<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     set(args, |r, v| r.name = v)
 }
 
+fn field_selector<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
+    set(args, |r, v| r.field_selector = v)
+}
+
+fn label_selector<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
+    set(args, |r, v| r.label_selector = v)
+}
+
 fn check_path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     charge(CHECK_COST)?;
     let p = typed::<PathCheck>(&args, 0)?;
@@ -377,6 +407,8 @@ fn check_resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
         namespace: r.namespace.clone(),
         name: r.name.clone(),
         verb: str_arg(&args, 1)?.to_owned(),
+        field_selector: r.field_selector.clone(),
+        label_selector: r.label_selector.clone(),
     };
     let a = &r.authorizer;
     owned(Decision(a.backend.authorize(&a.principal, &question)))
@@ -405,150 +437,5 @@ fn error<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::env::{Meter, ENV};
-    use cel::common::types::{CelBool, CelString};
-    use cel::Context;
-    use std::sync::Mutex;
-
-    /// Allows `get` of anything and `/healthz`; records every question.
-    #[derive(Default)]
-    struct Recorder(Mutex<Vec<(Principal, Question)>>);
-
-    impl Authorize for Recorder {
-        fn authorize(&self, principal: &Principal, question: &Question) -> Answer {
-            if let Ok(mut seen) = self.0.lock() {
-                seen.push((principal.clone(), question.clone()));
-            }
-            let allowed = match question {
-                Question::Resource { verb, .. } => verb == "get",
-                Question::Path { path, .. } => path == "/healthz",
-            };
-            Answer {
-                allowed,
-                reason: if allowed { "ok".into() } else { String::new() },
-                error: None,
-            }
-        }
-    }
-
-    fn eval(src: &str, backend: &Arc<Recorder>) -> String {
-        let program = match crate::compile::parse(src) {
-            Ok(p) => p,
-            Err(e) => return format!("parse error: {e}"),
-        };
-        let request = RequestResource {
-            group: "apps".into(),
-            resource: "deployments".into(),
-            subresource: "scale".into(),
-            namespace: "ns".into(),
-            name: "web".into(),
-        };
-        let authorizer = AuthorizerVal::new(backend.clone(), Some(request));
-        let mut ctx = Context::with_env(ENV.clone());
-        ctx.add_variable_as_val("authorizer", Box::new(authorizer));
-        let (out, _) = Meter::run(
-            0,
-            crate::cost::PER_CALL_LIMIT,
-            || match cel::Value::resolve_val(&program, &ctx) {
-                Ok(v) => {
-                    if let Some(b) = v.downcast_ref::<CelBool>() {
-                        b.inner().to_string()
-                    } else if let Some(s) = v.downcast_ref::<CelString>() {
-                        format!("{:?}", s.inner())
-                    } else {
-                        format!("{v:?}")
-                    }
-                }
-                Err(e) => format!("error: {}", crate::errors::runtime_message(&e)),
-            },
-        );
-        out
-    }
-
-    #[test]
-    fn checks_ask_the_backend_the_question_built() {
-        let backend = Arc::new(Recorder::default());
-        let e = |src: &str| eval(src, &backend);
-        assert_eq!(
-            e("authorizer.group('apps').resource('deployments').namespace('ns').name('web').subresource('scale').check('get').allowed()"),
-            "true"
-        );
-        assert_eq!(
-            e("authorizer.group('').resource('pods').check('delete').allowed()"),
-            "false"
-        );
-        assert_eq!(
-            e("authorizer.path('/healthz').check('get').reason()"),
-            "\"ok\""
-        );
-        assert_eq!(
-            e("authorizer.serviceAccount('kube-system', 'gc').group('').resource('pods').check('list').errored()"),
-            "false"
-        );
-        assert_eq!(e("authorizer.requestResource.check('get').error()"), "\"\"");
-        let seen = backend.0.lock().map(|s| s.clone()).unwrap_or_default();
-        let resource =
-            |g: &str, r: &str, sub: &str, ns: &str, n: &str, verb: &str| Question::Resource {
-                group: g.into(),
-                resource: r.into(),
-                subresource: sub.into(),
-                namespace: ns.into(),
-                name: n.into(),
-                verb: verb.into(),
-            };
-        assert_eq!(
-            seen,
-            vec![
-                (
-                    Principal::Requester,
-                    resource("apps", "deployments", "scale", "ns", "web", "get")
-                ),
-                (
-                    Principal::Requester,
-                    resource("", "pods", "", "", "", "delete")
-                ),
-                (
-                    Principal::Requester,
-                    Question::Path {
-                        path: "/healthz".into(),
-                        verb: "get".into()
-                    }
-                ),
-                (
-                    Principal::ServiceAccount {
-                        namespace: "kube-system".into(),
-                        name: "gc".into()
-                    },
-                    resource("", "pods", "", "", "", "list")
-                ),
-                (
-                    Principal::Requester,
-                    resource("apps", "deployments", "scale", "ns", "web", "get")
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn invalid_arguments_are_upstreams_errors() {
-        let backend = Arc::new(Recorder::default());
-        let e = |src: &str| eval(src, &backend);
-        assert!(e("authorizer.path(' ')").contains("path must not be empty"));
-        assert!(e("authorizer.group('').resource('')").contains("resource must not be empty"));
-        assert!(e("authorizer.serviceAccount('ns', 'Bad_Name')")
-            .contains("Invalid service account name"));
-        assert!(e("authorizer.serviceAccount('not.a.label', 'sa')")
-            .contains("Invalid service account namespace"));
-    }
-
-    #[test]
-    fn two_checks_fit_one_expression_and_a_third_does_not() {
-        let backend = Arc::new(Recorder::default());
-        let check = "authorizer.group('').resource('pods').check('get').allowed()";
-        assert_eq!(eval(&format!("{check} && {check}"), &backend), "true");
-        assert!(eval(&format!("{check} && {check} && {check}"), &backend)
-            .contains("operation cancelled: actual cost limit exceeded"));
-    }
-}
+#[path = "authz_tests.rs"]
+mod tests;

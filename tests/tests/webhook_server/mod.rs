@@ -42,6 +42,10 @@ fn answer(uid: &Value, response: Value) -> Value {
 /// - `add-label`: adds the label `mutated-by=webhook` (and a field ConfigMaps do not have);
 /// - `count`: counts its calls in the annotation `count`; `label-once`: adds `once=yes` when
 ///   missing (a change that asks earlier `IfNeeded` webhooks to run again);
+/// - `scale-max-5`: refuses a Scale of more than 5 replicas; `scale-cap-4`: lowers a Scale's
+///   replicas above 4 to 4; `deny-binding`: refuses a Binding to the node `reserved`;
+///   `deny-eviction`: refuses an Eviction with `deleteOptions.gracePeriodSeconds: 0`;
+///   `deny-exec`: refuses every request (a connect's options are its object);
 /// - `hang`: answers after 20 s (past any test timeout);
 /// - `meddle`: on pod updates changes what the write may not change: the main resource's
 ///   `status.message`, a `/status` write's first container image, and makes a
@@ -105,6 +109,26 @@ async fn review(
             };
             patched(uid, json!([op]))
         }
+        "scale-max-5" if obj["spec"]["replicas"].as_i64().unwrap_or(0) > 5 => answer(
+            uid,
+            json!({"allowed": false, "status": {"code": 403, "message": "replicas must be at most 5"}}),
+        ),
+        "scale-cap-4" if obj["spec"]["replicas"].as_i64().unwrap_or(0) > 4 => patched(
+            uid,
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]),
+        ),
+        "deny-binding" if obj["target"]["name"] == "reserved" => answer(
+            uid,
+            json!({"allowed": false, "status": {"code": 403, "message": "node reserved is reserved"}}),
+        ),
+        "deny-eviction" if obj["deleteOptions"]["gracePeriodSeconds"] == 0 => answer(
+            uid,
+            json!({"allowed": false, "status": {"code": 403, "message": "evictions must be graceful"}}),
+        ),
+        "deny-exec" => answer(
+            uid,
+            json!({"allowed": false, "status": {"code": 403, "message": "no exec in this cluster"}}),
+        ),
         "hang" => {
             tokio::time::sleep(Duration::from_secs(20)).await;
             answer(uid, json!({"allowed": true}))

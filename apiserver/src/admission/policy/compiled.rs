@@ -137,6 +137,11 @@ impl Matcher {
         one(true) || (!self.exact && one(false))
     }
 
+    /// The rules alone: no exclusion and some rule (none: any resource) admits `req`.
+    pub fn matches_rules(&self, req: &Request<'_>) -> bool {
+        !self.any(&self.exclude, req) && (self.rules.is_empty() || self.any(&self.rules, req))
+    }
+
     /// upstream's `Matches`: selectors, exclusions, then rules (none: any resource); a
     /// selector's error counts only when the rules match.
     pub fn matches(
@@ -154,7 +159,7 @@ impl Matcher {
             return Ok(false);
         }
         // No `resourceRules` (a binding's `matchResources`) does not constrain resources.
-        if self.any(&self.exclude, req) || (!self.rules.is_empty() && !self.any(&self.rules, req)) {
+        if !self.matches_rules(req) {
             return Ok(false);
         }
         obj.map_err(NamespaceMiss::Invalid)?;
@@ -277,6 +282,8 @@ mod tests {
             group: "",
             version: "v1",
             resource,
+            kind_group: "",
+            kind_version: "v1",
             kind: "K",
             subresource: "",
             name,
@@ -286,6 +293,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &[],
         };
         let labels = |_: &str| Some(Default::default());
         m.matches(&req, &labels)
@@ -321,6 +329,45 @@ mod tests {
             Ok(true)
         );
         assert_eq!(check(&selectors_only, "pods", "x", json!({})), Ok(false));
+    }
+
+    /// The rules alone (a subresource write's pre-check): exclusions count, selectors do not.
+    #[test]
+    fn rules_alone_ignore_selectors() {
+        let m = matcher(json!({
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+                "resources": ["configmaps"]}],
+            "excludeResourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["*"], "resources": ["configmaps"], "resourceNames": ["keep"]}],
+            "objectSelector": {"matchLabels": {"never": "set"}},
+        }));
+        let rules = |resource: &str, name: &str| {
+            let user = UserInfo::admin();
+            let opts = json!({});
+            let req = Request {
+                operation: Operation::Create,
+                group: "",
+                version: "v1",
+                resource,
+                kind_group: "",
+                kind_version: "v1",
+                kind: "K",
+                subresource: "",
+                name,
+                namespace: Some("default"),
+                object: None,
+                old: None,
+                user: &user,
+                dry_run: false,
+                options: &opts,
+                equivalents: &[],
+            };
+            m.matches_rules(&req)
+        };
+        assert!(rules("configmaps", "a"));
+        assert!(!rules("configmaps", "keep"));
+        assert!(!rules("secrets", "a"));
+        assert_eq!(check(&m, "configmaps", "a", json!({})), Ok(false));
     }
 
     #[test]

@@ -99,6 +99,19 @@ impl Policies {
             && !self.source.is_empty()
     }
 
+    /// Whether the `matchConstraints` rules of some policy admit `req` (its operation, resource,
+    /// subresource, scope and name; not its objects or namespace): a subresource's write builds
+    /// the object policies would see (a Scale) only then. A binding only narrows its policy.
+    pub fn any_rules_match(&self, req: &Request<'_>) -> bool {
+        self.any(req.group, req.resource)
+            && self.source.snapshot().hooks.iter().any(|h| {
+                h.policy
+                    .constraints
+                    .as_ref()
+                    .is_some_and(|c| c.matches_rules(req))
+            })
+    }
+
     /// Validates `req` against every bound policy; `gr` names the resource in refusals.
     pub fn validate(
         &self,

@@ -87,6 +87,8 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         group: "",
         version: "v1",
         resource,
+        kind_group: "",
+        kind_version: "v1",
         kind: "ConfigMap",
         subresource: "",
         name,
@@ -96,6 +98,7 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         user: &user,
         dry_run: false,
         options: &opts,
+        equivalents: &[],
     };
     let warnings = Warnings::default();
     let audit = AuditAnnotations::default();

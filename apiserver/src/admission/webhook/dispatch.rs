@@ -359,6 +359,8 @@ mod tests {
             group: "",
             version: "v1",
             resource: "configmaps",
+            kind_group: "",
+            kind_version: "v1",
             kind: "ConfigMap",
             subresource: "",
             name,
@@ -368,6 +370,7 @@ mod tests {
             user: &user,
             dry_run,
             options: &opts,
+            equivalents: &[],
         };
         f(&req)
     }
@@ -455,6 +458,8 @@ mod tests {
             group: "",
             version: "v1",
             resource: "configmaps",
+            kind_group: "",
+            kind_version: "v1",
             kind: "ConfigMap",
             subresource: "",
             name: "x",
@@ -464,6 +469,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &[],
         };
         let err = mutate(&fail, &req, &fx, "configmaps").await.err();
         let (code, msg) = err.as_ref().map(message).unwrap_or_default();

@@ -2,13 +2,17 @@
 //! `predicates/namespace`, `predicates/object` and `generic.Webhook.ShouldCallHook`): a
 //! configuration's webhooks compiled once into [`Hook`]s, then matched per request.
 //!
-//! - `rules`: a rule matches when the operation (`*` for all; CONNECT is never sent here: the
-//!   apiserver serves no connect requests to webhooks), the group, the version and the resource
+//! - `rules`: a rule matches when the operation (`*` for all; CONNECT is the connect
+//!   subresources' `pods/exec`, `attach`, `portforward`, `proxy`), the group, the version and the resource
 //!   (`pods`, `pods/status`, `*`, `*/status`, `pods/*`, `*/*`; `*` alone is every main resource
 //!   and no subresource) match, and `scope` (`*`, `Cluster`, `Namespaced`) admits the request's
 //!   namespace.
 //! - `matchPolicy`: `Exact` matches the request's group/version only; `Equivalent` (the default)
-//!   also matches a rule that names the same group and resource in another version.
+//!   also matches a rule that names a resource equivalent to the request's: another served
+//!   version, or another group of the same storage (`events.k8s.io` and core events), as
+//!   upstream's `EquivalentResourceMapper` (the request's
+//!   [`Equivalent`](super::request::Equivalent)s). A version that is not
+//!   served is no equivalent (`apps/v1beta1` deployments are gone in 1.33).
 //! - `namespaceSelector`: cluster-scoped requests other than namespaces always match; a namespace's
 //!   own create or update is matched on the object's labels; others on the labels of the
 //!   request's namespace, read from the watch cache.
@@ -211,9 +215,27 @@ fn listed(values: &Option<Vec<String>>, value: &str) -> bool {
     values.iter().flatten().any(|v| v == "*" || v == value)
 }
 
-/// One rule against the request; with `exact` false, any version of the request's group and
-/// resource matches (`matchPolicy: Equivalent`). Shared with ValidatingAdmissionPolicy.
+/// One rule against the request; with `exact` false, against the resources equivalent to the
+/// request's instead (`matchPolicy: Equivalent`: another served version, or the other group of
+/// the same storage). Shared with ValidatingAdmissionPolicy.
 pub fn rule_matches(rule: &RuleWithOperations, req: &Request<'_>, exact: bool) -> bool {
+    if exact {
+        return rule_matches_resource(rule, req, req.group, req.version, req.resource);
+    }
+    req.equivalents.iter().any(|e| {
+        let own = e.group == req.group && e.version == req.version && e.resource == req.resource;
+        !own && rule_matches_resource(rule, req, &e.group, &e.version, &e.resource)
+    })
+}
+
+/// One rule against the request as if it were for `group`/`version`/`resource`.
+fn rule_matches_resource(
+    rule: &RuleWithOperations,
+    req: &Request<'_>,
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> bool {
     let op = req.operation.as_str();
     if !rule
         .operations
@@ -223,20 +245,14 @@ pub fn rule_matches(rule: &RuleWithOperations, req: &Request<'_>, exact: bool) -
     {
         return false;
     }
-    if !listed(&rule.api_groups, req.group) {
-        return false;
-    }
-    if exact && !listed(&rule.api_versions, req.version) {
-        return false;
-    }
-    if !exact && rule.api_versions.as_ref().is_none_or(|v| v.is_empty()) {
+    if !listed(&rule.api_groups, group) || !listed(&rule.api_versions, version) {
         return false;
     }
     let resource_ok = rule
         .resources
         .iter()
         .flatten()
-        .any(|r| resource_matches(r, req.resource, req.subresource));
+        .any(|r| resource_matches(r, resource, req.subresource));
     if !resource_ok {
         return false;
     }
@@ -262,6 +278,7 @@ fn resource_matches(entry: &str, resource: &str, subresource: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::webhook::request::Equivalent;
     use crate::authn::UserInfo;
     use serde_json::json;
 
@@ -275,6 +292,40 @@ mod tests {
         Hook::compile("c", 0, &w).unwrap_or_else(|| panic!("webhook does not decode"))
     }
 
+    /// What this server serves of the request's storage: both autoscaling versions of
+    /// horizontalpodautoscalers, only `apps/v1` deployments.
+    fn served(group: &str, resource: &str) -> Vec<Equivalent> {
+        let served: Vec<(&str, &str)> = match (group, resource) {
+            ("autoscaling", "horizontalpodautoscalers") => vec![(group, "v1"), (group, "v2")],
+            // Both `Event` groups share one storage.
+            ("" | "events.k8s.io", "events") => vec![("", "v1"), ("events.k8s.io", "v1")],
+            _ => vec![(group, "v1")],
+        };
+        served
+            .into_iter()
+            .map(|(g, v)| Equivalent {
+                group: g.into(),
+                version: v.into(),
+                resource: resource.into(),
+            })
+            .collect()
+    }
+
+    /// The two `Event` groups are one storage: a rule on `events.k8s.io` events sees core
+    /// events under `Equivalent`, not under `Exact`.
+    #[test]
+    fn equivalent_resources_of_another_group() {
+        let rule = json!([{"operations": ["*"], "apiGroups": ["events.k8s.io"],
+            "apiVersions": ["v1"], "resources": ["events"]}]);
+        let core = ("", "v1", "events", "");
+        let on = |h: &Hook| check(core, Some("default"), json!({}), |r| h.matches_rules(r));
+        assert!(on(&hook(rule.clone(), json!({}))));
+        assert!(!on(&hook(rule, json!({"matchPolicy": "Exact"}))));
+        let pods = json!([{"operations": ["*"], "apiGroups": ["events.k8s.io"],
+            "apiVersions": ["v1"], "resources": ["pods"]}]);
+        assert!(!on(&hook(pods, json!({}))));
+    }
+
     /// A request for `group/version resource[/sub]` in `namespace`, labelled `labels`.
     fn check<T>(
         (group, version, resource, sub): (&str, &str, &str, &str),
@@ -285,11 +336,14 @@ mod tests {
         let user = UserInfo::admin();
         let obj = json!({"metadata": {"name": "n", "labels": labels}});
         let opts = json!({});
+        let equivalents = served(group, resource);
         let req = Request {
             operation: Operation::Update,
             group,
             version,
             resource,
+            kind_group: group,
+            kind_version: version,
             kind: "K",
             subresource: sub,
             name: "n",
@@ -299,6 +353,7 @@ mod tests {
             user: &user,
             dry_run: false,
             options: &opts,
+            equivalents: &equivalents,
         };
         f(&req)
     }
@@ -363,6 +418,93 @@ mod tests {
             check(cm, None, json!({"skip": "1"}), |r| h.matches_object(r)),
             Ok(false)
         );
+    }
+
+    /// `*/scale` under `matchPolicy`: `Equivalent` maps a rule naming another served version of
+    /// the resource to the request's (`autoscaling/v1` and `v2` horizontalpodautoscalers, as a
+    /// custom resource's versions), `Exact` does not; a version no longer served is no
+    /// equivalent (`apps/v1beta1` deployments); `*/scale` and `*/*` see every scale,
+    /// `deployments` alone none.
+    #[test]
+    fn scale_rules_and_match_policy() {
+        let rule = |resources: Value, versions: Value| {
+            json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": versions,
+                "resources": resources}])
+        };
+        let scale = ("apps", "v1", "deployments", "scale");
+        let matches = |h: &Hook| check(scale, Some("default"), json!({}), |r| h.matches_rules(r));
+        let beta = rule(json!(["deployments/scale"]), json!(["v1beta1"]));
+        assert!(!matches(&hook(beta, json!({}))));
+        let hpa_scale = ("autoscaling", "v2", "horizontalpodautoscalers", "scale");
+        let v1 = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers/scale"]}]);
+        let on = |h: &Hook| {
+            check(hpa_scale, Some("default"), json!({}), |r| {
+                h.matches_rules(r)
+            })
+        };
+        assert!(on(&hook(v1.clone(), json!({}))));
+        assert!(!on(&hook(v1, json!({"matchPolicy": "Exact"}))));
+        let v1 = rule(json!(["deployments/scale"]), json!(["v1"]));
+        assert!(matches(&hook(v1, json!({"matchPolicy": "Exact"}))));
+        assert!(matches(&hook(
+            rule(json!(["*/scale"]), json!(["*"])),
+            json!({})
+        )));
+        assert!(matches(&hook(
+            rule(json!(["*/*"]), json!(["*"])),
+            json!({})
+        )));
+        assert!(!matches(&hook(
+            rule(json!(["deployments"]), json!(["v1"])),
+            json!({})
+        )));
+        assert!(!matches(&hook(
+            rule(json!(["deployments/status"]), json!(["v1"])),
+            json!({})
+        )));
+        // Another group's deployments are not equivalent here.
+        let other = json!([{"operations": ["UPDATE"], "apiGroups": ["extensions"],
+            "apiVersions": ["v1beta1"], "resources": ["deployments/scale"]}]);
+        assert!(!matches(&hook(other, json!({}))));
+    }
+
+    #[test]
+    fn connect_rules() {
+        let exec = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["pods/exec"]}]);
+        let h = hook(exec, json!({}));
+        let user = UserInfo::admin();
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Connect,
+            group: "",
+            version: "v1",
+            resource: "pods",
+            kind_group: "",
+            kind_version: "v1",
+            kind: "PodExecOptions",
+            subresource: "exec",
+            name: "web",
+            namespace: Some("default"),
+            object: None,
+            old: None,
+            user: &user,
+            dry_run: false,
+            options: &opts,
+            equivalents: &[],
+        };
+        assert!(h.matches_rules(&req));
+        let attach = Request {
+            subresource: "attach",
+            ..req
+        };
+        assert!(!h.matches_rules(&attach));
+        let update = Request {
+            operation: Operation::Update,
+            ..req
+        };
+        assert!(!h.matches_rules(&update));
     }
 
     #[test]

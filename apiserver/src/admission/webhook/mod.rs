@@ -80,6 +80,26 @@ impl Webhooks {
         self.validating && !exempt(group, resource) && !self.source.hooks().validating.is_empty()
     }
 
+    /// Whether the rules of some webhook of the phase (`mutating` or validating) admit `req`
+    /// (its operation, resource, subresource and scope; not its objects): a subresource's write
+    /// builds the object webhooks would see (a Scale) only then.
+    pub fn any_rules_match(&self, mutating: bool, req: &Request<'_>) -> bool {
+        let (enabled, hooks) = (
+            if mutating {
+                self.mutating
+            } else {
+                self.validating
+            },
+            self.source.hooks(),
+        );
+        let hooks = if mutating {
+            &hooks.mutating
+        } else {
+            &hooks.validating
+        };
+        enabled && !exempt(req.group, req.resource) && hooks.iter().any(|h| h.matches_rules(req))
+    }
+
     /// The mutating webhooks: `Some` with the object they changed.
     pub async fn mutate(
         &self,

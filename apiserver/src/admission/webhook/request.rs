@@ -24,27 +24,44 @@ pub enum Operation {
     Create,
     Update,
     Delete,
+    /// A connect subresource (`pods/exec`, `attach`, `portforward`, `proxy`).
+    Connect,
 }
 
 impl Operation {
-    /// `CREATE`, `UPDATE`, `DELETE`.
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT`.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
         }
     }
+}
+
+/// A served group, version and resource stored with the request's own (upstream's
+/// `EquivalentResourcesFor`: resources sharing a storage prefix, the versions of a kind and the
+/// two `Event` groups), for `matchPolicy: Equivalent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Equivalent {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
 }
 
 /// What webhooks know of a request (`admission.Attributes`).
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
     pub operation: Operation,
-    /// API group, version and plural of the resource, and its kind, as the request addressed it.
+    /// API group, version and plural of the resource, as the request addressed it.
     pub group: &'a str,
     pub version: &'a str,
     pub resource: &'a str,
+    /// The group, version and kind of `object`: the resource's own, or a subresource's
+    /// (`autoscaling/v1` `Scale` of `deployments/scale`, `v1` `Binding` of `pods/binding`).
+    pub kind_group: &'a str,
+    pub kind_version: &'a str,
     pub kind: &'a str,
     /// `""` for the main resource.
     pub subresource: &'a str,
@@ -59,6 +76,9 @@ pub struct Request<'a> {
     pub dry_run: bool,
     /// The options of the request, as JSON without type meta.
     pub options: &'a Value,
+    /// The resources equivalent to the request's (its own among them), for rules under
+    /// `matchPolicy: Equivalent`.
+    pub equivalents: &'a [Equivalent],
 }
 
 /// An `AdmissionReview` version this server speaks.
@@ -95,12 +115,13 @@ impl Request<'_> {
         Value::Object(u)
     }
 
-    /// The options object with its type meta.
+    /// The options object with its type meta; none for a connect (upstream sends none).
     fn typed_options(&self) -> Value {
         let kind = match self.operation {
             Operation::Create => "CreateOptions",
             Operation::Update => "UpdateOptions",
             Operation::Delete => "DeleteOptions",
+            Operation::Connect => return Value::Null,
         };
         let mut o = Map::new();
         o.insert("kind".into(), json!(kind));
@@ -114,7 +135,8 @@ impl Request<'_> {
     /// `request` of an AdmissionReview with `uid` (also the `request` variable of match
     /// conditions).
     pub fn admission_request(&self, uid: &str) -> Value {
-        let kind = json!({"group": self.group, "version": self.version, "kind": self.kind});
+        let kind =
+            json!({"group": self.kind_group, "version": self.kind_version, "kind": self.kind});
         let resource =
             json!({"group": self.group, "version": self.version, "resource": self.resource});
         let mut r = Map::new();
@@ -266,6 +288,8 @@ mod tests {
             group: "",
             version: "v1",
             resource: "pods",
+            kind_group: "",
+            kind_version: "v1",
             kind: "Pod",
             subresource: "",
             name: "p",
@@ -275,6 +299,7 @@ mod tests {
             user: &user,
             dry_run: true,
             options: &opts,
+            equivalents: &[],
         };
         let review = req.review("u1", ReviewVersion::V1);
         assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
@@ -293,6 +318,72 @@ mod tests {
             r["options"],
             json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl"})
         );
+    }
+
+    /// A subresource whose object is of its own kind: `kind` is the Scale's, `resource` the
+    /// parent's, with the subresource named twice (`subResource`, `requestSubResource`).
+    #[test]
+    fn a_scale_review_names_the_scale_kind_and_the_parent_resource() {
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "web"}, "spec": {"replicas": 3}});
+        let old = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "web"}, "spec": {"replicas": 1}});
+        let user = admin();
+        let opts = json!({});
+        let req = Request {
+            operation: Operation::Update,
+            group: "apps",
+            version: "v1",
+            resource: "deployments",
+            kind_group: "autoscaling",
+            kind_version: "v1",
+            kind: "Scale",
+            subresource: "scale",
+            name: "web",
+            namespace: Some("default"),
+            object: Some(&scale),
+            old: Some(&old),
+            user: &user,
+            dry_run: false,
+            options: &opts,
+            equivalents: &[],
+        };
+        let r = req.admission_request("u");
+        let kind = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+        let resource = json!({"group": "apps", "version": "v1", "resource": "deployments"});
+        assert_eq!((&r["kind"], &r["requestKind"]), (&kind, &kind));
+        assert_eq!(
+            (&r["resource"], &r["requestResource"]),
+            (&resource, &resource)
+        );
+        assert_eq!(
+            (&r["subResource"], &r["requestSubResource"]),
+            (&json!("scale"), &json!("scale"))
+        );
+        assert_eq!(r["operation"], "UPDATE");
+        assert_eq!(r["object"]["spec"]["replicas"], 3);
+        assert_eq!(r["oldObject"]["spec"]["replicas"], 1);
+        assert_eq!(r["options"]["kind"], "UpdateOptions");
+
+        // A connect: the options are the object, `options` is null.
+        let exec = json!({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["ls"]});
+        let connect = Request {
+            operation: Operation::Connect,
+            resource: "pods",
+            group: "",
+            kind_group: "",
+            kind: "PodExecOptions",
+            subresource: "exec",
+            object: Some(&exec),
+            old: None,
+            ..req
+        };
+        let r = connect.admission_request("u");
+        assert_eq!(r["operation"], "CONNECT");
+        assert_eq!(r["kind"]["kind"], "PodExecOptions");
+        assert_eq!(r["object"]["command"], json!(["ls"]));
+        assert_eq!(r["options"], Value::Null);
+        assert_eq!(r["oldObject"], Value::Null);
     }
 
     #[test]

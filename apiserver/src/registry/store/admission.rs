@@ -17,7 +17,9 @@
 //! validating phase and before ResourceQuota, and both on a client's delete. They see the object
 //! in the endpoint's version; a mutated object drops fields its kind does not define and goes
 //! back to storage form. Only clients' requests (a user in the options) are sent; nothing is
-//! built for a request when no webhook is configured.
+//! built for a request when no webhook is configured. Subresources whose object is of another
+//! kind (a Scale, a Binding, an Eviction, connect options) go through the same call with that
+//! kind ([`super::subresource_admission`]).
 
 use std::sync::Arc;
 
@@ -102,68 +104,6 @@ impl Objects for CachedObjects<'_> {
 
     fn rule_resolver(&self) -> Option<Arc<crate::authz::rule_resolver::RuleResolver>> {
         Some(self.rbac.current(self.cache))
-    }
-}
-
-/// The params of ValidatingAdmissionPolicies, read from the watch cache of their kind (as
-/// stored: a custom resource's params are in its storage version).
-struct CachedParams<'a> {
-    state: &'a AppState,
-}
-
-impl CachedParams<'_> {
-    fn info(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-    ) -> Option<api::ResourceInfo> {
-        let (group, version) = kind
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", kind.api_version.as_str()));
-        let served = self.state.resources.snapshot();
-        let found = served.resources.iter().find(|r| {
-            r.info.group == group && r.info.version == version && r.info.kind == kind.kind
-        });
-        found.map(|r| r.info.clone())
-    }
-}
-
-impl crate::admission::policy::ParamSource for CachedParams<'_> {
-    fn namespaced(&self, kind: &crate::admission::policy::compiled::ParamKind) -> Option<bool> {
-        self.info(kind).map(|i| i.namespaced)
-    }
-
-    fn get(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Arc<Value>> {
-        let info = self.info(kind)?;
-        self.state.cache.get(&object_key(&info, namespace, name))
-    }
-
-    fn list(
-        &self,
-        kind: &crate::admission::policy::compiled::ParamKind,
-        namespace: Option<&str>,
-    ) -> Vec<Arc<Value>> {
-        let Some(info) = self.info(kind) else {
-            return Vec::new();
-        };
-        let all = format!("/registry/{}/", info.storage);
-        let prefix = match namespace {
-            Some(ns) => format!("{all}{ns}/"),
-            None => all.clone(),
-        };
-        match self
-            .state
-            .cache
-            .list(&all, &prefix, ListAt::Current, None, None, &|_| true)
-        {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
     }
 }
 
@@ -301,25 +241,38 @@ impl Store<'_> {
     }
 }
 
+/// The group, version and kind of a subresource's object that is not the resource's own (an
+/// `autoscaling/v1` `Scale`, a `v1` `Binding`, a `policy/v1` `Eviction`, `v1` `PodExecOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SubresourceKind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+}
+
 /// A write as admission webhooks see it.
-struct WebhookWrite<'w> {
-    operation: WebhookOperation,
-    /// The name when neither object has one.
-    name: &'w str,
-    object: Option<&'w Value>,
-    old: Option<&'w Value>,
-    subresource: &'w str,
-    user: Option<&'w crate::authn::UserInfo>,
-    dry_run: bool,
+pub(super) struct WebhookWrite<'w> {
+    pub(super) operation: WebhookOperation,
+    /// The name when neither object has one; for a subresource's own kind, the name always
+    /// (the parent object's, from the URL, as upstream's attributes carry it).
+    pub(super) name: &'w str,
+    /// The kind of the objects when not the resource's own: they are sent as they are, and a
+    /// mutated one comes back as the webhooks left it, for the caller to decode.
+    pub(super) kind: Option<SubresourceKind>,
+    pub(super) object: Option<&'w Value>,
+    pub(super) old: Option<&'w Value>,
+    pub(super) subresource: &'w str,
+    pub(super) user: Option<&'w crate::authn::UserInfo>,
+    pub(super) dry_run: bool,
     /// `CreateOptions`/`UpdateOptions`/`DeleteOptions` fields.
-    options: Value,
-    warnings: &'w crate::registry::Warnings,
-    audit: &'w crate::registry::AuditAnnotations,
+    pub(super) options: Value,
+    pub(super) warnings: &'w crate::registry::Warnings,
+    pub(super) audit: &'w crate::registry::AuditAnnotations,
 }
 
 /// Which admission webhooks a store step runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Mutating,
     Validating,
 }
@@ -327,7 +280,7 @@ enum Phase {
 impl Store<'_> {
     /// The options of a write as admission webhooks see them (`CreateOptions`/`UpdateOptions`
     /// fields).
-    fn webhook_options(opts: &WriteOptions) -> Value {
+    pub(super) fn webhook_options(opts: &WriteOptions) -> Value {
         let mut o = serde_json::Map::new();
         if opts.dry_run {
             o.insert("dryRun".into(), serde_json::json!(["All"]));
@@ -343,26 +296,47 @@ impl Store<'_> {
 
     /// Runs the admission webhooks of `phase` on `write`; `Some` with the object mutating
     /// webhooks changed (in storage form). Server-internal writes (no user) are not sent.
-    async fn run_webhooks(&self, phase: Phase, write: WebhookWrite<'_>) -> Result<Option<Value>> {
+    pub(super) async fn run_webhooks(
+        &self,
+        phase: Phase,
+        write: WebhookWrite<'_>,
+    ) -> Result<Option<Value>> {
         let info = &self.resource.info;
         let webhooks = &self.state.webhooks;
         let Some(user) = write.user.filter(|_| self.any_webhooks(phase)) else {
             return Ok(None);
         };
-        let shown_old = write.old.map(|o| self.shown(o));
-        let shown = write.object.map(|o| self.shown(o));
-        let name = write
-            .object
-            .and_then(api::meta::name)
-            .or_else(|| write.old.and_then(api::meta::name))
-            .unwrap_or(write.name)
-            .to_string();
+        // A subresource's own kind is sent as it is; the resource's objects in the endpoint's
+        // version.
+        let foreign = write.kind.is_some();
+        let shown_old = write.old.map(|o| self.shown_unless(foreign, o));
+        let shown = write.object.map(|o| self.shown_unless(foreign, o));
+        let name = match write.kind {
+            Some(_) => write.name,
+            None => write
+                .object
+                .and_then(api::meta::name)
+                .or_else(|| write.old.and_then(api::meta::name))
+                .unwrap_or(write.name),
+        }
+        .to_string();
+        let equivalents = self.equivalents();
+        let (kind_group, kind_version, kind) = match write.kind {
+            Some(k) => (k.group, k.version, k.kind),
+            None => (
+                info.group.as_str(),
+                info.version.as_str(),
+                info.kind.as_str(),
+            ),
+        };
         let req = Request {
             operation: write.operation,
             group: &info.group,
             version: &info.version,
             resource: &info.plural,
-            kind: &info.kind,
+            kind_group,
+            kind_version,
+            kind,
             subresource: write.subresource,
             name: &name,
             namespace: self.namespace.as_deref(),
@@ -371,6 +345,7 @@ impl Store<'_> {
             user,
             dry_run: write.dry_run,
             options: &write.options,
+            equivalents: &equivalents,
         };
         let cache = &self.state.cache;
         let namespace_labels = |ns: &str| {
@@ -411,6 +386,8 @@ impl Store<'_> {
             // Fields the kind does not define are dropped, as decoding the patched object into
             // its type (or pruning a custom resource) does upstream.
             Phase::Mutating => match webhooks.mutate(&req, &fx, &gr).await? {
+                // The caller decodes a subresource's own kind.
+                Some(mutated) if write.kind.is_some() => Ok(Some(mutated)),
                 Some(mut mutated) => {
                     self.validate_fields(&mut mutated, &WriteOptions::default())?;
                     // Upstream decodes the patched object into its type and answers 500 if it
@@ -425,7 +402,7 @@ impl Store<'_> {
             Phase::Validating => {
                 // ValidatingAdmissionPolicy runs before the validating webhooks, as upstream.
                 let namespace = |ns: &str| cache.get(&format!("/registry/namespaces/{ns}"));
-                let params = CachedParams { state: self.state };
+                let params = super::policy_params::CachedParams { state: self.state };
                 let lookups = crate::admission::policy::Lookups {
                     namespace: &namespace,
                     params: &params,
@@ -437,8 +414,25 @@ impl Store<'_> {
         }
     }
 
+    /// The served resources stored with this one, itself included (upstream's
+    /// `EquivalentResourcesFor`), which rules under `matchPolicy: Equivalent` may name.
+    pub(super) fn equivalents(&self) -> Vec<crate::admission::webhook::request::Equivalent> {
+        let storage = &self.resource.info.storage;
+        let served = self.state.resources.snapshot();
+        let same = served
+            .resources
+            .iter()
+            .filter(|r| &r.info.storage == storage);
+        same.map(|r| crate::admission::webhook::request::Equivalent {
+            group: r.info.group.clone(),
+            version: r.info.version.clone(),
+            resource: r.info.plural.clone(),
+        })
+        .collect()
+    }
+
     /// Whether any webhook of `phase` is configured for this resource (a lock and a length).
-    fn any_webhooks(&self, phase: Phase) -> bool {
+    pub(super) fn any_webhooks(&self, phase: Phase) -> bool {
         let (info, webhooks) = (&self.resource.info, &self.state.webhooks);
         match phase {
             Phase::Mutating => webhooks.any_mutating(&info.group, &info.plural),
@@ -463,6 +457,7 @@ impl Store<'_> {
                 WebhookOperation::Create
             },
             name: "",
+            kind: None,
             object: Some(obj),
             old,
             subresource,
@@ -494,6 +489,7 @@ impl Store<'_> {
         let write = |old| WebhookWrite {
             operation: WebhookOperation::Delete,
             name,
+            kind: None,
             object: None,
             old,
             subresource: "",
@@ -507,6 +503,15 @@ impl Store<'_> {
         self.run_webhooks(Phase::Validating, write(Some(current)))
             .await
             .map(|_| ())
+    }
+
+    /// `obj` as it is when `as_is`, else [`shown`](Self::shown).
+    fn shown_unless<'v>(&self, as_is: bool, obj: &'v Value) -> std::borrow::Cow<'v, Value> {
+        if as_is {
+            std::borrow::Cow::Borrowed(obj)
+        } else {
+            self.shown(obj)
+        }
     }
 
     /// An object as the request's endpoint shows it.

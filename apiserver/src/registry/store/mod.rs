@@ -31,6 +31,8 @@ mod create;
 mod decode;
 mod delete;
 mod list;
+mod policy_params;
+mod subresource_admission;
 mod update;
 
 pub use admission::CachedObjects;
@@ -38,6 +40,7 @@ pub use create::generate_name;
 pub use decode::Written as Decoded;
 pub use delete::Deleted;
 pub use list::{Filter, ListPage, WatchOpened};
+pub(crate) use subresource_admission::{connect_kind, SubresourceRequest, BINDING, EVICTION};
 pub use update::{PatchRequest, WriteScope};
 
 pub use crate::watch_cache::Written;

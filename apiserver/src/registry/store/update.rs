@@ -174,6 +174,10 @@ impl Store<'_> {
         let user = opts.user.as_deref();
         let node = crate::admission::node_restriction::NodeOperation::Update;
         self.restrict_node(node, Some(&new), Some(old), subresource, name, user)?;
+        // A scale's admission sees Scales ([`super::subresource_admission`]).
+        if subresource == "scale" {
+            return self.admit_scale_by_webhooks(new, old, opts).await;
+        }
         if self
             .mutate_by_webhooks(&mut new, Some(old), subresource, opts)
             .await?
@@ -191,7 +195,7 @@ impl Store<'_> {
     /// main-resource webhook cannot change the status, a pod subresource's webhook only its
     /// part), the write's own validation, and the built-in validating admission of that
     /// subresource. So no webhook stores what the client could not have written itself.
-    fn revalidate_mutated(
+    pub(super) fn revalidate_mutated(
         &self,
         new: &mut Value,
         old: &Value,
