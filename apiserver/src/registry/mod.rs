@@ -25,6 +25,7 @@ pub mod builtin;
 pub mod conversion;
 pub mod conversion_webhook;
 pub mod customresource;
+pub mod defaulting;
 pub mod eviction;
 pub mod options;
 pub mod pod_subresources;

@@ -21,8 +21,13 @@
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 //! - **Not every resource.** Events are not held, as upstream keeps no watch cache for them: their
 //!   lists and watches are served from the store ([`uncached`]).
+//! - **Defaulted.** What enters from storage, not from this process's writers, is defaulted as
+//!   upstream's storage codec defaults what it decodes ([`defaults`]).
 
 mod compact;
+mod defaults;
+#[cfg(test)]
+mod defaults_tests;
 #[cfg(test)]
 mod fan_out_tests;
 mod handover;
@@ -31,6 +36,7 @@ mod live;
 mod snapshot;
 mod uncached;
 
+pub use defaults::{Defaulter, StorageDefaults};
 pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
 pub use live::LiveEvents;
@@ -220,6 +226,8 @@ pub struct WatchCache {
     store: Arc<dyn Store>,
     /// Prefixes (`/registry/<storage>/`) of the resources the cache does not hold.
     uncached: Vec<String>,
+    /// The kinds' defaults, applied to what enters from storage ([`defaults`]).
+    defaulter: Defaulter,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -265,9 +273,22 @@ fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
 
 impl WatchCache {
     /// Lists the store, then follows it from the listed revision in a background task that ends
-    /// with `shutdown`.
+    /// with `shutdown`. Objects are kept as stored (no kind's defaults: see
+    /// [`start_defaulting`](Self::start_defaulting)).
     pub async fn start(
         store: Arc<dyn Store>,
+        history: usize,
+        buffer: usize,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, store::Error> {
+        Self::start_defaulting(store, Defaulter::default(), history, buffer, shutdown).await
+    }
+
+    /// [`start`](Self::start), with every object that enters from storage defaulted by
+    /// `defaulter` ([`defaults`]).
+    pub async fn start_defaulting(
+        store: Arc<dyn Store>,
+        defaulter: Defaulter,
         history: usize,
         buffer: usize,
         shutdown: CancellationToken,
@@ -287,6 +308,7 @@ impl WatchCache {
             buffer: buffer.clamp(1, live::MAX_BUFFER),
             store: store.clone(),
             uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
+            defaulter,
         });
         let stream = cache.relist(store.as_ref()).await?;
         let feeder = cache.clone();
@@ -351,7 +373,8 @@ impl WatchCache {
                                 skip_past = Some(past_prefix(prefix));
                                 break;
                             }
-                            let Some(v) = decode(&kv.value, kv.mod_revision) else {
+                            let Some(v) = self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                            else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
                                 continue;
                             };
@@ -506,8 +529,12 @@ impl WatchCache {
                     .value
                     .as_ref()
                     .and_then(|kv| {
+                        // Not handed over: written by another process (or its offer missed its
+                        // event), so defaulted here, under the lock a change of the defaults
+                        // ([`Self::redefault`]) takes too.
                         offered.or_else(|| {
-                            decode(&kv.value, kv.mod_revision).map(|v| (Arc::new(v), None, None))
+                            self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                                .map(|v| (Arc::new(v), None, None))
                         })
                     })
                     .map(|(v, json, text)| {
@@ -545,7 +572,7 @@ impl WatchCache {
                     let last = prev.clone().or_else(|| {
                         ev.prev
                             .as_ref()
-                            .and_then(|kv| decode(&kv.value, kv.mod_revision))
+                            .and_then(|kv| self.decode_stored(&kv.key, &kv.value, kv.mod_revision))
                             .map(Arc::new)
                     });
                     last.map(|last| CacheEvent {
@@ -587,6 +614,78 @@ impl WatchCache {
             let _ = log.send(event);
         }
         self.dispatched.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    /// A value stored at `key`, parsed, defaulted ([`defaults`]) and compacted, with `revision`
+    /// as its resourceVersion.
+    fn decode_stored(&self, key: &str, bytes: &[u8], revision: Revision) -> Option<Value> {
+        let mut v = serde_json::from_slice(bytes).ok()?;
+        self.defaulter.apply(key, &mut v);
+        let mut v = compact::compact(v);
+        stamp(&mut v, revision);
+        Some(v)
+    }
+
+    /// The defaulter of what enters from storage; the registry decodes through it what it reads
+    /// from the store itself.
+    pub fn defaulter(&self) -> &Defaulter {
+        &self.defaulter
+    }
+
+    /// Brings the held objects of the resource `prefix` (`/registry/<storage>/`) up to its
+    /// defaults after they changed (a CRD's schema gained or changed a `default`), as upstream
+    /// rebuilds a changed CRD's storage and its cache from etcd. Call it after the new defaults
+    /// are in force: events applied from then on are defaulted by them already.
+    ///
+    /// Each object the defaults change is replaced (its resourceVersion kept, nothing written to
+    /// the store) unless an event replaced it meanwhile; if any was, the resource's history is
+    /// dropped and its watchers are ended, so that no watcher mixes events of both schemas (they
+    /// watch again and see the new state). Objects are defaulted outside the cache's lock, from
+    /// their held state: a default the schema dropped stays on objects defaulted before, until
+    /// they are written again or the cache relists. Returns how many objects changed.
+    pub fn redefault(&self, prefix: &str) -> usize {
+        let held: Vec<(String, Arc<Value>)> = match self.inner.read().resources.get(prefix) {
+            Some(res) => res
+                .objects
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            None => return 0,
+        };
+        let defaulted: Vec<(String, Arc<Value>, Arc<Value>)> = held
+            .into_iter()
+            .filter_map(|(key, old)| {
+                let mut v = Value::clone(&old);
+                self.defaulter
+                    .apply(&key, &mut v)
+                    .then(|| (key, old, Arc::new(compact::compact(v))))
+            })
+            .collect();
+        if defaulted.is_empty() {
+            return 0;
+        }
+        let mut inner = self.inner.write();
+        let current = inner.revision;
+        let Some(res) = inner.resources.get_mut(prefix) else {
+            return 0;
+        };
+        let mut changed = 0;
+        for (key, old, new) in defaulted {
+            // An object an event replaced since was defaulted by the new defaults.
+            if let Some(slot) = res.objects.get_mut(&key).filter(|o| Arc::ptr_eq(o, &old)) {
+                *slot = new;
+                res.texts.remove(&key);
+                changed += 1;
+            }
+        }
+        // Freed after the lock is released: readers do not wait on it.
+        let history = std::mem::take(&mut res.ring);
+        res.oldest = current;
+        res.live = None;
+        drop(inner);
+        drop(history);
+        tracing::info!(prefix, changed, "stored objects defaulted anew");
+        changed
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).

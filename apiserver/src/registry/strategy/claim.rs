@@ -266,6 +266,16 @@ impl Strategy for PersistentVolumeClaimStrategy {
         }
     }
 
+    /// `SetDefaults_PersistentVolumeClaimSpec` (not the strategy's field drops and data-source
+    /// normalisation).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            if let Some(spec) = object_at(obj, "spec") {
+                default_claim_spec(spec);
+            }
+        })
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Pending"}))
     }

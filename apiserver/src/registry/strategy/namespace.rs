@@ -45,6 +45,12 @@ impl Strategy for NamespaceStrategy {
             spec.insert("finalizers".to_string(), Value::Array(f));
         }
     }
+
+    /// `SetDefaults_Namespace` (the `kubernetes.io/metadata.name` label); the `kubernetes`
+    /// finalizer is the strategy's, at create only.
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_namespace)
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Active"}))
     }

@@ -1,0 +1,104 @@
+//! Defaulting of objects read from storage, as upstream's storage codec defaults every object it
+//! decodes from etcd (the versioning codec's `Decode` runs the scheme's defaulter; a custom
+//! resource's codec applies its structural schema's `default`s), so that an object stored before a
+//! default existed (an older data dir, a write by another process on the same etcd, a CRD whose
+//! schema gained a `default` later) is served defaulted by GET, LIST and WATCH. The defaulted
+//! object is never written back, and keeps its resourceVersion.
+//!
+//! The cache does not know kinds: the registry gives it a [`StorageDefaults`] ([`Defaulter`]),
+//! asked by storage key. Where it is asked, and why only there:
+//! - **Initial list and relists** ([`super::WatchCache`]'s `relist`): every object, once per load.
+//! - **Store events no writer of this process handed over**: writes by another apiserver on the
+//!   same etcd, by an older process, or whose offer did not meet its event. A handed-over object
+//!   is the object this process's registry defaulted before it stored it, so the per-event path
+//!   of this process's own writes never decodes or defaults anything.
+//! - **A change of the defaults themselves** (a CRD's schema): [`super::WatchCache::redefault`]
+//!   brings the held objects of the resource up to the new defaults, as upstream rebuilds the
+//!   CRD's storage (and its cacher) from etcd.
+//! - **Reads around the cache**: the uncached resources' lists and watches, and the registry's
+//!   read of an object newer than the cache ([`Defaulter::decode`]).
+//!
+//! Guarantees: defaulting only adds what the kind's defaults add (the object's resourceVersion
+//! and every field it had are kept); an object the defaults change is put back into Go field
+//! order, so reads stay a plain serialisation of what is held.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use store::Revision;
+
+/// The defaults of stored objects, by storage key: what the registry knows of the kinds.
+pub trait StorageDefaults: Send + Sync + 'static {
+    /// Applies to `obj`, read from storage at `key`, the defaults of its kind (and of the version
+    /// it is stored in); whether that changed it. Objects of kinds without defaults are left as
+    /// they are, cheaply.
+    fn default_stored(&self, key: &str, obj: &mut Value) -> bool;
+}
+
+/// The cache's handle on the [`StorageDefaults`], if it has any (a cache without one, as in
+/// the store-level tests, keeps objects as stored). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Defaulter(Option<Arc<dyn StorageDefaults>>);
+
+impl std::fmt::Debug for Defaulter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Defaulter").field(&self.0.is_some()).finish()
+    }
+}
+
+impl Defaulter {
+    /// A defaulter asking `defaults`.
+    pub fn new(defaults: Arc<dyn StorageDefaults>) -> Self {
+        Defaulter(Some(defaults))
+    }
+
+    /// Applies the defaults of the object at `key`; whether that changed it.
+    pub fn apply(&self, key: &str, obj: &mut Value) -> bool {
+        self.0.as_ref().is_some_and(|d| d.default_stored(key, obj))
+    }
+
+    /// Decodes the `bytes` stored at `key`, stamps `revision` as their resourceVersion and
+    /// applies the defaults.
+    pub fn decode(&self, key: &str, bytes: &[u8], revision: Revision) -> Option<Value> {
+        let mut v = serde_json::from_slice(bytes).ok()?;
+        self.apply(key, &mut v);
+        super::stamp(&mut v, revision);
+        Some(v)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::{json, Value};
+
+    use super::StorageDefaults;
+
+    /// Defaults `spec.color` to `blue` for widgets (`/registry/widgets/`), counting its calls.
+    #[derive(Default)]
+    pub struct Colors {
+        pub calls: AtomicUsize,
+        /// The default; changed by a test to stand for a schema change.
+        pub color: parking_lot::Mutex<String>,
+    }
+
+    impl StorageDefaults for Colors {
+        fn default_stored(&self, key: &str, obj: &mut Value) -> bool {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            if !key.starts_with("/registry/widgets/") {
+                return false;
+            }
+            let color = self.color.lock().clone();
+            let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+                return false;
+            };
+            if spec.contains_key("color") || color.is_empty() {
+                return false;
+            }
+            spec.insert("color".into(), json!(color));
+            true
+        }
+    }
+}
