@@ -9,8 +9,9 @@
 //! an object without type meta takes the first resource registered for its segment (the
 //! preferred version). An object the defaults change is put back into Go field order.
 //!
-//! Cost: one look-up in the served set and, for kinds with defaults, a copy and a comparison of
-//! the object; kinds without defaults cost the look-up only.
+//! Cost: one look-up in the served set and, for kinds with defaults, the defaults themselves and
+//! two walks counting the object's fields (no copy); kinds without defaults cost the look-up
+//! only.
 //!
 //! [`Strategy::default_decoded`]: super::Strategy::default_decoded
 

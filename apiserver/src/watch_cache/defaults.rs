@@ -31,8 +31,9 @@ use store::Revision;
 /// The defaults of stored objects, by storage key: what the registry knows of the kinds.
 pub trait StorageDefaults: Send + Sync + 'static {
     /// Applies to `obj`, read from storage at `key`, the defaults of its kind (and of the version
-    /// it is stored in); whether that changed it. Objects of kinds without defaults are left as
-    /// they are, cheaply.
+    /// it is stored in); whether they added fields (then `obj` was put back into Go field order;
+    /// a default that only replaced a value in place is applied but not told). Objects of kinds
+    /// without defaults are left as they are, cheaply.
     fn default_stored(&self, key: &str, obj: &mut Value) -> bool;
 }
 
@@ -53,7 +54,7 @@ impl Defaulter {
         Defaulter(Some(defaults))
     }
 
-    /// Applies the defaults of the object at `key`; whether that changed it.
+    /// Applies the defaults of the object at `key`; whether they added fields.
     pub fn apply(&self, key: &str, obj: &mut Value) -> bool {
         self.0.as_ref().is_some_and(|d| d.default_stored(key, obj))
     }

@@ -656,9 +656,8 @@ impl WatchCache {
             .into_iter()
             .filter_map(|(key, old)| {
                 let mut v = Value::clone(&old);
-                self.defaulter
-                    .apply(&key, &mut v)
-                    .then(|| (key, old, Arc::new(compact::compact(v))))
+                self.defaulter.apply(&key, &mut v);
+                (v != *old).then(|| (key, old, Arc::new(compact::compact(v))))
             })
             .collect();
         if defaulted.is_empty() {

@@ -166,7 +166,8 @@ pub trait Strategy: Send + Sync + 'static {
     /// `default`s), applied to every object read from storage in this endpoint's version, as
     /// upstream's storage codec defaults what it decodes: an object stored before a default
     /// existed reads with it. Only defaults: no status reset, allocation or admission. Returns
-    /// whether `obj` changed ([`defaulted`] tells); kinds without defaults change nothing.
+    /// whether they added fields ([`defaulted`] tells; the object then goes back into Go field
+    /// order); kinds without defaults change nothing.
     fn default_decoded(&self, _obj: &mut Value) -> bool {
         false
     }
@@ -386,11 +387,23 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
-/// Applies `defaults` to `obj`; whether that changed it (for [`Strategy::default_decoded`]).
+/// Applies `defaults` to `obj`; whether they added fields (for [`Strategy::default_decoded`]).
+/// Told by counting the object's fields and items before and after, which allocates nothing: an
+/// object read from storage is most often defaulted already, and copying it to compare would
+/// cost more than the defaults themselves.
 pub fn defaulted(obj: &mut Value, defaults: impl FnOnce(&mut Value)) -> bool {
-    let before = obj.clone();
+    let before = size(obj);
     defaults(obj);
-    *obj != before
+    size(obj) != before
+}
+
+/// How many fields and items `v` holds, at every depth.
+fn size(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m.len() + m.values().map(size).sum::<usize>(),
+        Value::Array(a) => a.len() + a.iter().map(size).sum::<usize>(),
+        _ => 0,
+    }
 }
 
 /// Read-only access to other stored objects, for [`Strategy::admit`]. The generic store serves it
