@@ -134,6 +134,16 @@ mod tests {
         assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         assert!(svc["spec"].get("ipFamilies").is_none());
+        // An HPA is stored in the v2 form: `v2/defaults.go` applies (whichever version reads it).
+        let mut hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": "ns"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d"}, "maxReplicas": 3}});
+        assert!(registry.default_stored("/registry/horizontalpodautoscalers/ns/h", &mut hpa));
+        assert_eq!(hpa["spec"]["minReplicas"], 1, "{hpa}");
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80,
+            "{hpa}"
+        );
         // Kinds without defaults, unknown segments and keys outside the registry: unchanged.
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
         for key in [
