@@ -144,6 +144,21 @@ mod tests {
             hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80,
             "{hpa}"
         );
+        // Status defaults of kinds whose status is a value in Go.
+        let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}});
+        assert!(registry.default_stored("/registry/namespaces/n", &mut ns));
+        assert_eq!(ns["status"]["phase"], "Active", "{ns}");
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "n",
+            "{ns}"
+        );
+        let mut node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "status": {"capacity": {"cpu": "2", "pods": "110"}}});
+        assert!(registry.default_stored("/registry/nodes/n", &mut node));
+        assert_eq!(
+            node["status"]["allocatable"], node["status"]["capacity"],
+            "{node}"
+        );
         // Kinds without defaults, unknown segments and keys outside the registry: unchanged.
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
         for key in [

@@ -266,13 +266,14 @@ impl Strategy for PersistentVolumeClaimStrategy {
         }
     }
 
-    /// `SetDefaults_PersistentVolumeClaimSpec` (not the strategy's field drops and data-source
-    /// normalisation).
+    /// `SetDefaults_PersistentVolumeClaim` and `SetDefaults_PersistentVolumeClaimSpec` (not the
+    /// strategy's field drops and data-source normalisation).
     fn default_decoded(&self, obj: &mut Value) -> bool {
         super::defaulted(obj, |obj| {
             if let Some(spec) = object_at(obj, "spec") {
                 default_claim_spec(spec);
             }
+            super::common::default_status_phase(obj, "Pending");
         })
     }
 

@@ -46,10 +46,14 @@ impl Strategy for NamespaceStrategy {
         }
     }
 
-    /// `SetDefaults_Namespace` (the `kubernetes.io/metadata.name` label); the `kubernetes`
-    /// finalizer is the strategy's, at create only.
+    /// `SetDefaults_Namespace` (the `kubernetes.io/metadata.name` label) and
+    /// `SetDefaults_NamespaceStatus` (phase `Active`); the `kubernetes` finalizer is the
+    /// strategy's, at create only.
     fn default_decoded(&self, obj: &mut Value) -> bool {
-        super::defaulted(obj, default_namespace)
+        super::defaulted(obj, |obj| {
+            default_namespace(obj);
+            common::default_status_phase(obj, "Active");
+        })
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Active"}))

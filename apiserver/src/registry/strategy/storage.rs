@@ -424,7 +424,7 @@ impl Strategy for PersistentVolumeStrategy {
         }
     }
 
-    /// `SetDefaults_PersistentVolume`'s spec defaults (not the feature-gated field drop).
+    /// `SetDefaults_PersistentVolume` (not the strategy's feature-gated field drop).
     fn default_decoded(&self, obj: &mut Value) -> bool {
         super::defaulted(obj, |obj| {
             if let Some(spec) = object_at(obj, "spec") {
@@ -434,6 +434,7 @@ impl Strategy for PersistentVolumeStrategy {
                     default_host_path(hp);
                 }
             }
+            super::common::default_status_phase(obj, "Pending");
         })
     }
 
