@@ -28,6 +28,8 @@ use serde_json::Value;
 
 use store::Revision;
 
+use super::{compact, stamp, WatchCache};
+
 /// The defaults of stored objects, by storage key: what the registry knows of the kinds.
 pub trait StorageDefaults: Send + Sync + 'static {
     /// Applies to `obj`, read from storage at `key`, the defaults of its kind (and of the version
@@ -64,8 +66,86 @@ impl Defaulter {
     pub fn decode(&self, key: &str, bytes: &[u8], revision: Revision) -> Option<Value> {
         let mut v = serde_json::from_slice(bytes).ok()?;
         self.apply(key, &mut v);
-        super::stamp(&mut v, revision);
+        stamp(&mut v, revision);
         Some(v)
+    }
+}
+
+impl WatchCache {
+    /// A value stored at `key`, parsed, defaulted and compacted, with `revision`
+    /// as its resourceVersion.
+    pub(super) fn decode_stored(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        revision: Revision,
+    ) -> Option<Value> {
+        let mut v = serde_json::from_slice(bytes).ok()?;
+        self.defaulter.apply(key, &mut v);
+        let mut v = compact::compact(v);
+        stamp(&mut v, revision);
+        Some(v)
+    }
+
+    /// The defaulter of what enters from storage; the registry decodes through it what it reads
+    /// from the store itself.
+    pub fn defaulter(&self) -> &Defaulter {
+        &self.defaulter
+    }
+
+    /// Brings the held objects of the resource `prefix` (`/registry/<storage>/`) up to its
+    /// defaults after they changed (a CRD's schema gained or changed a `default`), as upstream
+    /// rebuilds a changed CRD's storage and its cache from etcd. Call it after the new defaults
+    /// are in force: events applied from then on are defaulted by them already.
+    ///
+    /// Each object the defaults change is replaced (its resourceVersion kept, nothing written to
+    /// the store) unless an event replaced it meanwhile; if any was, the resource's history is
+    /// dropped and its watchers are ended, so that no watcher mixes events of both schemas (they
+    /// watch again and see the new state). Objects are defaulted outside the cache's lock, from
+    /// their held state: a default the schema dropped stays on objects defaulted before, until
+    /// they are written again or the cache relists. Returns how many objects changed.
+    pub fn redefault(&self, prefix: &str) -> usize {
+        let held: Vec<(String, Arc<Value>)> = match self.inner.read().resources.get(prefix) {
+            Some(res) => res
+                .objects
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            None => return 0,
+        };
+        let defaulted: Vec<(String, Arc<Value>, Arc<Value>)> = held
+            .into_iter()
+            .filter_map(|(key, old)| {
+                let mut v = Value::clone(&old);
+                self.defaulter.apply(&key, &mut v);
+                (v != *old).then(|| (key, old, Arc::new(compact::compact(v))))
+            })
+            .collect();
+        if defaulted.is_empty() {
+            return 0;
+        }
+        let mut inner = self.inner.write();
+        let current = inner.revision;
+        let Some(res) = inner.resources.get_mut(prefix) else {
+            return 0;
+        };
+        let mut changed = 0;
+        for (key, old, new) in defaulted {
+            // An object an event replaced since was defaulted by the new defaults.
+            if let Some(slot) = res.objects.get_mut(&key).filter(|o| Arc::ptr_eq(o, &old)) {
+                *slot = new;
+                res.texts.remove(&key);
+                changed += 1;
+            }
+        }
+        // Freed after the lock is released: readers do not wait on it.
+        let history = std::mem::take(&mut res.ring);
+        res.oldest = current;
+        res.live = None;
+        drop(inner);
+        drop(history);
+        tracing::info!(prefix, changed, "stored objects defaulted anew");
+        changed
     }
 }
 
