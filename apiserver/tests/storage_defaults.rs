@@ -253,3 +253,18 @@ async fn a_default_added_to_the_schema_reaches_objects_stored_before_it() {
         "nothing written back"
     );
 }
+
+#[tokio::test]
+async fn a_store_read_newer_than_the_cache_is_defaulted_too() {
+    let (_, state) = common::router_and_state().await;
+    // A revision of the key the cache never saw (a writer's read-modify-write reads the store).
+    let kv = store::KeyValue {
+        key: "/registry/pods/default/ahead".into(),
+        value: bare_pod("ahead"),
+        create_revision: 1_000_000,
+        mod_revision: 1_000_000,
+    };
+    let read = apiserver::registry::store::stored_object(&state, &kv).unwrap();
+    assert_pod_defaulted(&read);
+    assert_eq!(read["metadata"]["resourceVersion"], "1000000");
+}

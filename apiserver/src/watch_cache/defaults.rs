@@ -157,7 +157,7 @@ pub(super) mod tests {
 
     use super::StorageDefaults;
 
-    /// Defaults `spec.color` to `blue` for widgets (`/registry/widgets/`), counting its calls.
+    /// Defaults `spec.color` (to `color`) of widgets and events, counting its calls.
     #[derive(Default)]
     pub struct Colors {
         pub calls: AtomicUsize,
@@ -168,7 +168,8 @@ pub(super) mod tests {
     impl StorageDefaults for Colors {
         fn default_stored(&self, key: &str, obj: &mut Value) -> bool {
             self.calls.fetch_add(1, Ordering::Relaxed);
-            if !key.starts_with("/registry/widgets/") {
+            // Widgets, and events (a resource the cache does not hold) for the uncached paths.
+            if !key.starts_with("/registry/widgets/") && !key.starts_with("/registry/events/") {
                 return false;
             }
             let color = self.color.lock().clone();

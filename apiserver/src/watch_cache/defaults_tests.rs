@@ -12,7 +12,7 @@ use store::Store;
 use tokio_util::sync::CancellationToken;
 
 use super::defaults::tests::Colors;
-use super::{Defaulter, StoreWrite, WatchCache, WatchFrom, WatchStart};
+use super::{Defaulter, ListAt, SnapshotOutcome, StoreWrite, WatchCache, WatchFrom, WatchStart};
 
 const WIDGETS: &str = "/registry/widgets/";
 
@@ -148,4 +148,46 @@ async fn a_change_of_the_defaults_reaches_held_objects_and_ends_their_watchers()
     );
     assert_eq!(store.current_revision(), 2, "nothing written");
     assert_eq!(cache.redefault("/registry/gadgets/"), 0);
+}
+
+#[tokio::test]
+async fn lists_and_watches_of_an_uncached_resource_are_defaulted() {
+    const EVENTS: &str = "/registry/events/";
+    let (store, _, cache, _shutdown) = setup("blue").await;
+    assert!(!cache.caches(EVENTS));
+    let event = |name: &str| {
+        Bytes::from(json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {}}).to_string())
+    };
+    store
+        .create("/registry/events/ns/a", event("a"))
+        .await
+        .unwrap();
+    let all = |_: &Value| true;
+    let listed = cache
+        .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, &all, true)
+        .await
+        .unwrap();
+    let SnapshotOutcome::Listed(listed) = listed else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(color(&listed.items[0]), "blue");
+
+    let mut watch = match cache
+        .watch_resource(EVENTS, EVENTS, WatchFrom::Snapshot)
+        .await
+        .unwrap()
+    {
+        WatchStart::Watching(w) => w,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(color(&watch.initial[0].object), "blue", "initial events");
+    store
+        .create("/registry/events/ns/b", event("b"))
+        .await
+        .unwrap();
+    let live = tokio::time::timeout(Duration::from_secs(5), watch.rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(color(&live.object), "blue", "live events");
 }
