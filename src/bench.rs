@@ -24,6 +24,7 @@ mod etcd_gateway;
 mod job;
 mod memory;
 mod plane;
+mod restart;
 mod scale;
 mod service;
 mod statefulset;
@@ -74,6 +75,10 @@ pub enum Which {
     /// all are Running and after the plane is idle (sled on disk unless `--in-memory`; not part
     /// of `all`).
     Memory,
+    /// Start-up over a store already holding `--stored-pods` pods, as written and stored bare:
+    /// the watch cache's load without and with defaulting, and the apiserver state's start (not
+    /// part of `all`).
+    Restart,
     /// The quick ones: `startup`, `creates`, `list` and `watch`.
     All,
     /// The readers of `watch` in a child process (started by `watch` itself).
@@ -125,6 +130,9 @@ pub struct BenchArgs {
     /// Pods for the memory benchmark (its nodes: `--nodes`, or more to fit 110 pods a node).
     #[arg(long, default_value_t = 100_000)]
     pub pods: usize,
+    /// Pods already in the store for the restart benchmark.
+    #[arg(long, default_value_t = 10_000)]
+    pub stored_pods: usize,
     /// The memory benchmark on the in-memory store instead of sled on disk.
     #[arg(long)]
     pub in_memory: bool,
@@ -284,6 +292,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         let deadline = Duration::from_secs(120)
             + Duration::from_millis(20) * u32::try_from(args.pods).unwrap_or(u32::MAX);
         memory::memory(args.pods, nodes, args.in_memory, deadline).await?;
+    }
+    if args.which == Which::Restart {
+        restart::restart(args.stored_pods, Duration::from_secs(600)).await?;
     }
     if args.which == Which::Scale && on_etcd {
         let target = etcd::Target::new(&args.etcd_servers, args.etcd_members).await?;

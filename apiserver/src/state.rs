@@ -74,8 +74,14 @@ impl AppState {
         store: Arc<dyn store::Store>,
         shutdown: CancellationToken,
     ) -> Result<Self> {
-        let cache = WatchCache::start(
+        // The served set first: the cache defaults what it loads by its kinds' defaults.
+        let resources = Arc::new(ResourceRegistry::new());
+        let ips = Arc::new(ClusterIpAllocator::new());
+        crate::registry::builtin::register(&resources, &ips)
+            .map_err(|e| ApiError::internal("registering the built-in resources", e))?;
+        let cache = WatchCache::start_defaulting(
             store.clone(),
+            crate::watch_cache::Defaulter::new(resources.clone()),
             config.watch_history,
             config.watch_buffer,
             shutdown.clone(),
@@ -96,10 +102,6 @@ impl AppState {
         };
         let audit = crate::audit::Auditor::start(&config.audit, security.is_some())
             .map_err(|e| ApiError::internal("opening the audit log", e))?;
-        let resources = Arc::new(ResourceRegistry::new());
-        let ips = Arc::new(ClusterIpAllocator::new());
-        crate::registry::builtin::register(&resources, &ips)
-            .map_err(|e| ApiError::internal("registering the built-in resources", e))?;
         // State derived from storage (the cluster-IP bitmap) is rebuilt from the cached objects.
         for r in &resources.snapshot().resources {
             let prefix = format!("/registry/{}/", r.info.storage);

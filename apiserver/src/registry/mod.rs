@@ -13,6 +13,8 @@
 //!   OpenAPI and Table read it, built-in kinds register at start-up ([`builtin`]), and entries can be
 //!   added and removed while the server runs.
 //! - [`subresources`]: the REST storage of `pods/binding`, `namespaces/finalize` and `*/scale`.
+//! - [`defaulting`]: the kinds' defaults of objects read from storage, by storage key, for the
+//!   watch cache (upstream's storage codec defaults what it decodes).
 //! - [`conversion`]: custom resources whose CRD converts through a webhook
 //!   ([`conversion_webhook`]) are converted by the store, an async step beside the strategies'
 //!   synchronous storage conversion.
@@ -25,6 +27,7 @@ pub mod builtin;
 pub mod conversion;
 pub mod conversion_webhook;
 pub mod customresource;
+pub mod defaulting;
 pub mod eviction;
 pub mod options;
 pub mod pod_subresources;

@@ -60,8 +60,9 @@ pub struct LiveEvents {
 enum Source {
     /// Its resource's shared log.
     Log(broadcast::Receiver<Arc<CacheEvent>>),
-    /// Its own store watch (a resource the cache does not hold).
-    Store(store::WatchStream),
+    /// Its own store watch (a resource the cache does not hold), its events defaulted by the
+    /// defaulter.
+    Store(store::WatchStream, super::Defaulter),
 }
 
 impl LiveEvents {
@@ -74,9 +75,9 @@ impl LiveEvents {
     }
 
     /// Live events read from `stream` (it delivers only events after its start).
-    pub(super) fn from_store(stream: store::WatchStream) -> Self {
+    pub(super) fn from_store(stream: store::WatchStream, defaulter: super::Defaulter) -> Self {
         LiveEvents {
-            source: Source::Store(stream),
+            source: Source::Store(stream, defaulter),
             after: 0,
             ended: false,
         }
@@ -90,7 +91,7 @@ impl LiveEvents {
     pub fn complete_through(&self, cache: &super::WatchCache) -> Revision {
         match self.source {
             Source::Log(_) => cache.dispatched(),
-            Source::Store(_) => 0,
+            Source::Store(..) => 0,
         }
     }
 
@@ -99,9 +100,9 @@ impl LiveEvents {
     pub async fn recv(&mut self) -> Option<Arc<CacheEvent>> {
         let rx = match &mut self.source {
             Source::Log(rx) => rx,
-            Source::Store(stream) => {
+            Source::Store(stream, defaulter) => {
                 while !self.ended {
-                    match store_item(stream.next().await) {
+                    match store_item(stream.next().await, defaulter) {
                         Delivered::Event(ev) => return Some(ev),
                         Delivered::Nothing => {}
                         Delivered::End => self.ended = true,
@@ -129,13 +130,13 @@ impl LiveEvents {
     pub fn try_recv(&mut self) -> Result<Arc<CacheEvent>, TryRecvError> {
         let rx = match &mut self.source {
             Source::Log(rx) => rx,
-            Source::Store(stream) => {
+            Source::Store(stream, defaulter) => {
                 while !self.ended {
                     // `next` is cancel-safe: an item not ready now is read by a later call.
                     let Some(item) = stream.next().now_or_never() else {
                         return Err(TryRecvError::Empty);
                     };
-                    match store_item(item) {
+                    match store_item(item, defaulter) {
                         Delivered::Event(ev) => return Ok(ev),
                         Delivered::Nothing => {}
                         Delivered::End => self.ended = true,
@@ -168,11 +169,11 @@ enum Delivered {
     End,
 }
 
-fn store_item(item: Option<store::WatchItem>) -> Delivered {
+fn store_item(item: Option<store::WatchItem>, defaulter: &super::Defaulter) -> Delivered {
     match item {
         Some(store::WatchItem::Event(ev)) => {
             let (key, revision) = (ev.key.clone(), ev.revision);
-            match super::uncached::cache_event(ev) {
+            match super::uncached::cache_event(ev, defaulter) {
                 Some(ev) => Delivered::Event(Arc::new(ev)),
                 None => {
                     tracing::warn!(%key, revision, "undecodable event skipped");

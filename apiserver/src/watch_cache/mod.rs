@@ -21,8 +21,13 @@
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 //! - **Not every resource.** Events are not held, as upstream keeps no watch cache for them: their
 //!   lists and watches are served from the store ([`uncached`]).
+//! - **Defaulted.** What enters from storage, not from this process's writers, is defaulted as
+//!   upstream's storage codec defaults what it decodes ([`defaults`]).
 
 mod compact;
+mod defaults;
+#[cfg(test)]
+mod defaults_tests;
 #[cfg(test)]
 mod fan_out_tests;
 mod handover;
@@ -31,6 +36,7 @@ mod live;
 mod snapshot;
 mod uncached;
 
+pub use defaults::{Defaulter, StorageDefaults};
 pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
 pub use live::LiveEvents;
@@ -220,6 +226,8 @@ pub struct WatchCache {
     store: Arc<dyn Store>,
     /// Prefixes (`/registry/<storage>/`) of the resources the cache does not hold.
     uncached: Vec<String>,
+    /// The kinds' defaults, applied to what enters from storage ([`defaults`]).
+    defaulter: Defaulter,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -265,9 +273,22 @@ fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
 
 impl WatchCache {
     /// Lists the store, then follows it from the listed revision in a background task that ends
-    /// with `shutdown`.
+    /// with `shutdown`. Objects are kept as stored (no kind's defaults: see
+    /// [`start_defaulting`](Self::start_defaulting)).
     pub async fn start(
         store: Arc<dyn Store>,
+        history: usize,
+        buffer: usize,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, store::Error> {
+        Self::start_defaulting(store, Defaulter::default(), history, buffer, shutdown).await
+    }
+
+    /// [`start`](Self::start), with every object that enters from storage defaulted by
+    /// `defaulter` ([`defaults`]).
+    pub async fn start_defaulting(
+        store: Arc<dyn Store>,
+        defaulter: Defaulter,
         history: usize,
         buffer: usize,
         shutdown: CancellationToken,
@@ -287,6 +308,7 @@ impl WatchCache {
             buffer: buffer.clamp(1, live::MAX_BUFFER),
             store: store.clone(),
             uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
+            defaulter,
         });
         let stream = cache.relist(store.as_ref()).await?;
         let feeder = cache.clone();
@@ -351,7 +373,8 @@ impl WatchCache {
                                 skip_past = Some(past_prefix(prefix));
                                 break;
                             }
-                            let Some(v) = decode(&kv.value, kv.mod_revision) else {
+                            let Some(v) = self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                            else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
                                 continue;
                             };
@@ -506,8 +529,12 @@ impl WatchCache {
                     .value
                     .as_ref()
                     .and_then(|kv| {
+                        // Not handed over: written by another process (or its offer missed its
+                        // event), so defaulted here, by the defaults in force now
+                        // ([`Self::redefault`] relies on it).
                         offered.or_else(|| {
-                            decode(&kv.value, kv.mod_revision).map(|v| (Arc::new(v), None, None))
+                            self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                                .map(|v| (Arc::new(v), None, None))
                         })
                     })
                     .map(|(v, json, text)| {
@@ -545,7 +572,7 @@ impl WatchCache {
                     let last = prev.clone().or_else(|| {
                         ev.prev
                             .as_ref()
-                            .and_then(|kv| decode(&kv.value, kv.mod_revision))
+                            .and_then(|kv| self.decode_stored(&kv.key, &kv.value, kv.mod_revision))
                             .map(Arc::new)
                     });
                     last.map(|last| CacheEvent {

@@ -218,6 +218,7 @@ pub(super) mod tests {
                     .unwrap_or_else(|e| panic!("memory store: {e}")),
             ),
             uncached: vec!["/registry/events/".to_string()],
+            defaulter: Default::default(),
         }
     }
 

@@ -26,7 +26,7 @@ use serde_json::Value;
 use store::{Event, EventKind, KeyValue, ListOptions, ListOutcome, Revision, WatchOutcome};
 
 use super::{
-    stamp, CacheEvent, CacheWatch, EventType, ListAt, LiveEvents, Snapshot, SnapshotOutcome,
+    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, LiveEvents, Snapshot, SnapshotOutcome,
     WatchCache, WatchFrom, WatchStart,
 };
 
@@ -38,17 +38,15 @@ pub const UNCACHED_RESOURCES: &[&str] = &["/registry/events/"];
 /// at most 10,000 keys per request; smaller pages keep the transient copies small).
 const PAGE: usize = 1000;
 
-/// `bytes` stored at `revision`, decoded and stamped with it (not compacted: the object is sent
-/// once and dropped).
-fn decode(kv: &KeyValue) -> Option<Value> {
-    let mut v = serde_json::from_slice(&kv.value).ok()?;
-    stamp(&mut v, kv.mod_revision);
-    Some(v)
+/// `bytes` stored at `revision`, decoded, defaulted and stamped with it (not compacted: the
+/// object is sent once and dropped).
+fn decode(kv: &KeyValue, defaulter: &Defaulter) -> Option<Value> {
+    defaulter.decode(&kv.key, &kv.value, kv.mod_revision)
 }
 
 /// A store event as the watch handler sends it (`None`: undecodable, or a delete of nothing).
-pub(super) fn cache_event(ev: Event) -> Option<CacheEvent> {
-    let decoded = |kv: &KeyValue| decode(kv).map(Arc::new);
+pub(super) fn cache_event(ev: Event, defaulter: &Defaulter) -> Option<CacheEvent> {
+    let decoded = |kv: &KeyValue| decode(kv, defaulter).map(Arc::new);
     match ev.kind {
         EventKind::Put => {
             let object = decoded(ev.value.as_ref()?)?;
@@ -207,7 +205,7 @@ impl WatchCache {
             let more_keys = page.continue_token.is_some();
             let mut kvs = page.items.into_iter().peekable();
             while let Some(kv) = kvs.next() {
-                let decoded = decode(&kv);
+                let decoded = decode(&kv, &self.defaulter);
                 let key = kv.key;
                 match decoded {
                     Some(obj) if filter(&obj) => items.push((key.clone(), Arc::new(obj))),
@@ -258,6 +256,7 @@ impl WatchCache {
             WatchFrom::Snapshot => {
                 let mut pages = InitialPages {
                     store: self.store.clone(),
+                    defaulter: self.defaulter.clone(),
                     key_prefix: key_prefix.to_string(),
                     next: Some(ListOptions {
                         limit: Some(PAGE),
@@ -275,7 +274,7 @@ impl WatchCache {
             WatchOutcome::Watching(stream) => Ok(WatchStart::Watching(CacheWatch {
                 initial,
                 pages,
-                rx: LiveEvents::from_store(stream),
+                rx: LiveEvents::from_store(stream, self.defaulter.clone()),
                 revision: after,
                 skip_through: after,
             })),
@@ -289,6 +288,7 @@ impl WatchCache {
 /// revision: a watcher holds one page, never the whole collection.
 pub struct InitialPages {
     store: Arc<dyn store::Store>,
+    defaulter: Defaulter,
     key_prefix: String,
     /// The next page's request; `None` once the last was read.
     next: Option<ListOptions>,
@@ -324,7 +324,7 @@ impl InitialPages {
         let events = page
             .items
             .into_iter()
-            .filter_map(|kv| match decode(&kv) {
+            .filter_map(|kv| match decode(&kv, &self.defaulter) {
                 Some(obj) => Some(Arc::new(CacheEvent::new(
                     EventType::Added,
                     kv.key,

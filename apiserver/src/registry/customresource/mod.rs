@@ -241,6 +241,13 @@ impl Controller {
             .unwrap_or_default();
         match state.resources.replace(&old, resources) {
             Ok(()) => {
+                // Objects stored before a default of the new schema existed read with it, as
+                // upstream's rebuilt storage decodes them (the registry first: events applied
+                // from now on are defaulted by the new schema).
+                if serving::has_defaults(crd) {
+                    let prefix = format!("/registry/{}/", serving::storage_segment(crd));
+                    state.cache.redefault(&prefix);
+                }
                 self.served
                     .insert(name.to_string(), ServedCrd { keys, fingerprint });
                 true

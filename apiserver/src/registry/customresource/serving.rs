@@ -62,6 +62,15 @@ pub fn storage_segment(crd: &Value) -> String {
     format!("{}.{}", text("/spec/names/plural"), text("/spec/group"))
 }
 
+/// Whether a served version's schema declares a `default` (then objects are defaulted when
+/// read from storage).
+pub fn has_defaults(crd: &Value) -> bool {
+    served_versions(crd).into_iter().any(|v| {
+        v.pointer("/schema/openAPIV3Schema")
+            .is_some_and(crate::registry::strategy::has_defaults)
+    })
+}
+
 /// Whether the CRD converts through a webhook.
 pub fn webhook_conversion(crd: &Value) -> bool {
     crd.pointer("/spec/conversion/strategy")

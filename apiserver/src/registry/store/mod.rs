@@ -514,14 +514,6 @@ pub fn object_key(info: &api::ResourceInfo, namespace: Option<&str>, name: &str)
     }
 }
 
-/// Parses the bytes stored at `revision` and stamps that resourceVersion.
-pub fn decode_stored(bytes: &[u8], revision: u64) -> Result<Value> {
-    let mut v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::internal("decoding a stored object", e))?;
-    api::meta::set_resource_version(&mut v, &revision.to_string());
-    Ok(v)
-}
-
 /// The object `kv` holds, shared with the watch cache when the cache has applied exactly this
 /// revision of it (a key's value at one revision never changes), else decoded. Writers read the
 /// object they are about to replace through this: most of the time it costs no parse.
@@ -533,7 +525,13 @@ pub fn stored_object(state: &AppState, kv: &store::KeyValue) -> Result<Arc<Value
             return Ok(cached);
         }
     }
-    decode_stored(&kv.value, kv.mod_revision).map(Arc::new)
+    // Newer than the cache: decoded and defaulted as the cache would.
+    state
+        .cache
+        .defaulter()
+        .decode(&kv.key, &kv.value, kv.mod_revision)
+        .map(Arc::new)
+        .ok_or_else(|| ApiError::internal("decoding a stored object", "undecodable object"))
 }
 
 /// Whether two objects are equal but for `metadata.resourceVersion`, compared in place (this runs

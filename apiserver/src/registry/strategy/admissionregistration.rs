@@ -733,6 +733,10 @@ impl Strategy for WebhookConfigurationStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         self.defaults(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |o| self.defaults(o))
+    }
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         self.validate(obj, Options::CREATE)
     }
@@ -1067,6 +1071,10 @@ impl Strategy for ValidatingAdmissionPolicyStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         policy_defaults(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, policy_defaults)
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))
     }
@@ -1225,6 +1233,10 @@ impl ValidatingAdmissionPolicyBindingStrategy {
 impl Strategy for ValidatingAdmissionPolicyBindingStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         binding_defaults(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, binding_defaults)
     }
     fn tracks_generation(&self) -> bool {
         true

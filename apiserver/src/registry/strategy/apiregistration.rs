@@ -212,6 +212,10 @@ impl Strategy for ApiServiceStrategy {
         default_port(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_port)
+    }
+
     /// A Local APIService is available at once (the availability controller's verdict for a
     /// local one does not depend on anything); a service-backed one starts without conditions.
     fn initial_status(&self, obj: &Value) -> Option<Value> {

@@ -266,6 +266,17 @@ impl Strategy for PersistentVolumeClaimStrategy {
         }
     }
 
+    /// `SetDefaults_PersistentVolumeClaim` and `SetDefaults_PersistentVolumeClaimSpec` (not the
+    /// strategy's field drops and data-source normalisation).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            if let Some(spec) = object_at(obj, "spec") {
+                default_claim_spec(spec);
+            }
+            super::common::default_status_phase(obj, "Pending");
+        })
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Pending"}))
     }

@@ -61,6 +61,18 @@ pub fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
+/// Defaults `status.phase` to `phase` (the status made if absent), as the scheme's defaults of
+/// kinds whose status is a value, not a pointer, in Go (`SetDefaults_NamespaceStatus`, ...).
+pub fn default_status_phase(obj: &mut Value, phase: &str) {
+    let Some(o) = obj.as_object_mut() else { return };
+    let status = o
+        .entry("status")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(s) = status.as_object_mut() {
+        default_field(s, "phase", Value::String(phase.to_string()));
+    }
+}
+
 /// `ValidateNonnegativeField` of the integer at `key` of `map` (absent = nothing to check):
 /// `<path>: Invalid value: -1: must be greater than or equal to 0`.
 pub fn validate_nonnegative(

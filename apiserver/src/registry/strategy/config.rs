@@ -223,6 +223,15 @@ impl Strategy for SecretStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         prepare_secret(obj);
     }
+
+    /// `SetDefaults_Secret`: `type: Opaque` (`stringData` is merged into `data` on write only).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            if let Some(m) = obj.as_object_mut() {
+                common::default_field(m, "type", json!("Opaque"));
+            }
+        })
+    }
     fn prepare_for_update(&self, new: &mut Value, __old: &Value) {
         prepare_secret(new);
     }

@@ -155,6 +155,10 @@ impl Strategy for CustomResourceDefinitionStrategy {
         default_spec(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_spec)
+    }
+
     fn initial_status(&self, obj: &Value) -> Option<Value> {
         let mut with_status = json!({ "spec": obj.get("spec").cloned().unwrap_or(Value::Null) });
         with_status["status"] = json!({

@@ -181,6 +181,10 @@ impl Strategy for CronJobStrategy {
         default_cronjob(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_cronjob)
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))
     }

@@ -148,6 +148,10 @@ impl Strategy for CsiDriverStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_csi_driver(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_csi_driver)
+    }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_csi_driver(new);
     }

@@ -58,7 +58,8 @@ pub struct CustomVersion {
     pub selectable: Vec<(String, JsonPath)>,
     /// Whether the CRD is being deleted (creates are refused).
     pub terminating: bool,
-    /// Whether the schema has defaults (then they are applied on every read).
+    /// Whether the schema has defaults (then they are applied to objects read from storage,
+    /// [`Strategy::default_decoded`]).
     pub has_defaults: bool,
     /// Whether the CRD converts through a webhook (the store converts; the hooks do not).
     pub webhook: bool,
@@ -304,6 +305,12 @@ impl Strategy for CustomResourceStrategy {
         self.set_api_version(obj, &self.v.storage_api_version);
     }
 
+    /// The version's structural schema `default`s (upstream's CRD codec defaults what it
+    /// decodes from storage).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        self.v.has_defaults && super::defaulted(obj, |obj| self.default(obj))
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -384,10 +391,6 @@ impl Strategy for CustomResourceStrategy {
             Some(Value::Null) | None => String::new(),
             Some(v) => custom_table::print_value(v),
         })
-    }
-
-    fn reads_need_conversion(&self) -> bool {
-        self.v.has_defaults
     }
 
     fn to_storage(&self, mut obj: Value) -> Value {

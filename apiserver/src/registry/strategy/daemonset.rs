@@ -262,6 +262,10 @@ impl Strategy for DaemonSetStrategy {
         set_template_generation(obj, generation);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_daemonset)
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({
             "currentNumberScheduled": 0,

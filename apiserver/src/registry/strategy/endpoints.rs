@@ -257,6 +257,10 @@ impl Strategy for EndpointsStrategy {
         default_endpoints(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_endpoints)
+    }
+
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_endpoints(new);
     }
@@ -475,6 +479,10 @@ impl Strategy for EndpointSliceStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         default_slice(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_slice)
     }
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {

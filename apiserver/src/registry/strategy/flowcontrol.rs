@@ -566,6 +566,10 @@ impl Strategy for FlowSchemaStrategy {
             }
         }
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| self.prepare_for_create(obj))
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))
     }
@@ -836,6 +840,10 @@ fn int_or_none(v: Option<&Value>) -> Value {
 impl Strategy for PriorityLevelConfigurationStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_priority_level(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_priority_level)
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))

@@ -649,6 +649,11 @@ impl Strategy for HorizontalPodAutoscalerStrategy {
         drop_tolerance(obj, None);
     }
 
+    /// `v2/defaults.go` on the stored v2 form (not the feature-gated `tolerance` drop).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, set_defaults)
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"desiredReplicas": 0}))
     }

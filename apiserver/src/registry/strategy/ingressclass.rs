@@ -110,6 +110,10 @@ impl Strategy for IngressClassStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_ingress_class(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_ingress_class)
+    }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_ingress_class(new);
     }

@@ -484,6 +484,10 @@ impl Strategy for JobStrategy {
         default_job(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_job)
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))
     }

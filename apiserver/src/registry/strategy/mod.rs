@@ -96,7 +96,7 @@ pub use crd::{
 };
 pub(crate) use cronjob::CronJobStrategy;
 pub(crate) use csi::{CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
-pub use custom::{CustomResourceStrategy, CustomVersion};
+pub use custom::{has_defaults, CustomResourceStrategy, CustomVersion};
 pub(crate) use daemonset::DaemonSetStrategy;
 pub(crate) use endpoints::{EndpointSliceStrategy, EndpointsStrategy};
 pub(crate) use event::EventStrategy;
@@ -161,6 +161,16 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Kind defaults of a new object.
     fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// The scheme's defaults of the kind (upstream's `SetDefaults_*`; a custom resource's schema
+    /// `default`s), applied to every object read from storage in this endpoint's version, as
+    /// upstream's storage codec defaults what it decodes: an object stored before a default
+    /// existed reads with it. Only defaults: no status reset, allocation or admission. Returns
+    /// whether they added fields ([`defaulted`] tells; the object then goes back into Go field
+    /// order); kinds without defaults change nothing.
+    fn default_decoded(&self, _obj: &mut Value) -> bool {
+        false
+    }
 
     /// Status reset on create: `Some(status)` replaces whatever the client sent; `None` keeps it.
     /// Called after [`prepare_for_create`](Self::prepare_for_create).
@@ -358,8 +368,8 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Whether a stored object must go through [`from_storage`](Self::from_storage) even when
-    /// it is in this endpoint's version (a custom resource whose schema has defaults: they are
-    /// applied on read too, to objects stored before the default existed).
+    /// it is in this endpoint's version. (Defaults of objects stored before a default existed
+    /// are not a reason: the watch cache holds objects defaulted, [`Self::default_decoded`].)
     fn reads_need_conversion(&self) -> bool {
         false
     }
@@ -374,6 +384,25 @@ pub trait Strategy: Send + Sync + 'static {
     #[allow(clippy::wrong_self_convention)]
     fn from_storage(&self, obj: Value) -> Value {
         obj
+    }
+}
+
+/// Applies `defaults` to `obj`; whether they added fields (for [`Strategy::default_decoded`]).
+/// Told by counting the object's fields and items before and after, which allocates nothing: an
+/// object read from storage is most often defaulted already, and copying it to compare would
+/// cost more than the defaults themselves.
+pub fn defaulted(obj: &mut Value, defaults: impl FnOnce(&mut Value)) -> bool {
+    let before = size(obj);
+    defaults(obj);
+    size(obj) != before
+}
+
+/// How many fields and items `v` holds, at every depth.
+fn size(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m.len() + m.values().map(size).sum::<usize>(),
+        Value::Array(a) => a.len() + a.iter().map(size).sum::<usize>(),
+        _ => 0,
     }
 }
 

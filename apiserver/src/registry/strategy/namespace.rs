@@ -45,6 +45,16 @@ impl Strategy for NamespaceStrategy {
             spec.insert("finalizers".to_string(), Value::Array(f));
         }
     }
+
+    /// `SetDefaults_Namespace` (the `kubernetes.io/metadata.name` label) and
+    /// `SetDefaults_NamespaceStatus` (phase `Active`); the `kubernetes` finalizer is the
+    /// strategy's, at create only.
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            default_namespace(obj);
+            common::default_status_phase(obj, "Active");
+        })
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Active"}))
     }

@@ -65,7 +65,25 @@ fn or_unknown(s: String) -> String {
     }
 }
 
+/// `SetDefaults_NodeStatus`: `allocatable` is the `capacity` when unset.
+fn default_node_status(obj: &mut Value) {
+    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let unset = status.get("allocatable").is_none_or(Value::is_null);
+    match status.get("capacity").filter(|c| c.is_object()).cloned() {
+        Some(capacity) if unset => {
+            status.insert("allocatable".into(), capacity);
+        }
+        _ => {}
+    }
+}
+
 impl Strategy for NodeStrategy {
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_node_status)
+    }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let (a, b) = (new.pointer("/spec/podCIDR"), old.pointer("/spec/podCIDR"));

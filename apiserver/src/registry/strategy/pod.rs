@@ -315,6 +315,22 @@ impl Strategy for PodStrategy {
         }
     }
 
+    /// `SetDefaults_Pod` and `SetDefaults_PodSpec` with the defaults of volumes, containers and
+    /// probes, and the v1 conversion's `serviceAccount` → `serviceAccountName` (also part of
+    /// decoding); not admission's (priority, service account, tolerations).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            if let Some(spec) = obj.get_mut("spec") {
+                default_pod_spec(spec);
+            }
+            if let Some(spec) = object_at(obj, "spec") {
+                super::volume_defaults::default_pod_extras(spec);
+                default_field(spec, "enableServiceLinks", json!(true));
+                account_from_deprecated(spec);
+            }
+        })
+    }
+
     /// The deprecated `serviceAccount` is written as `serviceAccountName` (v1 conversion).
     fn canonicalize(&self, obj: &mut Value) {
         if let Some(spec) = object_at(obj, "spec") {

@@ -39,6 +39,10 @@ impl Strategy for PodTemplateStrategy {
         podtemplate::default_template(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, podtemplate::default_template)
+    }
+
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         podtemplate::default_template(new);
     }

@@ -256,6 +256,10 @@ impl Strategy for LimitRangeStrategy {
         default_limit_range(obj);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_limit_range)
+    }
+
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_limit_range(new);
     }

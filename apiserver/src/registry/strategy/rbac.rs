@@ -420,6 +420,10 @@ impl Strategy for RoleBindingStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_binding(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_binding)
+    }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_binding(new);
     }
@@ -451,6 +455,10 @@ impl Strategy for ClusterRoleBindingStrategy {
     }
     fn prepare_for_create(&self, obj: &mut Value) {
         default_binding(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_binding)
     }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_binding(new);

@@ -153,6 +153,10 @@ impl Strategy for PriorityClassStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_policy(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_policy)
+    }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_policy(new);
     }

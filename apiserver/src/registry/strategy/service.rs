@@ -59,18 +59,13 @@ impl ServiceStrategy {
 const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
+/// `SetDefaults_Service` and the REST storage's IP family fields (`initIPFamilyFields`).
 fn default_service(obj: &mut Value) {
+    default_service_scheme(obj);
     let Some(spec) = object_at(obj, "spec") else {
         return;
     };
-    default_field(spec, "type", json!("ClusterIP"));
-    let ty = spec
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    default_field(spec, "sessionAffinity", json!("None"));
-    if ty != "ExternalName" {
+    if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
         // A single-stack IPv4 cluster: one family; a headless service without a selector asks
         // for every family of the cluster (`RequireDualStack`, upstream's `initIPFamilyFields`).
         let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
@@ -85,6 +80,22 @@ fn default_service(obj: &mut Value) {
         };
         default_field(spec, "ipFamilies", json!(["IPv4"]));
         default_field(spec, "ipFamilyPolicy", json!(policy));
+    }
+}
+
+/// `SetDefaults_Service` alone: what decoding a stored Service applies.
+fn default_service_scheme(obj: &mut Value) {
+    let Some(spec) = object_at(obj, "spec") else {
+        return;
+    };
+    default_field(spec, "type", json!("ClusterIP"));
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    default_field(spec, "sessionAffinity", json!("None"));
+    if ty != "ExternalName" {
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
     }
     if ty == "NodePort" || ty == "LoadBalancer" {
@@ -302,6 +313,10 @@ fn external_ip(obj: &Value) -> String {
 impl Strategy for ServiceStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_service(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_service_scheme)
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"loadBalancer": {}}))

@@ -252,6 +252,10 @@ impl Strategy for StatefulSetStrategy {
         default_statefulset(obj, None);
     }
 
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |o| default_statefulset(o, None))
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"availableReplicas": 0, "replicas": 0}))
     }

@@ -424,6 +424,20 @@ impl Strategy for PersistentVolumeStrategy {
         }
     }
 
+    /// `SetDefaults_PersistentVolume` (not the strategy's feature-gated field drop).
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, |obj| {
+            if let Some(spec) = object_at(obj, "spec") {
+                default_field(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+                default_field(spec, "volumeMode", json!("Filesystem"));
+                if let Some(hp) = spec.get_mut("hostPath") {
+                    default_host_path(hp);
+                }
+            }
+            super::common::default_status_phase(obj, "Pending");
+        })
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({
             "phase": "Pending",

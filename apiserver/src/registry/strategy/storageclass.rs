@@ -198,6 +198,10 @@ impl Strategy for StorageClassStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_storage_class(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_storage_class)
+    }
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_storage_class(new);
     }

@@ -271,6 +271,10 @@ impl Strategy for ReplicationControllerStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_rc(obj);
     }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_rc)
+    }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"replicas": 0}))
     }
@@ -354,6 +358,10 @@ fn default_replicas_and_template(obj: &mut Value) {
 impl Strategy for ReplicaSetStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_replicas_and_template(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_replicas_and_template)
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"replicas": 0}))
@@ -449,6 +457,10 @@ impl DeploymentStrategy {
 impl Strategy for DeploymentStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_deployment(obj);
+    }
+
+    fn default_decoded(&self, obj: &mut Value) -> bool {
+        super::defaulted(obj, default_deployment)
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({}))

@@ -1,0 +1,174 @@
+//! The defaults of objects read from storage, by storage key: the registry's side of the watch
+//! cache's [`StorageDefaults`] (see `watch_cache/defaults.rs` for where they are applied).
+//!
+//! Upstream decodes a stored object with the codec of the version it is stored in and runs the
+//! scheme's defaulter on it; a custom resource's codec applies the structural schema of the
+//! object's own version. Here the object's stored `apiVersion` and `kind` choose, among the
+//! resources served from its storage segment, the endpoint whose form it is in (the same test
+//! as [`Resource::is_presentable`]), and that endpoint's [`Strategy::default_decoded`] applies;
+//! an object without type meta takes the first resource registered for its segment (the
+//! preferred version). An object the defaults change is put back into Go field order.
+//!
+//! Cost: one look-up in the served set and, for kinds with defaults, the defaults themselves and
+//! two walks counting the object's fields (no copy); kinds without defaults cost the look-up
+//! only.
+//!
+//! [`Strategy::default_decoded`]: super::Strategy::default_decoded
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::resources::{Resource, Served};
+use super::ResourceRegistry;
+use crate::watch_cache::{resource_prefix, StorageDefaults, REGISTRY_ROOT};
+
+/// Whether `api_version` (`group/version`, or `version` for the core group) is the resource's.
+fn is_api_version(resource: &Resource, api_version: &str) -> bool {
+    let info = &resource.info;
+    match api_version.split_once('/') {
+        Some((group, version)) => info.group == group && info.version == version,
+        None => info.group.is_empty() && info.version == api_version,
+    }
+}
+
+/// The resource whose storage form `obj`, stored under the segment `storage`, is in.
+fn resource_of<'s>(served: &'s Served, storage: &str, obj: &Value) -> Option<&'s Arc<Resource>> {
+    let text = |k: &str| obj.get(k).and_then(Value::as_str);
+    let mut of_segment = served
+        .resources
+        .iter()
+        .filter(|r| r.info.storage == storage);
+    match (text("apiVersion"), text("kind")) {
+        (Some(api_version), Some(kind)) => {
+            of_segment.find(|r| r.info.kind == kind && is_api_version(r, api_version))
+        }
+        _ => of_segment.next(),
+    }
+}
+
+impl StorageDefaults for ResourceRegistry {
+    fn default_stored(&self, key: &str, obj: &mut Value) -> bool {
+        let Some(storage) = resource_prefix(key)
+            .and_then(|p| p.strip_prefix(REGISTRY_ROOT))
+            .and_then(|p| p.strip_suffix('/'))
+        else {
+            return false;
+        };
+        let served = self.snapshot();
+        let Some(resource) = resource_of(&served, storage, obj) else {
+            return false;
+        };
+        if !resource.strategy.default_decoded(obj) {
+            return false;
+        }
+        resource.canonicalize(obj);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::ClusterIpAllocator;
+
+    fn registry() -> ResourceRegistry {
+        let registry = ResourceRegistry::new();
+        let ips = Arc::new(ClusterIpAllocator::new());
+        crate::registry::builtin::register(&registry, &ips).unwrap();
+        registry
+    }
+
+    #[test]
+    fn a_bare_pod_reads_with_the_schemes_defaults_in_go_order() {
+        let registry = registry();
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "bare", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"volumes": [{"name": "scratch"}],
+                     "containers": [{"name": "c", "image": "busybox"}]}
+        });
+        assert!(registry.default_stored("/registry/pods/ns/bare", &mut pod));
+        let spec = &pod["spec"];
+        assert_eq!(spec["volumes"][0]["emptyDir"], json!({}));
+        assert_eq!(spec["restartPolicy"], "Always");
+        assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+        assert_eq!(spec["schedulerName"], "default-scheduler");
+        assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+        assert_eq!(spec["enableServiceLinks"], true);
+        assert_eq!(
+            spec["containers"][0]["terminationMessagePath"],
+            "/dev/termination-log"
+        );
+        assert_eq!(spec["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(pod["metadata"]["resourceVersion"], "7", "kept");
+        assert!(
+            pod.get("status").is_none(),
+            "defaults only: no status reset"
+        );
+        let keys: Vec<&str> = spec
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.first(), Some(&"volumes"), "Go order: {keys:?}");
+        assert!(
+            !registry.default_stored("/registry/pods/ns/bare", &mut pod),
+            "an object already defaulted is left alone"
+        );
+    }
+
+    #[test]
+    fn objects_are_defaulted_in_the_form_they_are_stored_in() {
+        let registry = registry();
+        // A stored Service gets `SetDefaults_Service`, not the allocator's IP families.
+        let mut svc = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "namespace": "ns"},
+            "spec": {"ports": [{"port": 80}], "clusterIP": "10.0.0.5"}});
+        assert!(registry.default_stored("/registry/services/ns/s", &mut svc));
+        assert_eq!(svc["spec"]["type"], "ClusterIP");
+        assert_eq!(svc["spec"]["sessionAffinity"], "None");
+        assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+        assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
+        assert!(svc["spec"].get("ipFamilies").is_none());
+        // An HPA is stored in the v2 form: `v2/defaults.go` applies (whichever version reads it).
+        let mut hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": "ns"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d"}, "maxReplicas": 3}});
+        assert!(registry.default_stored("/registry/horizontalpodautoscalers/ns/h", &mut hpa));
+        assert_eq!(hpa["spec"]["minReplicas"], 1, "{hpa}");
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80,
+            "{hpa}"
+        );
+        // Status defaults of kinds whose status is a value in Go.
+        let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}});
+        assert!(registry.default_stored("/registry/namespaces/n", &mut ns));
+        assert_eq!(ns["status"]["phase"], "Active", "{ns}");
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "n",
+            "{ns}"
+        );
+        let mut node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "status": {"capacity": {"cpu": "2", "pods": "110"}}});
+        assert!(registry.default_stored("/registry/nodes/n", &mut node));
+        assert_eq!(
+            node["status"]["allocatable"], node["status"]["capacity"],
+            "{node}"
+        );
+        // Kinds without defaults, unknown segments and keys outside the registry: unchanged.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        for key in [
+            "/registry/configmaps/ns/c",
+            "/registry/nothing/ns/c",
+            "/elsewhere",
+        ] {
+            let mut v = cm.clone();
+            assert!(!registry.default_stored(key, &mut v), "{key}");
+            assert_eq!(v, cm);
+        }
+    }
+}

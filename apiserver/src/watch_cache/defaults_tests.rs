@@ -1,0 +1,193 @@
+//! Defaulting of what enters the cache from storage ([`super::defaults`]): loads and foreign
+//! events defaulted, this process's handed-over writes not decoded again, a change of the
+//! defaults applied to the held objects with the resource's watchers ended.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use store::Store;
+use tokio_util::sync::CancellationToken;
+
+use super::defaults::tests::Colors;
+use super::{Defaulter, ListAt, SnapshotOutcome, StoreWrite, WatchCache, WatchFrom, WatchStart};
+
+const WIDGETS: &str = "/registry/widgets/";
+
+fn key(name: &str) -> String {
+    format!("{WIDGETS}ns/{name}")
+}
+
+fn widget(name: &str) -> Bytes {
+    Bytes::from(json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {}}).to_string())
+}
+
+async fn setup(
+    color: &str,
+) -> (
+    Arc<dyn Store>,
+    Arc<Colors>,
+    Arc<WatchCache>,
+    CancellationToken,
+) {
+    let store: Arc<dyn Store> = Arc::new(
+        store::MemoryStore::new(store::StoreConfig::default())
+            .unwrap_or_else(|e| panic!("memory store: {e}")),
+    );
+    store.create(&key("old"), widget("old")).await.unwrap();
+    let colors = Arc::new(Colors::default());
+    *colors.color.lock() = color.to_string();
+    let shutdown = CancellationToken::new();
+    let cache = WatchCache::start_defaulting(
+        store.clone(),
+        Defaulter::new(colors.clone()),
+        100,
+        100,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    (store, colors, cache, shutdown)
+}
+
+fn color(obj: &Value) -> &Value {
+    &obj["spec"]["color"]
+}
+
+#[tokio::test]
+async fn loaded_and_foreign_objects_are_defaulted_without_a_write_back() {
+    let (store, _, cache, _shutdown) = setup("blue").await;
+    let old = cache.get(&key("old")).unwrap();
+    assert_eq!(color(&old), "blue", "the initial list is defaulted");
+    assert_eq!(old["metadata"]["resourceVersion"], "1", "its revision kept");
+    let stored = store.get(&key("old")).await.unwrap().unwrap();
+    assert_eq!(stored.value, widget("old"), "nothing written back");
+    assert_eq!(store.current_revision(), 1);
+
+    // Another process's write: its event is decoded and defaulted.
+    store
+        .create(&key("foreign"), widget("foreign"))
+        .await
+        .unwrap();
+    assert!(cache.wait_for(2, Duration::from_secs(5)).await);
+    assert_eq!(color(&cache.get(&key("foreign")).unwrap()), "blue");
+}
+
+#[tokio::test]
+async fn handed_over_writes_are_not_defaulted_again() {
+    let (store, colors, cache, _shutdown) = setup("blue").await;
+    let before = colors.calls.load(Ordering::Relaxed);
+    let obj = json!({"metadata": {"name": "mine", "namespace": "ns"}, "spec": {"color": "red"}});
+    let k = key("mine");
+    let written = cache
+        .write_through(&k, obj, |bytes| {
+            let store = store.clone();
+            let k = k.clone();
+            async move {
+                Ok(match store.create(&k, bytes).await? {
+                    store::CreateOutcome::Created(kv) => StoreWrite::Stored(kv.mod_revision),
+                    _ => StoreWrite::NotStored,
+                })
+            }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let rev: u64 = written.object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cache.wait_for(rev, Duration::from_secs(5)).await);
+    assert_eq!(color(&cache.get(&k).unwrap()), "red");
+    assert_eq!(
+        colors.calls.load(Ordering::Relaxed),
+        before,
+        "the writer's own event is neither decoded nor defaulted"
+    );
+}
+
+#[tokio::test]
+async fn a_change_of_the_defaults_reaches_held_objects_and_ends_their_watchers() {
+    let (store, colors, cache, _shutdown) = setup("").await;
+    assert!(color(&cache.get(&key("old")).unwrap()).is_null());
+    store
+        .create(&key("second"), widget("second"))
+        .await
+        .unwrap();
+    assert!(cache.wait_for(2, Duration::from_secs(5)).await);
+    let mut watch = match cache.watch(WIDGETS, WatchFrom::Snapshot) {
+        WatchStart::Watching(w) => w,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        cache.redefault(WIDGETS),
+        0,
+        "unchanged defaults change nothing"
+    );
+
+    *colors.color.lock() = "green".into();
+    assert_eq!(cache.redefault(WIDGETS), 2);
+    for name in ["old", "second"] {
+        let obj = cache.get(&key(name)).unwrap();
+        assert_eq!(color(&obj), "green", "{obj}");
+    }
+    assert_eq!(
+        cache.get(&key("second")).unwrap()["metadata"]["resourceVersion"],
+        "2"
+    );
+    assert!(watch.rx.recv().await.is_none(), "the watcher was ended");
+    assert!(
+        matches!(
+            cache.watch(WIDGETS, WatchFrom::After(1)),
+            WatchStart::Expired { oldest: 2 }
+        ),
+        "no history of the old defaults is replayed"
+    );
+    assert_eq!(store.current_revision(), 2, "nothing written");
+    assert_eq!(cache.redefault("/registry/gadgets/"), 0);
+}
+
+#[tokio::test]
+async fn lists_and_watches_of_an_uncached_resource_are_defaulted() {
+    const EVENTS: &str = "/registry/events/";
+    let (store, _, cache, _shutdown) = setup("blue").await;
+    assert!(!cache.caches(EVENTS));
+    let event = |name: &str| {
+        Bytes::from(json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {}}).to_string())
+    };
+    store
+        .create("/registry/events/ns/a", event("a"))
+        .await
+        .unwrap();
+    let all = |_: &Value| true;
+    let listed = cache
+        .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, &all, true)
+        .await
+        .unwrap();
+    let SnapshotOutcome::Listed(listed) = listed else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(color(&listed.items[0]), "blue");
+
+    let mut watch = match cache
+        .watch_resource(EVENTS, EVENTS, WatchFrom::Snapshot)
+        .await
+        .unwrap()
+    {
+        WatchStart::Watching(w) => w,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(color(&watch.initial[0].object), "blue", "initial events");
+    store
+        .create("/registry/events/ns/b", event("b"))
+        .await
+        .unwrap();
+    let live = tokio::time::timeout(Duration::from_secs(5), watch.rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(color(&live.object), "blue", "live events");
+}
