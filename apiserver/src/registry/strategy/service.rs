@@ -95,10 +95,33 @@ fn default_service_scheme(obj: &mut Value) {
         .unwrap_or("")
         .to_string();
     default_field(spec, "sessionAffinity", json!("None"));
+    match spec.get("sessionAffinity").and_then(Value::as_str) {
+        Some("None") => {
+            spec.remove("sessionAffinityConfig");
+        }
+        Some("ClientIP") => {
+            let timeout = spec
+                .get("sessionAffinityConfig")
+                .and_then(|c| c.get("clientIP"))
+                .and_then(|c| c.get("timeoutSeconds"));
+            if timeout.is_none_or(Value::is_null) {
+                spec.insert(
+                    "sessionAffinityConfig".into(),
+                    json!({"clientIP": {"timeoutSeconds": DEFAULT_CLIENT_IP_AFFINITY_SECONDS}}),
+                );
+            }
+        }
+        _ => {}
+    }
     if ty != "ExternalName" {
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
     }
-    if ty == "NodePort" || ty == "LoadBalancer" {
+    // `service.ExternallyAccessible`: node ports, a load balancer, or external IPs.
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|ips| !ips.is_empty());
+    if ty == "NodePort" || ty == "LoadBalancer" || (ty == "ClusterIP" && external_ips) {
         default_field(spec, "externalTrafficPolicy", json!("Cluster"));
     }
     if ty == "LoadBalancer" {
@@ -107,12 +130,41 @@ fn default_service_scheme(obj: &mut Value) {
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             default_field(p, "protocol", json!("TCP"));
-            if let Some(port) = p.get("port").cloned() {
-                default_field(p, "targetPort", port);
+            // An absent, zero or empty target port is the port.
+            let unset = match p.get("targetPort") {
+                None | Some(Value::Null) => true,
+                Some(Value::Number(n)) => n.as_i64() == Some(0),
+                Some(Value::String(s)) => s.is_empty(),
+                Some(_) => false,
+            };
+            if let (true, Some(port)) = (unset, p.get("port").cloned()) {
+                p.insert("targetPort".into(), port);
+            }
+        }
+    }
+    if ty == "LoadBalancer" {
+        // A load balancer ingress with an IP and no mode is a VIP.
+        let ingress = obj
+            .pointer_mut("/status/loadBalancer/ingress")
+            .and_then(Value::as_array_mut);
+        for ing in ingress
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            let has_ip = ing
+                .get("ip")
+                .and_then(Value::as_str)
+                .is_some_and(|ip| !ip.is_empty());
+            if has_ip {
+                default_field(ing, "ipMode", json!("VIP"));
             }
         }
     }
 }
+
+/// `DefaultClientIPServiceAffinitySeconds`: three hours.
+const DEFAULT_CLIENT_IP_AFFINITY_SECONDS: i64 = 10_800;
 
 impl ServiceStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -496,5 +548,65 @@ impl Strategy for ServiceStrategy {
                 obj.pointer("/spec/selector"),
             ))),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::default_service_scheme;
+
+    #[test]
+    fn scheme_defaults_as_set_defaults_service() {
+        let mut svc = json!({"spec": {
+            "sessionAffinity": "ClientIP",
+            "externalIPs": ["10.9.9.9"],
+            "ports": [{"port": 80, "targetPort": 0}, {"port": 81, "targetPort": ""},
+                      {"port": 82, "targetPort": "http"}],
+        }});
+        default_service_scheme(&mut svc);
+        let spec = &svc["spec"];
+        assert_eq!(spec["type"], "ClusterIP");
+        assert_eq!(
+            spec["sessionAffinityConfig"],
+            json!({"clientIP": {"timeoutSeconds": 10800}})
+        );
+        // External IPs make a ClusterIP service externally accessible.
+        assert_eq!(spec["externalTrafficPolicy"], "Cluster");
+        assert_eq!(spec["internalTrafficPolicy"], "Cluster");
+        let targets: Vec<_> = (0..3)
+            .map(|i| spec["ports"][i]["targetPort"].clone())
+            .collect();
+        assert_eq!(targets, [json!(80), json!(81), json!("http")]);
+
+        // A configured timeout is kept; affinity None drops the configuration.
+        let mut kept = json!({"spec": {"sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}});
+        default_service_scheme(&mut kept);
+        assert_eq!(
+            kept["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            60
+        );
+        let mut none =
+            json!({"spec": {"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}});
+        default_service_scheme(&mut none);
+        assert!(none["spec"].get("sessionAffinityConfig").is_none());
+        let mut internal = json!({"spec": {"type": "ClusterIP"}});
+        default_service_scheme(&mut internal);
+        assert!(internal["spec"].get("externalTrafficPolicy").is_none());
+    }
+
+    #[test]
+    fn load_balancer_ingress_ips_are_vips() {
+        let mut svc = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [
+            {"ip": "1.2.3.4"}, {"hostname": "lb.example"}, {"ip": "5.6.7.8", "ipMode": "Proxy"},
+        ]}}});
+        default_service_scheme(&mut svc);
+        let ingress = &svc["status"]["loadBalancer"]["ingress"];
+        assert_eq!(ingress[0]["ipMode"], "VIP");
+        assert!(ingress[1].get("ipMode").is_none());
+        assert_eq!(ingress[2]["ipMode"], "Proxy");
+        assert_eq!(svc["spec"]["allocateLoadBalancerNodePorts"], true);
     }
 }
