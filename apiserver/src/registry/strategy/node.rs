@@ -80,6 +80,16 @@ fn default_node_status(obj: &mut Value) {
 }
 
 impl Strategy for NodeStrategy {
+    // Upstream defaults every decoded body, a status update's included.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_node_status(obj);
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        default_node_status(new);
+    }
+    fn prepare_for_status_update(&self, new: &mut Value, _old: &Value) {
+        default_node_status(new);
+    }
     fn default_decoded(&self, obj: &mut Value) -> bool {
         super::defaulted(obj, default_node_status)
     }
@@ -144,5 +154,30 @@ impl Strategy for NodeStrategy {
             ),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_write_defaults_allocatable_to_capacity() {
+        let capacity = json!({"cpu": "4", "pods": "110"});
+        let bare = json!({"metadata": {"name": "n"}, "status": {"capacity": capacity}});
+        let mut created = bare.clone();
+        NodeStrategy.prepare_for_create(&mut created);
+        let mut updated = bare.clone();
+        NodeStrategy.prepare_for_update(&mut updated, &bare);
+        let mut status = bare.clone();
+        NodeStrategy.prepare_for_status_update(&mut status, &bare);
+        for node in [created, updated, status] {
+            assert_eq!(node["status"]["allocatable"], capacity);
+        }
+        let mut own = json!({"status": {"capacity": capacity, "allocatable": {"cpu": "3"}}});
+        NodeStrategy.prepare_for_status_update(&mut own, &bare);
+        assert_eq!(own["status"]["allocatable"], json!({"cpu": "3"}));
     }
 }
