@@ -1,7 +1,8 @@
 //! Admission on subresources end to end, as upstream runs it: webhooks of `webhook_server/`
 //! and ValidatingAdmissionPolicies see `kubectl scale` as an UPDATE of an `autoscaling/v1` Scale,
 //! a bind as a CREATE of a `v1` Binding, `kubectl exec` as a CONNECT with its `PodExecOptions`;
-//! and a policy's `authorizer` checks narrowed by `fieldSelector`/`labelSelector`.
+//! and a policy's `authorizer` checks narrowed by `fieldSelector`/`labelSelector`; a custom
+//! resource's scale in [`custom_resources`].
 //!
 //! Configurations are read from the watch cache, so each test waits (bounded) until its
 //! configuration takes effect: webhooks through the probe of [`webhook_server::Hooks::install`],
@@ -11,6 +12,8 @@
 
 #[path = "../../apiserver/tests/conversion/server.rs"]
 mod conversion_server;
+#[path = "admission_subresources/custom_resources.rs"]
+mod custom_resources;
 mod webhook_server;
 
 use k8s_openapi::api::admissionregistration::v1::{

@@ -294,6 +294,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         let labels = |_: &str| Some(Default::default());
         m.matches(&req, &labels)
@@ -361,6 +362,7 @@ mod tests {
                 dry_run: false,
                 options: &opts,
                 equivalents: &[],
+                requested: None,
             };
             m.matches_rules(&req)
         };

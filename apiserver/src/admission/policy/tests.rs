@@ -99,6 +99,7 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         dry_run: false,
         options: &opts,
         equivalents: &[],
+        requested: None,
     };
     let warnings = Warnings::default();
     let audit = AuditAnnotations::default();

@@ -131,6 +131,37 @@ impl Hook {
         exact || (!self.exact && self.rules.iter().any(|r| rule_matches(r, req, false)))
     }
 
+    /// The request as this hook sees it (upstream's `WebhookInvocation`). Matched by no rule
+    /// of its own but through an equivalent resource (`matchPolicy: Equivalent`), a subresource
+    /// whose object is of its own kind (a Scale, `autoscaling/v1` in every version of the
+    /// parent) names the matched resource as `resource` and the addressed one as
+    /// `requestResource`. An object of the resource's own kind would first have to be converted
+    /// to the matched version; it is not, so such a request is sent as addressed.
+    pub fn invocation<'a>(&self, req: &Request<'a>) -> Request<'a> {
+        let own_kind = req.kind_group == req.group && req.kind_version == req.version;
+        if self.exact || own_kind || self.rules.iter().any(|r| rule_matches(r, req, true)) {
+            return *req;
+        }
+        let matched = req.equivalents.iter().find(|e| {
+            let own =
+                e.group == req.group && e.version == req.version && e.resource == req.resource;
+            !own && self
+                .rules
+                .iter()
+                .any(|r| rule_matches_resource(r, req, &e.group, &e.version, &e.resource))
+        });
+        match matched {
+            Some(e) => Request {
+                group: &e.group,
+                version: &e.version,
+                resource: &e.resource,
+                requested: Some((req.group, req.version, req.resource)),
+                ..*req
+            },
+            None => *req,
+        }
+    }
+
     /// `objectSelector` against the object and the old object.
     pub fn matches_object(&self, req: &Request<'_>) -> Result<bool, String> {
         object_matches(&self.object_selector, req)
@@ -354,6 +385,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &equivalents,
+            requested: None,
         };
         f(&req)
     }
@@ -469,6 +501,46 @@ mod tests {
         assert!(!matches(&hook(other, json!({}))));
     }
 
+    /// A Scale matched through an equivalent version is sent as that version's (`resource`),
+    /// with the addressed one as `requestResource`; matched exactly, or an object of the
+    /// resource's own kind, it is sent as addressed.
+    #[test]
+    fn an_equivalent_match_of_a_scale_names_the_matched_resource() {
+        let on_v1 = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers/scale"]}]);
+        let on_both = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"], "resources": ["horizontalpodautoscalers/scale"]}]);
+        let hpa_scale = ("autoscaling", "v2", "horizontalpodautoscalers", "scale");
+        let sent = |h: &Hook, kind: &str| {
+            check(hpa_scale, Some("default"), json!({}), |r| {
+                let scale = Request {
+                    kind_version: "v1",
+                    kind,
+                    ..*r
+                };
+                let r = h.invocation(&scale).admission_request("u");
+                (
+                    r["resource"]["version"].clone(),
+                    r["requestResource"]["version"].clone(),
+                )
+            })
+        };
+        assert_eq!(
+            sent(&hook(on_v1.clone(), json!({})), "Scale"),
+            (json!("v1"), json!("v2"))
+        );
+        assert_eq!(
+            sent(&hook(on_both, json!({})), "Scale"),
+            (json!("v2"), json!("v2"))
+        );
+        // The kind of the resource itself (its own version): sent unconverted, as addressed.
+        let own = check(hpa_scale, Some("default"), json!({}), |r| {
+            let r = hook(on_v1.clone(), json!({})).invocation(r);
+            (r.version.to_string(), r.requested.is_some())
+        });
+        assert_eq!(own, ("v2".to_string(), false));
+    }
+
     #[test]
     fn connect_rules() {
         let exec = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"],
@@ -493,6 +565,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         assert!(h.matches_rules(&req));
         let attach = Request {
