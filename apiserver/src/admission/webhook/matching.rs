@@ -131,35 +131,11 @@ impl Hook {
         exact || (!self.exact && self.rules.iter().any(|r| rule_matches(r, req, false)))
     }
 
-    /// The request as this hook sees it (upstream's `WebhookInvocation`). Matched by no rule
-    /// of its own but through an equivalent resource (`matchPolicy: Equivalent`), a subresource
-    /// whose object is of its own kind (a Scale, `autoscaling/v1` in every version of the
-    /// parent) names the matched resource as `resource` and the addressed one as
-    /// `requestResource`. An object of the resource's own kind would first have to be converted
-    /// to the matched version; it is not, so such a request is sent as addressed.
+    /// The request as this hook sees it (upstream's `WebhookInvocation`): see [`invocation`].
     pub fn invocation<'a>(&self, req: &Request<'a>) -> Request<'a> {
-        let own_kind = req.kind_group == req.group && req.kind_version == req.version;
-        if self.exact || own_kind || self.rules.iter().any(|r| rule_matches(r, req, true)) {
-            return *req;
-        }
-        let matched = req.equivalents.iter().find(|e| {
-            let own =
-                e.group == req.group && e.version == req.version && e.resource == req.resource;
-            !own && self
-                .rules
-                .iter()
-                .any(|r| rule_matches_resource(r, req, &e.group, &e.version, &e.resource))
-        });
-        match matched {
-            Some(e) => Request {
-                group: &e.group,
-                version: &e.version,
-                resource: &e.resource,
-                requested: Some((req.group, req.version, req.resource)),
-                ..*req
-            },
-            None => *req,
-        }
+        invocation(req, self.exact, |r| {
+            self.rules.iter().any(|rule| rule_matches(rule, r, true))
+        })
     }
 
     /// `objectSelector` against the object and the old object.
@@ -244,6 +220,34 @@ pub enum NamespaceMiss {
 
 fn listed(values: &Option<Vec<String>>, value: &str) -> bool {
     values.iter().flatten().any(|v| v == "*" || v == value)
+}
+
+/// The request as rules matched it (upstream's `WebhookInvocation`, a policy's `matchResource`):
+/// admitted by none (`admits` reads rules exactly) but through an equivalent resource (not
+/// `exact`), a subresource of its own kind (a Scale, `autoscaling/v1` in every version) names
+/// the matched resource as `resource`, the addressed one as `requestResource`. An object of the
+/// resource's own kind would need converting to the matched version: it is sent as addressed.
+pub fn invocation<'a>(
+    req: &Request<'a>,
+    exact: bool,
+    admits: impl Fn(&Request<'a>) -> bool,
+) -> Request<'a> {
+    let own_kind = req.kind_group == req.group && req.kind_version == req.version;
+    if exact || own_kind || admits(req) {
+        return *req;
+    }
+    let matched = req.equivalents.iter().find_map(|e| {
+        let own = e.group == req.group && e.version == req.version && e.resource == req.resource;
+        let as_equivalent = Request {
+            group: &e.group,
+            version: &e.version,
+            resource: &e.resource,
+            requested: Some((req.group, req.version, req.resource)),
+            ..*req
+        };
+        (!own && admits(&as_equivalent)).then_some(as_equivalent)
+    });
+    matched.unwrap_or(*req)
 }
 
 /// One rule against the request; with `exact` false, against the resources equivalent to the
