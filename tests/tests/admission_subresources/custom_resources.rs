@@ -1,7 +1,8 @@
 //! A custom resource's `*/scale` through admission: the Scale is built through the CRD's
 //! `specReplicasPath`, `statusReplicasPath` and `labelSelectorPath`, and a webhook naming
 //! `<plural>/scale` in the CRD's group sees `kubectl scale` as an UPDATE of `autoscaling/v1`
-//! Scales; through another served version it matches as an equivalent.
+//! Scales; through another served version it matches as an equivalent; a mutating webhook's
+//! patch of the Scale is applied through `specReplicasPath`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -166,4 +167,50 @@ async fn kubectl_scale_of_a_custom_resource_is_admitted_as_a_scale() {
     let scale = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
     assert_eq!(req["kind"], scale);
     assert_eq!(req["requestKind"], scale);
+}
+
+/// A mutating webhook's JSONPatch on a custom resource's Scale is applied through
+/// `specReplicasPath`: asked for 9, the gizmo gets 4, and the answer is the Scale as stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhook_changes_a_custom_resources_replicas() {
+    let hooks = Hooks::start().await;
+    let sandbox = minik8s::Sandbox::builder()
+        .in_memory()
+        .nodes(0)
+        .crd(gizmo_crd())
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox.kube_client().unwrap();
+    let hook = hook_on(
+        &hooks,
+        "gizmo-cap.example.com",
+        "scale-cap-4",
+        "UPDATE",
+        "example.com",
+        "gizmos/scale",
+    );
+    hooks
+        .install(
+            &client,
+            "MutatingWebhookConfiguration",
+            "gizmo-cap",
+            vec![hook],
+        )
+        .await;
+    let gizmos = gizmos_in(&client, "v1");
+    let gizmo: DynamicObject = typed(json!({"apiVersion": "example.com/v1",
+        "kind": "Gizmo", "metadata": {"name": "y"}, "spec": {"replicas": 1}}));
+    gizmos.create(&PostParams::default(), &gizmo).await.unwrap();
+    let patch = json!({"spec": {"replicas": 9}});
+    let scale = gizmos
+        .patch_scale("y", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(4));
+    let stored = gizmos.get("y").await.unwrap();
+    assert_eq!(stored.data["spec"]["replicas"], 4);
+    let review = hooks.last_call("scale-cap-4", "y");
+    assert_eq!(review["request"]["kind"]["kind"], "Scale");
+    assert_eq!(review["request"]["object"]["spec"]["replicas"], 9);
 }
