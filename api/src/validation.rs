@@ -600,40 +600,68 @@ pub fn validate_label_selector(
         errs.extend(validate_labels(labels, &format!("{path}.matchLabels")));
     }
     let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    let opts = LabelSelectorValidationOptions {
+        allow_invalid_label_value: allow_invalid_values,
+        allow_unknown_operator: false,
+    };
     for (i, e) in exprs.into_iter().flatten().enumerate() {
         let p = format!("{path}.matchExpressions[{i}]");
-        let values: Vec<&Value> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().collect())
-            .unwrap_or_default();
-        let operator = e.get("operator").and_then(Value::as_str).unwrap_or("");
-        match operator {
-            "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
-                format!("{p}.values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
-                format!("{p}.values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errs.push(FieldError::invalid(
-                format!("{p}.operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        for m in is_qualified_name(key) {
-            errs.push(FieldError::invalid(format!("{p}.key"), key, m));
-        }
-        if !allow_invalid_values {
-            for (j, v) in values.iter().enumerate() {
-                let v = v.as_str().unwrap_or("");
-                for m in is_valid_label_value(v) {
-                    errs.push(FieldError::invalid(format!("{p}.values[{j}]"), v, m));
-                }
+        errs.extend(validate_label_selector_requirement(e, &p, opts));
+    }
+    errs
+}
+
+/// Options of [`validate_label_selector_requirement`] (`LabelSelectorValidationOptions`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LabelSelectorValidationOptions {
+    /// Label values are not checked (existing objects stored before the check).
+    pub allow_invalid_label_value: bool,
+    /// An operator this server does not know passes (an access review from a newer client:
+    /// the requirement is dropped, which only broadens the check).
+    pub allow_unknown_operator: bool,
+}
+
+/// `ValidateLabelSelectorRequirement` of one `{key, operator, values}` at `path`: values exactly
+/// when the operator needs them, a known operator (unless allowed), a qualified key and (unless
+/// allowed) valid label values.
+pub fn validate_label_selector_requirement(
+    e: &Value,
+    path: &str,
+    opts: LabelSelectorValidationOptions,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let values: Vec<&Value> = e
+        .get("values")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().collect())
+        .unwrap_or_default();
+    let operator = e.get("operator").and_then(Value::as_str).unwrap_or("");
+    match operator {
+        "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
+            format!("{path}.values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
+            format!("{path}.values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+        _ if opts.allow_unknown_operator => {}
+        other => errs.push(FieldError::invalid(
+            format!("{path}.operator"),
+            other,
+            "not a valid selector operator",
+        )),
+    }
+    let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+    for m in is_qualified_name(key) {
+        errs.push(FieldError::invalid(format!("{path}.key"), key, m));
+    }
+    if !opts.allow_invalid_label_value {
+        for (j, v) in values.iter().enumerate() {
+            let v = v.as_str().unwrap_or("");
+            for m in is_valid_label_value(v) {
+                errs.push(FieldError::invalid(format!("{path}.values[{j}]"), v, m));
             }
         }
     }

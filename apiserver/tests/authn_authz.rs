@@ -2,8 +2,8 @@
 //! their signature against the served JWKS, TokenReview accepting and rejecting tokens (expired,
 //! wrong audience, deleted or recreated service account, deleted bound pod), SelfSubjectReview,
 //! the access reviews for the admin and for a service account against the bootstrap RBAC
-//! policy, CSR approval with a certificate that chains to the sandbox CA, and the Local
-//! APIServices.
+//! policy (narrowed by selectors: [`review_selectors`]), CSR approval with a certificate that
+//! chains to the sandbox CA, and the Local APIServices.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -18,6 +18,8 @@ use tower::ServiceExt;
 
 mod common;
 use common::router_and_state as app;
+#[path = "authn_authz/review_selectors.rs"]
+mod review_selectors;
 
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";

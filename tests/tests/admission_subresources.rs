@@ -1,7 +1,8 @@
 //! Admission on subresources end to end, as upstream runs it: webhooks of `webhook_server/`
 //! and ValidatingAdmissionPolicies see `kubectl scale` as an UPDATE of an `autoscaling/v1` Scale,
 //! a bind as a CREATE of a `v1` Binding, `kubectl exec` as a CONNECT with its `PodExecOptions`;
-//! and a policy's `authorizer` checks narrowed by `fieldSelector`/`labelSelector`.
+//! and a policy's `authorizer` checks narrowed by `fieldSelector`/`labelSelector`; a custom
+//! resource's scale in [`custom_resources`]; evictions in [`eviction`].
 //!
 //! Configurations are read from the watch cache, so each test waits (bounded) until its
 //! configuration takes effect: webhooks through the probe of [`webhook_server::Hooks::install`],
@@ -11,6 +12,10 @@
 
 #[path = "../../apiserver/tests/conversion/server.rs"]
 mod conversion_server;
+#[path = "admission_subresources/custom_resources.rs"]
+mod custom_resources;
+#[path = "admission_subresources/eviction.rs"]
+mod eviction;
 mod webhook_server;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -343,74 +348,6 @@ async fn the_legacy_bindings_resource_is_admitted_as_bindings() {
         json!({"group": "", "version": "v1", "resource": "bindings"})
     );
     assert_eq!(req.get("subResource"), None);
-}
-
-/// `pods/eviction` is a CREATE of a `policy/v1` Eviction: a webhook refuses an eviction without
-/// grace, another passes and evicts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_on_pods_eviction_sees_the_eviction() {
-    let hooks = Hooks::start().await;
-    let sandbox = sandbox().await;
-    let client = sandbox.kube_client().unwrap();
-    let hook = hook_on(
-        &hooks,
-        "eviction.example.com",
-        "deny-eviction",
-        "CREATE",
-        "",
-        "pods/eviction",
-    );
-    hooks
-        .install(
-            &client,
-            "ValidatingWebhookConfiguration",
-            "eviction",
-            vec![hook],
-        )
-        .await;
-    let pods = create_pod(&client, "e").await;
-    // Sent raw: kube-rs's `EvictParams` spells `delete_options` (dropped by the server).
-    let evict = |grace: Value| {
-        let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": "e"}, "deleteOptions": {"gracePeriodSeconds": grace},
-            "notAField": 1});
-        let pods = pods.clone();
-        async move {
-            pods.create_subresource::<Value, Value>("eviction", "e", &PostParams::default(), &body)
-                .await
-        }
-    };
-    match evict(json!(0)).await {
-        Err(kube::Error::Api(e)) => {
-            assert_eq!(e.code, 403);
-            assert_eq!(
-                e.message,
-                r#"admission webhook "eviction.example.com" denied the request: evictions must be graceful"#
-            );
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    assert!(pods.get("e").await.is_ok());
-    let review = hooks.last_call("deny-eviction", "e");
-    let req = &review["request"];
-    assert_eq!(req["operation"], "CREATE");
-    assert_eq!(
-        req["kind"],
-        json!({"group": "policy", "version": "v1", "kind": "Eviction"})
-    );
-    assert_eq!(req["resource"]["resource"], "pods");
-    assert_eq!(req["subResource"], "eviction");
-    assert_eq!(req["object"]["apiVersion"], "policy/v1");
-    assert_eq!(req["object"]["metadata"]["name"], "e");
-    assert_eq!(req["object"]["deleteOptions"]["gracePeriodSeconds"], 0);
-    // Sent as decoded: a field Eviction does not define is dropped.
-    assert_eq!(req["object"].get("notAField"), None);
-    evict(json!(30)).await.unwrap();
-    assert_eq!(
-        hooks.last_call("deny-eviction", "e")["request"]["object"]["deleteOptions"]
-            ["gracePeriodSeconds"],
-        30
-    );
 }
 
 /// `kubectl exec` is a CONNECT of `pods/exec` whose object is the `PodExecOptions` of its

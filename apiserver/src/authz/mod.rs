@@ -15,6 +15,7 @@ pub mod policy_cache;
 pub mod rbac;
 pub mod request_info;
 pub mod rule_resolver;
+pub mod selectors;
 
 pub use rbac::{Attributes, Decision, Rule};
 

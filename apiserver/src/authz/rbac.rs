@@ -39,12 +39,12 @@ pub struct Attributes {
     pub name: String,
     /// Non-resource URL path.
     pub path: String,
-    /// The field selector the request is narrowed to (`GetFieldSelector`): its requirements, or
-    /// why it does not parse; none without one. The authorizers here ignore it, as upstream's
-    /// RBAC does.
-    pub field_selector: Option<Result<Vec<api::fields::FieldRequirement>, String>>,
+    /// The field selector the request is narrowed to (`GetFieldSelector`): its requirements and
+    /// why some or all were not understood ([`super::selectors`]). The authorizers here ignore
+    /// it, as upstream's RBAC does.
+    pub field_selector: super::selectors::FieldSelector,
     /// The label selector likewise (`GetLabelSelector`).
-    pub label_selector: Option<Result<Vec<api::labels::Requirement>, String>>,
+    pub label_selector: super::selectors::LabelSelector,
 }
 
 /// A policy rule (`rbacv1.PolicyRule`).

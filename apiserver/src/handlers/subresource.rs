@@ -95,9 +95,11 @@ async fn finalize(ctx: Ctx, body: Body) -> Result<Response> {
 
 /// `pods/eviction`: the Eviction's own name and namespace must be the URL's; its
 /// `deleteOptions` (JSON or, inside a protobuf Eviction, protobuf) with the request's dry run.
+/// The answer (the eviction's Status, a refusal by a budget too) carries admission's warnings.
 async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
     let name = ctx.target.require_name()?;
-    let query = crate::http::query::WriteOptions::from_query(&ctx.query, "CreateOptions")?;
+    let mut write = ctx.write_options("CreateOptions")?;
+    let query_dry_run = write.dry_run;
     let bytes = ctx.read_body(body).await?;
     let eviction = decode_object(&ctx.headers, &bytes)?;
     let (group, version) = api::resources::split_api_version(
@@ -138,30 +140,29 @@ async fn evict(ctx: Ctx, body: Body) -> Result<Response> {
         name,
         Some(&ctx.user),
     )?;
-    let eviction = admit_eviction(&ctx, &store, name, eviction).await?;
+    let eviction = admit_eviction(&store, name, eviction, &mut write).await?;
     let mut opts = match eviction.get("deleteOptions") {
         Some(o) if o.is_object() => crate::http::query::DeleteOptions::from_json(o)?,
         _ => crate::http::query::DeleteOptions::default(),
     };
-    opts.dry_run |= query.dry_run;
+    opts.dry_run |= query_dry_run;
     let evicted = crate::registry::eviction::evict(&ctx.state, &store, name, &opts).await?;
     let status = evicted.to_status();
     let code = StatusCode::from_u16(api::status::code(&status)).unwrap_or(StatusCode::CREATED);
-    Ok(crate::http::render::json(
-        code,
-        &api::status::to_json(&status),
-    ))
+    let resp = crate::http::render::json(code, &api::status::to_json(&status));
+    super::write::with_warnings(Ok(resp), &write.warnings)
 }
 
 /// Admission webhooks and policies on an eviction: a CREATE of `pods/eviction` whose object is
 /// the Eviction as `policy/v1` (the endpoint's kind); the Eviction mutating webhooks left.
+/// `opts` (the request's) leave with admission's warnings; a dry run in the Eviction's
+/// `deleteOptions` makes admission's a dry run too.
 async fn admit_eviction(
-    ctx: &Ctx,
     store: &crate::registry::Store<'_>,
     name: &str,
     mut eviction: serde_json::Value,
+    opts: &mut crate::registry::WriteOptions,
 ) -> Result<serde_json::Value> {
-    let mut opts = ctx.write_options("CreateOptions")?;
     let in_body = eviction.pointer("/deleteOptions/dryRun");
     opts.dry_run |= in_body
         .and_then(|d| d.as_array())
@@ -175,7 +176,7 @@ async fn admit_eviction(
         subresource: "eviction",
         kind: crate::registry::store::EVICTION,
         name,
-        opts: &opts,
+        opts,
     };
     type Eviction = k8s_openapi::api::policy::v1::Eviction;
     let mutated = store

@@ -10,8 +10,8 @@
 //! not authorize (no authentication) allows every check, as upstream's `AlwaysAllow` does. The
 //! questions of one request are answered at most once each (upstream's `cachingAuthorizer`),
 //! within a bound. A check's `fieldSelector`/`labelSelector` reach the attributes parsed (or
-//! their parse error in place of requirements), which the authorizers here ignore, as upstream's
-//! RBAC does.
+//! their parse error in place of requirements, [`authz::selectors`]), which the authorizers here
+//! ignore, as upstream's RBAC does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -98,8 +98,8 @@ impl RequestAuthorizer {
                 subresource: subresource.clone(),
                 namespace: namespace.clone(),
                 name: name.clone(),
-                field_selector: field_requirements(field_selector),
-                label_selector: label_requirements(label_selector),
+                field_selector: authz::selectors::field_selector_from_raw(field_selector),
+                label_selector: authz::selectors::label_selector_from_raw(label_selector),
                 ..Default::default()
             },
             Question::Path { path, verb } => authz::Attributes {
@@ -119,29 +119,6 @@ impl RequestAuthorizer {
     }
 }
 
-/// A check's `fieldSelector` as the attributes carry it (upstream's `fields.ParseSelector` then
-/// `Requirements`): none when empty, else the requirements or the parse error.
-pub fn field_requirements(
-    raw: &str,
-) -> Option<std::result::Result<Vec<api::fields::FieldRequirement>, String>> {
-    (!raw.is_empty()).then(|| {
-        api::fields::Selector::parse(raw)
-            .map(|s| s.requirements().to_vec())
-            .map_err(|e| e.to_string())
-    })
-}
-
-/// A check's `labelSelector` likewise (`labels.ParseToRequirements`).
-pub fn label_requirements(
-    raw: &str,
-) -> Option<std::result::Result<Vec<api::labels::Requirement>, String>> {
-    (!raw.is_empty()).then(|| {
-        api::labels::Selector::parse(raw)
-            .map(|s| s.requirements().to_vec())
-            .map_err(|e| e.to_string())
-    })
-}
-
 impl Authorize for RequestAuthorizer {
     fn authorize(&self, principal: &Principal, question: &Question) -> Answer {
         let key = (principal.clone(), question.clone());
@@ -154,38 +131,5 @@ impl Authorize for RequestAuthorizer {
             answered.insert(key, answer.clone());
         }
         answer
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors_reach_the_attributes_parsed_or_as_their_error() {
-        assert_eq!(field_requirements(""), None);
-        assert_eq!(label_requirements(""), None);
-        let fields = field_requirements("spec.nodeName=n1,status.phase!=Failed");
-        let fields = fields.and_then(Result::ok).unwrap_or_default();
-        let pairs: Vec<(&str, &str)> = fields
-            .iter()
-            .map(|r| (r.field.as_str(), r.value.as_str()))
-            .collect();
-        assert_eq!(
-            pairs,
-            vec![("spec.nodeName", "n1"), ("status.phase", "Failed")]
-        );
-        assert_eq!(fields[1].op, api::fields::FieldOp::NotEq);
-        let labels = label_requirements("app=web,tier in (a,b)");
-        let labels = labels.and_then(Result::ok).unwrap_or_default();
-        let keys: Vec<&str> = labels.iter().map(|r| r.key.as_str()).collect();
-        assert_eq!(keys, vec!["app", "tier"]);
-        assert_eq!(
-            field_requirements("a b c"),
-            Some(Err(
-                "invalid selector: 'a b c'; can't understand 'a b c'".to_string()
-            ))
-        );
-        assert!(matches!(label_requirements("a in (b"), Some(Err(_))));
     }
 }

@@ -137,6 +137,19 @@ impl Matcher {
         one(true) || (!self.exact && one(false))
     }
 
+    /// `req` as these rules matched it: through an equivalent resource, a Scale names the
+    /// matched one ([`crate::admission::webhook::matching::invocation`]).
+    pub fn invocation<'a>(&self, req: &Request<'a>) -> Request<'a> {
+        let exact_rules = |r: &Request<'a>| {
+            self.rules.is_empty()
+                || self.rules.iter().any(|(rule, names)| {
+                    (names.is_empty() || names.iter().any(|n| n == r.name))
+                        && rule_matches(rule, r, true)
+                })
+        };
+        crate::admission::webhook::matching::invocation(req, self.exact, exact_rules)
+    }
+
     /// The rules alone: no exclusion and some rule (none: any resource) admits `req`.
     pub fn matches_rules(&self, req: &Request<'_>) -> bool {
         !self.any(&self.exclude, req) && (self.rules.is_empty() || self.any(&self.rules, req))
@@ -294,6 +307,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         let labels = |_: &str| Some(Default::default());
         m.matches(&req, &labels)
@@ -361,6 +375,7 @@ mod tests {
                 dry_run: false,
                 options: &opts,
                 equivalents: &[],
+                requested: None,
             };
             m.matches_rules(&req)
         };

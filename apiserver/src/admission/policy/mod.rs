@@ -152,6 +152,10 @@ impl Policies {
                     continue;
                 }
             }
+            // The `request` variable names the resource the constraints matched (a Scale
+            // matched through an equivalent version: that version's).
+            let invoked = constraints.invocation(req);
+            let mut own_request = None;
             let mut audit: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for binding in &hook.bindings {
                 let config_error = |denied: &mut Vec<Denied>, e: String| {
@@ -194,7 +198,10 @@ impl Policies {
                     .then(|| (lookups.namespace)(namespace))
                     .flatten()
                     .map(|ns| namespace_object(&ns));
-                let request = request.get_or_insert_with(|| req.admission_request(""));
+                let request = match invoked.requested {
+                    None => request.get_or_insert_with(|| req.admission_request("")),
+                    Some(_) => own_request.get_or_insert_with(|| invoked.admission_request("")),
+                };
                 let authorizer = authorizer.get_or_insert_with(|| (lookups.authorizer)());
                 for param in &params {
                     let act = Activation::new(

@@ -99,7 +99,14 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         dry_run: false,
         options: &opts,
         equivalents: &[],
+        requested: None,
     };
+    run_request(p, &req, "configmaps")
+}
+
+/// Runs `p` on `req`, `gr` naming its resource in refusals.
+fn run_request(p: &Policies, req: &Request<'_>, gr: &str) -> Ran {
+    let (resource, name) = (req.resource, req.name);
     let warnings = Warnings::default();
     let audit = AuditAnnotations::default();
     let labels = |_: &str| Some(BTreeMap::new());
@@ -128,13 +135,10 @@ fn run(p: &Policies, resource: &str, name: &str) -> Ran {
         params: &NoParams,
         authorizer: &authorizer,
     };
-    let out = p
-        .validate(&req, &fx, "configmaps", &lookups)
-        .err()
-        .map(|e| {
-            let s = e.to_status();
-            (e.code(), s["message"].as_str().unwrap_or("").to_string())
-        });
+    let out = p.validate(req, &fx, gr, &lookups).err().map(|e| {
+        let s = e.to_status();
+        (e.code(), s["message"].as_str().unwrap_or("").to_string())
+    });
     (out, warnings.all(), audit.all())
 }
 
@@ -404,5 +408,77 @@ fn match_conditions_have_the_smaller_budget_of_their_own() {
             422,
             "configmaps \"cm\" is forbidden: ValidatingAdmissionPolicy 'three' with binding 'b' denied request: matched".into()
         ))
+    );
+}
+
+/// A Scale matched through an equivalent version: `request.resource` is the version the
+/// constraints name, `request.requestResource` the one addressed; matched exactly, both are.
+#[test]
+fn a_scale_matched_through_an_equivalent_names_the_matched_resource() {
+    use crate::admission::webhook::request::Equivalent;
+    let policy = |name: &str, versions: Value| {
+        json!({"metadata": {"name": name}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["autoscaling"],
+                "apiVersions": versions, "operations": ["UPDATE"],
+                "resources": ["horizontalpodautoscalers/scale"]}]},
+            "validations": [{"expression": "object.kind == 'Scale'",
+                "messageExpression": "request.resource.version + ' of ' + request.requestResource.version"}]}})
+    };
+    let p = plugin(
+        &[
+            policy("on-v1", json!(["v1"])),
+            policy("on-v2", json!(["v2"])),
+        ],
+        &[
+            binding("on-v1", "on-v1", json!({})),
+            binding("on-v2", "on-v2", json!({})),
+        ],
+    );
+    let user = UserInfo::admin();
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Deployment"});
+    let opts = json!({});
+    let equivalents: Vec<Equivalent> = ["v1", "v2"]
+        .iter()
+        .map(|v| Equivalent {
+            group: "autoscaling".into(),
+            version: (*v).into(),
+            resource: "horizontalpodautoscalers".into(),
+        })
+        .collect();
+    let req = Request {
+        operation: Operation::Update,
+        group: "autoscaling",
+        version: "v2",
+        resource: "horizontalpodautoscalers",
+        kind_group: "autoscaling",
+        kind_version: "v1",
+        kind: "Scale",
+        subresource: "scale",
+        name: "h",
+        namespace: Some("default"),
+        object: Some(&scale),
+        old: Some(&scale),
+        user: &user,
+        dry_run: false,
+        options: &opts,
+        equivalents: &equivalents,
+        requested: None,
+    };
+    let (refused, _, _) = run_request(&p, &req, "horizontalpodautoscalers.autoscaling");
+    let message = refused.map(|(_, m)| m).unwrap_or_default();
+    // Policies run in name order; the first refusal is reported.
+    assert!(
+        message.ends_with("'on-v1' denied request: v1 of v2"),
+        "{message}"
+    );
+    let only_v2 = plugin(
+        &[policy("on-v2", json!(["v2"]))],
+        &[binding("on-v2", "on-v2", json!({}))],
+    );
+    let (refused, _, _) = run_request(&only_v2, &req, "horizontalpodautoscalers.autoscaling");
+    let message = refused.map(|(_, m)| m).unwrap_or_default();
+    assert!(
+        message.ends_with("'on-v2' denied request: v2 of v2"),
+        "{message}"
     );
 }

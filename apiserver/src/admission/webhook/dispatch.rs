@@ -245,10 +245,10 @@ pub async fn mutate(
             break;
         }
         for (i, hook) in hooks.iter().enumerate() {
-            let req = Request {
+            let req = hook.invocation(&Request {
                 object: current.as_ref().or(req.object),
                 ..*req
-            };
+            });
             if round == 1 && !reinvoke.contains(&i) {
                 continue;
             }
@@ -311,14 +311,17 @@ pub async fn validate(
 ) -> Result<()> {
     let mut called = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
-        if should_call(hook, req, fx, gr)? {
-            check_dry_run(hook, req)?;
-            called.push((i, hook));
+        let req = hook.invocation(req);
+        if should_call(hook, &req, fx, gr)? {
+            check_dry_run(hook, &req)?;
+            called.push((i, hook, req));
         }
     }
-    let calls = called.iter().map(|(_, hook)| call(hook, req, fx, false));
+    let calls = called
+        .iter()
+        .map(|(_, hook, req)| call(hook, req, fx, false));
     let results = futures::future::join_all(calls).await;
-    for ((i, hook), result) in called.iter().zip(results) {
+    for ((i, hook, _), result) in called.iter().zip(results) {
         match result? {
             Called::Allowed(_) => {}
             Called::Failed(reason) => failed(
@@ -371,6 +374,7 @@ mod tests {
             dry_run,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         f(&req)
     }
@@ -470,6 +474,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         let err = mutate(&fail, &req, &fx, "configmaps").await.err();
         let (code, msg) = err.as_ref().map(message).unwrap_or_default();

@@ -131,6 +131,13 @@ impl Hook {
         exact || (!self.exact && self.rules.iter().any(|r| rule_matches(r, req, false)))
     }
 
+    /// The request as this hook sees it (upstream's `WebhookInvocation`): see [`invocation`].
+    pub fn invocation<'a>(&self, req: &Request<'a>) -> Request<'a> {
+        invocation(req, self.exact, |r| {
+            self.rules.iter().any(|rule| rule_matches(rule, r, true))
+        })
+    }
+
     /// `objectSelector` against the object and the old object.
     pub fn matches_object(&self, req: &Request<'_>) -> Result<bool, String> {
         object_matches(&self.object_selector, req)
@@ -213,6 +220,34 @@ pub enum NamespaceMiss {
 
 fn listed(values: &Option<Vec<String>>, value: &str) -> bool {
     values.iter().flatten().any(|v| v == "*" || v == value)
+}
+
+/// The request as rules matched it (upstream's `WebhookInvocation`, a policy's `matchResource`):
+/// admitted by none (`admits` reads rules exactly) but through an equivalent resource (not
+/// `exact`), a subresource of its own kind (a Scale, `autoscaling/v1` in every version) names
+/// the matched resource as `resource`, the addressed one as `requestResource`. An object of the
+/// resource's own kind would need converting to the matched version: it is sent as addressed.
+pub fn invocation<'a>(
+    req: &Request<'a>,
+    exact: bool,
+    admits: impl Fn(&Request<'a>) -> bool,
+) -> Request<'a> {
+    let own_kind = req.kind_group == req.group && req.kind_version == req.version;
+    if exact || own_kind || admits(req) {
+        return *req;
+    }
+    let matched = req.equivalents.iter().find_map(|e| {
+        let own = e.group == req.group && e.version == req.version && e.resource == req.resource;
+        let as_equivalent = Request {
+            group: &e.group,
+            version: &e.version,
+            resource: &e.resource,
+            requested: Some((req.group, req.version, req.resource)),
+            ..*req
+        };
+        (!own && admits(&as_equivalent)).then_some(as_equivalent)
+    });
+    matched.unwrap_or(*req)
 }
 
 /// One rule against the request; with `exact` false, against the resources equivalent to the
@@ -354,6 +389,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &equivalents,
+            requested: None,
         };
         f(&req)
     }
@@ -469,6 +505,46 @@ mod tests {
         assert!(!matches(&hook(other, json!({}))));
     }
 
+    /// A Scale matched through an equivalent version is sent as that version's (`resource`),
+    /// with the addressed one as `requestResource`; matched exactly, or an object of the
+    /// resource's own kind, it is sent as addressed.
+    #[test]
+    fn an_equivalent_match_of_a_scale_names_the_matched_resource() {
+        let on_v1 = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers/scale"]}]);
+        let on_both = json!([{"operations": ["UPDATE"], "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"], "resources": ["horizontalpodautoscalers/scale"]}]);
+        let hpa_scale = ("autoscaling", "v2", "horizontalpodautoscalers", "scale");
+        let sent = |h: &Hook, kind: &str| {
+            check(hpa_scale, Some("default"), json!({}), |r| {
+                let scale = Request {
+                    kind_version: "v1",
+                    kind,
+                    ..*r
+                };
+                let r = h.invocation(&scale).admission_request("u");
+                (
+                    r["resource"]["version"].clone(),
+                    r["requestResource"]["version"].clone(),
+                )
+            })
+        };
+        assert_eq!(
+            sent(&hook(on_v1.clone(), json!({})), "Scale"),
+            (json!("v1"), json!("v2"))
+        );
+        assert_eq!(
+            sent(&hook(on_both, json!({})), "Scale"),
+            (json!("v2"), json!("v2"))
+        );
+        // The kind of the resource itself (its own version): sent unconverted, as addressed.
+        let own = check(hpa_scale, Some("default"), json!({}), |r| {
+            let r = hook(on_v1.clone(), json!({})).invocation(r);
+            (r.version.to_string(), r.requested.is_some())
+        });
+        assert_eq!(own, ("v2".to_string(), false));
+    }
+
     #[test]
     fn connect_rules() {
         let exec = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"],
@@ -493,6 +569,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         assert!(h.matches_rules(&req));
         let attach = Request {

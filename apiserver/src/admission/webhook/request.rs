@@ -4,8 +4,10 @@
 //!
 //! - The review is `admission.k8s.io/v1`, or `v1beta1` when that is the first version of the
 //!   hook's `admissionReviewVersions` this server speaks (upstream picks the first it knows).
-//! - The request carries a fresh `uid`, `kind`/`resource` (and `requestKind`/`requestResource`,
-//!   equal here: the object is sent in the request's version), `subResource`, `name`,
+//! - The request carries a fresh `uid`, `kind`/`resource` and `requestKind`/`requestResource`
+//!   (equal, but for a subresource of its own kind matched through an equivalent resource:
+//!   `resource` is the matched one; an object of the resource's own kind is sent in the
+//!   request's version, unconverted), `subResource`, `name`,
 //!   `namespace`, `operation`, `userInfo`, `object`/`oldObject`, `dryRun` and `options`
 //!   (`CreateOptions`, `UpdateOptions` or `DeleteOptions`).
 //! - A v1 answer must be `admission.k8s.io/v1, Kind=AdmissionReview` with the request's `uid`;
@@ -79,6 +81,10 @@ pub struct Request<'a> {
     /// The resources equivalent to the request's (its own among them), for rules under
     /// `matchPolicy: Equivalent`.
     pub equivalents: &'a [Equivalent],
+    /// The group, version and resource the client addressed, when a webhook matched the request
+    /// through an equivalent one and `group`/`version`/`resource` name that one
+    /// ([`Hook::invocation`](super::matching::Hook::invocation)); none: they are the addressed.
+    pub requested: Option<(&'a str, &'a str, &'a str)>,
 }
 
 /// An `AdmissionReview` version this server speaks.
@@ -147,7 +153,10 @@ impl Request<'_> {
             r.insert("subResource".into(), json!(self.subresource));
         }
         r.insert("requestKind".into(), kind);
-        r.insert("requestResource".into(), resource);
+        let requested = self.requested.map_or(resource, |(group, version, resource)| {
+            json!({"group": group, "version": version, "resource": resource})
+        });
+        r.insert("requestResource".into(), requested);
         if !self.subresource.is_empty() {
             r.insert("requestSubResource".into(), json!(self.subresource));
         }
@@ -300,6 +309,7 @@ mod tests {
             dry_run: true,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         let review = req.review("u1", ReviewVersion::V1);
         assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
@@ -347,6 +357,7 @@ mod tests {
             dry_run: false,
             options: &opts,
             equivalents: &[],
+            requested: None,
         };
         let r = req.admission_request("u");
         let kind = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});

@@ -346,6 +346,7 @@ impl Store<'_> {
             dry_run: write.dry_run,
             options: &write.options,
             equivalents: &equivalents,
+            requested: None,
         };
         let cache = &self.state.cache;
         let namespace_labels = |ns: &str| {

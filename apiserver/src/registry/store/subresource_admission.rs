@@ -118,6 +118,7 @@ impl Store<'_> {
             dry_run: false,
             options: &options,
             equivalents: &equivalents,
+            requested: None,
         };
         match phase {
             Phase::Mutating => self.state.webhooks.any_rules_match(true, &req),

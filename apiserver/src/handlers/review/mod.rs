@@ -2,8 +2,11 @@
 //! SelfSubjectReview, and `authorization.k8s.io`
 //! SubjectAccessReview, SelfSubjectAccessReview, LocalSubjectAccessReview and
 //! SelfSubjectRulesReview (upstream's `pkg/registry/authentication` and
-//! `pkg/registry/authorization` REST storage, with `pkg/apis/authorization/validation`).
-//! The decisions are [`crate::authn`]'s and [`crate::authz`]'s; this is the HTTP side.
+//! `pkg/registry/authorization` REST storage; [`validation`] is
+//! `pkg/apis/authorization/validation`). An access review's resource check carries its
+//! `fieldSelector`/`labelSelector` to the authorizers, and says in `status.evaluationError`
+//! when one was (partly) ignored for not being understood. The decisions are
+//! [`crate::authn`]'s and [`crate::authz`]'s; this is the HTTP side.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -12,13 +15,15 @@ use serde_json::{json, Map, Value};
 
 use crate::authn::identity::UserInfo;
 use crate::authn::token;
-use crate::authz::{self, Attributes};
+use crate::authz::{self, selectors, Attributes};
 use crate::error::{ApiError, Result};
 use crate::http::body::decode_object;
 use crate::http::render::{encode, output};
 use crate::http::request::Ctx;
 use crate::registry::store::CachedObjects;
-use api::validation::{FieldError, FieldErrorKind};
+use api::validation::FieldError;
+
+mod validation;
 
 fn now() -> i64 {
     jiff::Timestamp::now().as_second()
@@ -132,91 +137,6 @@ fn self_subject_review(ctx: &Ctx, _obj: Value) -> Value {
     })
 }
 
-/// Go's `%#v` of an attributes struct pointer (`&authorization.NonResourceAttributes{…}`): the
-/// struct (fields in Go order) after the pointer is followed, as field errors render it.
-fn go_struct(name: &str, obj: Option<&Value>, fields: &[(&str, &str)]) -> String {
-    let Some(obj) = obj.filter(|v| !v.is_null()) else {
-        return "\"null\"".to_string();
-    };
-    let parts: Vec<String> = fields
-        .iter()
-        .map(|(go, json)| {
-            let v = obj.get(*json).and_then(Value::as_str).unwrap_or("");
-            format!("{go}:{}", api::validation::go_quote(v))
-        })
-        .collect();
-    format!("authorization.{name}{{{}}}", parts.join(", "))
-}
-
-const NON_RESOURCE_FIELDS: &[(&str, &str)] = &[("Path", "path"), ("Verb", "verb")];
-
-fn attr_value(spec: &Value, key: &str) -> Option<Value> {
-    spec.get(key).filter(|v| !v.is_null()).cloned()
-}
-
-fn invalid(field: &str, value: String, msg: &str) -> FieldError {
-    FieldError {
-        field: field.to_string(),
-        kind: FieldErrorKind::Invalid,
-        message: msg.to_string(),
-        value: Some(value),
-    }
-}
-
-/// The attribute checks every access review shares (`ValidateSelfSubjectAccessReviewSpec`).
-fn validate_attributes(spec: &Value) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let res = attr_value(spec, "resourceAttributes");
-    let non = attr_value(spec, "nonResourceAttributes");
-    if res.is_some() && non.is_some() {
-        errs.push(invalid(
-            "spec.nonResourceAttributes",
-            go_struct("NonResourceAttributes", non.as_ref(), NON_RESOURCE_FIELDS),
-            "cannot be specified in combination with resourceAttributes",
-        ));
-    }
-    if res.is_none() && non.is_none() {
-        errs.push(invalid(
-            "spec.resourceAttributes",
-            "\"null\"".to_string(),
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-        ));
-    }
-    errs
-}
-
-/// `metadata` beyond what a review may carry (managed fields are ignored; `namespace` for the
-/// local review).
-fn metadata_is_empty(obj: &Value, allow_namespace: bool) -> bool {
-    let Some(meta) = obj.get("metadata").and_then(Value::as_object) else {
-        return true;
-    };
-    meta.iter().all(|(k, v)| {
-        k == "managedFields"
-            || (allow_namespace && k == "namespace")
-            || v.is_null()
-            || v.as_str() == Some("")
-            || v.as_object().is_some_and(Map::is_empty)
-            || v.as_array().is_some_and(Vec::is_empty)
-    })
-}
-
-fn meta_value(obj: &Value) -> String {
-    let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
-    let s = |k: &str| {
-        meta.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    format!(
-        "v1.ObjectMeta{{Name:{}, GenerateName:{}, Namespace:{}, ...}}",
-        api::validation::go_quote(&s("name")),
-        api::validation::go_quote(&s("generateName")),
-        api::validation::go_quote(&s("namespace"))
-    )
-}
-
 fn reject(kind: &str, errs: &[FieldError]) -> ApiError {
     ApiError::from(api::status::invalid(
         &format!("{kind}.authorization.k8s.io"),
@@ -236,10 +156,11 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `AuthorizationAttributesFrom`.
+/// `AuthorizationAttributesFrom`: a resource check carries its selectors
+/// ([`authz::selectors`]).
 fn attributes(user: UserInfo, spec: &Value) -> Attributes {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    match attr_value(spec, "resourceAttributes") {
+    match validation::attr_value(spec, "resourceAttributes") {
         Some(r) => Attributes {
             user,
             verb: s(&r, "verb"),
@@ -249,10 +170,12 @@ fn attributes(user: UserInfo, spec: &Value) -> Attributes {
             resource: s(&r, "resource"),
             subresource: s(&r, "subresource"),
             name: s(&r, "name"),
+            field_selector: selectors::field_selector_from_attributes(r.get("fieldSelector")),
+            label_selector: selectors::label_selector_from_attributes(r.get("labelSelector")),
             ..Default::default()
         },
         None => {
-            let n = attr_value(spec, "nonResourceAttributes").unwrap_or(json!({}));
+            let n = validation::attr_value(spec, "nonResourceAttributes").unwrap_or(json!({}));
             Attributes {
                 user,
                 verb: s(&n, "verb"),
@@ -272,6 +195,10 @@ fn decide(ctx: &Ctx, mut obj: Value, user: UserInfo) -> Value {
     status.insert("allowed".into(), json!(d.allowed));
     if !d.reason.is_empty() {
         status.insert("reason".into(), json!(d.reason));
+    }
+    let error = selectors::evaluation_error(&attrs.field_selector, &attrs.label_selector);
+    if !error.is_empty() {
+        status.insert("evaluationError".into(), json!(error));
     }
     obj["status"] = Value::Object(status);
     obj
@@ -303,38 +230,17 @@ fn user_from_spec(spec: &Value) -> UserInfo {
     }
 }
 
-fn validate_subject(spec: &Value) -> Vec<FieldError> {
-    let mut errs = validate_attributes(spec);
-    let user = spec.get("user").and_then(Value::as_str).unwrap_or("");
-    if user.is_empty() && strings(spec.get("groups")).is_empty() {
-        errs.push(FieldError::invalid(
-            "spec.user",
-            user,
-            "at least one of user or group must be specified",
-        ));
-    }
-    errs
-}
-
 fn subject_access_review(ctx: &Ctx, obj: Value) -> Result<Value> {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let mut errs = validate_subject(&spec);
-    if !metadata_is_empty(&obj, false) {
-        errs.push(invalid("metadata", meta_value(&obj), "must be empty"));
-    }
+    let errs = validation::subject_access_review(&obj);
     if !errs.is_empty() {
         return Err(reject("SubjectAccessReview", &errs));
     }
-    let user = user_from_spec(&spec);
+    let user = user_from_spec(&obj.get("spec").cloned().unwrap_or(Value::Null));
     Ok(decide(ctx, obj, user))
 }
 
 fn self_subject_access_review(ctx: &Ctx, obj: Value) -> Result<Value> {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let mut errs = validate_attributes(&spec);
-    if !metadata_is_empty(&obj, false) {
-        errs.push(invalid("metadata", meta_value(&obj), "must be empty"));
-    }
+    let errs = validation::self_subject_access_review(&obj);
     if !errs.is_empty() {
         return Err(reject("SelfSubjectAccessReview", &errs));
     }
@@ -349,36 +255,11 @@ fn local_subject_access_review(ctx: &Ctx, mut obj: Value) -> Result<Value> {
         ));
     };
     ctx.store().reconcile_namespace(&mut obj)?;
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let mut errs = validate_subject(&spec);
-    if !metadata_is_empty(&obj, true) {
-        errs.push(invalid(
-            "metadata",
-            meta_value(&obj),
-            "must be empty except for namespace",
-        ));
-    }
-    if let Some(r) = attr_value(&spec, "resourceAttributes") {
-        let rns = r.get("namespace").and_then(Value::as_str).unwrap_or("");
-        if rns != ns {
-            errs.push(FieldError::invalid(
-                "spec.resourceAttributes.namespace",
-                rns,
-                "must match metadata.namespace",
-            ));
-        }
-    }
-    if let Some(n) = attr_value(&spec, "nonResourceAttributes") {
-        errs.push(invalid(
-            "spec.nonResourceAttributes",
-            go_struct("NonResourceAttributes", Some(&n), NON_RESOURCE_FIELDS),
-            "disallowed on this kind of request",
-        ));
-    }
+    let errs = validation::local_subject_access_review(&obj, &ns);
     if !errs.is_empty() {
         return Err(reject("LocalSubjectAccessReview", &errs));
     }
-    let user = user_from_spec(&spec);
+    let user = user_from_spec(&obj.get("spec").cloned().unwrap_or(Value::Null));
     Ok(decide(ctx, obj, user))
 }
 
