@@ -51,19 +51,20 @@ impl<'a> CachedObjects<'a> {
         }
     }
 
-    fn info(&self, group: &str, plural: &str) -> Option<api::ResourceInfo> {
+    /// The served resource `group`/`plural` (shared, not copied: admission asks per request).
+    fn resource(&self, group: &str, plural: &str) -> Option<Arc<crate::registry::Resource>> {
         let served = self.resources.snapshot();
         let found = served.resources.iter().find(|r| r.info.is(group, plural));
-        found.map(|r| r.info.clone())
+        found.cloned()
     }
 }
 
 impl Objects for CachedObjects<'_> {
     fn list(&self, group: &str, plural: &str) -> Vec<Arc<Value>> {
-        let Some(info) = self.info(group, plural) else {
+        let Some(resource) = self.resource(group, plural) else {
             return Vec::new();
         };
-        let prefix = format!("/registry/{}/", info.storage);
+        let prefix = format!("/registry/{}/", resource.info.storage);
         let all = |_: &Value| true;
         match self
             .cache
@@ -76,10 +77,10 @@ impl Objects for CachedObjects<'_> {
 
     /// One namespace's key range of the watch cache, not the whole resource.
     fn list_in(&self, group: &str, plural: &str, namespace: &str) -> Vec<Arc<Value>> {
-        let Some(info) = self.info(group, plural) else {
+        let Some(resource) = self.resource(group, plural) else {
             return Vec::new();
         };
-        let all_prefix = format!("/registry/{}/", info.storage);
+        let all_prefix = format!("/registry/{}/", resource.info.storage);
         let prefix = format!("{all_prefix}{namespace}/");
         let all = |_: &Value| true;
         match self
@@ -98,8 +99,8 @@ impl Objects for CachedObjects<'_> {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<Value>> {
-        let info = self.info(group, plural)?;
-        self.cache.get(&object_key(&info, namespace, name))
+        let resource = self.resource(group, plural)?;
+        self.cache.get(&object_key(&resource.info, namespace, name))
     }
 
     fn rule_resolver(&self) -> Option<Arc<crate::authz::rule_resolver::RuleResolver>> {
