@@ -47,14 +47,27 @@ pub fn select_node<'a>(
     pod: &Pod,
     nodes: impl IntoIterator<Item = (&'a Node, NodeUsage)>,
 ) -> Placement {
+    select_node_with(
+        pod,
+        nodes
+            .into_iter()
+            .map(|(node, usage)| (node, usage, allocatable(node))),
+    )
+}
+
+/// [`select_node`] with each node's [`allocatable`] already parsed (the scheduler's cache keeps
+/// it per node version, as upstream's `NodeInfo`).
+pub fn select_node_with<'a>(
+    pod: &Pod,
+    nodes: impl IntoIterator<Item = (&'a Node, NodeUsage, (Resources, i64))>,
+) -> Placement {
     let mut best: Option<(i64, &str)> = None;
     let mut failures = Vec::new();
     let info = PodInfo::new(pod);
-    for (node, usage) in nodes {
+    for (node, usage, alloc) in nodes {
         let Some(name) = node.metadata.name.as_deref() else {
             continue;
         };
-        let alloc = allocatable(node);
         match fits(&info, node, alloc, &usage) {
             Err(f) => failures.push(f),
             Ok(()) => {
