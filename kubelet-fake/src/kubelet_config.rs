@@ -95,11 +95,11 @@ impl Default for KubeletConfig {
             lease_renew_interval: NODE_LEASE_RENEW_INTERVAL,
             node_status_report_interval: NODE_STATUS_REPORT_INTERVAL,
             status_coalesce_window: STATUS_COALESCE_WINDOW,
-            // The mutating in-flight budget of an in-process control plane (T9: the apiserver
-            // answers 429 past 32): kubelet status writers 8 + replication creates/deletes 8 +
-            // scheduler binds 8 + leases and events, so no component waits out a `Retry-After`
-            // second (with 16 each, a few 429s per 500-pod round stalled `bench scale` 2x).
-            status_workers: 8,
+            // Each real kubelet writes its pods' statuses one at a time (its status manager), so
+            // N nodes have up to N writes in flight; these nodes share a pool. The apiserver
+            // queues what the nodes' priority level (`node-high`) cannot seat, so the pool only
+            // bounds this process's tasks; a durable store commits concurrent writes in one flush.
+            status_workers: 64,
             heartbeat_concurrency: 8,
             event_record_qps: EVENT_RECORD_QPS,
             event_burst: EVENT_BURST,

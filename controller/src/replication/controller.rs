@@ -40,10 +40,10 @@ use crate::{Error, Result};
 
 /// Pod creates/deletes one manager has in flight at once. Batches (slow start: up to 256 at once) and
 /// deletes (up to 500) are issued concurrently as upstream does, but through this many slots, so the
-/// manager never exceeds an apiserver's mutating in-flight limit by itself (which would answer 429
-/// and make every request wait for its retry). 8: its share of the in-process budget (see
-/// `kubelet_fake::KubeletConfig::status_workers`); one 429 holds a whole slow-start batch a second.
-pub const MAX_CONCURRENT_WRITES: usize = 8;
+/// manager alone never fills its priority level's seats and queues (a request past them would be
+/// answered 429 and wait for its retry, holding a whole slow-start batch). On a durable store the
+/// writes in flight share one flush, so fewer slots than this leave the disk's group commit idle.
+pub const MAX_CONCURRENT_WRITES: usize = 64;
 
 /// Counters exported by a replication manager.
 #[derive(Debug, Default)]

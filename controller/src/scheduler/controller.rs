@@ -42,9 +42,11 @@ use super::volumebinding::{ClaimBinding, VolumeBinding};
 use crate::clock::Clock;
 use crate::pod_util::phase;
 
-/// Bind requests in flight at once: the scheduler's share of the apiserver's mutating in-flight
-/// limit in an in-process control plane (see `kubelet_fake::KubeletConfig::status_workers`).
-pub const MAX_CONCURRENT_BINDS: usize = 8;
+/// Bind requests in flight at once (upstream binds each pod in its own goroutine, unbounded). The
+/// apiserver queues what its priority level cannot seat (upstream's 200 mutating seats shared by
+/// levels), so the bound only keeps a burst of bindings from queueing behind each other: a write
+/// waits for its store commit, and on a durable store concurrent writes share one flush.
+pub const MAX_CONCURRENT_BINDS: usize = 64;
 /// Pods waiting in PreBind for their claims to bind (each up to the bind timeout) at once: past
 /// it, the scheduling loop waits for one to finish before it decides the next pod, so waiting
 /// pods cannot grow without bound (upstream runs a goroutine per pod, unbounded).
