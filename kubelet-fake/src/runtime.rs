@@ -108,6 +108,9 @@ pub(crate) struct PodRuntime {
     ip_released: bool,
     /// What the events recorded so far say about its containers.
     marks: PodMarks,
+    /// The final delete was answered (done, or nothing of ours left): a sync that runs again
+    /// before the informer reports the pod gone does not send it again.
+    final_delete_sent: bool,
 }
 
 /// One node's pods and addresses, under one lock.
@@ -702,6 +705,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                         terminal: true,
                         ip_released: false,
                         marks: PodMarks::default(),
+                        final_delete_sent: false,
                     }
                 }
             };
@@ -817,18 +821,37 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
     }
 
     if eval.delete_now {
+        let ours = |rt: &&mut PodRuntime| rt.uid == uid;
+        let mark_sent = || {
+            if let Some(rt) = node.pods.lock().pods.get_mut(key).filter(ours) {
+                rt.final_delete_sent = true;
+            }
+        };
+        let sent = node
+            .pods
+            .lock()
+            .pods
+            .get_mut(key)
+            .filter(ours)
+            .is_some_and(|rt| rt.final_delete_sent);
+        if sent {
+            return Action::AwaitChange;
+        }
         let opts = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
-                uid: Some(uid),
+                uid: Some(uid.clone()),
                 resource_version: None,
             }),
             ..Default::default()
         };
         match api.delete(&name, &opts).await {
-            Ok(()) => Counters::inc(&shared.counters.pod_deletes),
+            Ok(()) => {
+                Counters::inc(&shared.counters.pod_deletes);
+                mark_sent();
+            }
             // Gone already, or a new pod took the name: nothing of ours left to delete.
-            Err(e) if e.is_not_found() || e.is_conflict() => {}
+            Err(e) if e.is_not_found() || e.is_conflict() => mark_sent(),
             Err(e) => {
                 Counters::inc(&shared.counters.pod_delete_errors);
                 warn!(pod = key, error = %e, "final pod delete failed");
@@ -871,6 +894,7 @@ fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> Pod
         terminal: false,
         ip_released: false,
         marks: PodMarks::of(pod),
+        final_delete_sent: false,
     }
 }
 
@@ -929,6 +953,7 @@ mod tests {
             terminal,
             ip_released: false,
             marks: PodMarks::default(),
+            final_delete_sent: false,
         }
     }
 
