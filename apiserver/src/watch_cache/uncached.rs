@@ -397,6 +397,21 @@ mod tests {
         }
     }
 
+    /// One page of the events at `at`, after `after`, of at most `limit` items passing `filter`.
+    async fn page(
+        cache: &WatchCache,
+        at: ListAt,
+        after: Option<&str>,
+        limit: Option<usize>,
+        filter: &(dyn Fn(&Value) -> bool + Sync),
+        everything: bool,
+    ) -> SnapshotOutcome {
+        cache
+            .list_resource(EVENTS, EVENTS, at, after, limit, filter, everything)
+            .await
+            .unwrap()
+    }
+
     fn names(s: &Snapshot) -> Vec<&str> {
         s.items
             .iter()
@@ -423,12 +438,7 @@ mod tests {
         assert!(cache.get("/registry/leases/ns/l").is_some());
 
         let all = |_: &Value| true;
-        let s = listed(
-            cache
-                .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, &all, true)
-                .await
-                .unwrap(),
-        );
+        let s = listed(page(&cache, ListAt::Current, None, None, &all, true).await);
         assert_eq!(names(&s), ["e0", "e1", "e2", "e3", "e4", "e5"]);
         assert_eq!(s.revision, rev);
         assert_eq!(s.items[5]["metadata"]["resourceVersion"], rev.to_string());
@@ -439,35 +449,12 @@ mod tests {
             json!({"metadata": {"name": "e0", "namespace": "ns"}, "reason": "Killing"}).to_string(),
         );
         store.update(&key("e0"), changed, None).await.unwrap();
-        let s = listed(
-            cache
-                .list_resource(
-                    EVENTS,
-                    EVENTS,
-                    ListAt::Exact(rev - 1),
-                    None,
-                    None,
-                    &all,
-                    true,
-                )
-                .await
-                .unwrap(),
-        );
+        let s = listed(page(&cache, ListAt::Exact(rev - 1), None, None, &all, true).await);
         assert_eq!(names(&s), ["e0", "e1", "e2", "e3", "e4"]);
         assert_eq!(s.items[0]["reason"], "Pulled");
         assert!(matches!(
-            cache
-                .list_resource(
-                    EVENTS,
-                    EVENTS,
-                    ListAt::Exact(rev + 10),
-                    None,
-                    None,
-                    &all,
-                    true
-                )
-                .await,
-            Ok(SnapshotOutcome::Future { .. })
+            page(&cache, ListAt::Exact(rev + 10), None, None, &all, true).await,
+            SnapshotOutcome::Future { .. }
         ));
     }
 
@@ -475,58 +462,32 @@ mod tests {
     async fn pages_stop_at_the_limit_and_continue_after_the_last_key_read() {
         let (_store, cache, _shutdown) = setup().await;
         let all = |_: &Value| true;
-        let first = listed(
-            cache
-                .list_resource(EVENTS, EVENTS, ListAt::Current, None, Some(2), &all, true)
-                .await
-                .unwrap(),
-        );
+        let first = listed(page(&cache, ListAt::Current, None, Some(2), &all, true).await);
         assert_eq!(names(&first), ["e0", "e1"]);
         assert_eq!(first.more_after.as_deref(), Some(key("e1").as_str()));
         assert_eq!(first.remaining, Some(3), "counted without a filter");
         let at = ListAt::Exact(first.revision);
-        let next = listed(
-            cache
-                .list_resource(
-                    EVENTS,
-                    EVENTS,
-                    at,
-                    first.more_after.as_deref(),
-                    Some(3),
-                    &all,
-                    true,
-                )
-                .await
-                .unwrap(),
-        );
+        let next = listed(page(&cache, at, first.more_after.as_deref(), Some(3), &all, true).await);
         assert_eq!(names(&next), ["e2", "e3", "e4"]);
         assert_eq!(next.more_after, None, "nothing after the last key");
 
         // With a filter: the page holds `limit` matches and goes on after the last key read.
         let some =
             |o: &Value| ["e1", "e3", "e4"].contains(&o["metadata"]["name"].as_str().unwrap_or(""));
-        let first = listed(
-            cache
-                .list_resource(EVENTS, EVENTS, ListAt::Current, None, Some(2), &some, false)
-                .await
-                .unwrap(),
-        );
+        let first = listed(page(&cache, ListAt::Current, None, Some(2), &some, false).await);
         assert_eq!(names(&first), ["e1", "e3"]);
         assert_eq!(first.more_after.as_deref(), Some(key("e3").as_str()));
         assert_eq!(first.remaining, None, "not counted with a filter");
         let next = listed(
-            cache
-                .list_resource(
-                    EVENTS,
-                    EVENTS,
-                    at,
-                    first.more_after.as_deref(),
-                    Some(2),
-                    &some,
-                    false,
-                )
-                .await
-                .unwrap(),
+            page(
+                &cache,
+                at,
+                first.more_after.as_deref(),
+                Some(2),
+                &some,
+                false,
+            )
+            .await,
         );
         assert_eq!(names(&next), ["e4"]);
         assert_eq!(next.more_after, None);
