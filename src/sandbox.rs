@@ -141,7 +141,9 @@ impl SandboxBuilder {
                 .map_err(|e| Error::Apiserver(format!("loading audit policy file: {e}")))?;
             config.apiserver.audit.policy = Some(policy);
         }
-        remove_orphans(&std::env::temp_dir());
+        // Once per process: the directories of exited processes do not come back.
+        static ORPHANS_REMOVED: std::sync::Once = std::sync::Once::new();
+        ORPHANS_REMOVED.call_once(|| remove_orphans(&std::env::temp_dir(), ORPHAN_AGE));
         let dir = tempfile::Builder::new()
             .prefix(&format!("{SANDBOX_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
@@ -163,11 +165,15 @@ impl SandboxBuilder {
 /// The start of a sandbox directory's name; the owning process's id follows, then `-`.
 const SANDBOX_DIR_PREFIX: &str = "minik8s-sandbox-";
 
+/// How old a sandbox directory of an absent process must be before it is removed: a process in
+/// another PID namespace sharing this temporary directory is absent from our `/proc`.
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// Removes the directories of sandboxes whose process has exited without dropping them (a
-/// sandbox kept in a `static` by a test binary is never dropped). Only where the process table
-/// can be read (`/proc`); a directory whose process id is in use again is left for later. Best
-/// effort: what cannot be read or removed stays.
-fn remove_orphans(tmp: &Path) {
+/// sandbox kept in a `static` by a test binary is never dropped), once unchanged for `min_age`.
+/// Only where the process table can be read (`/proc`); a directory whose process id is in use
+/// again is left for later. Best effort: what cannot be read or removed stays.
+fn remove_orphans(tmp: &Path, min_age: std::time::Duration) {
     let proc = Path::new("/proc");
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
@@ -185,7 +191,13 @@ fn remove_orphans(tmp: &Path) {
         else {
             continue;
         };
-        if !proc.join(pid.to_string()).exists() {
+        let old_enough = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= min_age);
+        if old_enough && !proc.join(pid.to_string()).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -340,7 +352,10 @@ mod tests {
             std::fs::create_dir(dir).unwrap();
             std::fs::write(dir.join("kubeconfig"), "x").unwrap();
         }
-        remove_orphans(root.path());
+        // A fresh directory of an absent process may belong to another PID namespace: kept.
+        remove_orphans(root.path(), ORPHAN_AGE);
+        assert!(orphan.exists());
+        remove_orphans(root.path(), std::time::Duration::ZERO);
         assert!(!orphan.exists());
         assert!(live.exists() && unnamed.exists() && other.exists());
     }

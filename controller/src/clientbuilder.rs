@@ -242,9 +242,13 @@ impl ServiceAccountTokens {
 impl TokenSource for ServiceAccountTokens {
     fn token(&self) -> TokenFuture<'_> {
         Box::pin(async move {
-            self.request()
-                .await
-                .map_err(|e| client::Error::Config(e.to_string()))
+            self.request().await.map_err(|e| match e {
+                // The server's answer (its status and code) goes to the caller as it came.
+                ObtainError::ServiceAccount { source, .. } | ObtainError::Token { source, .. } => {
+                    *source
+                }
+                other => client::Error::Config(other.to_string()),
+            })
         })
     }
 }

@@ -96,7 +96,10 @@ impl Cpu {
         let (own, etcd) = etcd_baseline::cpu_times(&target.pids);
         let per = |now: Option<Duration>, then: Option<Duration>| match (now, then) {
             (Some(now), Some(then)) if writes > 0 => {
-                format!("{:.0} µs", (now - then).as_secs_f64() * 1e6 / writes as f64)
+                format!(
+                    "{:.0} µs",
+                    now.saturating_sub(then).as_secs_f64() * 1e6 / writes as f64
+                )
             }
             _ => "?".to_owned(),
         };

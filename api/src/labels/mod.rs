@@ -64,8 +64,9 @@ pub struct Requirement {
     pub values: Vec<String>,
 }
 
-/// `field.ErrorList.ToAggregate().Error()`: duplicates dropped; one message bare, several as `[a, b]`.
-fn aggregate(errs: Vec<String>) -> Option<String> {
+/// `field.ErrorList.ToAggregate().Error()` (`utilerrors.NewAggregate`): duplicates dropped; one
+/// message bare, several as `[a, b]`.
+pub fn aggregate(errs: Vec<String>) -> Option<String> {
     let mut unique: Vec<String> = Vec::with_capacity(errs.len());
     for e in errs {
         if !unique.contains(&e) {

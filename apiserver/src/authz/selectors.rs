@@ -65,23 +65,8 @@ impl<R> SelectorRequirements<R> {
     fn from_parts(requirements: Vec<R>, errors: Vec<String>) -> Self {
         Self {
             requirements,
-            error: aggregate(errors),
+            error: api::labels::aggregate(errors),
         }
-    }
-}
-
-/// `utilerrors.NewAggregate(errs).Error()`: duplicates dropped, one bare, several as `[a, b]`.
-fn aggregate(errors: Vec<String>) -> Option<String> {
-    let mut unique: Vec<String> = Vec::with_capacity(errors.len());
-    for e in errors {
-        if !unique.contains(&e) {
-            unique.push(e);
-        }
-    }
-    match unique.len() {
-        0 => None,
-        1 => unique.pop(),
-        _ => Some(format!("[{}]", unique.join(", "))),
     }
 }
 
@@ -188,19 +173,17 @@ pub fn label_selector_from_requirements(requirements: &[Value]) -> LabelSelector
 /// A review's `fieldSelector` (`FieldSelectorAttributes`) as `ResourceAttributesFrom` reads
 /// it: `rawSelector` when set, `requirements` when any (validation allows only one of them).
 pub fn field_selector_from_attributes(selector: Option<&Value>) -> FieldSelector {
-    let (raw, requirements) = raw_and_requirements(selector);
-    match requirements {
-        [] => field_selector_from_raw(raw),
-        reqs => field_selector_from_requirements(reqs),
+    match raw_and_requirements(selector) {
+        ("", requirements) => field_selector_from_requirements(requirements),
+        (raw, _) => field_selector_from_raw(raw),
     }
 }
 
 /// A review's `labelSelector` (`LabelSelectorAttributes`) likewise.
 pub fn label_selector_from_attributes(selector: Option<&Value>) -> LabelSelector {
-    let (raw, requirements) = raw_and_requirements(selector);
-    match requirements {
-        [] => label_selector_from_raw(raw),
-        reqs => label_selector_from_requirements(reqs),
+    match raw_and_requirements(selector) {
+        ("", requirements) => label_selector_from_requirements(requirements),
+        (raw, _) => label_selector_from_raw(raw),
     }
 }
 

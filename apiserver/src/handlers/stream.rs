@@ -115,15 +115,6 @@ pub fn validate_container(pod: &Value, container: Option<&str>) -> Result<()> {
     }
 }
 
-/// Go's `strconv.ParseBool`, as the parameter codec reads a boolean query parameter.
-fn parse_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// The options object of a connect request, as upstream's parameter codec decodes the query into
 /// `kind` and defaults it (`stdout` and `stderr` of exec and attach are always true), in Go's
 /// JSON (empty fields omitted; `command` always present).
@@ -132,7 +123,8 @@ pub fn connect_options(kind: &str, query: &crate::http::query::Query) -> Value {
     o.insert("kind".into(), kind.into());
     o.insert("apiVersion".into(), "v1".into());
     let flag = |o: &mut serde_json::Map<String, Value>, key: &str, default: bool| {
-        let on = query.get(key).and_then(parse_bool).unwrap_or(false) || default;
+        // The parameter codec's rule (`Convert_Slice_string_To_bool`), as every boolean parameter.
+        let on = query.bool(key).unwrap_or(false) || default;
         if on {
             o.insert(key.into(), Value::Bool(true));
         }
@@ -269,10 +261,11 @@ mod tests {
             serde_json::json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
                 "stderr": true, "command": null})
         );
+        // Only `0` and `false` are false, as upstream's codec reads them.
         assert_eq!(
-            connect_options("PodAttachOptions", &q("stdin=yes")),
-            serde_json::json!({"kind": "PodAttachOptions", "apiVersion": "v1", "stdout": true,
-                "stderr": true})
+            connect_options("PodAttachOptions", &q("stdin=yes&tty=false")),
+            serde_json::json!({"kind": "PodAttachOptions", "apiVersion": "v1", "stdin": true,
+                "stdout": true, "stderr": true})
         );
         assert_eq!(
             connect_options("PodPortForwardOptions", &q("ports=8080&ports=x&ports=9090")),

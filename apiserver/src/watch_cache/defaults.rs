@@ -138,6 +138,10 @@ impl WatchCache {
                 changed += 1;
             }
         }
+        if changed == 0 {
+            // Every object was replaced by an event meanwhile: no watcher saw an old default.
+            return 0;
+        }
         // Freed after the lock is released: readers do not wait on it.
         let history = std::mem::take(&mut res.ring);
         res.oldest = current;

@@ -7,8 +7,8 @@
 //!
 //! Guarantees:
 //! - **Nothing kept.** The feeder still applies their store events to the cache's revision (a
-//!   consistent read waits for them as for any other write) and takes writers' offers for them
-//!   (an offer never outlives its event), but keeps no object, ring entry or live log.
+//!   consistent read waits for them as for any other write), but keeps no object, ring entry or
+//!   live log; their writers offer nothing (there is nothing to hand over).
 //! - **Consistent lists.** A list reads the store at one revision: the current one, or an exact one
 //!   still in the store's history (older is `Expired`, newer `Future`), page by page, decoding each
 //!   object once and keeping what passes the filter. With a limit it stops at the limit and goes on

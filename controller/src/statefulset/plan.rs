@@ -265,8 +265,14 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     let mut creates = 0;
     for i in 0..replicas.n {
         let slot = replicas.slot(i);
-        creates += usize::from(matches!(slot, Slot::New(_)));
-        if process_replica(s, &slot, monotonic, &mut out.steps) || creates >= MAX_CREATES_PER_SYNC {
+        if matches!(slot, Slot::New(_)) {
+            // A create past the limit waits for the next sync (the rest of this one waits too).
+            if creates == MAX_CREATES_PER_SYNC {
+                return out;
+            }
+            creates += 1;
+        }
+        if process_replica(s, &slot, monotonic, &mut out.steps) {
             return out;
         }
     }

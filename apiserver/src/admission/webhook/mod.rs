@@ -84,20 +84,21 @@ impl Webhooks {
     /// (its operation, resource, subresource and scope; not its objects): a subresource's write
     /// builds the object webhooks would see (a Scale) only then.
     pub fn any_rules_match(&self, mutating: bool, req: &Request<'_>) -> bool {
-        let (enabled, hooks) = (
-            if mutating {
-                self.mutating
-            } else {
-                self.validating
-            },
-            self.source.hooks(),
-        );
+        let enabled = if mutating {
+            self.mutating
+        } else {
+            self.validating
+        };
+        if !enabled || exempt(req.group, req.resource) {
+            return false;
+        }
+        let hooks = self.source.hooks();
         let hooks = if mutating {
             &hooks.mutating
         } else {
             &hooks.validating
         };
-        enabled && !exempt(req.group, req.resource) && hooks.iter().any(|h| h.matches_rules(req))
+        hooks.iter().any(|h| h.matches_rules(req))
     }
 
     /// The mutating webhooks: `Some` with the object they changed.

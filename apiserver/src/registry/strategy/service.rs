@@ -83,10 +83,12 @@ fn default_service(obj: &mut Value) {
     }
 }
 
-/// `SetDefaults_Service` alone: what decoding a stored Service applies.
-fn default_service_scheme(obj: &mut Value) {
+/// `SetDefaults_Service` alone: what decoding a stored Service applies. Whether it removed or
+/// replaced a field (what adding fields does not tell: [`super::defaulted`] counts them).
+fn default_service_scheme(obj: &mut Value) -> bool {
+    let mut replaced = false;
     let Some(spec) = object_at(obj, "spec") else {
-        return;
+        return replaced;
     };
     default_field(spec, "type", json!("ClusterIP"));
     let ty = spec
@@ -97,7 +99,7 @@ fn default_service_scheme(obj: &mut Value) {
     default_field(spec, "sessionAffinity", json!("None"));
     match spec.get("sessionAffinity").and_then(Value::as_str) {
         Some("None") => {
-            spec.remove("sessionAffinityConfig");
+            replaced |= spec.remove("sessionAffinityConfig").is_some();
         }
         Some("ClientIP") => {
             let timeout = spec
@@ -105,6 +107,7 @@ fn default_service_scheme(obj: &mut Value) {
                 .and_then(|c| c.get("clientIP"))
                 .and_then(|c| c.get("timeoutSeconds"));
             if timeout.is_none_or(Value::is_null) {
+                replaced = true;
                 spec.insert(
                     "sessionAffinityConfig".into(),
                     json!({"clientIP": {"timeoutSeconds": DEFAULT_CLIENT_IP_AFFINITY_SECONDS}}),
@@ -138,7 +141,7 @@ fn default_service_scheme(obj: &mut Value) {
                 Some(_) => false,
             };
             if let (true, Some(port)) = (unset, p.get("port").cloned()) {
-                p.insert("targetPort".into(), port);
+                replaced |= p.insert("targetPort".into(), port).is_some();
             }
         }
     }
@@ -161,6 +164,7 @@ fn default_service_scheme(obj: &mut Value) {
             }
         }
     }
+    replaced
 }
 
 /// `DefaultClientIPServiceAffinitySeconds`: three hours.
@@ -368,7 +372,8 @@ impl Strategy for ServiceStrategy {
     }
 
     fn default_decoded(&self, obj: &mut Value) -> bool {
-        super::defaulted(obj, default_service_scheme)
+        let mut replaced = false;
+        super::defaulted(obj, |o| replaced = default_service_scheme(o)) || replaced
     }
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"loadBalancer": {}}))
@@ -590,8 +595,10 @@ mod tests {
         );
         let mut none =
             json!({"spec": {"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}});
-        default_service_scheme(&mut none);
+        // A removal is reported (a count of fields would not tell it from adding one).
+        assert!(default_service_scheme(&mut none));
         assert!(none["spec"].get("sessionAffinityConfig").is_none());
+        assert!(!default_service_scheme(&mut none), "defaulted already");
         let mut internal = json!({"spec": {"type": "ClusterIP"}});
         default_service_scheme(&mut internal);
         assert!(internal["spec"].get("externalTrafficPolicy").is_none());
