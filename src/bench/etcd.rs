@@ -124,6 +124,7 @@ pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error
         let mut rates = Vec::new();
         for (shape, what) in [
             (Shape::Put, "etcd puts"),
+            (Shape::PutWatched, "etcd puts, watched"),
             (Shape::CreateTxn, "etcd create transactions, watched"),
         ] {
             let cpu = Cpu::start(target);
@@ -149,10 +150,11 @@ pub(crate) async fn creates(target: &Target, load: Duration) -> Result<(), Error
             }
         };
         println!(
-            "  {writers:>2} writers, minik8s creates over HTTP: {rate:.0}/s ({n} in {secs:.1} s, {failed}; {}); overhead over puts {}, over create transactions {}",
+            "  {writers:>2} writers, minik8s creates over HTTP: {rate:.0}/s ({n} in {secs:.1} s, {failed}; {}); overhead over puts {}, over watched puts {}, over create transactions {}",
             cpu.per_write(target, n),
             overhead(rates[0]),
             overhead(rates[1]),
+            overhead(rates[2]),
         );
     }
     plane.shutdown().await;

@@ -1,9 +1,12 @@
 //! etcd's own rates beside `minik8s bench creates --etcd-servers`: what the apiserver's etcd path is
 //! measured against, in the same run and with the same writer counts and 1 KiB values.
 //!
-//! Two baselines, each through etcd's gRPC client in this process, one connection shared by
+//! Three baselines, each through etcd's gRPC client in this process, one connection shared by
 //! every writer (as the store shares one):
 //! - **puts**: plain `put`s of fresh keys, etcd's cheapest write;
+//! - **watched puts**: the same puts with a `prev_kv` watch of the prefix open and read, as the
+//!   apiserver's watch cache keeps one: the least any apiserver on etcd pays per write (every
+//!   write is also read back for the watch, with its previous value);
 //! - **create transactions**: exactly the store's create (`txn(create_revision(key) == 0) put else
 //!   get`, as kube-apiserver's etcd3 store) with a `prev_kv` watch of the prefix open and read, as
 //!   the apiserver's watch cache keeps one; etcd before 3.5 applies a transaction with a compare at
@@ -22,7 +25,15 @@ use super::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
     Put,
+    PutWatched,
     CreateTxn,
+}
+
+impl Shape {
+    /// Whether the run keeps the apiserver's watch of the prefix open.
+    fn watched(self) -> bool {
+        matches!(self, Shape::PutWatched | Shape::CreateTxn)
+    }
 }
 
 fn etcd_error(e: etcd_client::Error) -> Error {
@@ -41,23 +52,22 @@ pub(crate) async fn rate(
 ) -> Result<(u64, Duration), Error> {
     let client = Client::connect(endpoints, None).await.map_err(etcd_error)?;
     // The watch the apiserver's cache would have open on these keys, read until the run ends.
-    let watch = match shape {
-        Shape::Put => None,
-        Shape::CreateTxn => {
-            let options = WatchOptions::new().with_prefix().with_prev_key();
-            let mut stream = client
-                .watch_client()
-                .watch(prefix, Some(options))
-                .await
-                .map_err(etcd_error)?;
-            Some(tokio::spawn(async move {
-                let mut events = 0u64;
-                while let Ok(Some(response)) = stream.message().await {
-                    events += response.events().len() as u64;
-                }
-                events
-            }))
-        }
+    let watch = if shape.watched() {
+        let options = WatchOptions::new().with_prefix().with_prev_key();
+        let mut stream = client
+            .watch_client()
+            .watch(prefix, Some(options))
+            .await
+            .map_err(etcd_error)?;
+        Some(tokio::spawn(async move {
+            let mut events = 0u64;
+            while let Ok(Some(response)) = stream.message().await {
+                events += response.events().len() as u64;
+            }
+            events
+        }))
+    } else {
+        None
     };
     let value: Arc<[u8]> = vec![b'x'; value_len].into();
     let (kv, prefix) = (client.kv_client(), prefix.to_owned());
@@ -66,7 +76,7 @@ pub(crate) async fn rate(
         let key = format!("{prefix}{w}-{i}");
         async move {
             match shape {
-                Shape::Put => kv.put(key, value.to_vec(), None).await.is_ok(),
+                Shape::Put | Shape::PutWatched => kv.put(key, value.to_vec(), None).await.is_ok(),
                 Shape::CreateTxn => {
                     let txn = Txn::new()
                         .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
