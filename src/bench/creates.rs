@@ -8,6 +8,10 @@
 //! 429 at 64 and 256 writers and at least 90 % of the 16-writer creates/s. Every loop is bounded
 //! by a count and a deadline; traffic is loopback only.
 //!
+//! After each run it prints where a create's time went: the round trip the writers saw, the
+//! apiserver's own mean (`apiserver_request_duration_seconds`), and of that the mean wait for a
+//! priority-and-fairness seat (`apiserver_flowcontrol_request_wait_duration_seconds`).
+//!
 //! With `--etcd-gateway URL`, each run is followed by etcd's own put rate through its JSON gateway
 //! at the same writer count (`etcd_gateway`), and the ratio of the two is printed (issue 17:
 //! durable creates at least twice etcd's puts/s).
@@ -158,15 +162,15 @@ async fn run(
     })
     .await;
     let n = counts.created.load(Ordering::Relaxed);
+    let metrics = http
+        .get(format!("{}/metrics", plane.url()))
+        .send()
+        .await?
+        .text()
+        .await?;
     let audited = match audit_log {
         Some(_) => {
             // Events the writer could not keep up with are dropped and counted, never waited for.
-            let metrics = http
-                .get(format!("{}/metrics", plane.url()))
-                .send()
-                .await?
-                .text()
-                .await?;
             let count = |name: &str| {
                 metrics
                     .lines()
@@ -187,6 +191,81 @@ async fn run(
         "creates: {writers:>3} writers, 1 KiB ConfigMaps, durable (sled, group commit){audited}: {rate:.0} creates/s ({n} in {secs:.1} s; {})",
         counts.failures()
     );
+    let time = Breakdown::of(&metrics);
+    println!(
+        "  where a create's time goes: {:.2} ms round trip at the client, {:.2} ms in the apiserver, of which {:.2} ms waiting for a priority-and-fairness seat",
+        if n > 0 { writers as f64 * secs / n as f64 * 1e3 } else { 0.0 },
+        time.server_seconds * 1e3,
+        time.seat_wait_seconds * 1e3,
+    );
     plane.shutdown().await;
     Ok(rate)
+}
+
+/// Mean times of the run's ConfigMap creates, from the server's own histograms: the request's
+/// (`apiserver_request_duration_seconds`, POST configmaps) and its wait for a seat
+/// (`apiserver_flowcontrol_request_wait_duration_seconds` of executed requests, every flow).
+#[derive(Debug, Default, PartialEq)]
+struct Breakdown {
+    server_seconds: f64,
+    seat_wait_seconds: f64,
+}
+
+impl Breakdown {
+    fn of(metrics: &str) -> Self {
+        let (mut server, mut wait) = ((0.0, 0.0), (0.0, 0.0));
+        for line in metrics.lines() {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let create =
+                series.contains("verb=\"POST\"") && series.contains("resource=\"configmaps\"");
+            let executed = series.contains("execute=\"true\"");
+            let sums = match series.split_once('{').map_or(series, |(name, _)| name) {
+                "apiserver_request_duration_seconds_sum" if create => &mut server.0,
+                "apiserver_request_duration_seconds_count" if create => &mut server.1,
+                "apiserver_flowcontrol_request_wait_duration_seconds_sum" if executed => {
+                    &mut wait.0
+                }
+                "apiserver_flowcontrol_request_wait_duration_seconds_count" if executed => {
+                    &mut wait.1
+                }
+                _ => continue,
+            };
+            *sums += value;
+        }
+        let mean = |(sum, count): (f64, f64)| if count > 0.0 { sum / count } else { 0.0 };
+        Self {
+            server_seconds: mean(server),
+            seat_wait_seconds: mean(wait),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breakdown_takes_the_means_of_configmap_creates_and_of_executed_waits() {
+        let metrics = "\
+apiserver_request_duration_seconds_sum{verb=\"POST\",resource=\"configmaps\"} 3
+apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"configmaps\"} 1000
+apiserver_request_duration_seconds_sum{verb=\"GET\",resource=\"configmaps\"} 50
+apiserver_request_duration_seconds_count{verb=\"GET\",resource=\"configmaps\"} 2
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"global-default\",priority_level=\"global-default\"} 0.5
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"global-default\",priority_level=\"global-default\"} 990
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"exempt\",priority_level=\"exempt\"} 0
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"exempt\",priority_level=\"exempt\"} 10
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"false\",flow_schema=\"global-default\",priority_level=\"global-default\"} 99
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"false\",flow_schema=\"global-default\",priority_level=\"global-default\"} 1
+";
+        let time = Breakdown::of(metrics);
+        assert!((time.server_seconds - 0.003).abs() < 1e-12, "{time:?}");
+        assert!((time.seat_wait_seconds - 0.0005).abs() < 1e-12, "{time:?}");
+        assert_eq!(Breakdown::of("# nothing here\n"), Breakdown::default());
+    }
 }
