@@ -136,6 +136,11 @@ pub struct BenchArgs {
     /// The memory benchmark on the in-memory store instead of sled on disk.
     #[arg(long)]
     pub in_memory: bool,
+    /// The memory benchmark with the watch cache keeping this many events per resource instead
+    /// of the apiserver's default (10,240): at a few thousand pods the ring of superseded
+    /// objects outweighs the pods themselves.
+    #[arg(long)]
+    pub watch_history: Option<usize>,
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
@@ -291,7 +296,14 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         // leaves room for a debug build.
         let deadline = Duration::from_secs(120)
             + Duration::from_millis(20) * u32::try_from(args.pods).unwrap_or(u32::MAX);
-        memory::memory(args.pods, nodes, args.in_memory, deadline).await?;
+        memory::memory(
+            args.pods,
+            nodes,
+            args.in_memory,
+            args.watch_history,
+            deadline,
+        )
+        .await?;
     }
     if args.which == Which::Restart {
         restart::restart(args.stored_pods, Duration::from_secs(600)).await?;

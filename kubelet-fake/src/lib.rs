@@ -9,7 +9,8 @@
 //! * [`node`]: Node and Lease objects, the node status update rule, kubelet timing constants.
 //! * [`runtime`]: [`FakeKubelets`] — one shared pod informer routed by `spec.nodeName`, one work
 //!   queue with a bounded pool of status writers, one heartbeat wheel ([`heartbeat`]) for all
-//!   nodes; [`metrics`] plain counters; [`events`] the kubelet's pod and node events.
+//!   nodes; [`metrics`] plain counters; [`events`] the kubelet's pod and node events;
+//!   [`transform`] what its informer keeps of a pod.
 //!
 //! It talks to the apiserver only over HTTP, through the `client` crate.
 
@@ -30,6 +31,7 @@ pub mod plan;
 pub mod pod_status;
 mod recorder;
 pub mod runtime;
+pub mod transform;
 
 pub use config::LifecycleConfig;
 pub use credentials::NodeCredentials;

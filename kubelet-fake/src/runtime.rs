@@ -331,8 +331,9 @@ impl FakeKubelets {
             SharedInformerFactory::new(client.clone(), Duration::ZERO).without_managed_fields(),
         );
         let pods = factory.informer_for::<Pod>(ListParams::default().fields("spec.nodeName!="));
-        // Every pod of every node is cached for its life: each list at its exact length.
-        if let Err(e) = pods.set_transform(client::transform::shrink_pod) {
+        // Every pod of every node is cached for its life: only what a kubelet reads of it, each
+        // list at its exact length.
+        if let Err(e) = pods.set_transform(crate::transform::kubelet_pod) {
             debug!(error = %e, "pod informer already started; its pods are kept as decoded");
         }
         let mut indexers: Indexers<Pod> = Indexers::new();

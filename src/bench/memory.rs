@@ -11,6 +11,10 @@
 //! allocator holds). It reads them again after the control plane has been idle for [`IDLE`], long
 //! enough for jemalloc to return its dirty pages (its default decay is 10 s).
 //!
+//! `--watch-history N` sets how many events the watch cache keeps per resource (default 10,240):
+//! the ring holds a superseded object per event, which at a few thousand pods outweighs the pods
+//! themselves; a small ring shows what each pod costs at any scale.
+//!
 //! Progress is polled once a second with one GET of the RC and a read of the kubelets' counters:
 //! no watch or LIST of the benchmark's own adds to what is measured. Every wait is bounded by
 //! `deadline`.
@@ -131,11 +135,12 @@ fn ready_replicas(rc: &ReplicationController) -> usize {
 }
 
 /// Runs the benchmark: `pods` pods on `nodes` fake nodes, on disk (`minik8s up`'s store) unless
-/// `in_memory`.
+/// `in_memory`; the watch cache keeps `watch_history` events per resource if given.
 pub async fn memory(
     pods: usize,
     nodes: usize,
     in_memory: bool,
+    watch_history: Option<usize>,
     deadline: Duration,
 ) -> Result<(), Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
@@ -144,7 +149,11 @@ pub async fn memory(
     } else {
         "sled on disk"
     };
-    let config = super::plane::config(nodes, (!in_memory).then(|| dir.path()));
+    let mut config = super::plane::config(nodes, (!in_memory).then(|| dir.path()));
+    if let Some(history) = watch_history {
+        config.apiserver.watch_history = history;
+    }
+    let history = config.apiserver.watch_history;
     let start = Memory::read();
     let (plane, took) = super::plane::start_ready(config, deadline).await?;
     let client = plane.client();
@@ -155,7 +164,7 @@ pub async fn memory(
     };
     let empty = Memory::read();
     println!(
-        "memory: control plane with {nodes} Ready nodes ({storage}) in {}; before start {}; with no pods {}",
+        "memory: control plane with {nodes} Ready nodes ({storage}, watch cache history {history}) in {}; before start {}; with no pods {}",
         ms(took),
         mib(start.rss),
         empty.line()

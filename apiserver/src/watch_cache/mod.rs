@@ -131,8 +131,9 @@ impl CacheEvent {
                     .map(|json| json.with_resource_version(&self.revision.to_string()))
                     .unwrap_or_default()
             } else {
+                // Kept as long as the event is (the ring): at its exact length.
                 api::wire::to_vec(self.object.as_ref())
-                    .map(bytes::Bytes::from)
+                    .map(json::exact)
                     .unwrap_or_default()
             }
         })
