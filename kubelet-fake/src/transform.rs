@@ -4,8 +4,8 @@
 //! item 7).
 //!
 //! The spec kept: `nodeName` (routing, the node index), `restartPolicy`, `readinessGates`, and
-//! of each container and init container its `name`, `image`, `resources` (the QoS class) and
-//! `restartPolicy` (sidecars); pod-level `resources` too. Everything else of the spec — volumes,
+//! of each container and init container its `name`, `image`, `imagePullPolicy` (the image events),
+//! `resources` (the QoS class) and `restartPolicy` (sidecars); pod-level `resources` too. Everything else of the spec — volumes,
 //! tolerations, affinity, environment, mounts, probes, ... — is dropped: nothing in this crate
 //! reads it. A status write sends the cached pod back, and the apiserver takes every field but
 //! `status` from the stored pod (`/status` resets the rest, as upstream), so a smaller spec
@@ -43,6 +43,7 @@ fn kubelet_container(c: Container) -> Container {
     Container {
         name: c.name,
         image: c.image,
+        image_pull_policy: c.image_pull_policy,
         resources: c.resources,
         restart_policy: c.restart_policy,
         ..Container::default()
@@ -59,6 +60,7 @@ mod tests {
 
     use super::*;
     use crate::config::LifecycleConfig;
+    use crate::events::PodMarks;
     use crate::plan::PodPlan;
     use crate::pod_status::{add, evaluate, Evaluation, PodFacts};
 
@@ -139,6 +141,27 @@ mod tests {
     }
 
     #[test]
+    fn the_kubelet_records_the_same_events_of_the_projected_pod() {
+        let full = full_pod();
+        let projected = kubelet_pod(full.clone());
+        let events = |pod: &Pod| {
+            let mut marks = PodMarks::of(pod);
+            // Images already on the node: the pull policy decides between pulling and not.
+            let mut present = |_: &str, _: bool| true;
+            let evaluations = evaluations(pod);
+            let mut out = Vec::new();
+            for (i, e) in evaluations.iter().enumerate() {
+                let deleting = i + 1 == evaluations.len();
+                out.extend(marks.advance(pod, &e.status, deleting, &mut present));
+            }
+            out
+        };
+        let (a, b) = (events(&full), events(&projected));
+        assert!(a.iter().any(|e| e.reason == "Pulled"), "{a:?}");
+        assert_eq!(a, b);
+    }
+
+    #[test]
     fn metadata_and_status_are_kept_and_the_rest_of_the_spec_dropped() {
         let full = full_pod();
         let projected = kubelet_pod(full.clone());
@@ -157,6 +180,7 @@ mod tests {
         assert_eq!(names(&spec.containers), names(&full_spec.containers));
         let (c, full_c) = (&spec.containers[0], &full_spec.containers[0]);
         assert_eq!((&c.image, &c.resources), (&full_c.image, &full_c.resources));
+        assert_eq!(c.image_pull_policy, full_c.image_pull_policy);
         assert!(c.env.is_none() && c.volume_mounts.is_none() && c.readiness_probe.is_none());
         let init = spec.init_containers.unwrap_or_default();
         assert_eq!(init[1].restart_policy.as_deref(), Some("Always"));
