@@ -9,11 +9,10 @@
 //! arrived, exactly as reading the watch cache at each decision did:
 //!
 //! - A write is answered once the watch cache has applied it (its revision ≤
-//!   [`WatchCache::revision`]); its event is in the resource's live log once
-//!   [`WatchCache::dispatched`] has reached that revision, a handful of instructions later in
-//!   the cache's feeder. `current` reads the revision first and waits, yielding, until
-//!   `dispatched` has caught up before it drains — bounded by [`HANDOVER_WAIT`]; past it the
-//!   resolver is as current as an informer's would be.
+//!   [`WatchCache::revision`]), and the cache moves its revision on only after handing the
+//!   events up to it to the resources' live logs ([`WatchCache::dispatched`] is never behind
+//!   it). So `current` drains whatever the watches hold and sees every such write, with no
+//!   waiting.
 //! - A watch the cache ended (the resolver fell more than the live log's length behind, or the
 //!   cache relisted) is made again from a snapshot and everything is recompiled.
 //!
@@ -25,7 +24,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -41,11 +39,6 @@ const PREFIXES: [&str; 4] = [
     "/registry/clusterrolebindings/",
     "/registry/rolebindings/",
 ];
-
-/// The longest a decision waits for the cache's feeder to hand the events of writes it has
-/// already acknowledged to the live logs (normally microseconds; only a feeder descheduled in
-/// between makes it wait at all).
-pub const HANDOVER_WAIT: Duration = Duration::from_millis(10);
 
 /// One RBAC resource followed: its objects by key, and the watch that keeps them current.
 struct Followed {
@@ -81,11 +74,6 @@ impl std::fmt::Debug for PolicyCache {
 impl PolicyCache {
     /// The resolver as of every RBAC change `cache` has acknowledged.
     pub fn current(&self, cache: &WatchCache) -> Arc<RuleResolver> {
-        let acknowledged = cache.revision();
-        let deadline = Instant::now() + HANDOVER_WAIT;
-        while cache.dispatched() < acknowledged && Instant::now() < deadline {
-            std::thread::yield_now();
-        }
         let mut following = self.following.lock();
         let following = &mut *following;
         let changes = match following.resources.as_mut().map(drain) {
@@ -214,6 +202,8 @@ fn compile(resources: &[Followed; 4]) -> RuleResolver {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 

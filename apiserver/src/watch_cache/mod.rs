@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use parking_lot::RwLock;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -60,6 +61,9 @@ pub use uncached::{InitialPages, UNCACHED_RESOURCES};
 
 /// Root of every object key.
 pub const REGISTRY_ROOT: &str = "/registry/";
+
+/// Most store events the feeder applies before it wakes the writes waiting for the cache.
+const MAX_BURST: usize = 256;
 
 /// Kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,8 +221,8 @@ pub struct WatchCache {
     offers: parking_lot::Mutex<Offers>,
     /// Mirror of `inner.revision` for waiters.
     progress: watch::Sender<Revision>,
-    /// Every event up to this revision is in its resource's live log (behind `progress` while
-    /// the feeder hands an event to the watchers).
+    /// Every event up to this revision is in its resource's live log (ahead of `progress` while
+    /// the feeder applies a burst of events).
     dispatched: AtomicU64,
     relists: AtomicU64,
     history: usize,
@@ -317,7 +321,8 @@ impl WatchCache {
         Ok(cache)
     }
 
-    /// The revision the cache has applied.
+    /// The revision the cache has applied. Never ahead of [`Self::dispatched`]: the cache moves it
+    /// on only after handing the events up to it to their watchers.
     pub fn revision(&self) -> Revision {
         *self.progress.borrow()
     }
@@ -444,13 +449,35 @@ impl WatchCache {
         mut stream: store::WatchStream,
         shutdown: CancellationToken,
     ) {
+        // An item read at the end of a burst of events, handled next.
+        let mut pending = None;
         loop {
-            let item = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                item = stream.next() => item,
+            let item = match pending.take() {
+                Some(item) => item,
+                None => tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    item = stream.next() => item,
+                },
             };
             match item {
-                Some(WatchItem::Event(ev)) => self.apply(ev),
+                Some(WatchItem::Event(ev)) => {
+                    // The events the store has already published go in before the writes waiting
+                    // for them are woken: one wake-up of every waiter per burst, not per event (a
+                    // group commit publishes its writes together, and each waiter is woken to
+                    // check its revision).
+                    let mut applied = self.apply_event(ev);
+                    for _ in 1..MAX_BURST {
+                        match stream.next().now_or_never() {
+                            Some(Some(WatchItem::Event(ev))) => applied = self.apply_event(ev),
+                            Some(other) => {
+                                pending = Some(other);
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    self.progress.send_replace(applied);
+                }
                 Some(WatchItem::Progress(revision)) => self.advance(revision),
                 Some(WatchItem::Closed(store::WatchClosedReason::StoreShutdown)) | None => break,
                 Some(WatchItem::Closed(reason)) => {
@@ -494,12 +521,20 @@ impl WatchCache {
         }
         inner.revision = revision;
         drop(inner);
-        self.progress.send_replace(revision);
         self.dispatched.fetch_max(revision, Ordering::AcqRel);
+        self.progress.send_replace(revision);
     }
 
-    /// Applies one store event.
+    /// Applies one store event and wakes the writes waiting for it.
+    #[cfg(test)]
     fn apply(&self, ev: Event) {
+        let revision = self.apply_event(ev);
+        self.progress.send_replace(revision);
+    }
+
+    /// Applies one store event and hands it to its watchers; returns its revision. The cache's
+    /// [`Self::revision`] moves on when the caller sends it to `progress`.
+    fn apply_event(&self, ev: Event) -> Revision {
         let revision = ev.revision;
         let mut expired = None;
         let mut fan_out = None;
@@ -607,14 +642,14 @@ impl WatchCache {
         inner.revision = revision;
         drop(inner);
         drop(expired);
-        // The write waiting for the cache goes on first; then its event goes to the watchers,
-        // outside the lock (a watcher registered meanwhile skips it: its snapshot has it).
-        self.progress.send_replace(revision);
+        // The event goes to the watchers outside the lock (a watcher registered meanwhile skips
+        // it: its snapshot has it).
         if let Some((log, event)) = fan_out {
             // No receiver: nobody to tell.
             let _ = log.send(event);
         }
         self.dispatched.fetch_max(revision, Ordering::AcqRel);
+        revision
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).
