@@ -290,8 +290,7 @@ struct MetaWithoutEntries {
     labels: Option<std::collections::BTreeMap<String, String>>,
     name: Option<String>,
     namespace: Option<String>,
-    owner_references:
-        Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
     resource_version: Option<String>,
     self_link: Option<String>,
     uid: Option<String>,
@@ -583,6 +582,9 @@ mod tests {
         let want: ObjectMeta = serde_json::from_value(meta).unwrap();
         assert_eq!(got, want);
         // No metadata at all: the empty one.
-        assert_eq!(decode_metadata("Pod", b"{}").unwrap(), ObjectMeta::default());
+        assert_eq!(
+            decode_metadata("Pod", b"{}").unwrap(),
+            ObjectMeta::default()
+        );
     }
 }
