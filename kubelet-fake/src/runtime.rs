@@ -797,9 +797,10 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
     // Coalescing: a status about to be superseded is skipped (never the terminal one).
     let fleeting = !eval.delete_now && next.is_some_and(|d| d < shared.cfg.status_coalesce_window);
     if let Some(d) = changed.filter(|d| !already_written(*d) && !fleeting) {
-        let mut updated = (*pod).clone();
-        updated.status = Some(eval.status.clone());
-        match api.replace_status_metadata(&name, &updated).await {
+        match api
+            .replace_status_metadata(&name, &status_body(&pod, &eval.status))
+            .await
+        {
             Ok(stored) => {
                 Counters::inc(&shared.counters.status_writes);
                 let mut np = node.pods.lock();
@@ -862,6 +863,25 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
         return Action::AwaitChange;
     }
     next.map_or(Action::AwaitChange, Action::RequeueAfter)
+}
+
+/// The body of a status write: the pod's identity, the `resourceVersion` it was computed from
+/// (a concurrent change is a 409, never overwritten) and the new status. Everything else of a
+/// `/status` PUT comes from the stored pod (the status strategy keeps its spec and metadata), so
+/// the spec and labels are not sent: upstream's kubelet sends only the status too, as a patch.
+fn status_body(pod: &Pod, status: &k8s_openapi::api::core::v1::PodStatus) -> Pod {
+    let m = &pod.metadata;
+    Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(status.clone()),
+    }
 }
 
 /// Node-side state for a pod seen for the first time: a pod that already carries a start time and
@@ -1006,5 +1026,25 @@ mod tests {
         let c = adopt(&r, &mut ipam, now, &counters);
         assert!(c.ip.is_some_and(|ip| ip.octets()[..3] == [10, 244, 0]));
         assert_eq!(c.accepted, now);
+    }
+
+    #[test]
+    fn a_status_write_sends_identity_version_and_status_only() {
+        let full: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "v1",
+                "kind": "ReplicationController", "name": "web", "uid": "rc"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap_or_default();
+        let status = pod(json!({"phase": "Running"})).status.unwrap_or_default();
+        let body = serde_json::to_value(status_body(&full, &status)).unwrap_or_default();
+        assert_eq!(
+            body,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7"},
+                "status": {"phase": "Running"}})
+        );
     }
 }

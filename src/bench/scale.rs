@@ -30,11 +30,38 @@ struct Seen {
 /// the observer's share of the CPU small.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(super) struct PodProgress {
+    #[serde(deserialize_with = "progress_meta")]
     pub(super) metadata: ObjectMeta,
     #[serde(default)]
     pub(super) spec: ProgressSpec,
     #[serde(default)]
     status: ProgressStatus,
+}
+
+/// The metadata the benchmarks read: every other member (labels, owner references, managed
+/// fields) is skipped while parsing, never built, so the watch needs no managed-fields stripping
+/// pass either.
+#[derive(Deserialize)]
+struct ProgressMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "deletionTimestamp", default)]
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+fn progress_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = ProgressMeta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        resource_version: m.resource_version,
+        deletion_timestamp: m.deletion_timestamp,
+        ..ObjectMeta::default()
+    })
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -224,9 +251,7 @@ pub async fn scale_on(
         return Err(Error::Failed(format!("create rc: {}", r.status())));
     }
     // The watch reads names, nodes, phases and conditions only.
-    let pods = client
-        .api::<PodProgress>(Some("default"))
-        .without_managed_fields();
+    let pods = client.api::<PodProgress>(Some("default"));
     let lp = client::ListParams::default().labels(format!("app={name}"));
     let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 

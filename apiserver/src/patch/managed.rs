@@ -374,23 +374,33 @@ fn diff<'a>(
     }
 }
 
-/// The `FieldsV1` JSON tree of a set.
+/// The `FieldsV1` JSON tree of a set: each node's members in the set's (sorted) order.
 pub fn to_fields_v1(set: &FieldSet) -> Value {
-    let mut root = Map::new();
-    for path in set {
-        let mut cur = &mut root;
-        for seg in path {
-            let next = cur.entry(seg.clone()).or_insert_with(|| json!({}));
-            if !next.is_object() {
-                *next = json!({});
-            }
-            match next.as_object_mut() {
-                Some(m) => cur = m,
-                None => break,
-            }
-        }
+    let paths: Vec<&FieldPath> = set.iter().collect();
+    Value::Object(fields_v1_level(&paths, 0))
+}
+
+/// The members at `depth` of the paths in `paths` (sorted, all sharing their first `depth`
+/// segments): sorted paths with the same segment at `depth` are adjacent, so each member is
+/// built once from its run of paths, with no lookups.
+fn fields_v1_level(paths: &[&FieldPath], depth: usize) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut rest = paths;
+    while let Some(first) = rest.first() {
+        let Some(seg) = first.get(depth) else {
+            // A path ending here only makes this node exist.
+            rest = &rest[1..];
+            continue;
+        };
+        let run = rest
+            .iter()
+            .position(|p| p.get(depth) != Some(seg))
+            .unwrap_or(rest.len());
+        let child = fields_v1_level(&rest[..run], depth + 1);
+        out.insert(seg.clone(), Value::Object(child));
+        rest = &rest[run..];
     }
-    Value::Object(root)
+    out
 }
 
 /// The leaf set of a `FieldsV1` tree.

@@ -765,6 +765,37 @@ fn membership_without_building_the_set() {
 }
 
 #[test]
+fn fields_v1_tree_members_sorted_and_prefixes_kept() {
+    let path = |segs: &[&str]| segs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let set: managed::FieldSet = [
+        path(&["f:status", "f:phase"]),
+        path(&["f:metadata", "f:labels", "f:b"]),
+        path(&["f:metadata", "f:labels", "f:a"]),
+        path(&["f:spec", "f:containers", "k:{\"name\":\"c\"}", "."]),
+        path(&["f:spec", "f:containers", "k:{\"name\":\"c\"}", "f:image"]),
+        path(&["f:spec", "f:containers"]),
+        path(&["f:metadata", "f:ownerReferences", "k:{\"uid\":\"u\"}"]),
+    ]
+    .into_iter()
+    .collect();
+    let tree = managed::to_fields_v1(&set);
+    // Members in sorted order, every level (what Go's encoding of the FieldsV1 map gives too).
+    assert_eq!(
+        serde_json::to_string(&tree).unwrap(),
+        concat!(
+            r#"{"f:metadata":{"f:labels":{"f:a":{},"f:b":{}},"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}},"#,
+            r#""f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{".":{},"f:image":{}}}},"#,
+            r#""f:status":{"f:phase":{}}}"#
+        )
+    );
+    // A path that is a prefix of another is an inner node of the tree, as it always was.
+    let mut expected = set.clone();
+    expected.remove(&path(&["f:spec", "f:containers"]));
+    assert_eq!(managed::from_fields_v1(&tree), expected);
+    assert_eq!(managed::to_fields_v1(&managed::FieldSet::new()), json!({}));
+}
+
+#[test]
 fn field_paths_roundtrip() {
     let i = info("", "pods");
     let set = managed::field_set(i, &pod_obj(), managed::Scope::All);

@@ -272,15 +272,52 @@ fn none<T>() -> Option<T> {
 #[derive(Deserialize)]
 struct MetadataOnly {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: MetaWithoutEntries,
+}
+
+/// `ObjectMeta`'s members but `managedFields`, which the parser skips in place (no copy of the
+/// text without them, no entries built).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct MetaWithoutEntries {
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
 }
 
 /// The `metadata` of a response object, without its managedFields (callers want the name or the
 /// resourceVersion; the entries are a large part of the text and would be built for nothing).
 fn decode_metadata(what: &str, bytes: &[u8]) -> Result<ObjectMeta> {
-    let bytes = crate::rest::strip::object_without_managed_fields(bytes);
-    let m: MetadataOnly = decode(what, &bytes)?;
-    Ok(m.metadata)
+    let m: MetadataOnly = decode(what, bytes)?;
+    let m = m.metadata;
+    Ok(ObjectMeta {
+        annotations: m.annotations,
+        creation_timestamp: m.creation_timestamp,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        generate_name: m.generate_name,
+        generation: m.generation,
+        labels: m.labels,
+        managed_fields: None,
+        name: m.name,
+        namespace: m.namespace,
+        owner_references: m.owner_references,
+        resource_version: m.resource_version,
+        self_link: m.self_link,
+        uid: m.uid,
+    })
 }
 
 fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
@@ -519,5 +556,35 @@ impl<K: ApiObject> Api<K> {
             return Ok(serde_json::Value::Null);
         }
         decode(sub, &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_metadata_is_objectmeta_without_entries() {
+        let meta = serde_json::json!({
+            "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+            "generateName": "p-", "generation": 2, "selfLink": "/x",
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+            "deletionTimestamp": "2024-01-01T00:01:00Z", "deletionGracePeriodSeconds": 30,
+            "labels": {"a": "1"}, "annotations": {"b": "2"}, "finalizers": ["f"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ReplicationController",
+                "name": "rc", "uid": "r", "controller": true}],
+        });
+        let mut with_entries = meta.clone();
+        with_entries["managedFields"] = serde_json::json!([{"manager": "m",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+        let body = serde_json::json!({"kind": "Pod", "metadata": with_entries, "spec": {}});
+        let got = decode_metadata("Pod", body.to_string().as_bytes()).unwrap();
+        let want: ObjectMeta = serde_json::from_value(meta).unwrap();
+        assert_eq!(got, want);
+        // No metadata at all: the empty one.
+        assert_eq!(
+            decode_metadata("Pod", b"{}").unwrap(),
+            ObjectMeta::default()
+        );
     }
 }
