@@ -24,6 +24,7 @@ mod engine;
 mod error;
 pub mod etcd;
 mod sled_backend;
+mod wal;
 mod space;
 mod stores;
 mod types;
