@@ -1,4 +1,5 @@
-//! The sled back end: one tree with three key spaces, one atomic batch and one flush per commit.
+//! The sled back end: one tree with three key spaces, one atomic batch per commit, and a
+//! write-ahead log (`crate::wal`) that makes a group of commits durable with one `fdatasync`.
 //!
 //! Layout of the `data` tree (a one-byte prefix names the key space):
 //! - `o` + key (UTF-8) → `[format][create_revision][mod_revision][value]` — the current state.
@@ -11,10 +12,20 @@
 //!   one tree, which sled applies atomically, also across a crash: after one, either all of a batch is
 //!   there or none. (One tree with prefixes rather than three trees in a `transaction`: the batch
 //!   gives the same atomicity at a fraction of the cost; measured in BENCHMARKS.md.)
-//! - **Durable**: the engine acknowledges a batch only after a flush that started after the batch
-//!   was applied: `Db::flush`, then `fdatasync` of sled's log file and `fsync` of new blob files
-//!   (sled alone uses `sync_file_range`, which does not survive power loss). sled's own periodic
-//!   flush is disabled (`flush_every_ms(None)`).
+//! - **Durable**, as etcd is: the engine acknowledges a batch only after a flush that started after
+//!   the batch was applied, and a flush appends every batch applied since the previous one to the
+//!   write-ahead log (`<dir>/wal/`) as one frame and `fdatasync`s it. sled is made durable behind
+//!   the log by a *checkpoint* (`Db::flush`, then `fdatasync` of sled's log file and `fsync` of new
+//!   blob files: sled alone uses `sync_file_range`, which does not survive power loss), which the
+//!   flusher runs after acknowledging a group, every `CHECKPOINT_INTERVAL` or `CHECKPOINT_BYTES`
+//!   of log; it then deletes the log segments holding nothing newer than what was applied before it
+//!   started. sled's own periodic flush is disabled (`flush_every_ms(None)`).
+//! - **Recovered at open and at reopen**: sled, unflushed, keeps a prefix of its atomic batches
+//!   (possibly batches later than its last checkpoint, even unacknowledged ones, applied in
+//!   order); every logged event after sled's revision is applied to sled again in order, the log's
+//!   torn tail (a frame whose `fdatasync` never returned, so never acknowledged) is ignored, and
+//!   then sled is checkpointed and the log deleted. A bad frame followed by a good one, a gap in the
+//!   revisions, or a log that starts after sled's revision + 1 is [`Error::Corrupt`].
 //! - **Never reset**: a directory that is not ours, or holds data that does not decode, fails start-up
 //!   with [`Error::Corrupt`] naming the path. sled panics on some corrupt files; those are caught at
 //!   open and reported the same way.
@@ -277,7 +288,9 @@ impl SledBackend {
             let revision = self.read_meta_u64(&open, REVISION_KEY)?;
             let replayed = Replay::run(&self.path.join("wal"), revision, |events, at_ms| {
                 let (batch, _) = sled_batch(events.iter(), at_ms, false);
-                open.data.apply_batch(batch).map_err(self.sled_err("replay"))
+                open.data
+                    .apply_batch(batch)
+                    .map_err(self.sled_err("replay"))
             })?;
             if replayed > revision {
                 tracing::info!(
@@ -516,16 +529,23 @@ impl Backend for SledBackend {
     }
 
     /// Appends the batches applied since the last call to the write-ahead log as one frame and
-    /// syncs it: from then on they are durable. Checkpoints sled when one is due.
+    /// syncs it: from then on they are durable.
     fn flush(&self) -> Result<()> {
         let (payload, last) = std::mem::take(&mut *self.pending.lock());
-        if !payload.is_empty() {
-            self.wal.lock().append(&payload, last)?;
+        if payload.is_empty() {
+            return Ok(());
         }
+        self.wal.lock().append(&payload, last)?;
+        self.last_checkpoint.lock().1 += payload.len() as u64;
+        Ok(())
+    }
+
+    /// Checkpoints when one is due: every `checkpoint_interval`, or after [`CHECKPOINT_BYTES`] of log.
+    fn maintain(&self) -> Result<()> {
         let due = {
-            let mut since = self.last_checkpoint.lock();
-            since.1 += payload.len() as u64;
-            since.1 >= CHECKPOINT_BYTES || since.0.elapsed() >= self.checkpoint_interval
+            let since = self.last_checkpoint.lock();
+            since.1 > 0
+                && (since.1 >= CHECKPOINT_BYTES || since.0.elapsed() >= self.checkpoint_interval)
         };
         if due {
             self.checkpoint()?;
@@ -551,7 +571,9 @@ fn sled_batch<'a>(
     }
     for event in events {
         match (&event.kind, &event.value) {
-            (EventKind::Put, Some(kv)) => batch.insert(object_key(&event.key), codec::encode_kv(kv)),
+            (EventKind::Put, Some(kv)) => {
+                batch.insert(object_key(&event.key), codec::encode_kv(kv))
+            }
             _ => batch.remove(object_key(&event.key)),
         }
         let encoded = codec::encode_event(event, at_ms);

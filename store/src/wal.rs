@@ -34,7 +34,11 @@ const FRAME_HEADER: usize = 8;
 /// `[commit time ms: u64 LE][event count: u32 LE]` followed by its events (`sled_backend` writes it).
 pub(crate) fn encode_event(out: &mut Vec<u8>, revision: Revision, encoded: &[u8]) {
     out.extend_from_slice(&revision.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(encoded.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(encoded.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     out.extend_from_slice(encoded);
 }
 
@@ -86,7 +90,11 @@ impl Wal {
             return Err(Error::Failed);
         };
         let mut frame = Vec::with_capacity(FRAME_HEADER + payload.len());
-        frame.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(u32::MAX).to_le_bytes());
+        frame.extend_from_slice(
+            &u32::try_from(payload.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
         frame.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
         frame.extend_from_slice(payload);
         let path = &segment.path;
@@ -101,9 +109,7 @@ impl Wal {
 
     fn start_segment(&mut self) -> Result<()> {
         std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
-        let path = self
-            .dir
-            .join(format!("{:016x}.wal", self.next_sequence));
+        let path = self.dir.join(format!("{:016x}.wal", self.next_sequence));
         let file = std::fs::OpenOptions::new()
             .create_new(true)
             .append(true)
@@ -126,7 +132,11 @@ impl Wal {
 
     /// Deletes the finished segments whose events are all at or below `upto` (durable in sled).
     pub(crate) fn remove_through(&mut self, upto: Revision) -> Result<()> {
-        let done = self.finished.iter().take_while(|(_, last)| *last <= upto).count();
+        let done = self
+            .finished
+            .iter()
+            .take_while(|(_, last)| *last <= upto)
+            .count();
         for (path, _) in self.finished.drain(..done) {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -211,8 +221,7 @@ impl Replay {
                         if !last_segment {
                             return Err(corrupt(format!("{} at offset {offset}", why.reason)));
                         }
-                        if why.claimed > 0 && next < bytes.len() && frame_at(&bytes, next).is_ok()
-                        {
+                        if why.claimed > 0 && next < bytes.len() && frame_at(&bytes, next).is_ok() {
                             return Err(corrupt(format!(
                                 "{} at offset {offset}, followed by a valid frame",
                                 why.reason
@@ -264,13 +273,13 @@ struct BadFrame {
 }
 
 fn frame_at(bytes: &[u8], offset: usize) -> std::result::Result<&[u8], BadFrame> {
-    let header = bytes
-        .get(offset..offset + FRAME_HEADER)
-        .ok_or(BadFrame {
-            reason: "incomplete frame header",
-            claimed: 0,
-        })?;
-    let word = |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
+    let header = bytes.get(offset..offset + FRAME_HEADER).ok_or(BadFrame {
+        reason: "incomplete frame header",
+        claimed: 0,
+    })?;
+    let word = |at: usize| {
+        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
     let claimed = usize::try_from(word(0)).unwrap_or(usize::MAX);
     let crc = word(4);
     if claimed == 0 {
