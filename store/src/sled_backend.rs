@@ -17,8 +17,8 @@
 //!   write-ahead log (`<dir>/wal/`) as one frame and `fdatasync`s it. sled is made durable behind
 //!   the log by a *checkpoint* (`Db::flush`, then `fdatasync` of sled's log file and `fsync` of new
 //!   blob files: sled alone uses `sync_file_range`, which does not survive power loss), which the
-//!   flusher runs after acknowledging a group, every `CHECKPOINT_INTERVAL` or `CHECKPOINT_BYTES`
-//!   of log; it then deletes the log segments holding nothing newer than what was applied before it
+//!   flusher runs after acknowledging a group, every `CHECKPOINT_INTERVAL`, `CHECKPOINT_WRITES`
+//!   or `CHECKPOINT_BYTES` of log; it then deletes the log segments holding nothing newer than what was applied before it
 //!   started. sled's own periodic flush is disabled (`flush_every_ms(None)`).
 //! - **Recovered at open and at reopen**: sled, unflushed, keeps a prefix of its atomic batches
 //!   (possibly batches later than its last checkpoint, even unacknowledged ones, applied in
@@ -56,10 +56,14 @@ const COMPACTED_KEY: &[u8] = b"mcompacted";
 const OBJECT: u8 = b'o';
 const LOG: u8 = b'l';
 
-/// How often the flusher checkpoints sled (etcd's backend commits every 100 ms) ...
+/// How often the flusher checkpoints sled: etcd's backend commits bbolt every 100 ms
+/// (`--backend-batch-interval`, `defaultBatchInterval` in `server/storage/backend/backend.go`) ...
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
-/// ... or after this many bytes of write-ahead log since the last checkpoint.
-const CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
+/// ... or after 10,000 writes (`defaultBatchLimit`, same file) ...
+const CHECKPOINT_WRITES: u64 = 10_000;
+/// ... or after one log segment's worth of bytes, which bounds the log's size on disk when values
+/// are large (etcd bounds it by its snapshot count instead).
+const CHECKPOINT_BYTES: u64 = wal::SEGMENT_BYTES;
 
 fn object_key(key: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + key.len());
@@ -102,8 +106,25 @@ pub(crate) struct SledBackend {
     /// The last revision applied to sled: a checkpoint started after reading it covers it.
     applied: AtomicU64,
     /// When the last checkpoint ended, and the log bytes written since.
-    last_checkpoint: parking_lot::Mutex<(Instant, u64)>,
+    last_checkpoint: parking_lot::Mutex<Checkpointed>,
     checkpoint_interval: Duration,
+}
+
+/// When the last checkpoint ended, the revision it covered, and the log bytes written since.
+struct Checkpointed {
+    at: Instant,
+    revision: Revision,
+    logged_bytes: u64,
+}
+
+impl Checkpointed {
+    fn at(revision: Revision) -> Self {
+        Self {
+            at: Instant::now(),
+            revision,
+            logged_bytes: 0,
+        }
+    }
 }
 
 /// One opening of the sled database.
@@ -270,7 +291,7 @@ impl SledBackend {
             pending: parking_lot::Mutex::new((Vec::new(), 0)),
             wal: parking_lot::Mutex::new(Wal::new(&path.join("wal"), segment_bytes, fsync)),
             applied: AtomicU64::new(0),
-            last_checkpoint: parking_lot::Mutex::new((Instant::now(), 0)),
+            last_checkpoint: parking_lot::Mutex::new(Checkpointed::at(0)),
             checkpoint_interval,
         };
         backend.check_format()?;
@@ -304,7 +325,7 @@ impl SledBackend {
         self.applied.store(replayed, Ordering::Release);
         self.sync_sled()?;
         self.wal.lock().clear()?;
-        *self.last_checkpoint.lock() = (Instant::now(), 0);
+        *self.last_checkpoint.lock() = Checkpointed::at(replayed);
         Ok(())
     }
 
@@ -536,16 +557,23 @@ impl Backend for SledBackend {
             return Ok(());
         }
         self.wal.lock().append(&payload, last)?;
-        self.last_checkpoint.lock().1 += payload.len() as u64;
+        self.last_checkpoint.lock().logged_bytes += payload.len() as u64;
         Ok(())
     }
 
-    /// Checkpoints when one is due: every `checkpoint_interval`, or after [`CHECKPOINT_BYTES`] of log.
+    /// Checkpoints when one is due: something was logged since the last one, and
+    /// `checkpoint_interval` passed, or [`CHECKPOINT_WRITES`] or [`CHECKPOINT_BYTES`] were logged.
     fn maintain(&self) -> Result<()> {
         let due = {
-            let since = self.last_checkpoint.lock();
-            since.1 > 0
-                && (since.1 >= CHECKPOINT_BYTES || since.0.elapsed() >= self.checkpoint_interval)
+            let last = self.last_checkpoint.lock();
+            let writes = self
+                .applied
+                .load(Ordering::Acquire)
+                .saturating_sub(last.revision);
+            last.logged_bytes > 0
+                && (writes >= CHECKPOINT_WRITES
+                    || last.logged_bytes >= CHECKPOINT_BYTES
+                    || last.at.elapsed() >= self.checkpoint_interval)
         };
         if due {
             self.checkpoint()?;
@@ -616,7 +644,7 @@ impl SledBackend {
         let upto = self.applied.load(Ordering::Acquire);
         self.sync_sled()?;
         self.wal.lock().remove_through(upto)?;
-        *self.last_checkpoint.lock() = (Instant::now(), 0);
+        *self.last_checkpoint.lock() = Checkpointed::at(upto);
         Ok(())
     }
 
