@@ -297,6 +297,9 @@ impl SledBackend {
         backend.check_format()?;
         backend.replay_wal()?;
         crate::space::keep_ballast(path, reserve);
+        // The log's directory exists before its first segment, and its entry is durable with the rest.
+        let wal_dir = path.join("wal");
+        std::fs::create_dir_all(&wal_dir).map_err(io_err(&wal_dir))?;
         sync_dir(path)?;
         Ok(backend)
     }
