@@ -299,7 +299,9 @@ impl SledBackend {
         crate::space::keep_ballast(path, reserve);
         // The log's directory exists before its first segment, and its entry is durable with the rest.
         let wal_dir = path.join("wal");
-        std::fs::create_dir_all(&wal_dir).map_err(io_err(&wal_dir))?;
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&wal_dir)
+            .map_err(io_err(&wal_dir))?;
         sync_dir(path)?;
         Ok(backend)
     }

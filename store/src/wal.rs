@@ -108,13 +108,17 @@ impl Wal {
     }
 
     fn start_segment(&mut self) -> Result<()> {
-        std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&self.dir)
+            .map_err(io_err(&self.dir))?;
         let path = self.dir.join(format!("{:016x}.wal", self.next_sequence));
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+        // Owner-only, as the rest of the store: the log holds every Secret written.
+        let file = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().create_new(true).append(true),
+            0o600,
+        )
+        .open(&path)
+        .map_err(io_err(&path))?;
         if self.fsync {
             sync_dir(&self.dir)?;
         }
