@@ -37,7 +37,7 @@
 //! - Compaction writes the `compacted` marker before removing entries and is not flushed on its own: a
 //!   crash may bring back old log entries, which are real history, never invented.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, Loaded};
 use crate::codec;
 use crate::wal::{self, Replay, Wal};
-use crate::{Error, Event, EventKind, KeyValue, Result, Revision};
+use crate::{Error, Event, EventKind, Result, Revision};
 
 const FORMAT_KEY: &[u8] = b"mformat";
 const FORMAT: &[u8] = b"minik8s-store/1";
@@ -313,7 +313,6 @@ impl SledBackend {
             let open = self.opened()?;
             let revision = self.read_meta_u64(&open, REVISION_KEY)?;
             let replayed = Replay::run(&self.path.join("wal"), revision, |events, at_ms| {
-                let events = self.with_prev(&open.data, events)?;
                 let (batch, _) = sled_batch(events.iter(), at_ms, false);
                 open.data
                     .apply_batch(batch)
@@ -333,34 +332,6 @@ impl SledBackend {
         self.wal.lock().clear()?;
         *self.last_checkpoint.lock() = Checkpointed::at(replayed);
         Ok(())
-    }
-
-    /// `events` of one logged batch, replayed over `tree`, with each event's previous value as it
-    /// was applied: the state of its key after the events before it, in this batch or in `tree`
-    /// (the write-ahead log does not carry it; sled's log entries and watchers' `prev_kv` do).
-    fn with_prev(&self, tree: &sled::Tree, events: Vec<Event>) -> Result<Vec<Event>> {
-        let mut overlay: HashMap<String, Option<KeyValue>> = HashMap::new();
-        let mut out = Vec::with_capacity(events.len());
-        for mut event in events {
-            let prev = match overlay.get(&event.key) {
-                Some(state) => state.clone(),
-                None => match tree
-                    .get(object_key(&event.key))
-                    .map_err(self.sled_err("replay"))?
-                {
-                    Some(stored) => Some(
-                        codec::decode_kv(event.key.as_bytes(), &stored).ok_or_else(|| {
-                            self.corrupt(format!("object {} does not decode", event.key))
-                        })?,
-                    ),
-                    None => None,
-                },
-            };
-            overlay.insert(event.key.clone(), event.value.clone());
-            event.prev = prev;
-            out.push(event);
-        }
-        Ok(out)
     }
 
     fn corrupt(&self, detail: impl Into<String>) -> Error {
@@ -617,7 +588,7 @@ impl Backend for SledBackend {
 }
 
 /// The sled batch for `events` (objects, log entries, revision), and, when `log` is set, the same
-/// events encoded for the write-ahead log, without their previous values.
+/// events encoded for the write-ahead log (the log entries' bytes are encoded once for both).
 fn sled_batch<'a>(
     events: impl Iterator<Item = &'a Event>,
     at_ms: u64,
@@ -640,17 +611,7 @@ fn sled_batch<'a>(
         }
         let encoded = codec::encode_event(event, at_ms);
         if log {
-            // Without the previous value: replay reads it from sled ([`with_prev`]), and a pod
-            // write's frame is half the size.
-            let bare = Event {
-                prev: None,
-                ..event.clone()
-            };
-            wal::encode_event(
-                &mut logged,
-                event.revision,
-                &codec::encode_event(&bare, at_ms),
-            );
+            wal::encode_event(&mut logged, event.revision, &encoded);
             count += 1;
         }
         batch.insert(&log_key(event.revision), encoded);
@@ -743,4 +704,177 @@ impl SledBackend {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::KeyValue;
+
+    const NEVER: Duration = Duration::from_secs(3600);
+
+    fn put(revision: Revision, value: &str) -> Arc<Event> {
+        Arc::new(Event {
+            kind: EventKind::Put,
+            key: format!("/k{revision}"),
+            revision,
+            value: Some(KeyValue {
+                key: format!("/k{revision}"),
+                value: bytes::Bytes::from(value.to_owned()),
+                create_revision: revision,
+                mod_revision: revision,
+            }),
+            prev: None,
+        })
+    }
+
+    fn open(dir: &Path, segment_bytes: u64) -> Result<SledBackend> {
+        SledBackend::open_with(dir, 1 << 20, true, 0, segment_bytes, NEVER)
+    }
+
+    /// A store whose sled holds revisions `1..=upto` (checkpointed) and no log.
+    fn sled_at(dir: &Path, upto: Revision) {
+        let backend = open(dir, wal::SEGMENT_BYTES).unwrap();
+        let events: Vec<_> = (1..=upto).map(|r| put(r, "sled")).collect();
+        backend.apply(&events, 1).unwrap();
+        backend.flush().unwrap();
+    }
+
+    /// Writes a log of `revisions`, one frame per revision, as the flusher would.
+    fn forge_log(dir: &Path, revisions: std::ops::RangeInclusive<Revision>) -> PathBuf {
+        let mut log = Wal::new(&dir.join("wal"), wal::SEGMENT_BYTES, false);
+        for revision in revisions {
+            let event = put(revision, "wal");
+            let (_, payload) = sled_batch(std::iter::once(&*event), 7, true);
+            log.append(&payload, revision).unwrap();
+        }
+        dir.join("wal").join(format!("{:016x}.wal", 0))
+    }
+
+    fn value_of(backend: &SledBackend, revision: Revision) -> Option<String> {
+        backend
+            .load()
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|kv| kv.key == format!("/k{revision}"))
+            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+    }
+
+    fn segment_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("wal"))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn replays_the_log_over_a_sled_behind_it() {
+        let dir = tempfile::tempdir().unwrap();
+        sled_at(dir.path(), 5);
+        forge_log(dir.path(), 6..=10);
+        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
+        assert_eq!(backend.load().unwrap().revision, 10);
+        assert_eq!(value_of(&backend, 5).as_deref(), Some("sled"));
+        assert_eq!(value_of(&backend, 6).as_deref(), Some("wal"));
+        let log = backend.read_log(0, 10, 100).unwrap();
+        assert_eq!(log.len(), 10);
+        assert_eq!(segment_files(dir.path()), 0, "the replayed log is deleted");
+    }
+
+    #[test]
+    fn skips_logged_events_sled_already_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        sled_at(dir.path(), 10);
+        forge_log(dir.path(), 3..=12);
+        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
+        assert_eq!(backend.load().unwrap().revision, 12);
+        assert_eq!(value_of(&backend, 10).as_deref(), Some("sled"));
+        assert_eq!(value_of(&backend, 11).as_deref(), Some("wal"));
+    }
+
+    #[test]
+    fn a_log_starting_after_sled_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        sled_at(dir.path(), 10);
+        forge_log(dir.path(), 15..=16);
+        assert!(matches!(
+            open(dir.path(), wal::SEGMENT_BYTES),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn a_torn_tail_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        sled_at(dir.path(), 5);
+        let segment = forge_log(dir.path(), 6..=8);
+        // A frame whose header claims more than was written: its write never completed.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&segment)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &[100, 0, 0, 0, 1, 2, 3, 4, 5, 6]).unwrap();
+        drop(file);
+        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
+        assert_eq!(backend.load().unwrap().revision, 8);
+    }
+
+    #[test]
+    fn a_bad_frame_before_good_ones_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        sled_at(dir.path(), 5);
+        let segment = forge_log(dir.path(), 6..=8);
+        let mut bytes = std::fs::read(&segment).unwrap();
+        // Flip a byte in the first frame's payload; the two frames after it stay valid.
+        bytes[20] ^= 0xff;
+        std::fs::write(&segment, bytes).unwrap();
+        match open(dir.path(), wal::SEGMENT_BYTES) {
+            Err(Error::Corrupt { detail, .. }) => assert!(detail.contains("followed by a valid")),
+            Err(other) => panic!("expected Corrupt, got {other}"),
+            Ok(_) => panic!("expected Corrupt, the store opened"),
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_deletes_the_segments_it_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        // One-byte segments: every frame starts a new one.
+        let backend = open(dir.path(), 1).unwrap();
+        for revision in 1..=3 {
+            backend.apply(&[put(revision, "v")], 1).unwrap();
+            backend.flush().unwrap();
+        }
+        assert_eq!(backend.wal.lock().segment_count(), 3);
+        assert_eq!(segment_files(dir.path()), 3);
+        backend.checkpoint().unwrap();
+        // The current segment stays (the next frame goes there); the finished ones are gone.
+        assert_eq!(segment_files(dir.path()), 1);
+        drop(backend);
+        let backend = open(dir.path(), 1).unwrap();
+        assert_eq!(backend.load().unwrap().revision, 3);
+    }
+
+    #[test]
+    fn reopen_after_a_failed_write_replays_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
+        backend
+            .apply(&[put(1, "a"), put(2, "a"), put(3, "a")], 1)
+            .unwrap();
+        backend.flush().unwrap();
+        // Applied, but its flush never happened (the store failed).
+        backend.apply(&[put(4, "a")], 1).unwrap();
+        backend.reopen().unwrap();
+        let loaded = backend.load().unwrap();
+        assert!(loaded.revision >= 3, "acknowledged writes survive a reopen");
+        assert_eq!(
+            backend.read_log(0, loaded.revision, 100).unwrap().len() as u64,
+            loaded.revision
+        );
+        assert_eq!(segment_files(dir.path()), 0);
+        let next = loaded.revision + 1;
+        backend.apply(&[put(next, "b")], 1).unwrap();
+        backend.flush().unwrap();
+        drop(backend);
+        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
+        assert_eq!(backend.load().unwrap().revision, next);
+        assert_eq!(value_of(&backend, next).as_deref(), Some("b"));
+    }
+}
