@@ -43,12 +43,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Make everything applied so far durable.
     fn flush(&self) -> Result<()>;
 
-    /// Background upkeep the flusher runs between groups, after acknowledging (the sled back
-    /// end's checkpoint, when one is due). An error fails the store as a failed flush does.
-    fn maintain(&self) -> Result<()> {
-        Ok(())
-    }
-
     /// Free bytes on the file system the back end writes to; `None` for a back end that writes no
     /// files (or when the file system cannot be asked).
     fn free_space(&self) -> Option<u64> {

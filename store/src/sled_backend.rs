@@ -1,5 +1,4 @@
-//! The sled back end: one tree with three key spaces, one atomic batch per commit, and a
-//! write-ahead log (`crate::wal`) that makes a group of commits durable with one `fdatasync`.
+//! The sled back end: one tree with three key spaces, one atomic batch and one flush per commit.
 //!
 //! Layout of the `data` tree (a one-byte prefix names the key space):
 //! - `o` + key (UTF-8) → `[format][create_revision][mod_revision][value]` — the current state.
@@ -12,20 +11,10 @@
 //!   one tree, which sled applies atomically, also across a crash: after one, either all of a batch is
 //!   there or none. (One tree with prefixes rather than three trees in a `transaction`: the batch
 //!   gives the same atomicity at a fraction of the cost; measured in BENCHMARKS.md.)
-//! - **Durable**, as etcd is: the engine acknowledges a batch only after a flush that started after
-//!   the batch was applied, and a flush appends every batch applied since the previous one to the
-//!   write-ahead log (`<dir>/wal/`) as one frame and `fdatasync`s it. sled is made durable behind
-//!   the log by a *checkpoint* (`Db::flush`, then `fdatasync` of sled's log file and `fsync` of new
-//!   blob files: sled alone uses `sync_file_range`, which does not survive power loss), which the
-//!   flusher runs after acknowledging a group, every `CHECKPOINT_INTERVAL`, `CHECKPOINT_WRITES`
-//!   or `CHECKPOINT_BYTES` of log; it then deletes the log segments holding nothing newer than what was applied before it
-//!   started. sled's own periodic flush is disabled (`flush_every_ms(None)`).
-//! - **Recovered at open and at reopen**: sled, unflushed, keeps a prefix of its atomic batches
-//!   (possibly batches later than its last checkpoint, even unacknowledged ones, applied in
-//!   order); every logged event after sled's revision is applied to sled again in order, the log's
-//!   torn tail (a frame whose `fdatasync` never returned, so never acknowledged) is ignored, and
-//!   then sled is checkpointed and the log deleted. A bad frame followed by a good one, a gap in the
-//!   revisions, or a log that starts after sled's revision + 1 is [`Error::Corrupt`].
+//! - **Durable**: the engine acknowledges a batch only after a flush that started after the batch
+//!   was applied: `Db::flush`, then `fdatasync` of sled's log file and `fsync` of new blob files
+//!   (sled alone uses `sync_file_range`, which does not survive power loss). sled's own periodic
+//!   flush is disabled (`flush_every_ms(None)`).
 //! - **Never reset**: a directory that is not ours, or holds data that does not decode, fails start-up
 //!   with [`Error::Corrupt`] naming the path. sled panics on some corrupt files; those are caught at
 //!   open and reported the same way.
@@ -40,13 +29,10 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Loaded};
 use crate::codec;
-use crate::wal::{self, Replay, Wal};
 use crate::{Error, Event, EventKind, Result, Revision};
 
 const FORMAT_KEY: &[u8] = b"mformat";
@@ -55,15 +41,6 @@ const REVISION_KEY: &[u8] = b"mrevision";
 const COMPACTED_KEY: &[u8] = b"mcompacted";
 const OBJECT: u8 = b'o';
 const LOG: u8 = b'l';
-
-/// How often the flusher checkpoints sled: etcd's backend commits bbolt every 100 ms
-/// (`--backend-batch-interval`, `defaultBatchInterval` in `server/storage/backend/backend.go`) ...
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
-/// ... or after 10,000 writes (`defaultBatchLimit`, same file) ...
-const CHECKPOINT_WRITES: u64 = 10_000;
-/// ... or after one log segment's worth of bytes, which bounds the log's size on disk when values
-/// are large (etcd bounds it by its snapshot count instead).
-const CHECKPOINT_BYTES: u64 = wal::SEGMENT_BYTES;
 
 fn object_key(key: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + key.len());
@@ -97,34 +74,6 @@ pub(crate) struct SledBackend {
     /// Blob files already fsynced; the set is rebuilt from the directory on each flush, so it stays
     /// as small as the directory.
     synced_blobs: parking_lot::Mutex<HashSet<OsString>>,
-    /// Batches applied to sled and not yet in the write-ahead log (encoded with
-    /// [`wal::encode_batch`]), and the last revision among them. Filled by `apply` (the writer),
-    /// emptied by `flush` (the flusher).
-    pending: parking_lot::Mutex<(Vec<u8>, Revision)>,
-    /// The write-ahead log; used by the flusher only (and by open and reopen).
-    wal: parking_lot::Mutex<Wal>,
-    /// The last revision applied to sled: a checkpoint started after reading it covers it.
-    applied: AtomicU64,
-    /// When the last checkpoint ended, and the log bytes written since.
-    last_checkpoint: parking_lot::Mutex<Checkpointed>,
-    checkpoint_interval: Duration,
-}
-
-/// When the last checkpoint ended, the revision it covered, and the log bytes written since.
-struct Checkpointed {
-    at: Instant,
-    revision: Revision,
-    logged_bytes: u64,
-}
-
-impl Checkpointed {
-    fn at(revision: Revision) -> Self {
-        Self {
-            at: Instant::now(),
-            revision,
-            logged_bytes: 0,
-        }
-    }
 }
 
 /// One opening of the sled database.
@@ -256,31 +205,6 @@ impl SledBackend {
                 path: path.to_owned(),
                 source,
             })?;
-        Self::open_with(
-            path,
-            cache_bytes,
-            fsync,
-            reserve,
-            wal::SEGMENT_BYTES,
-            CHECKPOINT_INTERVAL,
-        )
-    }
-
-    /// [`SledBackend::open`] with the log's segment size and checkpoint interval chosen (tests).
-    pub(crate) fn open_with(
-        path: &Path,
-        cache_bytes: u64,
-        fsync: bool,
-        reserve: u64,
-        segment_bytes: u64,
-        checkpoint_interval: Duration,
-    ) -> Result<Self> {
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(path)
-            .map_err(|source| Error::Io {
-                path: path.to_owned(),
-                source,
-            })?;
         let opened = Opened::open_or_release_ballast(path, cache_bytes)?;
         let backend = Self {
             path: path.to_owned(),
@@ -288,50 +212,11 @@ impl SledBackend {
             open: parking_lot::RwLock::new(Some(opened)),
             fsync,
             synced_blobs: parking_lot::Mutex::new(HashSet::new()),
-            pending: parking_lot::Mutex::new((Vec::new(), 0)),
-            wal: parking_lot::Mutex::new(Wal::new(&path.join("wal"), segment_bytes, fsync)),
-            applied: AtomicU64::new(0),
-            last_checkpoint: parking_lot::Mutex::new(Checkpointed::at(0)),
-            checkpoint_interval,
         };
         backend.check_format()?;
-        backend.replay_wal()?;
         crate::space::keep_ballast(path, reserve);
-        // The log's directory exists before its first segment, and its entry is durable with the rest.
-        let wal_dir = path.join("wal");
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(&wal_dir)
-            .map_err(io_err(&wal_dir))?;
         sync_dir(path)?;
         Ok(backend)
-    }
-
-    /// Applies every write-ahead log event after sled's revision to sled, checkpoints, and deletes
-    /// the log: afterwards sled alone holds everything that was acknowledged.
-    fn replay_wal(&self) -> Result<()> {
-        let replayed = {
-            let open = self.opened()?;
-            let revision = self.read_meta_u64(&open, REVISION_KEY)?;
-            let replayed = Replay::run(&self.path.join("wal"), revision, |events, at_ms| {
-                let (batch, _) = sled_batch(events.iter(), at_ms, false);
-                open.data
-                    .apply_batch(batch)
-                    .map_err(self.sled_err("replay"))
-            })?;
-            if replayed > revision {
-                tracing::info!(
-                    from = revision + 1,
-                    to = replayed,
-                    "replayed the write-ahead log over sled"
-                );
-            }
-            replayed
-        };
-        self.applied.store(replayed, Ordering::Release);
-        self.sync_sled()?;
-        self.wal.lock().clear()?;
-        *self.last_checkpoint.lock() = Checkpointed::at(replayed);
-        Ok(())
     }
 
     fn corrupt(&self, detail: impl Into<String>) -> Error {
@@ -357,7 +242,7 @@ impl SledBackend {
             let open = self.opened()?;
             self.check_format_of(&open)?;
         }
-        self.sync_sled()
+        self.flush()
     }
 
     fn check_format_of(&self, open: &Opened) -> Result<()> {
@@ -471,16 +356,21 @@ impl Backend for SledBackend {
         let Some(last) = events.last() else {
             return Ok(());
         };
-        let (batch, logged) = sled_batch(events.iter().map(|e| &**e), at_ms, true);
+        let mut batch = sled::Batch::default();
+        for event in events {
+            match (&event.kind, &event.value) {
+                (EventKind::Put, Some(kv)) => {
+                    batch.insert(object_key(&event.key), codec::encode_kv(kv))
+                }
+                _ => batch.remove(object_key(&event.key)),
+            }
+            batch.insert(&log_key(event.revision), codec::encode_event(event, at_ms));
+        }
+        batch.insert(REVISION_KEY, &codec::revision_key(last.revision));
         self.opened()?
             .data
             .apply_batch(batch)
-            .map_err(self.sled_err("commit"))?;
-        self.applied.store(last.revision, Ordering::Release);
-        let mut pending = self.pending.lock();
-        pending.0.extend_from_slice(&logged);
-        pending.1 = last.revision;
-        Ok(())
+            .map_err(self.sled_err("commit"))
     }
 
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
@@ -545,111 +435,10 @@ impl Backend for SledBackend {
     fn reopen(&self) -> Result<()> {
         let mut open = self.open.write();
         drop(open.take());
-        // Applied, never logged, never acknowledged: what sled kept of them is what counts now.
-        *self.pending.lock() = (Vec::new(), 0);
         let opened = Opened::open_or_release_ballast(&self.path, self.cache_bytes)?;
         *open = Some(opened);
         drop(open);
         self.synced_blobs.lock().clear();
-        self.replay_wal()
-    }
-
-    /// Appends the batches applied since the last call to the write-ahead log as one frame and
-    /// syncs it: from then on they are durable.
-    fn flush(&self) -> Result<()> {
-        let (payload, last) = std::mem::take(&mut *self.pending.lock());
-        if payload.is_empty() {
-            return Ok(());
-        }
-        self.wal.lock().append(&payload, last)?;
-        self.last_checkpoint.lock().logged_bytes += payload.len() as u64;
-        Ok(())
-    }
-
-    /// Checkpoints when one is due: something was logged since the last one, and
-    /// `checkpoint_interval` passed, or [`CHECKPOINT_WRITES`] or [`CHECKPOINT_BYTES`] were logged.
-    fn maintain(&self) -> Result<()> {
-        let due = {
-            let last = self.last_checkpoint.lock();
-            let writes = self
-                .applied
-                .load(Ordering::Acquire)
-                .saturating_sub(last.revision);
-            last.logged_bytes > 0
-                && (writes >= CHECKPOINT_WRITES
-                    || last.logged_bytes >= CHECKPOINT_BYTES
-                    || last.at.elapsed() >= self.checkpoint_interval)
-        };
-        if due {
-            self.checkpoint()?;
-        }
-        Ok(())
-    }
-}
-
-/// The sled batch for `events` (objects, log entries, revision), and, when `log` is set, the same
-/// events encoded for the write-ahead log (the log entries' bytes are encoded once for both).
-fn sled_batch<'a>(
-    events: impl Iterator<Item = &'a Event>,
-    at_ms: u64,
-    log: bool,
-) -> (sled::Batch, Vec<u8>) {
-    let mut batch = sled::Batch::default();
-    let mut logged = Vec::new();
-    let mut count = 0u32;
-    let mut last = None;
-    if log {
-        logged.extend_from_slice(&at_ms.to_le_bytes());
-        logged.extend_from_slice(&[0; 4]);
-    }
-    for event in events {
-        match (&event.kind, &event.value) {
-            (EventKind::Put, Some(kv)) => {
-                batch.insert(object_key(&event.key), codec::encode_kv(kv))
-            }
-            _ => batch.remove(object_key(&event.key)),
-        }
-        let encoded = codec::encode_event(event, at_ms);
-        if log {
-            wal::encode_event(&mut logged, event.revision, &encoded);
-            count += 1;
-        }
-        batch.insert(&log_key(event.revision), encoded);
-        last = Some(event.revision);
-    }
-    if log {
-        logged[8..12].copy_from_slice(&count.to_le_bytes());
-    }
-    if let Some(last) = last {
-        batch.insert(REVISION_KEY, &codec::revision_key(last));
-    }
-    (batch, logged)
-}
-
-impl Drop for SledBackend {
-    /// A last checkpoint, so the next open has no log to replay (best effort: the log covers it).
-    fn drop(&mut self) {
-        if self.opened().is_err() {
-            return;
-        }
-        // Everything logged was applied before the checkpoint started, so it covers the whole log.
-        match self.checkpoint().and_then(|()| self.wal.lock().clear()) {
-            Ok(()) => {}
-            Err(error) => {
-                tracing::debug!(%error, "closing checkpoint failed; the next open replays the log")
-            }
-        }
-    }
-}
-
-impl SledBackend {
-    /// Makes sled durable up to what was applied before it started, then deletes the log segments
-    /// that holds nothing newer.
-    fn checkpoint(&self) -> Result<()> {
-        let upto = self.applied.load(Ordering::Acquire);
-        self.sync_sled()?;
-        self.wal.lock().remove_through(upto)?;
-        *self.last_checkpoint.lock() = Checkpointed::at(upto);
         Ok(())
     }
 
@@ -657,7 +446,7 @@ impl SledBackend {
     /// no disk-cache flush) and writes blob files (values over ~128 KiB) with no sync at all. That
     /// survives a process kill, not a power loss; so after it: `fdatasync` the log file, `fsync`
     /// new blob files and their directory.
-    fn sync_sled(&self) -> Result<()> {
+    fn flush(&self) -> Result<()> {
         {
             let open = self.opened()?;
             open.db.flush().map_err(self.sled_err("flush"))?;
@@ -670,7 +459,9 @@ impl SledBackend {
         }
         self.sync_new_blobs()
     }
+}
 
+impl SledBackend {
     fn sync_new_blobs(&self) -> Result<()> {
         let dir = self.path.join("blobs");
         let entries = match std::fs::read_dir(&dir) {
@@ -700,181 +491,5 @@ impl SledBackend {
             sync_dir(&dir)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::KeyValue;
-
-    const NEVER: Duration = Duration::from_secs(3600);
-
-    fn put(revision: Revision, value: &str) -> Arc<Event> {
-        Arc::new(Event {
-            kind: EventKind::Put,
-            key: format!("/k{revision}"),
-            revision,
-            value: Some(KeyValue {
-                key: format!("/k{revision}"),
-                value: bytes::Bytes::from(value.to_owned()),
-                create_revision: revision,
-                mod_revision: revision,
-            }),
-            prev: None,
-        })
-    }
-
-    fn open(dir: &Path, segment_bytes: u64) -> Result<SledBackend> {
-        SledBackend::open_with(dir, 1 << 20, true, 0, segment_bytes, NEVER)
-    }
-
-    /// A store whose sled holds revisions `1..=upto` (checkpointed) and no log.
-    fn sled_at(dir: &Path, upto: Revision) {
-        let backend = open(dir, wal::SEGMENT_BYTES).unwrap();
-        let events: Vec<_> = (1..=upto).map(|r| put(r, "sled")).collect();
-        backend.apply(&events, 1).unwrap();
-        backend.flush().unwrap();
-    }
-
-    /// Writes a log of `revisions`, one frame per revision, as the flusher would.
-    fn forge_log(dir: &Path, revisions: std::ops::RangeInclusive<Revision>) -> PathBuf {
-        let mut log = Wal::new(&dir.join("wal"), wal::SEGMENT_BYTES, false);
-        for revision in revisions {
-            let event = put(revision, "wal");
-            let (_, payload) = sled_batch(std::iter::once(&*event), 7, true);
-            log.append(&payload, revision).unwrap();
-        }
-        dir.join("wal").join(format!("{:016x}.wal", 0))
-    }
-
-    fn value_of(backend: &SledBackend, revision: Revision) -> Option<String> {
-        backend
-            .load()
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|kv| kv.key == format!("/k{revision}"))
-            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
-    }
-
-    fn segment_files(dir: &Path) -> usize {
-        std::fs::read_dir(dir.join("wal"))
-            .map(|entries| entries.count())
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn replays_the_log_over_a_sled_behind_it() {
-        let dir = tempfile::tempdir().unwrap();
-        sled_at(dir.path(), 5);
-        forge_log(dir.path(), 6..=10);
-        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
-        assert_eq!(backend.load().unwrap().revision, 10);
-        assert_eq!(value_of(&backend, 5).as_deref(), Some("sled"));
-        assert_eq!(value_of(&backend, 6).as_deref(), Some("wal"));
-        let log = backend.read_log(0, 10, 100).unwrap();
-        assert_eq!(log.len(), 10);
-        assert_eq!(segment_files(dir.path()), 0, "the replayed log is deleted");
-    }
-
-    #[test]
-    fn skips_logged_events_sled_already_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        sled_at(dir.path(), 10);
-        forge_log(dir.path(), 3..=12);
-        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
-        assert_eq!(backend.load().unwrap().revision, 12);
-        assert_eq!(value_of(&backend, 10).as_deref(), Some("sled"));
-        assert_eq!(value_of(&backend, 11).as_deref(), Some("wal"));
-    }
-
-    #[test]
-    fn a_log_starting_after_sled_is_corrupt() {
-        let dir = tempfile::tempdir().unwrap();
-        sled_at(dir.path(), 10);
-        forge_log(dir.path(), 15..=16);
-        assert!(matches!(
-            open(dir.path(), wal::SEGMENT_BYTES),
-            Err(Error::Corrupt { .. })
-        ));
-    }
-
-    #[test]
-    fn a_torn_tail_is_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        sled_at(dir.path(), 5);
-        let segment = forge_log(dir.path(), 6..=8);
-        // A frame whose header claims more than was written: its write never completed.
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&segment)
-            .unwrap();
-        std::io::Write::write_all(&mut file, &[100, 0, 0, 0, 1, 2, 3, 4, 5, 6]).unwrap();
-        drop(file);
-        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
-        assert_eq!(backend.load().unwrap().revision, 8);
-    }
-
-    #[test]
-    fn a_bad_frame_before_good_ones_is_corrupt() {
-        let dir = tempfile::tempdir().unwrap();
-        sled_at(dir.path(), 5);
-        let segment = forge_log(dir.path(), 6..=8);
-        let mut bytes = std::fs::read(&segment).unwrap();
-        // Flip a byte in the first frame's payload; the two frames after it stay valid.
-        bytes[20] ^= 0xff;
-        std::fs::write(&segment, bytes).unwrap();
-        match open(dir.path(), wal::SEGMENT_BYTES) {
-            Err(Error::Corrupt { detail, .. }) => assert!(detail.contains("followed by a valid")),
-            Err(other) => panic!("expected Corrupt, got {other}"),
-            Ok(_) => panic!("expected Corrupt, the store opened"),
-        }
-    }
-
-    #[test]
-    fn a_checkpoint_deletes_the_segments_it_covers() {
-        let dir = tempfile::tempdir().unwrap();
-        // One-byte segments: every frame starts a new one.
-        let backend = open(dir.path(), 1).unwrap();
-        for revision in 1..=3 {
-            backend.apply(&[put(revision, "v")], 1).unwrap();
-            backend.flush().unwrap();
-        }
-        assert_eq!(backend.wal.lock().segment_count(), 3);
-        assert_eq!(segment_files(dir.path()), 3);
-        backend.checkpoint().unwrap();
-        // The current segment stays (the next frame goes there); the finished ones are gone.
-        assert_eq!(segment_files(dir.path()), 1);
-        drop(backend);
-        let backend = open(dir.path(), 1).unwrap();
-        assert_eq!(backend.load().unwrap().revision, 3);
-    }
-
-    #[test]
-    fn reopen_after_a_failed_write_replays_the_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
-        backend
-            .apply(&[put(1, "a"), put(2, "a"), put(3, "a")], 1)
-            .unwrap();
-        backend.flush().unwrap();
-        // Applied, but its flush never happened (the store failed).
-        backend.apply(&[put(4, "a")], 1).unwrap();
-        backend.reopen().unwrap();
-        let loaded = backend.load().unwrap();
-        assert!(loaded.revision >= 3, "acknowledged writes survive a reopen");
-        assert_eq!(
-            backend.read_log(0, loaded.revision, 100).unwrap().len() as u64,
-            loaded.revision
-        );
-        assert_eq!(segment_files(dir.path()), 0);
-        let next = loaded.revision + 1;
-        backend.apply(&[put(next, "b")], 1).unwrap();
-        backend.flush().unwrap();
-        drop(backend);
-        let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
-        assert_eq!(backend.load().unwrap().revision, next);
-        assert_eq!(value_of(&backend, next).as_deref(), Some("b"));
     }
 }

@@ -13,8 +13,7 @@ use crate::{
     StoreConfig, UpdateOutcome, WatchOutcome,
 };
 
-/// The durable store on sled: one atomic sled batch per batch of writes and one write-ahead log
-/// `fdatasync` per group of them, sled flushed every 100 ms behind the log; a directory
+/// The durable store on sled: one atomic sled batch and one flush per group of writes; a directory
 /// that is not a minik8s store or does not decode fails [`SledStore::open`] with
 /// [`crate::Error::Corrupt`] naming the path.
 ///

@@ -391,12 +391,6 @@ pub(super) fn flusher<B: Backend>(
             }
         }
         commit_group(&shared, group);
-        if !shared.failed.load(Ordering::Acquire) {
-            if let Err(error) = shared.backend.maintain() {
-                tracing::error!(%error, "store checkpoint failed; refusing further writes");
-                shared.failed.store(true, Ordering::Release);
-            }
-        }
         if let Some(done) = synced {
             let _ = done.send(());
         }
