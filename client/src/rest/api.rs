@@ -271,53 +271,18 @@ fn none<T>() -> Option<T> {
 /// A response decoded no further than its `metadata` (the rest is skipped by the parser).
 #[derive(Deserialize)]
 struct MetadataOnly {
-    #[serde(default)]
-    metadata: MetaWithoutEntries,
-}
-
-/// `ObjectMeta`'s members but `managedFields`, which the parser skips in place (no copy of the
-/// text without them, no entries built).
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct MetaWithoutEntries {
-    annotations: Option<std::collections::BTreeMap<String, String>>,
-    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<std::collections::BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "crate::rest::strip::meta_without_managed_fields"
+    )]
+    metadata: ObjectMeta,
 }
 
 /// The `metadata` of a response object, without its managedFields (callers want the name or the
 /// resourceVersion; the entries are a large part of the text and would be built for nothing).
 fn decode_metadata(what: &str, bytes: &[u8]) -> Result<ObjectMeta> {
     let m: MetadataOnly = decode(what, bytes)?;
-    let m = m.metadata;
-    Ok(ObjectMeta {
-        annotations: m.annotations,
-        creation_timestamp: m.creation_timestamp,
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        deletion_timestamp: m.deletion_timestamp,
-        finalizers: m.finalizers,
-        generate_name: m.generate_name,
-        generation: m.generation,
-        labels: m.labels,
-        managed_fields: None,
-        name: m.name,
-        namespace: m.namespace,
-        owner_references: m.owner_references,
-        resource_version: m.resource_version,
-        self_link: m.self_link,
-        uid: m.uid,
-    })
+    Ok(m.metadata)
 }
 
 fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {

@@ -10,9 +10,63 @@
 //! anywhere but directly in the top-level `metadata` object (an annotation, a ConfigMap key) is
 //! left alone. Text it cannot follow is returned unchanged: the decoder then reports the error
 //! exactly as it would have without stripping.
+//!
+//! Where only the `metadata` of an object is decoded, [`meta_without_managed_fields`] skips the
+//! member in the parser instead, with no scan and no copy of the text.
 
 use std::borrow::Cow;
 use std::ops::Range;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+/// Deserializes an `ObjectMeta` without its `managedFields` (`None`): the parser skips the member,
+/// so its entries are never built. For `#[serde(deserialize_with = ...)]`.
+pub fn meta_without_managed_fields<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<ObjectMeta, D::Error> {
+    struct Meta;
+    impl<'de> Visitor<'de> for Meta {
+        type Value = ObjectMeta;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("object metadata")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ObjectMeta, A::Error> {
+            ObjectMeta::deserialize(de::value::MapAccessDeserializer::new(SkipManagedFields(
+                map,
+            )))
+        }
+    }
+    d.deserialize_map(Meta)
+}
+
+/// The members of a map but `managedFields`, whose value is read past.
+struct SkipManagedFields<A>(A);
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for SkipManagedFields<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        while let Some(key) = self.0.next_key::<String>()? {
+            if key == "managedFields" {
+                self.0.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            return seed
+                .deserialize(de::value::StringDeserializer::<A::Error>::new(key))
+                .map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.0.next_value_seed(seed)
+    }
+}
 
 /// `obj` (one encoded object) without `metadata.managedFields`.
 pub fn object_without_managed_fields(obj: &[u8]) -> Cow<'_, [u8]> {
