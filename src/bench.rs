@@ -144,6 +144,15 @@ pub struct BenchArgs {
     /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
+    /// Scale benchmark against the running cluster this kubeconfig names (e.g. `minik8s up
+    /// --nodes 100`: its nodes must be Ready) instead of a control plane in this process; the
+    /// server's CPU and memory are read from its `/metrics`.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["on_disk", "etcd_servers", "etcd_members", "secure"])]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Scale benchmark scaling with the real `kubectl scale rc` (on PATH) instead of the PATCH it
+    /// sends (needs --kubeconfig).
+    #[arg(long, requires = "kubeconfig")]
+    pub kubectl: bool,
     /// Completions of the job benchmark.
     #[arg(long, default_value_t = 1000)]
     pub completions: usize,
@@ -318,6 +327,14 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
             Duration::from_secs(120),
         )
         .await?;
+    } else if let (Which::Scale, Some(kubeconfig)) = (args.which, &args.kubeconfig) {
+        scale::scale_cluster(
+            kubeconfig,
+            args.kubectl,
+            args.replicas,
+            Duration::from_secs(120),
+        )
+        .await?;
     } else if args.which == Which::Scale {
         scale::scale(
             args.replicas,
@@ -342,7 +359,14 @@ pub(crate) fn admin_http(
         crate::control_plane::ADMIN_USER,
         &[crate::control_plane::ADMIN_GROUP.to_string()],
     )?;
-    let cfg = users.client_config(admin.as_ref());
+    http_for(&users.client_config(admin.as_ref()), builder)
+}
+
+/// An HTTP client with `cfg`'s credentials: its CAs, client certificate and bearer token.
+pub(crate) fn http_for(
+    cfg: &client::Config,
+    builder: reqwest::ClientBuilder,
+) -> Result<reqwest::Client, Error> {
     let mut b = builder;
     if let Some(ca) = &cfg.ca_pem {
         b = b.tls_built_in_root_certs(false);
@@ -350,8 +374,18 @@ pub(crate) fn admin_http(
             b = b.add_root_certificate(c);
         }
     }
+    if cfg.insecure_skip_verify {
+        b = b.danger_accept_invalid_certs(true);
+    }
     if let Some(id) = &cfg.identity_pem {
         b = b.identity(reqwest::Identity::from_pem(id)?);
+    }
+    if let Some(token) = &cfg.token {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|e| Error::Failed(format!("bearer token: {e}")))?;
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        b = b.default_headers(headers);
     }
     Ok(b.build()?)
 }
@@ -590,5 +624,35 @@ mod tests {
         assert_eq!(percentile(&v, 0.5), Duration::from_millis(51));
         assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
         assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+
+    /// `bench scale --kubeconfig` drives another process's cluster the way a user reaches it: a
+    /// secure sandbox's kubeconfig (its CA and client certificate), scaled by the real kubectl
+    /// and by the PATCH; the server's CPU and memory come from its `/metrics`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scale_drives_a_running_cluster_through_its_kubeconfig() {
+        let sandbox = crate::Sandbox::builder()
+            .nodes(2)
+            .secure()
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = sandbox.kubeconfig_path().to_path_buf();
+        let config = client::Config::from_kubeconfig(&kubeconfig).unwrap_or_else(|e| panic!("{e}"));
+        let http = http_for(&config, reqwest::Client::builder()).unwrap_or_else(|e| panic!("{e}"));
+        let before = scale::server_usage(&http, sandbox.url())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(before.rss_bytes > 0);
+        for kubectl in [true, false] {
+            scale::scale_cluster(&kubeconfig, kubectl, 12, Duration::from_secs(60))
+                .await
+                .unwrap_or_else(|e| panic!("kubectl {kubectl}: {e}"));
+        }
+        let after = scale::server_usage(&http, sandbox.url())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(after.cpu_time > before.cpu_time, "{before:?} {after:?}");
+        sandbox.stop().await;
     }
 }

@@ -190,7 +190,15 @@ pub(super) fn print_requests(
 }
 
 pub(super) fn cpu_since(a: Option<kubelet_fake::bench::ProcessUsage>) -> String {
-    match (a, kubelet_fake::bench::process_usage()) {
+    usage_between(a, kubelet_fake::bench::process_usage())
+}
+
+/// CPU spent between two readings, and the memory at the second.
+fn usage_between(
+    a: Option<kubelet_fake::bench::ProcessUsage>,
+    b: Option<kubelet_fake::bench::ProcessUsage>,
+) -> String {
+    match (a, b) {
         (Some(a), Some(b)) => format!(
             "{:.1} s CPU, RSS {:.0} MiB",
             (b.cpu_time - a.cpu_time).as_secs_f64(),
@@ -233,14 +241,159 @@ pub async fn scale_on(
     deadline: Duration,
 ) -> Result<(), Error> {
     let (plane, took) = super::plane::start_ready(config, deadline).await?;
-    let client = plane.client();
     println!(
         "scale: control plane with {nodes} Ready nodes ({storage}) in {}",
         ms(took)
     );
+    let cluster = Cluster {
+        client: plane.client(),
+        http: super::admin_http(&plane, reqwest::Client::builder())?,
+        url: plane.url().to_string(),
+        kubectl: None,
+        in_process: true,
+    };
+    let result = run(&cluster, replicas, deadline).await;
+    plane.shutdown().await;
+    result
+}
 
-    let http = super::admin_http(&plane, reqwest::Client::builder())?;
-    let base = format!("{}/api/v1/namespaces/default", plane.url());
+/// The benchmark against a running cluster named by `kubeconfig` (e.g. `minik8s up --nodes 100`),
+/// scaled with the real `kubectl` if `kubectl`: what a user of `minik8s up` sees, with the
+/// observer in a process of its own.
+pub async fn scale_cluster(
+    kubeconfig: &std::path::Path,
+    kubectl: bool,
+    replicas: usize,
+    deadline: Duration,
+) -> Result<(), Error> {
+    let config =
+        client::Config::from_kubeconfig(kubeconfig).map_err(|e| Error::Failed(e.to_string()))?;
+    let http = super::http_for(&config, reqwest::Client::builder())?;
+    let url = config.server.clone();
+    let client = client::Client::new(config).map_err(|e| Error::Failed(e.to_string()))?;
+    let nodes = client
+        .api::<k8s_openapi::api::core::v1::Node>(None)
+        .list(&client::ListParams::default())
+        .await
+        .map_err(|e| Error::Failed(format!("list nodes: {e}")))?;
+    let ready = nodes
+        .items
+        .iter()
+        .filter(|n| controller::scheduler::filter::node_ready(n))
+        .count();
+    println!(
+        "scale: the cluster at {url} ({} nodes, {ready} Ready), scaled with {}",
+        nodes.items.len(),
+        if kubectl {
+            "kubectl"
+        } else {
+            "a PATCH of the scale subresource"
+        }
+    );
+    let cluster = Cluster {
+        client,
+        http,
+        url,
+        kubectl: kubectl.then(|| kubeconfig.to_path_buf()),
+        in_process: false,
+    };
+    run(&cluster, replicas, deadline).await
+}
+
+/// The cluster a run drives.
+struct Cluster {
+    client: client::Client,
+    /// An HTTP client with the cluster's admin credentials.
+    http: reqwest::Client,
+    url: String,
+    /// Scale with `kubectl --kubeconfig <this>` instead of the request it sends.
+    kubectl: Option<std::path::PathBuf>,
+    /// The control plane runs in this process: its CPU and memory are this process's (the
+    /// observer's included); otherwise they are the server's own, from its `/metrics`.
+    in_process: bool,
+}
+
+impl Cluster {
+    /// `kubectl scale rc <name> --replicas=<n>`, or the merge PATCH of the RC's `scale`
+    /// subresource that it sends.
+    async fn scale(&self, name: &str, n: usize) -> Result<(), Error> {
+        if let Some(kubeconfig) = &self.kubectl {
+            let out = tokio::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args(["--namespace", "default", "scale", "rc", name])
+                .arg(format!("--replicas={n}"))
+                .output()
+                .await
+                .map_err(|e| Error::Failed(format!("kubectl: {e}")))?;
+            return if out.status.success() {
+                Ok(())
+            } else {
+                Err(Error::Failed(format!(
+                    "kubectl scale to {n}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            };
+        }
+        let r = self
+            .http
+            .patch(format!(
+                "{}/api/v1/namespaces/default/replicationcontrollers/{name}/scale",
+                self.url
+            ))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(serde_json::json!({"spec": {"replicas": n}}).to_string())
+            .send()
+            .await?;
+        if r.status().is_success() {
+            Ok(())
+        } else {
+            Err(Error::Failed(format!("scale to {n}: {}", r.status())))
+        }
+    }
+
+    /// The control plane's CPU time and memory now (see `in_process`).
+    async fn usage(&self) -> Option<kubelet_fake::bench::ProcessUsage> {
+        if self.in_process {
+            return kubelet_fake::bench::process_usage();
+        }
+        server_usage(&self.http, &self.url).await.ok()
+    }
+}
+
+/// The server's `process_cpu_seconds_total` and `process_resident_memory_bytes`.
+pub(super) async fn server_usage(
+    http: &reqwest::Client,
+    base: &str,
+) -> Result<kubelet_fake::bench::ProcessUsage, Error> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .ok_or_else(|| Error::Failed(format!("no {name} in the server's /metrics")))
+    };
+    Ok(kubelet_fake::bench::ProcessUsage {
+        cpu_time: Duration::from_secs_f64(value("process_cpu_seconds_total")?.max(0.0)),
+        rss_bytes: value("process_resident_memory_bytes")? as u64,
+    })
+}
+
+/// One round up and down on `cluster`.
+async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(), Error> {
+    let client = &cluster.client;
+    let http = &cluster.http;
+    let base = format!("{}/api/v1/namespaces/default", cluster.url);
     let name = "web";
     let r = http
         .post(format!("{base}/replicationcontrollers"))
@@ -255,30 +408,13 @@ pub async fn scale_on(
     let lp = client::ListParams::default().labels(format!("app={name}"));
     let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 
-    let scale_to = |n: usize| {
-        let http = http.clone();
-        let url = format!("{base}/replicationcontrollers/{name}/scale");
-        async move {
-            let r = http
-                .patch(url)
-                .header("Content-Type", "application/merge-patch+json")
-                .body(serde_json::json!({"spec": {"replicas": n}}).to_string())
-                .send()
-                .await?;
-            if r.status().is_success() {
-                Ok(())
-            } else {
-                Err(Error::Failed(format!("scale to {n}: {}", r.status())))
-            }
-        }
-    };
-
     // Up.
-    let metrics_base = plane.url().to_string();
-    let counts0 = request_counts(&http, &metrics_base).await?;
-    let cpu0 = kubelet_fake::bench::process_usage();
+    let metrics_base = cluster.url.clone();
+    let counts0 = request_counts(http, &metrics_base).await?;
+    let cpu0 = cluster.usage().await;
     let t0 = Instant::now();
-    scale_to(replicas).await?;
+    cluster.scale(name, replicas).await?;
+    let scaled = t0.elapsed();
     let mut seen: HashMap<String, Seen> = HashMap::with_capacity(replicas);
     let mut created = Vec::with_capacity(replicas);
     let mut ready = 0usize;
@@ -304,7 +440,7 @@ pub async fn scale_on(
         }
     }
     let up = t0.elapsed();
-    let cpu = cpu_since(cpu0);
+    let cpu = usage_between(cpu0, cluster.usage().await);
     // Timeline: pods created, bound and Ready by the end of each half second.
     let count_by = |at: Duration, f: &dyn Fn(&Seen) -> Option<Duration>| {
         seen.values()
@@ -340,8 +476,9 @@ pub async fn scale_on(
         );
     } else {
         println!(
-            "scale: 0 → {replicas}: all Running and Ready in {} (last created {}, last bound {}; ready p10 {} p50 {} p90 {}; {cpu})",
+            "scale: 0 → {replicas}: all Running and Ready in {} (scale request {}, last created {}, last bound {}; ready p10 {} p50 {} p90 {}; {cpu})",
             ms(up),
+            ms(scaled),
             ms(created.last().copied().unwrap_or_default()),
             ms(bound.last().copied().unwrap_or_default()),
             ms(percentile(&readies, 0.1)),
@@ -350,13 +487,14 @@ pub async fn scale_on(
         );
     }
 
-    let counts1 = request_counts(&http, &metrics_base).await?;
+    let counts1 = request_counts(http, &metrics_base).await?;
     print_requests("scale: 0 → N", &counts0, &counts1);
 
     // Down: until no pod of the RC exists.
-    let cpu2 = kubelet_fake::bench::process_usage();
+    let cpu2 = cluster.usage().await;
     let t1 = Instant::now();
-    scale_to(0).await?;
+    cluster.scale(name, 0).await?;
+    let scaled_down = t1.elapsed();
     let mut live = seen.len();
     let down_deadline = t1 + deadline;
     let mut terminating = std::collections::HashSet::new();
@@ -383,7 +521,7 @@ pub async fn scale_on(
         live = seen.len();
     }
     let down = t1.elapsed();
-    let cpu = cpu_since(cpu2);
+    let cpu = usage_between(cpu2, cluster.usage().await);
     if live > 0 {
         println!(
             "scale: {replicas} → 0: {live} pods still exist after {}",
@@ -391,16 +529,21 @@ pub async fn scale_on(
         );
     } else {
         println!(
-            "scale: {replicas} → 0: every pod deleted in {} (last pod marked terminating at {}, {} seen terminating; {cpu})",
+            "scale: {replicas} → 0: every pod deleted in {} (scale request {}, last pod marked terminating at {}, {} seen terminating; {cpu})",
             ms(down),
+            ms(scaled_down),
             ms(last_terminating),
             terminating.len()
         );
     }
-    let counts2 = request_counts(&http, &metrics_base).await?;
+    let counts2 = request_counts(http, &metrics_base).await?;
     print_requests("scale: N → 0", &counts1, &counts2);
     let rcs = client.api::<ReplicationController>(Some("default"));
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
-    plane.shutdown().await;
+    if ready < replicas || live > 0 {
+        return Err(Error::Failed(format!(
+            "the scale did not finish: {ready} of {replicas} Ready up, {live} pods left down"
+        )));
+    }
     Ok(())
 }
