@@ -360,7 +360,8 @@ impl Inner {
     /// The first revision of the tail (`Revision::MAX` when it is empty): every revision below it
     /// that was ever applied is in sled.
     fn tail_first(tail: &VecDeque<(u64, Arc<Event>)>) -> Revision {
-        tail.front().map_or(Revision::MAX, |(_, event)| event.revision)
+        tail.front()
+            .map_or(Revision::MAX, |(_, event)| event.revision)
     }
 
     /// Makes everything applied to sled so far durable. sled's `flush` writes its buffers with
@@ -514,10 +515,13 @@ impl Backend for SledBackend {
 
     /// sled for the revisions below the tail, the tail for the rest.
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {
+        let inner = &*self.inner;
+        // Compacted events may wait in the tail for a checkpoint: they are gone all the same (the
+        // caller sees the hole).
+        let after = after.max(inner.compacted.load(Ordering::Acquire));
         if after >= upto || max == 0 {
             return Ok(Vec::new());
         }
-        let inner = &*self.inner;
         // The tail first: whatever leaves it meanwhile is in sled, below the first revision seen.
         let (tail_first, from_tail) = {
             let tail = inner.tail.lock();

@@ -39,7 +39,11 @@ pub(crate) fn encode_batch<'a>(
     at_ms: u64,
 ) {
     out.extend_from_slice(&at_ms.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(events.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(events.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     for event in events {
         // Without the previous value: replay reads it from the state it replays over, and a pod
         // write's frame is half the size.

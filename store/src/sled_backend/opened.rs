@@ -125,4 +125,3 @@ pub(super) fn sync_dir(path: &Path) -> Result<()> {
         .and_then(|dir| dir.sync_all())
         .map_err(io_err(path))
 }
-

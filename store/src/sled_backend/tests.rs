@@ -282,7 +282,11 @@ fn a_checkpoint_then_a_crash_replays_only_the_rest() {
     let backend = open(dir.path(), 1).unwrap();
     let loaded = backend.load().unwrap();
     assert_eq!(loaded.revision, 4);
-    assert_eq!(value_of(&backend, 1), None, "the logged delete was replayed");
+    assert_eq!(
+        value_of(&backend, 1),
+        None,
+        "the logged delete was replayed"
+    );
     assert_eq!(value_of(&backend, 4).as_deref(), Some("b"));
     let log = backend.read_log(0, 4, 100).unwrap();
     assert_eq!(log.len(), 4);
@@ -325,7 +329,10 @@ fn reads_span_sled_and_the_events_not_yet_checkpointed() {
     backend.flush().unwrap();
     backend.apply(&[put(5, "a")], 300).unwrap();
     let revisions = |events: Vec<Event>| events.iter().map(|e| e.revision).collect::<Vec<_>>();
-    assert_eq!(revisions(backend.read_log(0, 5, 100).unwrap()), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        revisions(backend.read_log(0, 5, 100).unwrap()),
+        [1, 2, 3, 4, 5]
+    );
     assert_eq!(revisions(backend.read_log(1, 4, 100).unwrap()), [2, 3, 4]);
     assert_eq!(revisions(backend.read_log(0, 5, 3).unwrap()), [1, 2, 3]);
     assert_eq!(revisions(backend.read_log(3, 5, 1).unwrap()), [4]);
@@ -344,9 +351,17 @@ fn a_compaction_ahead_of_sled_keeps_the_checkpoint_from_logging_compacted_events
     backend.checkpoint_now().unwrap();
     backend.apply(&[put(3, "a"), put(4, "a")], 1).unwrap();
     backend.flush().unwrap();
-    backend.compact(3).unwrap();
-    backend.checkpoint_now().unwrap();
     let revisions = |events: Vec<Event>| events.iter().map(|e| e.revision).collect::<Vec<_>>();
+    backend.compact(3).unwrap();
+    // Compacted while still in the tail: gone for readers already.
+    assert_eq!(revisions(backend.read_log(0, 4, 100).unwrap()), [4]);
+    backend.checkpoint_now().unwrap();
+    let in_sled = |revision| {
+        let open = backend.inner.opened().unwrap();
+        open.data.get(log_key(revision)).unwrap().is_some()
+    };
+    assert!(!in_sled(3), "a compacted event was logged in sled");
+    assert!(in_sled(4));
     assert_eq!(revisions(backend.read_log(0, 4, 100).unwrap()), [4]);
     drop(backend);
     let backend = open(dir.path(), wal::SEGMENT_BYTES).unwrap();
