@@ -5,14 +5,15 @@
 //! up to then: one atomic sled batch (objects, log entries, revision), the events leave the tail,
 //! sled's flush and syncs, and the log segments it covers go. The flusher never waits for it, unless
 //! the log is `MAX_BACKLOG_*` ahead. A failed checkpoint is recorded (the next flush fails the
-//! store, whose reopen replays the log) and the thread ends; a reopen starts a new one.
+//! store, whose reopen replays the log) and the thread ends; a reopen starts a new one. A panic
+//! in sled counts as a failed checkpoint.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::{add_event, Inner, CHECKPOINT_BYTES, CHECKPOINT_WRITES, REVISION_KEY};
 use crate::codec;
-use crate::{Event, Result, Revision};
+use crate::{Error, Event, Result, Revision};
 
 /// The thread's loop; returns when told to stop or after a failed checkpoint.
 pub(super) fn run(inner: &Arc<Inner>) {
@@ -38,7 +39,12 @@ pub(super) fn run(inner: &Arc<Inner>) {
                 }
             }
         };
-        if let Err(error) = inner.checkpoint(upto, bytes) {
+        // sled panics on some corrupt states; the flusher must hear of it, not wait forever.
+        let checkpointed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.checkpoint(upto, bytes)
+        }))
+        .unwrap_or(Err(Error::Failed));
+        if let Err(error) = checkpointed {
             tracing::error!(%error, "store checkpoint failed; refusing further writes");
             inner.progress.lock().failure = Some(error);
             inner.progressed.notify_all();
