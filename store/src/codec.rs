@@ -54,20 +54,9 @@ pub(crate) fn decode_kv(key: &[u8], bytes: &[u8]) -> Option<KeyValue> {
 /// Stored form of a logged event (the revision is the sled key). `at_ms` is the commit time in Unix
 /// milliseconds, placed right after the format byte so age-based compaction reads it cheaply.
 pub(crate) fn encode_event(event: &Event, at_ms: u64) -> Vec<u8> {
-    encode_event_with(event, event.prev.as_ref(), at_ms)
-}
-
-/// [`encode_event`] without the previous value (decodes with `prev: None`): the write-ahead log's
-/// form, whose replay reads each previous value from the state it replays over.
-pub(crate) fn encode_event_without_prev(event: &Event, at_ms: u64) -> Vec<u8> {
-    encode_event_with(event, None, at_ms)
-}
-
-fn encode_event_with(event: &Event, prev: Option<&KeyValue>, at_ms: u64) -> Vec<u8> {
-    let value_len = |kv: Option<&KeyValue>| kv.map_or(0, |kv| 20 + kv.value.len());
-    let mut out = Vec::with_capacity(
-        18 + event.key.len() + value_len(event.value.as_ref()) + value_len(prev),
-    );
+    let value_len = |kv: &Option<KeyValue>| kv.as_ref().map_or(0, |kv| 20 + kv.value.len());
+    let mut out =
+        Vec::with_capacity(18 + event.key.len() + value_len(&event.value) + value_len(&event.prev));
     out.push(EVENT_FORMAT);
     out.extend_from_slice(&at_ms.to_be_bytes());
     out.push(match event.kind {
@@ -75,7 +64,7 @@ fn encode_event_with(event: &Event, prev: Option<&KeyValue>, at_ms: u64) -> Vec<
         EventKind::Delete => 1,
     });
     put_bytes(&mut out, event.key.as_bytes());
-    for kv in [event.value.as_ref(), prev] {
+    for kv in [&event.value, &event.prev] {
         match kv {
             None => out.push(0),
             Some(kv) => {

@@ -1,11 +1,9 @@
 //! `store`: a versioned key-value store with etcd's semantics, behind the [`Store`] trait.
 //!
 //! - [`SledStore`]: durable, on sled. A writer thread assigns dense revisions and applies each batch
-//!   of writes; a flusher thread appends the group of batches waiting to a write-ahead log with one
-//!   `fdatasync` (group commit), then applies it to the in-memory index, acknowledges and publishes
-//!   the batch's events, in that order; a checkpointer thread applies what was logged to sled as
-//!   one atomic batch (objects, event log entries, revision counter) every 100 ms and syncs it, as
-//!   etcd commits bbolt behind its WAL.
+//!   of writes (objects, event log entries, revision counter) as one atomic sled batch; a flusher
+//!   thread flushes once per batch (group commit), then applies it to the in-memory index,
+//!   acknowledges and publishes the batch's events, in that order.
 //! - [`MemoryStore`]: the same engine over a pure in-memory back end (no files at all), for tests and
 //!   `--in-memory`; [`open_store`] picks one of the two.
 //! - [`EtcdStore`]: the same contract on an etcd v3 cluster (several apiservers on one store);
@@ -14,8 +12,7 @@
 //!
 //! Guarantees are stated on the [`Store`] trait; the mechanisms in each module's docs:
 //! `engine` (pipeline, index, lists at a revision, compaction), `watch` (hub and streams),
-//! `sled_backend` (layout, atomicity, corruption, checkpoints), `wal` (the write-ahead log,
-//! replay), `backend` (the persistence boundary),
+//! `sled_backend` (layout, atomicity, corruption), `backend` (the persistence boundary),
 //! `codec` and `continue_token` (encodings), `space` (the disk reserve).
 
 mod backend;
@@ -30,7 +27,6 @@ mod sled_backend;
 mod space;
 mod stores;
 mod types;
-mod wal;
 mod watch;
 
 pub use contract::Store;

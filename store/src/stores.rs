@@ -13,15 +13,13 @@ use crate::{
     StoreConfig, UpdateOutcome, WatchOutcome,
 };
 
-/// The durable store on sled: one write-ahead log `fdatasync` per group of writes, sled brought up
-/// to date behind the log with one atomic batch and one flush every 100 ms; a directory
+/// The durable store on sled: one atomic sled batch and one flush per group of writes; a directory
 /// that is not a minik8s store or does not decode fails [`SledStore::open`] with
 /// [`crate::Error::Corrupt`] naming the path.
 ///
-/// Opening starts four threads (writer, flusher, checkpointer, compaction ticker); no tokio runtime
-/// is needed to open, the async methods run on any executor. sled locks the directory: to reopen it
-/// in the same process, call [`Store::flush_and_close`] and drop the store and its watch streams
-/// first.
+/// Opening starts three threads (writer, flusher, compaction ticker); no tokio runtime is needed to
+/// open, the async methods run on any executor. sled locks the directory: to reopen it in the same
+/// process, call [`Store::flush_and_close`] and drop the store and its watch streams first.
 pub struct SledStore {
     engine: Engine<SledBackend>,
     path: PathBuf,

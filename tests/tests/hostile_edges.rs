@@ -550,14 +550,13 @@ fn a_full_disk_refuses_writes_by_name_serves_reads_and_deletes_and_recovers_by_i
     }
     assert!(!names.contains("configmap/kept-3\n"), "{names}");
 
-    // A crash, then a restart on a disk full to the last byte: it starts (the store gives up its
-    // ballast: sled needs room to open after a crash, and the write-ahead log is replayed into it),
-    // serves reads, and is not ready.
+    // A restart on a disk full to the last byte starts (the store gives up its ballast), serves
+    // reads, and is not ready.
     let _filler = tmpfs.fill_to("filler-2", 0);
     assert_eq!(tmpfs.free(), 0);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.0.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
+        nix::sys::signal::Signal::SIGTERM,
     );
     wait_for("minik8s to exit", Duration::from_secs(15), || {
         server

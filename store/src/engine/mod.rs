@@ -10,12 +10,10 @@
 //!   revisions, and applies the batch's events atomically to the back end (objects, log, revision);
 //! - the **flusher** takes every applied batch waiting (a bounded queue of `FLUSH_QUEUE` batches),
 //!   flushes once for all of them (group commit: the flush covers every batch applied before it
-//!   started; for sled, one write-ahead log frame and one `fdatasync`, with sled itself brought up
-//!   to date behind the log by the back end's own checkpointer thread, see `sled_backend`), then
-//!   for each batch in revision order applies the events to the in-memory index and advances the
-//!   revision under the index lock, acknowledges every caller, and publishes the events to
-//!   watchers. Outcomes that only read (`Conflict`, ...) are held back the same way, since they
-//!   may reveal earlier writes that are not yet durable.
+//!   started), then for each batch in revision order applies the events to the in-memory index and
+//!   advances the revision under the index lock, acknowledges every caller, and publishes the events
+//!   to watchers. Outcomes that only read (`Conflict`, ...)
+//!   are held back the same way, since they may reveal earlier writes that are not yet durable.
 //!
 //! A failed commit leaves the on-disk outcome unknown, so the store turns *failed*: that batch and
 //! every later write get an error until the writer has reopened the back end and taken what is
@@ -25,7 +23,7 @@
 //! nothing.
 //!
 //! **Reads** (`get`, `list`) are served from the index, which holds only acknowledged-durable data:
-//! a back end's log exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
+//! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
 //! that has not been made durable") forbids. A read after an acknowledged write sees it.
 //! The index holds every current key-value; values are `Bytes`, shared with events and callers.
 //!
