@@ -253,7 +253,7 @@ mod tests {
         let cpu = value("process_cpu_seconds_total");
         assert!(cpu > 0.0, "{cpu}");
         let rss = value("process_resident_memory_bytes");
-        assert!(rss >= 4096.0 && rss < 1e12, "{rss}");
+        assert!((4096.0..1e12).contains(&rss), "{rss}");
     }
 
     #[test]
