@@ -8,6 +8,10 @@
 //! reports when the 10th/50th/90th percentile and the last pod got there. Scale-down is timed
 //! until no pod of the RC exists (deletion finished, not merely requested). Bounded by
 //! `deadline` per direction.
+//!
+//! With `--kubeconfig` the same run drives a cluster already running (`minik8s up`) from this
+//! process, optionally through the real `kubectl scale`; the server's CPU and memory then come from
+//! its `/metrics`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -300,6 +304,9 @@ pub async fn scale_cluster(
     run(&cluster, replicas, deadline).await
 }
 
+/// How long `kubectl scale` may take (its discovery included) before the run fails.
+const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
+
 /// The cluster a run drives.
 struct Cluster {
     client: client::Client,
@@ -318,13 +325,16 @@ impl Cluster {
     /// subresource that it sends.
     async fn scale(&self, name: &str, n: usize) -> Result<(), Error> {
         if let Some(kubeconfig) = &self.kubectl {
-            let out = tokio::process::Command::new("kubectl")
+            let run = tokio::process::Command::new("kubectl")
                 .arg("--kubeconfig")
                 .arg(kubeconfig)
                 .args(["--namespace", "default", "scale", "rc", name])
                 .arg(format!("--replicas={n}"))
-                .output()
+                .kill_on_drop(true)
+                .output();
+            let out = tokio::time::timeout(KUBECTL_DEADLINE, run)
                 .await
+                .map_err(|_| Error::Failed(format!("kubectl scale to {n}: no answer in time")))?
                 .map_err(|e| Error::Failed(format!("kubectl: {e}")))?;
             return if out.status.success() {
                 Ok(())
