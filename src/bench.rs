@@ -640,8 +640,9 @@ mod tests {
         let kubeconfig = sandbox.kubeconfig_path().to_path_buf();
         let config = client::Config::from_kubeconfig(&kubeconfig).unwrap_or_else(|e| panic!("{e}"));
         let http = http_for(&config, reqwest::Client::builder()).unwrap_or_else(|e| panic!("{e}"));
-        let before = scale::server_usage(&http, sandbox.url())
+        let before = scale::metrics_text(&http, sandbox.url())
             .await
+            .and_then(|text| scale::usage_in(&text))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(before.rss_bytes > 0);
         for kubectl in [true, false] {
@@ -649,8 +650,9 @@ mod tests {
                 .await
                 .unwrap_or_else(|e| panic!("kubectl {kubectl}: {e}"));
         }
-        let after = scale::server_usage(&http, sandbox.url())
+        let after = scale::metrics_text(&http, sandbox.url())
             .await
+            .and_then(|text| scale::usage_in(&text))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(after.cpu_time > before.cpu_time, "{before:?} {after:?}");
         sandbox.stop().await;

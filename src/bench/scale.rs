@@ -138,12 +138,21 @@ pub(super) async fn request_counts(
     http: &reqwest::Client,
     base: &str,
 ) -> Result<BTreeMap<String, u64>, Error> {
-    let text = http
+    Ok(counts_in(&metrics_text(http, base).await?))
+}
+
+/// The server's `/metrics` text.
+pub(super) async fn metrics_text(http: &reqwest::Client, base: &str) -> Result<String, Error> {
+    Ok(http
         .get(format!("{base}/metrics"))
         .send()
         .await?
         .text()
-        .await?;
+        .await?)
+}
+
+/// [`request_counts`] of a `/metrics` text.
+fn counts_in(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
@@ -166,7 +175,7 @@ pub(super) async fn request_counts(
         }
         *out.entry(key).or_insert(0) += n.parse::<u64>().unwrap_or(0);
     }
-    Ok(out)
+    out
 }
 
 /// Prints the requests served between two [`request_counts`] snapshots, largest first, after
@@ -362,26 +371,28 @@ impl Cluster {
         }
     }
 
-    /// The control plane's CPU time and memory now (see `in_process`).
-    async fn usage(&self) -> Option<kubelet_fake::bench::ProcessUsage> {
-        if self.in_process {
-            return kubelet_fake::bench::process_usage();
-        }
-        server_usage(&self.http, &self.url).await.ok()
+    /// The requests the server has served and the control plane's CPU time and memory (see
+    /// `in_process`), from one read of its `/metrics`.
+    async fn reading(&self) -> Result<Reading, Error> {
+        let text = metrics_text(&self.http, &self.url).await?;
+        let usage = if self.in_process {
+            kubelet_fake::bench::process_usage()
+        } else {
+            usage_in(&text).ok()
+        };
+        Ok((counts_in(&text), usage))
     }
 }
 
-/// The server's `process_cpu_seconds_total` and `process_resident_memory_bytes`.
-pub(super) async fn server_usage(
-    http: &reqwest::Client,
-    base: &str,
-) -> Result<kubelet_fake::bench::ProcessUsage, Error> {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
+/// What [`Cluster::reading`] reads.
+type Reading = (
+    BTreeMap<String, u64>,
+    Option<kubelet_fake::bench::ProcessUsage>,
+);
+
+/// The server's `process_cpu_seconds_total` and `process_resident_memory_bytes` in a `/metrics`
+/// text.
+pub(super) fn usage_in(text: &str) -> Result<kubelet_fake::bench::ProcessUsage, Error> {
     let value = |name: &str| {
         text.lines()
             .find_map(|l| {
@@ -419,9 +430,7 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
     let mut stream = super::plane::watch_from_now(&pods, &lp).await?;
 
     // Up.
-    let metrics_base = cluster.url.clone();
-    let counts0 = request_counts(http, &metrics_base).await?;
-    let cpu0 = cluster.usage().await;
+    let (counts0, cpu0) = cluster.reading().await?;
     let t0 = Instant::now();
     cluster.scale(name, replicas).await?;
     let scaled = t0.elapsed();
@@ -450,7 +459,8 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
         }
     }
     let up = t0.elapsed();
-    let cpu = usage_between(cpu0, cluster.usage().await);
+    let (counts1, cpu1) = cluster.reading().await?;
+    let cpu = usage_between(cpu0, cpu1);
     // Timeline: pods created, bound and Ready by the end of each half second.
     let count_by = |at: Duration, f: &dyn Fn(&Seen) -> Option<Duration>| {
         seen.values()
@@ -497,11 +507,9 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
         );
     }
 
-    let counts1 = request_counts(http, &metrics_base).await?;
     print_requests("scale: 0 → N", &counts0, &counts1);
 
     // Down: until no pod of the RC exists.
-    let cpu2 = cluster.usage().await;
     let t1 = Instant::now();
     cluster.scale(name, 0).await?;
     let scaled_down = t1.elapsed();
@@ -531,7 +539,8 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
         live = seen.len();
     }
     let down = t1.elapsed();
-    let cpu = usage_between(cpu2, cluster.usage().await);
+    let (counts2, cpu2) = cluster.reading().await?;
+    let cpu = usage_between(cpu1, cpu2);
     if live > 0 {
         println!(
             "scale: {replicas} → 0: {live} pods still exist after {}",
@@ -546,7 +555,6 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
             terminating.len()
         );
     }
-    let counts2 = request_counts(http, &metrics_base).await?;
     print_requests("scale: N → 0", &counts1, &counts2);
     let rcs = client.api::<ReplicationController>(Some("default"));
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
