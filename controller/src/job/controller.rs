@@ -44,6 +44,9 @@ pub(super) struct Inner {
     pub(super) finalizer_expectations: Mutex<HashMap<String, BTreeSet<String>>>,
     // Per Job key, pod failures since the last success (`backoffStore`).
     pub(super) backoff: Mutex<HashMap<String, BackoffRecord>>,
+    // Per Job key, the resourceVersion of this controller's last status write: a sync whose cached
+    // Job is older has not seen its own counting yet and waits for the Job's update event.
+    pub(super) written: Mutex<HashMap<String, u64>>,
     pub(super) recorder: EventRecorder,
     pub(super) clock: Arc<dyn Clock>,
 }
@@ -72,6 +75,7 @@ impl JobController {
             expectations: UidTrackingExpectations::new(clock.clone()),
             finalizer_expectations: Mutex::new(HashMap::new()),
             backoff: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
             recorder,
             clock,
         });

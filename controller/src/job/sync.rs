@@ -65,6 +65,13 @@ impl Inner {
         }
         if decide::finished(&cached).is_some() {
             self.backoff.lock().remove(key);
+            self.written.lock().remove(key);
+            return Ok(None);
+        }
+        if self.behind_own_write(key, &cached) {
+            // The informer has not yet delivered this controller's last status write: counted
+            // failures and conditions would be missing from this view, and a pod created from it
+            // would be one too many. The write's update event syncs the Job again.
             return Ok(None);
         }
         let mut job = (*cached).clone();
@@ -147,8 +154,21 @@ impl Inner {
 
     pub(super) fn forget_job(&self, key: &str) {
         self.expectations.delete_expectations(key);
+        self.written.lock().remove(key);
         self.finalizer_expectations.lock().remove(key);
         self.backoff.lock().remove(key);
+    }
+
+    /// Whether `cached` is older than this controller's last status write of the Job at `key`
+    /// (resourceVersions are the store's revisions; one that is not a number never holds a sync).
+    fn behind_own_write(&self, key: &str, cached: &Job) -> bool {
+        let Some(written) = self.written.lock().get(key).copied() else {
+            return false;
+        };
+        let cached_rv = cached.metadata.resource_version.as_deref();
+        cached_rv
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv < written)
     }
 
     pub(super) fn new_ctx(&self, key: &str, mut job: Job, pods: Vec<Arc<Pod>>) -> SyncCtx {

@@ -206,9 +206,17 @@ impl Inner {
     pub(super) async fn write_status(&self, job: &Job) -> Result<Job> {
         let api: Api<Job> = self.client.api(job.metadata.namespace.as_deref());
         let name = job.metadata.name.as_deref().unwrap_or_default();
-        api.replace_status(name, job)
+        let written = api
+            .replace_status(name, job)
             .await
-            .map_err(|e| Error::api("update job status", e))
+            .map_err(|e| Error::api("update job status", e))?;
+        if let Some(rv) = written.metadata.resource_version.as_deref() {
+            if let Ok(rv) = rv.parse::<u64>() {
+                let key = client::key_of_meta(&written.metadata);
+                self.written.lock().insert(key, rv);
+            }
+        }
+        Ok(written)
     }
 }
 
