@@ -26,6 +26,7 @@ pub mod manager;
 pub mod metrics;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod pod_transform;
 pub mod pod_util;
 pub mod podgc;
 pub mod replication;

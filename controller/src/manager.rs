@@ -546,8 +546,9 @@ async fn run_controllers(
         .await;
 
     let pods = factory.informer::<Pod>();
-    // Every pod is cached for its life: each list at its exact length (issue 17).
-    if let Err(e) = pods.set_transform(client::transform::shrink_pod) {
+    // Every pod is cached for its life: without what only a kubelet reads, each list at its exact
+    // length (issue 17).
+    if let Err(e) = pods.set_transform(crate::pod_transform::controller_pod) {
         tracing::debug!(error = %e, "pod informer already started; its pods are kept as decoded");
     }
     if let (true, Some(client)) = (en.replicaset, clients.get("replicaset-controller")) {
