@@ -11,10 +11,14 @@
 //! 3. **Spam filter**: a token bucket per (source, involved object, type, reason), burst
 //!    [`SPAM_BURST`], refilled at [`SPAM_QPS`]; events without a token are skipped.
 //!
-//! Bounds: each cache is an LRU of [`MAX_LRU_ENTRIES`].
+//! Bounds: each cache is an LRU of [`MAX_LRU_ENTRIES`]. The caches are keyed by a 64-bit hash of
+//! client-go's key strings, not the strings (source, object, reason and message joined: a few
+//! hundred bytes each, three of them per event, held for every recent event of every fake node;
+//! issue 17 item 7). Two keys would have to collide within one cache of 4,096 for two events to be
+//! taken for one (about 1 in 2^40).
 
-use std::collections::{BTreeSet, HashMap};
-use std::hash::Hash;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -88,33 +92,44 @@ fn source_and_object(e: &Event) -> Vec<String> {
     ]
 }
 
+/// A key string as the caches hold it (see the module docs).
+fn hashed(key: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
 /// `getSpamKey`: source + involved object (not type or reason: one source's events about one
 /// object share a bucket, whatever their reasons).
-fn spam_key(e: &Event) -> String {
-    source_and_object(e).join("")
+fn spam_key(e: &Event) -> u64 {
+    hashed(&source_and_object(e).join(""))
 }
 
 /// `EventAggregatorByReasonFunc`: (aggregate key, local key = message).
-fn aggregate_keys(e: &Event) -> (String, String) {
+fn aggregate_keys(e: &Event) -> (u64, u64) {
     let mut parts = source_and_object(e);
     parts.push(e.type_.clone().unwrap_or_default());
     parts.push(e.reason.clone().unwrap_or_default());
-    (parts.join(""), e.message.clone().unwrap_or_default())
+    (
+        hashed(&parts.join("")),
+        hashed(e.message.as_deref().unwrap_or_default()),
+    )
 }
 
 /// `getEventKey`: everything including the message and the object's `fieldPath` (two
 /// containers of one pod with the same message are two events).
-fn event_key(e: &Event) -> String {
+fn event_key(e: &Event) -> u64 {
     let mut parts = source_and_object(e);
     parts.push(e.involved_object.field_path.clone().unwrap_or_default());
     parts.push(e.type_.clone().unwrap_or_default());
     parts.push(e.reason.clone().unwrap_or_default());
     parts.push(e.message.clone().unwrap_or_default());
-    parts.join("")
+    hashed(&parts.join(""))
 }
 
 struct AggregateRecord {
-    local_keys: BTreeSet<String>,
+    /// The distinct messages seen (their hashes), at most [`AGGREGATE_MAX_EVENTS`].
+    local_keys: Vec<u64>,
     last: Timestamp,
 }
 
@@ -136,14 +151,14 @@ pub struct CorrelationResult {
     /// Dropped by the spam filter.
     pub skip: bool,
     /// Key under which to record the server's answer ([`EventCorrelator::update_state`]).
-    pub key: String,
+    pub key: u64,
 }
 
 /// Aggregation, repeat counting and spam filtering for one broadcaster.
 pub struct EventCorrelator {
-    aggregate: Mutex<Lru<String, AggregateRecord>>,
-    observed: Mutex<Lru<String, Observed>>,
-    spam: Mutex<Lru<String, TokenBucket>>,
+    aggregate: Mutex<Lru<u64, AggregateRecord>>,
+    observed: Mutex<Lru<u64, Observed>>,
+    spam: Mutex<Lru<u64, TokenBucket>>,
 }
 
 impl Default for EventCorrelator {
@@ -161,11 +176,11 @@ impl EventCorrelator {
         }
     }
 
-    fn aggregate(&self, e: Event, now: Timestamp) -> (Event, String) {
+    fn aggregate(&self, e: Event, now: Timestamp) -> (Event, u64) {
         let (agg_key, local_key) = aggregate_keys(&e);
         let mut cache = self.aggregate.lock();
         let fresh = AggregateRecord {
-            local_keys: BTreeSet::new(),
+            local_keys: Vec::new(),
             last: now,
         };
         let mut rec = match cache.map.remove(&agg_key) {
@@ -178,16 +193,18 @@ impl EventCorrelator {
             }
             _ => fresh,
         };
-        rec.local_keys.insert(local_key);
+        if let Err(at) = rec.local_keys.binary_search(&local_key) {
+            rec.local_keys.insert(at, local_key);
+        }
         rec.last = now;
         if rec.local_keys.len() < AGGREGATE_MAX_EVENTS {
             cache.insert(agg_key, rec);
             let k = event_key(&e);
             return (e, k);
         }
-        // Do not grow the set further.
-        rec.local_keys.pop_first();
-        cache.insert(agg_key.clone(), rec);
+        // Do not grow the set further (client-go drops any one of them).
+        rec.local_keys.remove(0);
+        cache.insert(agg_key, rec);
         let t = Time(now);
         let name = e.involved_object.name.clone().unwrap_or_default();
         let agg = Event {
@@ -214,10 +231,10 @@ impl EventCorrelator {
         (agg, agg_key)
     }
 
-    fn observe(&self, mut e: Event, key: &str) -> (Event, Option<serde_json::Value>) {
+    fn observe(&self, mut e: Event, key: u64) -> (Event, Option<serde_json::Value>) {
         let mut cache = self.observed.lock();
         let mut patch = None;
-        if let Some(last) = cache.get_mut(&key.to_string()).cloned() {
+        if let Some(last) = cache.get_mut(&key).cloned() {
             e.count = Some(last.count.saturating_add(1));
             e.first_timestamp = last.first;
             e.metadata.name = last.name;
@@ -229,7 +246,7 @@ impl EventCorrelator {
             }));
         }
         cache.insert(
-            key.to_string(),
+            key,
             Observed {
                 count: e.count.unwrap_or(1),
                 first: e.first_timestamp.clone(),
@@ -244,7 +261,7 @@ impl EventCorrelator {
         let key = spam_key(e);
         let mut cache = self.spam.lock();
         if cache.get_mut(&key).is_none() {
-            cache.insert(key.clone(), TokenBucket::new(SPAM_QPS, SPAM_BURST));
+            cache.insert(key, TokenBucket::new(SPAM_QPS, SPAM_BURST));
         }
         match cache.get_mut(&key) {
             Some(b) => !b.try_acquire(),
@@ -255,7 +272,7 @@ impl EventCorrelator {
     /// Runs the pipeline on a new event recorded at `now`.
     pub fn correlate(&self, e: Event, now: Timestamp) -> CorrelationResult {
         let (agg, key) = self.aggregate(e, now);
-        let (observed, patch) = self.observe(agg, &key);
+        let (observed, patch) = self.observe(agg, key);
         let skip = self.spam_filtered(&observed);
         CorrelationResult {
             event: observed,
@@ -266,9 +283,9 @@ impl EventCorrelator {
     }
 
     /// Records the server's copy after a successful write (name, RV, count).
-    pub fn update_state(&self, key: &str, written: &Event) {
+    pub fn update_state(&self, key: u64, written: &Event) {
         self.observed.lock().insert(
-            key.to_string(),
+            key,
             Observed {
                 count: written.count.unwrap_or(1),
                 first: written.first_timestamp.clone(),

@@ -311,7 +311,7 @@ async fn record_to_sink(
         drop(permit);
         match outcome {
             Ok(written) => {
-                correlator.update_state(&result.key, &written);
+                correlator.update_state(result.key, &written);
                 return;
             }
             Err(e) if e.status().is_some() => {

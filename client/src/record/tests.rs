@@ -59,7 +59,7 @@ async fn identical_events_become_count_increments_via_patch() {
     // The server's answer (its RV) is remembered for the next repeat.
     let mut written = second.event.clone();
     written.metadata.resource_version = Some("77".into());
-    c.update_state(&second.key, &written);
+    c.update_state(second.key, &written);
     let third = c.correlate(ev("p", "Pulled", "image pulled", at(6)), at(6));
     assert_eq!(third.event.count, Some(3));
     assert_eq!(third.event.metadata.resource_version.as_deref(), Some("77"));
