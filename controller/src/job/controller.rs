@@ -30,6 +30,10 @@ use crate::{Error, Result};
 /// Pod events are batched into one sync per Job per second (`syncJobBatchPeriod`).
 pub const SYNC_JOB_BATCH_PERIOD: Duration = Duration::from_secs(1);
 
+/// How long a sync waits for the informer to deliver the controller's own status write before it
+/// goes on with what it has (a store restored to older revisions would otherwise hold the Job).
+pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(10);
+
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) jobs: Lister<Job>,
@@ -44,9 +48,10 @@ pub(super) struct Inner {
     pub(super) finalizer_expectations: Mutex<HashMap<String, BTreeSet<String>>>,
     // Per Job key, pod failures since the last success (`backoffStore`).
     pub(super) backoff: Mutex<HashMap<String, BackoffRecord>>,
-    // Per Job key, the resourceVersion of this controller's last status write: a sync whose cached
-    // Job is older has not seen its own counting yet and waits for the Job's update event.
-    pub(super) written: Mutex<HashMap<String, u64>>,
+    // Per Job key, the resourceVersion of this controller's last status write and when it was made:
+    // a sync whose cached Job is older has not seen its own counting yet and waits for the Job's
+    // update event (at most OWN_WRITE_WAIT).
+    pub(super) written: Mutex<HashMap<String, (u64, std::time::Instant)>>,
     pub(super) recorder: EventRecorder,
     pub(super) clock: Arc<dyn Clock>,
 }

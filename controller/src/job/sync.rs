@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
-use super::controller::{owner_ref, to_std, Inner};
+use super::controller::{owner_ref, to_std, Inner, OWN_WRITE_WAIT};
 use super::counting;
 use super::decide::{self, BackoffRecord, JOB_TRACKING_FINALIZER};
 use super::indexed;
@@ -68,11 +68,12 @@ impl Inner {
             self.written.lock().remove(key);
             return Ok(None);
         }
-        if self.behind_own_write(key, &cached) {
+        if let Some(left) = self.behind_own_write(key, &cached) {
             // The informer has not yet delivered this controller's last status write: counted
             // failures and conditions would be missing from this view, and a pod created from it
-            // would be one too many. The write's update event syncs the Job again.
-            return Ok(None);
+            // would be one too many. The write's update event syncs the Job again (or the wait
+            // ends).
+            return Ok(Some(left));
         }
         let mut job = (*cached).clone();
         let mode = job.spec.as_ref().and_then(|s| s.completion_mode.as_deref());
@@ -159,16 +160,17 @@ impl Inner {
         self.backoff.lock().remove(key);
     }
 
-    /// Whether `cached` is older than this controller's last status write of the Job at `key`
-    /// (resourceVersions are the store's revisions; one that is not a number never holds a sync).
-    fn behind_own_write(&self, key: &str, cached: &Job) -> bool {
-        let Some(written) = self.written.lock().get(key).copied() else {
-            return false;
-        };
+    /// If `cached` is older than this controller's last status write of the Job at `key`, how
+    /// much longer to wait for that write ([`OWN_WRITE_WAIT`] from it). resourceVersions are the
+    /// store's revisions; one that is not a number never holds a sync.
+    fn behind_own_write(&self, key: &str, cached: &Job) -> Option<Duration> {
+        let (written, at) = self.written.lock().get(key).copied()?;
         let cached_rv = cached.metadata.resource_version.as_deref();
-        cached_rv
+        let behind = cached_rv
             .and_then(|rv| rv.parse::<u64>().ok())
-            .is_some_and(|rv| rv < written)
+            .is_some_and(|rv| rv < written);
+        let left = OWN_WRITE_WAIT.checked_sub(at.elapsed())?;
+        behind.then_some(left)
     }
 
     pub(super) fn new_ctx(&self, key: &str, mut job: Job, pods: Vec<Arc<Pod>>) -> SyncCtx {

@@ -213,7 +213,9 @@ impl Inner {
         if let Some(rv) = written.metadata.resource_version.as_deref() {
             if let Ok(rv) = rv.parse::<u64>() {
                 let key = client::key_of_meta(&written.metadata);
-                self.written.lock().insert(key, rv);
+                self.written
+                    .lock()
+                    .insert(key, (rv, std::time::Instant::now()));
             }
         }
         Ok(written)
