@@ -75,27 +75,76 @@ struct ParsedAllocatable {
 }
 
 /// Node usage from bound and assumed pods, keyed by pod key.
+///
+/// A slot per node name, by index. A deleted node's slot stays while pods still count on it (they
+/// go when the pod garbage collector deletes them) and is then freed for the next new name, as
+/// upstream's cache drops a `NodeInfo` once it has neither a node nor pods: nodes that come and go
+/// under new names do not grow it.
 #[derive(Debug, Default)]
 struct Cache {
-    node_names: Vec<String>,
+    /// The name each slot is for (`None`: free).
+    node_names: Vec<Option<String>>,
     node_index: HashMap<String, usize>,
     usage: Vec<NodeUsage>,
     /// Beside `usage`, by the same index.
     allocatable: Vec<Option<ParsedAllocatable>>,
+    /// Beside `usage`: the node was deleted (the slot is freed with its last pod).
+    deleted: Vec<bool>,
+    /// Slots to reuse.
+    free: Vec<usize>,
     pods: HashMap<String, Placed>,
 }
 
 impl Cache {
     fn node_idx(&mut self, node: &str) -> usize {
-        if let Some(i) = self.node_index.get(node) {
-            return *i;
+        if let Some(&i) = self.node_index.get(node) {
+            return i;
         }
-        let i = self.node_names.len();
-        self.node_names.push(node.to_string());
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.node_names[i] = Some(node.to_string());
+                self.usage[i] = NodeUsage::default();
+                self.allocatable[i] = None;
+                self.deleted[i] = false;
+                i
+            }
+            None => {
+                self.node_names.push(Some(node.to_string()));
+                self.usage.push(NodeUsage::default());
+                self.allocatable.push(None);
+                self.deleted.push(false);
+                self.node_names.len() - 1
+            }
+        };
         self.node_index.insert(node.to_string(), i);
-        self.usage.push(NodeUsage::default());
-        self.allocatable.push(None);
         i
+    }
+
+    /// A node named `name` was added: a deleted one's slot, if its pods still count, is its again.
+    fn node_added(&mut self, name: &str) {
+        if let Some(&i) = self.node_index.get(name) {
+            self.deleted[i] = false;
+        }
+    }
+
+    /// The node `name` was deleted: its slot goes now, or with its last pod.
+    fn node_deleted(&mut self, name: &str) {
+        if let Some(&i) = self.node_index.get(name) {
+            self.deleted[i] = true;
+            self.free_if_unused(i);
+        }
+    }
+
+    fn free_if_unused(&mut self, i: usize) {
+        if !self.deleted[i] || self.usage[i].pods > 0 {
+            return;
+        }
+        if let Some(name) = self.node_names[i].take() {
+            self.node_index.remove(&name);
+        }
+        self.allocatable[i] = None;
+        self.deleted[i] = false;
+        self.free.push(i);
     }
 
     /// The usage of `node` and its allocatable figures, parsed again only when its
@@ -147,6 +196,7 @@ impl Cache {
         u.requested.sub(p.req);
         u.non_zero_requested.sub(p.non_zero);
         u.pods -= 1;
+        self.free_if_unused(p.node_idx);
         true
     }
 }
@@ -570,7 +620,10 @@ impl ResourceEventHandler<Pod> for PodHandler {
 struct NodeHandler(Arc<Inner>);
 
 impl ResourceEventHandler<Node> for NodeHandler {
-    fn on_add(&self, _obj: &Arc<Node>, _in_initial_list: bool) {
+    fn on_add(&self, obj: &Arc<Node>, _in_initial_list: bool) {
+        if let Some(name) = obj.metadata.name.as_deref() {
+            self.0.cache.lock().node_added(name);
+        }
         self.0.move_all_unschedulable();
     }
 
@@ -585,7 +638,11 @@ impl ResourceEventHandler<Node> for NodeHandler {
         }
     }
 
-    fn on_delete(&self, _obj: DeletedObject<Node>) {}
+    fn on_delete(&self, obj: DeletedObject<Node>) {
+        if let Some(name) = obj.object().metadata.name.as_deref() {
+            self.0.cache.lock().node_deleted(name);
+        }
+    }
 }
 
 fn ready_of(s: &k8s_openapi::api::core::v1::NodeStatus) -> Option<&str> {
@@ -649,5 +706,37 @@ mod tests {
         // Usage comes with it.
         cache.add("ns/p", "a", allocatable(&same).0, allocatable(&same).0);
         assert_eq!(cache.node_view(&same).0.pods, 1);
+    }
+
+    #[test]
+    fn a_deleted_node_is_forgotten_with_its_last_pod_and_its_slot_reused() {
+        let mut cache = Cache::default();
+        let n = node("a", "4", "8Gi", "110");
+        let (req, _) = allocatable(&n);
+        cache.add("ns/p", "a", req, req);
+        cache.add("ns/q", "b", req, req);
+        cache.node_deleted("a");
+        // Its pod still counts on it until the pod goes.
+        assert_eq!(cache.node_view(&n).0.pods, 1);
+        cache.remove("ns/p");
+        assert!(!cache.node_index.contains_key("a"));
+        assert_eq!(cache.free, vec![0]);
+        // A new name takes the freed slot, empty; "b" is untouched.
+        let c = node("c", "4", "8Gi", "110");
+        assert_eq!(cache.node_view(&c).0.pods, 0);
+        assert_eq!(cache.node_index.get("c"), Some(&0));
+        assert_eq!(cache.node_names.len(), 2);
+        assert_eq!(cache.node_view(&node("b", "4", "8Gi", "110")).0.pods, 1);
+        // A node without pods goes at once; one deleted and added again keeps its slot and usage.
+        cache.node_deleted("c");
+        assert_eq!(cache.free, vec![0]);
+        cache.node_deleted("b");
+        cache.node_added("b");
+        assert_eq!(cache.node_view(&node("b", "4", "8Gi", "110")).0.pods, 1);
+        cache.remove("ns/q");
+        assert!(
+            cache.node_index.contains_key("b"),
+            "b came back: not deleted any more"
+        );
     }
 }
