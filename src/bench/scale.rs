@@ -424,6 +424,21 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
     if !r.status().is_success() {
         return Err(Error::Failed(format!("create rc: {}", r.status())));
     }
+    let result = drive(cluster, name, replicas, deadline).await;
+    // Whatever happened: a cluster of another process keeps running after this one.
+    let rcs = client.api::<ReplicationController>(Some("default"));
+    let _ = rcs.delete(name, &client::DeleteParams::default()).await;
+    result
+}
+
+/// The round itself, on the RC `name` [`run`] created.
+async fn drive(
+    cluster: &Cluster,
+    name: &str,
+    replicas: usize,
+    deadline: Duration,
+) -> Result<(), Error> {
+    let client = &cluster.client;
     // The watch reads names, nodes, phases and conditions only.
     let pods = client.api::<PodProgress>(Some("default"));
     let lp = client::ListParams::default().labels(format!("app={name}"));
@@ -556,8 +571,6 @@ async fn run(cluster: &Cluster, replicas: usize, deadline: Duration) -> Result<(
         );
     }
     print_requests("scale: N → 0", &counts1, &counts2);
-    let rcs = client.api::<ReplicationController>(Some("default"));
-    let _ = rcs.delete(name, &client::DeleteParams::default()).await;
     if ready < replicas || live > 0 {
         return Err(Error::Failed(format!(
             "the scale did not finish: {ready} of {replicas} Ready up, {live} pods left down"

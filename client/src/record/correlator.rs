@@ -78,53 +78,62 @@ impl<K: Eq + Hash + Clone, V> Lru<K, V> {
     }
 }
 
-fn source_and_object(e: &Event) -> Vec<String> {
-    let src = e.source.clone().unwrap_or_default();
+/// The source and involved object's fields every key starts with, in client-go's order.
+fn source_and_object(e: &Event) -> [&str; 7] {
+    let src = e.source.as_ref();
     let o = &e.involved_object;
-    vec![
-        src.component.unwrap_or_default(),
-        src.host.unwrap_or_default(),
-        o.kind.clone().unwrap_or_default(),
-        o.namespace.clone().unwrap_or_default(),
-        o.name.clone().unwrap_or_default(),
-        o.uid.clone().unwrap_or_default(),
-        o.api_version.clone().unwrap_or_default(),
+    [
+        src.map_or("", |s| or_empty(&s.component)),
+        src.map_or("", |s| or_empty(&s.host)),
+        or_empty(&o.kind),
+        or_empty(&o.namespace),
+        or_empty(&o.name),
+        or_empty(&o.uid),
+        or_empty(&o.api_version),
     ]
 }
 
-/// A key string as the caches hold it (see the module docs).
-fn hashed(key: &str) -> u64 {
+/// The hash of client-go's key string, the concatenation of `parts` (see the module docs): fed
+/// part by part, the same as hashing the joined string, without building it.
+fn hashed<'a>(parts: impl IntoIterator<Item = &'a str>) -> u64 {
     let mut h = DefaultHasher::new();
-    key.hash(&mut h);
+    for part in parts {
+        h.write(part.as_bytes());
+    }
+    // `str`'s own terminator, as `Hash for str` writes it.
+    h.write_u8(0xff);
     h.finish()
+}
+
+/// An optional field as it goes into a key.
+fn or_empty(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or_default()
 }
 
 /// `getSpamKey`: source + involved object (not type or reason: one source's events about one
 /// object share a bucket, whatever their reasons).
 fn spam_key(e: &Event) -> u64 {
-    hashed(&source_and_object(e).join(""))
+    hashed(source_and_object(e))
 }
 
 /// `EventAggregatorByReasonFunc`: (aggregate key, local key = message).
 fn aggregate_keys(e: &Event) -> (u64, u64) {
-    let mut parts = source_and_object(e);
-    parts.push(e.type_.clone().unwrap_or_default());
-    parts.push(e.reason.clone().unwrap_or_default());
-    (
-        hashed(&parts.join("")),
-        hashed(e.message.as_deref().unwrap_or_default()),
-    )
+    let key = source_and_object(e)
+        .into_iter()
+        .chain([or_empty(&e.type_), or_empty(&e.reason)]);
+    (hashed(key), hashed([or_empty(&e.message)]))
 }
 
 /// `getEventKey`: everything including the message and the object's `fieldPath` (two
 /// containers of one pod with the same message are two events).
 fn event_key(e: &Event) -> u64 {
-    let mut parts = source_and_object(e);
-    parts.push(e.involved_object.field_path.clone().unwrap_or_default());
-    parts.push(e.type_.clone().unwrap_or_default());
-    parts.push(e.reason.clone().unwrap_or_default());
-    parts.push(e.message.clone().unwrap_or_default());
-    hashed(&parts.join(""))
+    let key = source_and_object(e).into_iter().chain([
+        or_empty(&e.involved_object.field_path),
+        or_empty(&e.type_),
+        or_empty(&e.reason),
+        or_empty(&e.message),
+    ]);
+    hashed(key)
 }
 
 struct AggregateRecord {
@@ -293,5 +302,32 @@ impl EventCorrelator {
                 resource_version: written.metadata.resource_version.clone(),
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash of client-go's key string: the same, whether its parts are fed one by one or
+    /// joined first (what client-go compares).
+    #[test]
+    fn a_key_hashes_as_its_joined_string() {
+        let joined = |parts: &[&str]| {
+            let mut h = DefaultHasher::new();
+            parts.concat().hash(&mut h);
+            h.finish()
+        };
+        for parts in [
+            &["kubelet", "node-1", "Pod", "default", "web-1", "uid", "v1"][..],
+            &["a", "", "bc"][..],
+            &[""][..],
+            &["ab", "c"][..],
+        ] {
+            assert_eq!(hashed(parts.iter().copied()), joined(parts), "{parts:?}");
+        }
+        // As client-go's strings: only the concatenation counts.
+        assert_eq!(hashed(["ab", "c"]), hashed(["a", "bc"]));
+        assert_ne!(hashed(["ab", "c"]), hashed(["ab", "d"]));
     }
 }

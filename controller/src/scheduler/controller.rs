@@ -76,23 +76,26 @@ struct ParsedAllocatable {
 
 /// Node usage from bound and assumed pods, keyed by pod key.
 ///
-/// A slot per node name, by index. A deleted node's slot stays while pods still count on it (they
-/// go when the pod garbage collector deletes them) and is then freed for the next new name, as
-/// upstream's cache drops a `NodeInfo` once it has neither a node nor pods: nodes that come and go
-/// under new names do not grow it.
+/// A slot per node name, by index. A slot whose node is gone (not in the node informer) stays while
+/// pods still count on it (they go when the pod garbage collector deletes them) and is then freed
+/// for the next new name, as upstream's cache drops a `NodeInfo` once it has neither a node nor
+/// pods: nodes that come and go under new names do not grow it. Whether a node exists is asked of
+/// the caller (`exists`, the node lister), not kept here.
 #[derive(Debug, Default)]
 struct Cache {
-    /// The name each slot is for (`None`: free).
-    node_names: Vec<Option<String>>,
+    slots: Vec<Slot>,
     node_index: HashMap<String, usize>,
-    usage: Vec<NodeUsage>,
-    /// Beside `usage`, by the same index.
-    allocatable: Vec<Option<ParsedAllocatable>>,
-    /// Beside `usage`: the node was deleted (the slot is freed with its last pod).
-    deleted: Vec<bool>,
-    /// Slots to reuse.
+    /// Slots no name refers to, to reuse.
     free: Vec<usize>,
     pods: HashMap<String, Placed>,
+}
+
+/// What the cache holds of one node.
+#[derive(Debug)]
+struct Slot {
+    name: String,
+    usage: NodeUsage,
+    allocatable: Option<ParsedAllocatable>,
 }
 
 impl Cache {
@@ -100,81 +103,77 @@ impl Cache {
         if let Some(&i) = self.node_index.get(node) {
             return i;
         }
+        let slot = Slot {
+            name: node.to_string(),
+            usage: NodeUsage::default(),
+            allocatable: None,
+        };
         let i = match self.free.pop() {
             Some(i) => {
-                self.node_names[i] = Some(node.to_string());
-                self.usage[i] = NodeUsage::default();
-                self.allocatable[i] = None;
-                self.deleted[i] = false;
+                self.slots[i] = slot;
                 i
             }
             None => {
-                self.node_names.push(Some(node.to_string()));
-                self.usage.push(NodeUsage::default());
-                self.allocatable.push(None);
-                self.deleted.push(false);
-                self.node_names.len() - 1
+                self.slots.push(slot);
+                self.slots.len() - 1
             }
         };
         self.node_index.insert(node.to_string(), i);
         i
     }
 
-    /// A node named `name` was added: a deleted one's slot, if its pods still count, is its again.
-    fn node_added(&mut self, name: &str) {
-        if let Some(&i) = self.node_index.get(name) {
-            self.deleted[i] = false;
-        }
-    }
-
     /// The node `name` was deleted: its slot goes now, or with its last pod.
     fn node_deleted(&mut self, name: &str) {
         if let Some(&i) = self.node_index.get(name) {
-            self.deleted[i] = true;
-            self.free_if_unused(i);
+            self.free_if_unused(i, &|_| false);
         }
     }
 
-    fn free_if_unused(&mut self, i: usize) {
-        if !self.deleted[i] || self.usage[i].pods > 0 {
-            return;
+    /// Frees slot `i` if no pod counts on it and its node does not exist.
+    fn free_if_unused(&mut self, i: usize, exists: &dyn Fn(&str) -> bool) {
+        let slot = &self.slots[i];
+        if slot.usage.pods == 0 && !exists(&slot.name) {
+            self.node_index.remove(&slot.name);
+            self.free.push(i);
         }
-        if let Some(name) = self.node_names[i].take() {
-            self.node_index.remove(&name);
-        }
-        self.allocatable[i] = None;
-        self.deleted[i] = false;
-        self.free.push(i);
     }
 
     /// The usage of `node` and its allocatable figures, parsed again only when its
     /// resourceVersion differs from the one they were parsed at (always, without one).
     fn node_view(&mut self, node: &Node) -> (NodeUsage, (Resources, i64)) {
         let i = self.node_idx(node.metadata.name.as_deref().unwrap_or_default());
+        let slot = &mut self.slots[i];
         let rv = node.metadata.resource_version.as_deref();
-        let figures = match (&self.allocatable[i], rv) {
+        let figures = match (&slot.allocatable, rv) {
             (Some(parsed), Some(rv)) if parsed.resource_version == rv => parsed.figures,
             _ => {
                 let figures = allocatable(node);
-                self.allocatable[i] = rv.map(|rv| ParsedAllocatable {
+                slot.allocatable = rv.map(|rv| ParsedAllocatable {
                     resource_version: rv.to_string(),
                     figures,
                 });
                 figures
             }
         };
-        (self.usage[i], figures)
+        (slot.usage, figures)
     }
 
-    fn add(&mut self, key: &str, node: &str, req: Resources, non_zero: Resources) {
+    fn add(
+        &mut self,
+        key: &str,
+        node: &str,
+        req: Resources,
+        non_zero: Resources,
+        exists: &dyn Fn(&str) -> bool,
+    ) {
         let node_idx = self.node_idx(node);
         if let Some(p) = self.pods.get(key) {
             if p.node_idx == node_idx {
                 return;
             }
         }
-        self.remove(key);
-        let u = &mut self.usage[node_idx];
+        self.remove(key, exists);
+        let u = &mut self.slots[node_idx].usage;
         u.requested = u.requested.plus(req);
         u.non_zero_requested = u.non_zero_requested.plus(non_zero);
         u.pods += 1;
@@ -188,15 +187,15 @@ impl Cache {
         );
     }
 
-    fn remove(&mut self, key: &str) -> bool {
+    fn remove(&mut self, key: &str, exists: &dyn Fn(&str) -> bool) -> bool {
         let Some(p) = self.pods.remove(key) else {
             return false;
         };
-        let u = &mut self.usage[p.node_idx];
+        let u = &mut self.slots[p.node_idx].usage;
         u.requested.sub(p.req);
         u.non_zero_requested.sub(p.non_zero);
         u.pods -= 1;
-        self.free_if_unused(p.node_idx);
+        self.free_if_unused(p.node_idx, exists);
         true
     }
 }
@@ -429,7 +428,9 @@ impl Inner {
         match placement {
             Placement::Node(node) => {
                 let (req, nz) = usage_of(&pod);
-                self.cache.lock().add(key, &node, req, nz);
+                self.cache
+                    .lock()
+                    .add(key, &node, req, nz, &self.node_exists());
                 self.assumed.lock().insert(key.to_string());
                 self.unschedulable.lock().remove(key);
                 self.queue.forget(&key.to_string());
@@ -478,7 +479,7 @@ impl Inner {
 
     fn forget_assumed(&self, key: &str) {
         self.assumed.lock().remove(key);
-        self.cache.lock().remove(key);
+        self.cache.lock().remove(key, &self.node_exists());
     }
 
     /// The pod fits nowhere (or its PreBind failed): event, condition, retry with back-off.
@@ -576,17 +577,24 @@ impl Inner {
         }
     }
 
+    /// Whether a node is in the node informer (the cache frees a slot only for one that is not).
+    fn node_exists(&self) -> impl Fn(&str) -> bool + '_ {
+        |name| self.nodes.get(name).is_some()
+    }
+
     fn observe_pod(&self, pod: &Pod) {
         let key = key_of_meta(&pod.metadata);
         if let Some(node) = bound_node(pod) {
             if matches!(phase(pod), "Succeeded" | "Failed") {
-                self.cache.lock().remove(&key);
+                self.cache.lock().remove(&key, &self.node_exists());
                 self.assumed.lock().remove(&key);
                 self.move_all_unschedulable();
                 return;
             }
             let (req, nz) = usage_of(pod);
-            self.cache.lock().add(&key, node, req, nz);
+            self.cache
+                .lock()
+                .add(&key, node, req, nz, &self.node_exists());
             self.assumed.lock().remove(&key);
             self.unschedulable.lock().remove(&key);
         } else if responsible(pod) {
@@ -608,7 +616,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
 
     fn on_delete(&self, obj: DeletedObject<Pod>) {
         let key = obj.key();
-        let freed = self.0.cache.lock().remove(&key);
+        let freed = self.0.cache.lock().remove(&key, &self.0.node_exists());
         self.0.assumed.lock().remove(&key);
         self.0.unschedulable.lock().remove(&key);
         if freed {
@@ -620,10 +628,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
 struct NodeHandler(Arc<Inner>);
 
 impl ResourceEventHandler<Node> for NodeHandler {
-    fn on_add(&self, obj: &Arc<Node>, _in_initial_list: bool) {
-        if let Some(name) = obj.metadata.name.as_deref() {
-            self.0.cache.lock().node_added(name);
-        }
+    fn on_add(&self, _obj: &Arc<Node>, _in_initial_list: bool) {
         self.0.move_all_unschedulable();
     }
 
@@ -704,39 +709,50 @@ mod tests {
         let unversioned = node("a", "2", "2Gi", "2");
         assert_eq!(cache.node_view(&unversioned).1, allocatable(&unversioned));
         // Usage comes with it.
-        cache.add("ns/p", "a", allocatable(&same).0, allocatable(&same).0);
+        let (req, _) = allocatable(&same);
+        cache.add("ns/p", "a", req, req, &|_| true);
         assert_eq!(cache.node_view(&same).0.pods, 1);
     }
 
     #[test]
     fn a_deleted_node_is_forgotten_with_its_last_pod_and_its_slot_reused() {
         let mut cache = Cache::default();
+        // The node informer's nodes, as the scheduler asks them.
+        let mut nodes: std::collections::HashSet<&str> = ["a", "b"].into();
         let n = node("a", "4", "8Gi", "110");
         let (req, _) = allocatable(&n);
-        cache.add("ns/p", "a", req, req);
-        cache.add("ns/q", "b", req, req);
+        cache.add("ns/p", "a", req, req, &|name| nodes.contains(name));
+        cache.add("ns/q", "b", req, req, &|name| nodes.contains(name));
+        nodes.remove("a");
         cache.node_deleted("a");
         // Its pod still counts on it until the pod goes.
         assert_eq!(cache.node_view(&n).0.pods, 1);
-        cache.remove("ns/p");
+        cache.remove("ns/p", &|name| nodes.contains(name));
         assert!(!cache.node_index.contains_key("a"));
         assert_eq!(cache.free, vec![0]);
         // A new name takes the freed slot, empty; "b" is untouched.
+        nodes.insert("c");
         let c = node("c", "4", "8Gi", "110");
         assert_eq!(cache.node_view(&c).0.pods, 0);
         assert_eq!(cache.node_index.get("c"), Some(&0));
-        assert_eq!(cache.node_names.len(), 2);
+        assert_eq!(cache.slots.len(), 2);
         assert_eq!(cache.node_view(&node("b", "4", "8Gi", "110")).0.pods, 1);
         // A node without pods goes at once; one deleted and added again keeps its slot and usage.
+        nodes.remove("c");
         cache.node_deleted("c");
         assert_eq!(cache.free, vec![0]);
+        nodes.remove("b");
         cache.node_deleted("b");
-        cache.node_added("b");
+        nodes.insert("b");
         assert_eq!(cache.node_view(&node("b", "4", "8Gi", "110")).0.pods, 1);
-        cache.remove("ns/q");
+        cache.remove("ns/q", &|name| nodes.contains(name));
         assert!(
             cache.node_index.contains_key("b"),
             "b came back: not deleted any more"
         );
+        // A slot a pod made for a node the informer never had goes with that pod.
+        cache.add("ns/r", "ghost", req, req, &|name| nodes.contains(name));
+        cache.remove("ns/r", &|name| nodes.contains(name));
+        assert!(!cache.node_index.contains_key("ghost"));
     }
 }
