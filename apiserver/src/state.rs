@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::metrics::Metrics;
 use crate::registry::{ClusterIpAllocator, ResourceRegistry};
-use crate::watch_cache::{ListAt, SnapshotOutcome, WatchCache};
+use crate::watch_cache::{ListAt, Select, SnapshotOutcome, WatchCache};
 
 /// Everything a handler needs, behind one reference count: axum clones a handler's and each
 /// middleware's state for every request, so a clone is one atomic increment (the parts are
@@ -105,7 +105,7 @@ impl AppState {
         // State derived from storage (the cluster-IP bitmap) is rebuilt from the cached objects.
         for r in &resources.snapshot().resources {
             let prefix = format!("/registry/{}/", r.info.storage);
-            let listed = cache.list(&prefix, &prefix, ListAt::Current, None, None, &|_| true);
+            let listed = cache.list(&prefix, &prefix, ListAt::Current, None, None, Select::All);
             if let SnapshotOutcome::Listed(s) = listed {
                 r.strategy.restore(&mut s.items.iter().map(|v| v.as_ref()));
             }

@@ -137,9 +137,9 @@ fn read_referenced(objects: &dyn Objects, node: &str, a: &Attributes, kind: Ref)
         return deny("can only get individual resources of this type".into());
     }
     let related = objects
-        .list_in("", "pods", &a.namespace)
+        .pods_on_node(&a.namespace, node)
         .iter()
-        .any(|pod| pod["spec"]["nodeName"] == node && references(pod, kind, &a.name));
+        .any(|pod| references(pod, kind, &a.name));
     if related {
         allow()
     } else {

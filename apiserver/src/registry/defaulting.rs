@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::resources::{Resource, Served};
 use super::ResourceRegistry;
@@ -49,10 +49,7 @@ fn resource_of<'s>(served: &'s Served, storage: &str, obj: &Value) -> Option<&'s
 
 impl StorageDefaults for ResourceRegistry {
     fn default_stored(&self, key: &str, obj: &mut Value) -> bool {
-        let Some(storage) = resource_prefix(key)
-            .and_then(|p| p.strip_prefix(REGISTRY_ROOT))
-            .and_then(|p| p.strip_suffix('/'))
-        else {
+        let Some(storage) = storage_segment(key) else {
             return false;
         };
         let served = self.snapshot();
@@ -64,6 +61,48 @@ impl StorageDefaults for ResourceRegistry {
         }
         resource.canonicalize(obj);
         true
+    }
+
+    fn selector_view(&self, key: &str, obj: &Value) -> Option<Value> {
+        let storage = storage_segment(key)?;
+        let served = self.snapshot();
+        let resource = resource_of(&served, storage, obj)?;
+        let mut view = Value::Object(Map::new());
+        for path in ["metadata.name", "metadata.namespace", "metadata.labels"]
+            .iter()
+            .chain(resource.strategy.selector_paths().unwrap_or_default())
+        {
+            copy_path(obj, &mut view, path);
+        }
+        Some(view)
+    }
+}
+
+/// `<storage>` of a key `/registry/<storage>/...`.
+fn storage_segment(key: &str) -> Option<&str> {
+    resource_prefix(key)
+        .and_then(|p| p.strip_prefix(REGISTRY_ROOT))
+        .and_then(|p| p.strip_suffix('/'))
+}
+
+/// Copies the value at the dotted `path` of `from`, if there is one, to the same path of `to`.
+fn copy_path(from: &Value, to: &mut Value, path: &str) {
+    let Some(value) = api::meta::value_at(from, path) else {
+        return;
+    };
+    let mut at = to;
+    let mut segments = path.split('.').peekable();
+    while let Some(segment) = segments.next() {
+        let Some(map) = at.as_object_mut() else {
+            return;
+        };
+        if segments.peek().is_none() {
+            map.insert(segment.to_string(), value.clone());
+            return;
+        }
+        at = map
+            .entry(segment.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
     }
 }
 
@@ -79,6 +118,61 @@ mod tests {
         let ips = Arc::new(ClusterIpAllocator::new());
         crate::registry::builtin::register(&registry, &ips).unwrap();
         registry
+    }
+
+    #[test]
+    fn a_pods_selector_view_answers_every_field_label_and_labels_as_the_pod() {
+        let registry = registry();
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7",
+                         "labels": {"app": "a", "tier": "web"}, "annotations": {"x": "y"}},
+            "spec": {"nodeName": "n1", "restartPolicy": "Never", "schedulerName": "s",
+                     "serviceAccountName": "sa", "hostNetwork": true,
+                     "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running", "nominatedNodeName": "n2", "podIP": "10.0.0.1",
+                       "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let key = "/registry/pods/ns/p";
+        let view = registry.selector_view(key, &pod).expect("pods have a view");
+        let served = registry.snapshot();
+        let pods = resource_of(&served, "pods", &pod).expect("pods are served");
+        for field in [
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.host",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.nominatedNodeName",
+            "status.podIP",
+            "status.podIPs",
+        ] {
+            let whole = pods.field_value(&pod, field);
+            assert!(
+                whole.as_deref().is_some_and(|v| !v.is_empty()),
+                "{field}: {whole:?}"
+            );
+            assert_eq!(pods.field_value(&view, field), whole, "{field}");
+        }
+        assert_eq!(api::meta::labels(&view), api::meta::labels(&pod));
+        assert!(
+            view["spec"].get("containers").is_none(),
+            "only what selectors read"
+        );
+        assert!(view["metadata"].get("annotations").is_none());
+        // A kind that lists no fields of its own: name, namespace and labels.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}},
+                        "data": {"k": "v"}});
+        assert_eq!(
+            registry.selector_view("/registry/configmaps/ns/c", &cm),
+            Some(json!({"metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}}}))
+        );
     }
 
     #[test]

@@ -230,14 +230,13 @@ fn budgets_of(state: &AppState, pod: &Value) -> Vec<Value> {
     let ns = api::meta::namespace(pod).unwrap_or("");
     let labels: BTreeMap<String, String> = api::meta::labels(pod);
     let store = Store::new(state, resource, Some(ns));
-    let all = |_: &Value| true;
     match state.cache.list(
         &store.resource_prefix(),
         &store.collection_prefix(),
         crate::watch_cache::ListAt::Current,
         None,
         None,
-        &all,
+        crate::watch_cache::Select::All,
     ) {
         crate::watch_cache::SnapshotOutcome::Listed(s) => s
             .items

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{compact, stamp, WatchCache};
+use super::{compact, stamp, Entry, WatchCache};
 
 /// The defaults of stored objects, by storage key: what the registry knows of the kinds.
 pub trait StorageDefaults: Send + Sync + 'static {
@@ -37,6 +37,16 @@ pub trait StorageDefaults: Send + Sync + 'static {
     /// a default that only replaced a value in place is applied but not told). Objects of kinds
     /// without defaults are left as they are, cheaply.
     fn default_stored(&self, key: &str, obj: &mut Value) -> bool;
+
+    /// What label and field selectors of the kind read of `obj`, held at `key`: a tree with
+    /// every field the kind's field labels and label selectors look at, and no other (upstream's
+    /// cacher keeps an object's labels and fields beside it the same way). The cache filters
+    /// lists on it without decoding the object. `None` (the default) when the kind cannot say:
+    /// a filter then reads the whole object.
+    fn selector_view(&self, key: &str, obj: &Value) -> Option<Value> {
+        let _ = (key, obj);
+        None
+    }
 }
 
 /// The cache's handle on the [`StorageDefaults`], if it has any (a cache without one, as in
@@ -59,6 +69,14 @@ impl Defaulter {
     /// Applies the defaults of the object at `key`; whether they added fields.
     pub fn apply(&self, key: &str, obj: &mut Value) -> bool {
         self.0.as_ref().is_some_and(|d| d.default_stored(key, obj))
+    }
+
+    /// What selectors read of the object at `key` ([`StorageDefaults::selector_view`]).
+    pub fn view(&self, key: &str, obj: &Value) -> Option<Value> {
+        self.0
+            .as_ref()
+            .and_then(|d| d.selector_view(key, obj))
+            .map(compact::compact)
     }
 
     /// Decodes the `bytes` stored at `key`, stamps `revision` as their resourceVersion and
@@ -105,20 +123,25 @@ impl WatchCache {
     /// their held state: a default the schema dropped stays on objects defaulted before, until
     /// they are written again or the cache relists. Returns how many objects changed.
     pub fn redefault(&self, prefix: &str) -> usize {
-        let held: Vec<(String, Arc<Value>)> = match self.inner.read().resources.get(prefix) {
+        let held: Vec<(String, Arc<Entry>)> = match self.inner.read().resources.get(prefix) {
             Some(res) => res
                 .objects
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, e)| (k.clone(), e.clone()))
                 .collect(),
             None => return 0,
         };
-        let defaulted: Vec<(String, Arc<Value>, Arc<Value>)> = held
+        let defaulted: Vec<(String, Arc<Entry>, Arc<Entry>)> = held
             .into_iter()
             .filter_map(|(key, old)| {
-                let mut v = Value::clone(&old);
+                let held = old.object()?;
+                let mut v = Value::clone(&held);
                 self.defaulter.apply(&key, &mut v);
-                (v != *old).then(|| (key, old, Arc::new(compact::compact(v))))
+                if v == *held {
+                    return None;
+                }
+                let new = self.entry(&key, old.revision, &Arc::new(compact::compact(v)), None)?;
+                Some((key, old, new))
             })
             .collect();
         if defaulted.is_empty() {
@@ -132,9 +155,8 @@ impl WatchCache {
         let mut changed = 0;
         for (key, old, new) in defaulted {
             // An object an event replaced since was defaulted by the new defaults.
-            if let Some(slot) = res.objects.get_mut(&key).filter(|o| Arc::ptr_eq(o, &old)) {
+            if let Some(slot) = res.objects.get_mut(&key).filter(|e| Arc::ptr_eq(e, &old)) {
                 *slot = new;
-                res.texts.remove(&key);
                 changed += 1;
             }
         }

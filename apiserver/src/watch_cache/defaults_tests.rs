@@ -12,7 +12,9 @@ use store::Store;
 use tokio_util::sync::CancellationToken;
 
 use super::defaults::tests::Colors;
-use super::{Defaulter, ListAt, SnapshotOutcome, StoreWrite, WatchCache, WatchFrom, WatchStart};
+use super::{
+    Defaulter, ListAt, Select, SnapshotOutcome, StoreWrite, WatchCache, WatchFrom, WatchStart,
+};
 
 const WIDGETS: &str = "/registry/widgets/";
 
@@ -162,9 +164,8 @@ async fn lists_and_watches_of_an_uncached_resource_are_defaulted() {
         .create("/registry/events/ns/a", event("a"))
         .await
         .unwrap();
-    let all = |_: &Value| true;
     let listed = cache
-        .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, &all, true)
+        .list_resource(EVENTS, EVENTS, ListAt::Current, None, None, Select::All)
         .await
         .unwrap();
     let SnapshotOutcome::Listed(listed) = listed else {

@@ -28,6 +28,7 @@ mod compact;
 mod defaults;
 #[cfg(test)]
 mod defaults_tests;
+mod entry;
 #[cfg(test)]
 mod fan_out_tests;
 mod handover;
@@ -41,6 +42,7 @@ pub use handover::{StoreWrite, Written};
 pub use json::ObjectJson;
 pub use live::LiveEvents;
 
+use entry::Entry;
 use handover::Offers;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -56,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
-pub use snapshot::{ListAt, Snapshot, SnapshotOutcome};
+pub use snapshot::{ListAt, Select, Snapshot, SnapshotOutcome};
 pub use uncached::{InitialPages, UNCACHED_RESOURCES};
 
 /// Root of every object key.
@@ -157,11 +159,8 @@ impl CacheEvent {
 /// Per-resource state (one storage prefix such as `/registry/pods/`).
 #[derive(Default)]
 struct ResourceCache {
-    /// Current objects by key; values carry their resourceVersion.
-    objects: BTreeMap<String, Arc<Value>>,
-    /// The JSON text of those of `objects` a writer handed over: a DELETED event, and the response
-    /// of the delete, are made from it instead of serialising the object again.
-    texts: HashMap<String, ObjectJson>,
+    /// Current objects by key, as texts decoded on demand ([`entry`]).
+    objects: BTreeMap<String, Arc<Entry>>,
     /// Recent events, ascending revision.
     ring: VecDeque<Arc<CacheEvent>>,
     /// Every event of this resource with revision > `oldest` is in `ring`.
@@ -357,7 +356,7 @@ impl WatchCache {
     /// Loads the whole store and replaces the cache's contents; returns the store watch.
     async fn relist(&self, store: &dyn Store) -> Result<store::WatchStream, store::Error> {
         loop {
-            let mut objects: HashMap<String, BTreeMap<String, Arc<Value>>> = HashMap::new();
+            let mut objects: HashMap<String, BTreeMap<String, Arc<Entry>>> = HashMap::new();
             let mut opts = store::ListOptions {
                 limit: Some(1000),
                 ..Default::default()
@@ -379,7 +378,11 @@ impl WatchCache {
                                 skip_past = Some(past_prefix(prefix));
                                 break;
                             }
-                            let Some(v) = self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                            let Some(entry) = self
+                                .decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                                .and_then(|v| {
+                                    self.entry(&kv.key, kv.mod_revision, &Arc::new(v), None)
+                                })
                             else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
                                 continue;
@@ -387,7 +390,7 @@ impl WatchCache {
                             objects
                                 .entry(prefix.to_string())
                                 .or_default()
-                                .insert(kv.key.clone(), Arc::new(v));
+                                .insert(kv.key.clone(), entry);
                         }
                         match (skip_past, page.continue_token) {
                             // Even from the last page: the keys after the skipped ones in it.
@@ -532,6 +535,18 @@ impl WatchCache {
         self.progress.send_replace(revision);
     }
 
+    /// The entry of `object`, the state of `key` at `revision`, with `json` as its text if a
+    /// writer handed one over.
+    fn entry(
+        &self,
+        key: &str,
+        revision: Revision,
+        object: &Arc<Value>,
+        json: Option<ObjectJson>,
+    ) -> Option<Arc<Entry>> {
+        Entry::new(revision, object, json, self.defaulter.view(key, object))
+    }
+
     /// Applies one store event and hands it to its watchers; returns its revision. The cache's
     /// [`Self::revision`] moves on when the caller sends it to `progress`.
     fn apply_event(&self, ev: Event) -> Revision {
@@ -540,15 +555,46 @@ impl WatchCache {
         let mut fan_out = None;
         // An uncached resource's event only moves the revision on (its writer offered nothing).
         let prefix = resource_prefix(&ev.key).filter(|p| self.caches(p));
-        // Taken, and its text made, before the lock: readers do not wait for the copy.
-        let offered = prefix
-            .and_then(|_| self.take_offer(&ev.key, revision, ev.value.as_ref().map(|kv| &kv.value)))
-            .map(|(object, json)| {
-                let text = json
-                    .as_ref()
-                    .map(|j| j.with_resource_version(&revision.to_string()));
-                (object, json, text)
-            });
+        // The new state, its entry and its text, made before the lock: readers do not wait for
+        // a decode or a copy.
+        let new_state = match (prefix, ev.kind, ev.value.as_ref()) {
+            (Some(_), EventKind::Put, Some(kv)) => {
+                let offered = self.take_offer(&ev.key, revision, Some(&kv.value));
+                let text = offered.as_ref().and_then(|(_, json)| {
+                    json.as_ref()
+                        .map(|j| j.with_resource_version(&revision.to_string()))
+                });
+                // Not handed over: written by another process (or its offer missed its event),
+                // so defaulted here, by the defaults in force now ([`Self::redefault`] relies on
+                // it).
+                let made = offered
+                    .or_else(|| {
+                        self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                            .map(|v| (Arc::new(v), None))
+                    })
+                    .and_then(|(object, json)| {
+                        let entry = self.entry(&ev.key, revision, &object, json)?;
+                        Some((object, entry, text))
+                    });
+                if made.is_none() {
+                    tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
+                }
+                made
+            }
+            (Some(_), _, _) => {
+                self.take_offer(&ev.key, revision, None);
+                None
+            }
+            (None, _, _) => None,
+        };
+        // The state before, decoded (if its tree is gone) before the lock too: only this task
+        // replaces entries, but for a relist or a change of defaults, which the lock's check
+        // below catches.
+        let before = prefix.and_then(|p| {
+            let inner = self.inner.read();
+            inner.resources.get(p)?.objects.get(&ev.key).cloned()
+        });
+        let before_object = before.as_ref().and_then(|e| e.object());
         let mut inner = self.inner.write();
         let base = inner.base;
         if let Some(prefix) = prefix {
@@ -559,52 +605,40 @@ impl WatchCache {
                     oldest: base,
                     ..Default::default()
                 });
-            let prev = res.objects.get(&ev.key).cloned();
+            let prev_entry = res.objects.get(&ev.key).cloned();
+            let prev = match (&prev_entry, &before) {
+                (Some(now), Some(then)) if Arc::ptr_eq(now, then) => before_object,
+                (Some(now), _) => now.object(),
+                (None, _) => None,
+            };
             let cached = match ev.kind {
-                EventKind::Put => ev
-                    .value
-                    .as_ref()
-                    .and_then(|kv| {
-                        // Not handed over: written by another process (or its offer missed its
-                        // event), so defaulted here, by the defaults in force now
-                        // ([`Self::redefault`] relies on it).
-                        offered.or_else(|| {
-                            self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
-                                .map(|v| (Arc::new(v), None, None))
-                        })
-                    })
-                    .map(|(v, json, text)| {
-                        res.objects.insert(ev.key.clone(), v.clone());
-                        match json {
-                            Some(json) => res.texts.insert(ev.key.clone(), json),
-                            None => res.texts.remove(&ev.key),
-                        };
-                        let event = CacheEvent::new(
-                            if prev.is_some() {
-                                EventType::Modified
-                            } else {
-                                EventType::Added
-                            },
-                            ev.key.clone(),
-                            revision,
-                            v,
-                            prev.clone(),
-                        );
-                        match text {
-                            Some(text) => CacheEvent {
-                                encoded: text.into(),
-                                ..event
-                            },
-                            None => event,
-                        }
-                    }),
+                EventKind::Put => new_state.map(|(object, entry, text)| {
+                    res.objects.insert(ev.key.clone(), entry);
+                    let event = CacheEvent::new(
+                        if prev.is_some() {
+                            EventType::Modified
+                        } else {
+                            EventType::Added
+                        },
+                        ev.key.clone(),
+                        revision,
+                        object,
+                        prev.clone(),
+                    );
+                    match text {
+                        Some(text) => CacheEvent {
+                            encoded: text.into(),
+                            ..event
+                        },
+                        None => event,
+                    }
+                }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
-                    // Kept together with `objects`: a text is always of the object removed here.
-                    let text = res
-                        .texts
-                        .remove(&ev.key)
-                        .map(|json| json.with_resource_version(&revision.to_string()));
+                    // The removed state's text, with the delete's revision.
+                    let text = prev_entry
+                        .as_ref()
+                        .map(|e| e.json.with_resource_version(&revision.to_string()));
                     let last = prev.clone().or_else(|| {
                         ev.prev
                             .as_ref()
@@ -635,8 +669,6 @@ impl WatchCache {
                     }
                 }
                 fan_out = res.live.clone().map(|log| (log, cached));
-            } else {
-                tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
             }
         }
         inner.revision = revision;
@@ -664,22 +696,15 @@ impl WatchCache {
                 oldest: base,
                 ..Default::default()
             });
-        let (initial, skip_through) = match from {
+        let (mut initial, snapshot, skip_through) = match from {
+            // Decoded after the lock is released.
             WatchFrom::Snapshot => {
-                let initial = res
+                let held: Vec<(String, Arc<Entry>)> = res
                     .objects
                     .iter()
-                    .map(|(k, v)| {
-                        Arc::new(CacheEvent::new(
-                            EventType::Added,
-                            k.clone(),
-                            current,
-                            v.clone(),
-                            None,
-                        ))
-                    })
+                    .map(|(k, e)| (k.clone(), e.clone()))
                     .collect();
-                (initial, current)
+                (Vec::new(), held, current)
             }
             WatchFrom::After(rev) => {
                 if rev < res.oldest {
@@ -687,12 +712,23 @@ impl WatchCache {
                 }
                 let start = res.ring.partition_point(|e| e.revision <= rev);
                 let replay = res.ring.iter().skip(start).cloned().collect();
-                (replay, rev)
+                (replay, Vec::new(), rev)
             }
         };
         let buffer = self.buffer;
         let log = res.live.get_or_insert_with(|| live::log(buffer));
         let rx = LiveEvents::new(log, current);
+        drop(inner);
+        initial.extend(snapshot.into_iter().filter_map(|(key, entry)| {
+            let object = entry.object()?;
+            Some(Arc::new(CacheEvent::new(
+                EventType::Added,
+                key,
+                current,
+                object,
+                None,
+            )))
+        }));
         WatchStart::Watching(CacheWatch {
             initial,
             pages: None,
@@ -702,26 +738,25 @@ impl WatchCache {
         })
     }
 
-    /// The JSON of the cached object at `key` if it is at `revision` and a writer handed it over.
+    /// The JSON of the cached object at `key` if it is at `revision`.
     pub fn json_at(&self, key: &str, revision: Revision) -> Option<ObjectJson> {
         let prefix = resource_prefix(key)?;
         let inner = self.inner.read();
-        let res = inner.resources.get(prefix)?;
-        let rv = revision.to_string();
-        let object = res.objects.get(key)?;
-        (api::meta::resource_version(object) == Some(rv.as_str()))
-            .then(|| res.texts.get(key).cloned())
-            .flatten()
+        let entry = inner.resources.get(prefix)?.objects.get(key)?;
+        (entry.revision == revision).then(|| entry.json.clone())
     }
 
     /// The cached object at `key`, if any (as of the cache's revision: possibly behind the store).
     pub fn get(&self, key: &str) -> Option<Arc<Value>> {
         let prefix = resource_prefix(key)?;
-        self.inner
+        let entry = self
+            .inner
             .read()
             .resources
             .get(prefix)
-            .and_then(|r| r.objects.get(key).cloned())
+            .and_then(|r| r.objects.get(key).cloned())?;
+        // Decoded, if it must be, after the lock is released.
+        entry.object()
     }
 
     /// How many objects the cache holds under the resource prefix `prefix` (a LIST's width).

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{ResourceCache, WatchCache};
+use super::{Entry, ResourceCache, WatchCache};
 
 /// At which revision a list is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +54,81 @@ pub enum SnapshotOutcome {
     },
 }
 
+/// Which objects a list keeps.
+#[derive(Clone, Copy)]
+pub enum Select<'a> {
+    /// Every one.
+    All,
+    /// Those the function passes; it reads only what a selector view holds (labels, name,
+    /// namespace and the kind's field labels: [`super::StorageDefaults::selector_view`]), so
+    /// a held object is filtered on its view, without decoding it, when it has one.
+    OnView(&'a (dyn Fn(&Value) -> bool + Sync)),
+    /// Those the function passes, read on the whole object.
+    Object(&'a (dyn Fn(&Value) -> bool + Sync)),
+}
+
+impl Select<'_> {
+    /// Whether this keeps every object.
+    pub fn is_everything(&self) -> bool {
+        matches!(self, Select::All)
+    }
+
+    /// Whether `obj` (a whole object) passes.
+    pub fn matches(&self, obj: &Value) -> bool {
+        match self {
+            Select::All => true,
+            Select::OnView(f) | Select::Object(f) => f(obj),
+        }
+    }
+
+    /// Whether the held `entry` passes, if that can be told without decoding it.
+    fn decides(&self, entry: &Entry) -> Option<bool> {
+        match (self, &entry.view) {
+            (Select::All, _) => Some(true),
+            (Select::OnView(f), Some(view)) => Some(f(view)),
+            _ => None,
+        }
+    }
+}
+
+/// A state a list may return: a held entry, or a past state from the ring.
+enum Item {
+    Held(Arc<Entry>),
+    Past(Arc<Value>),
+}
+
+impl Item {
+    fn object(&self) -> Option<Arc<Value>> {
+        match self {
+            Item::Held(entry) => entry.object(),
+            Item::Past(object) => Some(object.clone()),
+        }
+    }
+}
+
+/// What a list takes under the cache's lock: the page as far as it could be told, and from the
+/// first item whose entry must be decoded to tell on, every later candidate (decoded and
+/// filtered after the lock).
+struct Taken {
+    /// Items that pass, in key order, up to the limit.
+    page: Vec<Item>,
+    /// Key of the page's last item.
+    last_key: Option<String>,
+    /// Set when an item that passes came after a full page: the page's last key.
+    more_after: Option<String>,
+    /// Items that pass after a full page.
+    remaining: u64,
+    /// From the first undecided item on, every candidate: `(key, item, passes)`, `passes` false
+    /// for an undecided one.
+    rest: Vec<(String, Item, bool)>,
+}
+
 impl WatchCache {
-    /// Items of `resource_prefix` whose keys start with `key_prefix` and that pass `filter`, at
-    /// `at`, after key `start_after`, at most `limit` of them.
+    /// Items of `resource_prefix` whose keys start with `key_prefix` and that `select` keeps,
+    /// at `at`, after key `start_after`, at most `limit` of them.
+    ///
+    /// The items are chosen under the cache's read lock, and decoded (those whose trees are
+    /// gone, [`Entry`]) after it: a list of cold objects never holds up the feeder.
     pub fn list(
         &self,
         resource_prefix: &str,
@@ -64,86 +136,59 @@ impl WatchCache {
         at: ListAt,
         start_after: Option<&str>,
         limit: Option<usize>,
-        filter: &dyn Fn(&Value) -> bool,
+        select: Select<'_>,
     ) -> SnapshotOutcome {
-        let inner = self.inner.read();
-        let current = inner.revision;
-        let revision = match at {
-            ListAt::Current => current,
-            ListAt::Exact(r) if r > current => return SnapshotOutcome::Future { current },
-            ListAt::Exact(r) => r,
-        };
-        let empty = ResourceCache {
-            oldest: inner.base,
-            ..Default::default()
-        };
-        let res = inner.resources.get(resource_prefix).unwrap_or(&empty);
-        if revision < current && revision < res.oldest {
-            return SnapshotOutcome::Expired { oldest: res.oldest };
-        }
-        // Keys whose state at `revision` differs from now: the first event after it decides.
-        let mut overrides: BTreeMap<&str, Option<&Arc<Value>>> = BTreeMap::new();
-        if revision < current {
-            let start = res.ring.partition_point(|e| e.revision <= revision);
-            for e in res.ring.iter().skip(start) {
-                if e.key.starts_with(key_prefix) {
-                    overrides.entry(e.key.as_str()).or_insert(e.prev.as_ref());
-                }
-            }
-        }
-        let lower = match start_after {
-            Some(k) => Bound::Excluded(k),
-            None => Bound::Included(key_prefix),
-        };
-        let mut now = res
-            .objects
-            .range::<str, _>((lower, Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(key_prefix))
-            .map(|(k, v)| (k.as_str(), v))
-            .peekable();
-        let mut old = overrides
-            .iter()
-            .filter(|(k, _)| match start_after {
-                Some(s) => **k > s,
-                None => true,
-            })
-            .map(|(k, v)| (*k, *v))
-            .peekable();
-        let mut items = Vec::new();
-        let mut more_after = None;
-        let mut remaining = 0u64;
-        let mut last_key: Option<&str> = None;
-        loop {
-            // Merge the two key-ordered sequences; an override wins for its key.
-            let next = match (now.peek(), old.peek()) {
-                (None, None) => break,
-                (Some((nk, _)), Some((ok, _))) if ok <= nk => {
-                    let (k, v) = old.next().map_or(("", None), |x| x);
-                    if Some(&k) == now.peek().map(|(nk, _)| nk) {
-                        now.next();
-                    }
-                    (k, v)
-                }
-                (Some(_), _) => {
-                    let (k, v) = now.next().map_or(("", None), |(k, v)| (k, Some(v)));
-                    (k, v)
-                }
-                (None, Some(_)) => old.next().map_or(("", None), |x| x),
+        let (taken, revision) = {
+            let inner = self.inner.read();
+            let current = inner.revision;
+            let revision = match at {
+                ListAt::Current => current,
+                ListAt::Exact(r) if r > current => return SnapshotOutcome::Future { current },
+                ListAt::Exact(r) => r,
             };
-            let (key, value) = next;
-            let Some(value) = value else { continue };
-            if !filter(value) {
+            let empty = ResourceCache {
+                oldest: inner.base,
+                ..Default::default()
+            };
+            let res = inner.resources.get(resource_prefix).unwrap_or(&empty);
+            if revision < current && revision < res.oldest {
+                return SnapshotOutcome::Expired { oldest: res.oldest };
+            }
+            let taken = take(
+                res,
+                revision,
+                current,
+                key_prefix,
+                start_after,
+                limit,
+                select,
+            );
+            (taken, revision)
+        };
+        let Taken {
+            page,
+            mut last_key,
+            mut more_after,
+            mut remaining,
+            rest,
+        } = taken;
+        let mut items: Vec<Arc<Value>> = page.iter().filter_map(Item::object).collect();
+        for (key, item, passes) in rest {
+            let Some(object) = item.object() else {
+                continue;
+            };
+            if !passes && !select.matches(&object) {
                 continue;
             }
             if limit.is_some_and(|l| items.len() >= l) {
                 if more_after.is_none() {
-                    more_after = last_key.map(String::from);
+                    more_after = last_key.take();
                 }
                 remaining += 1;
                 continue;
             }
             last_key = Some(key);
-            items.push(value.clone());
+            items.push(object);
         }
         SnapshotOutcome::Listed(Snapshot {
             items,
@@ -152,6 +197,96 @@ impl WatchCache {
             remaining: (remaining > 0).then_some(remaining),
         })
     }
+}
+
+/// The candidates of a list in `res` at `revision` (see [`Taken`]).
+fn take(
+    res: &ResourceCache,
+    revision: Revision,
+    current: Revision,
+    key_prefix: &str,
+    start_after: Option<&str>,
+    limit: Option<usize>,
+    select: Select<'_>,
+) -> Taken {
+    // Keys whose state at `revision` differs from now: the first event after it decides.
+    let mut overrides: BTreeMap<&str, Option<&Arc<Value>>> = BTreeMap::new();
+    if revision < current {
+        let start = res.ring.partition_point(|e| e.revision <= revision);
+        for e in res.ring.iter().skip(start) {
+            if e.key.starts_with(key_prefix) {
+                overrides.entry(e.key.as_str()).or_insert(e.prev.as_ref());
+            }
+        }
+    }
+    let lower = match start_after {
+        Some(k) => Bound::Excluded(k),
+        None => Bound::Included(key_prefix),
+    };
+    let mut now = res
+        .objects
+        .range::<str, _>((lower, Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(key_prefix))
+        .map(|(k, e)| (k.as_str(), e))
+        .peekable();
+    let mut old = overrides
+        .iter()
+        .filter(|(k, _)| start_after.is_none_or(|s| **k > s))
+        .map(|(k, v)| (*k, *v))
+        .peekable();
+    let mut taken = Taken {
+        page: Vec::new(),
+        last_key: None,
+        more_after: None,
+        remaining: 0,
+        rest: Vec::new(),
+    };
+    let mut last_key: Option<&str> = None;
+    loop {
+        // Merge the two key-ordered sequences; an override wins for its key.
+        let (key, item) = match (now.peek(), old.peek()) {
+            (None, None) => break,
+            (Some((nk, _)), Some((ok, _))) if ok <= nk => {
+                let Some((k, v)) = old.next() else { break };
+                if Some(&k) == now.peek().map(|(nk, _)| nk) {
+                    now.next();
+                }
+                (k, v.map(|v| Item::Past(v.clone())))
+            }
+            (Some(_), _) => {
+                let Some((k, e)) = now.next() else { break };
+                (k, Some(Item::Held(e.clone())))
+            }
+            (None, Some(_)) => {
+                let Some((k, v)) = old.next() else { break };
+                (k, v.map(|v| Item::Past(v.clone())))
+            }
+        };
+        let Some(item) = item else { continue };
+        let passes = match &item {
+            Item::Held(entry) => select.decides(entry),
+            Item::Past(object) => Some(select.matches(object)),
+        };
+        if passes == Some(false) {
+            continue;
+        }
+        if passes.is_none() || !taken.rest.is_empty() {
+            // Told after the lock.
+            taken.rest.push((key.to_string(), item, passes.is_some()));
+            continue;
+        }
+        if limit.is_some_and(|l| taken.page.len() >= l) {
+            if taken.more_after.is_none() {
+                taken.more_after = last_key.map(String::from);
+            }
+            taken.remaining += 1;
+            continue;
+        }
+        last_key = Some(key);
+        taken.page.push(item);
+    }
+    taken.last_key = last_key.map(String::from);
+    taken
 }
 
 #[cfg(test)]
@@ -176,9 +311,10 @@ pub(super) mod tests {
             oldest: 10,
             ..Default::default()
         };
-        res.objects.insert(k("a"), obj("a", 5));
-        res.objects.insert(k("b"), obj("b", 11));
-        res.objects.insert(k("d"), obj("d", 13));
+        let held = |n: &str, rv| Entry::new(rv, &obj(n, rv), None, None).unwrap();
+        res.objects.insert(k("a"), held("a", 5));
+        res.objects.insert(k("b"), held("b", 11));
+        res.objects.insert(k("d"), held("d", 13));
         let ev = |kind, n: &str, rv, o: Arc<Value>, prev| {
             Arc::new(CacheEvent::new(kind, k(n), rv, o, prev))
         };
@@ -248,22 +384,22 @@ pub(super) mod tests {
     #[test]
     fn past_snapshots_undo_ring_events() {
         let c = cache(100);
-        let all = |_: &Value| true;
+        let all = Select::All;
         let p = "/registry/pods/";
         assert_eq!(
-            names(c.list(p, p, ListAt::Current, None, None, &all)),
+            names(c.list(p, p, ListAt::Current, None, None, all)),
             [pair("a", "5"), pair("b", "11"), pair("d", "13")]
         );
         assert_eq!(
-            names(c.list(p, p, ListAt::Exact(10), None, None, &all)),
+            names(c.list(p, p, ListAt::Exact(10), None, None, all)),
             [pair("a", "5"), pair("b", "6"), pair("c", "7")]
         );
         assert_eq!(
-            names(c.list(p, p, ListAt::Exact(12), None, None, &all)),
+            names(c.list(p, p, ListAt::Exact(12), None, None, all)),
             [pair("a", "5"), pair("b", "11")]
         );
         // Pages at a past revision continue after the last key.
-        let page = c.list(p, p, ListAt::Exact(10), None, Some(2), &all);
+        let page = c.list(p, p, ListAt::Exact(10), None, Some(2), all);
         let SnapshotOutcome::Listed(s) = page else {
             panic!("not listed")
         };
@@ -277,18 +413,126 @@ pub(super) mod tests {
                 ListAt::Exact(10),
                 s.more_after.as_deref(),
                 Some(2),
-                &all
+                all
             )),
             [pair("c", "7")]
         );
         assert!(matches!(
-            c.list(p, p, ListAt::Exact(9), None, None, &all),
+            c.list(p, p, ListAt::Exact(9), None, None, all),
             SnapshotOutcome::Expired { oldest: 10 }
         ));
         assert!(matches!(
-            c.list(p, p, ListAt::Exact(14), None, None, &all),
+            c.list(p, p, ListAt::Exact(14), None, None, all),
             SnapshotOutcome::Future { current: 13 }
         ));
+    }
+
+    fn page(o: SnapshotOutcome) -> (Vec<String>, Option<String>, Option<u64>) {
+        let SnapshotOutcome::Listed(s) = o else {
+            panic!("not listed: {o:?}")
+        };
+        let names = s
+            .items
+            .iter()
+            .map(|v| v["metadata"]["name"].as_str().unwrap_or("").to_string());
+        (names.collect(), s.more_after, s.remaining)
+    }
+
+    #[test]
+    fn pages_of_objects_that_must_be_decoded_are_cut_after_the_lock() {
+        let c = cache(100);
+        let p = "/registry/pods/";
+        // `e` is held and has no event in the ring.
+        c.inner
+            .write()
+            .resources
+            .get_mut(p)
+            .unwrap()
+            .objects
+            .insert(
+                "/registry/pods/ns/e".into(),
+                Entry::new(5, &obj("e", 5), None, None).unwrap(),
+            );
+        let not_a = |o: &Value| o["metadata"]["name"] != "a";
+        let select = Select::Object(&not_a);
+        // At 10: a (held, told after the lock), b and c (past states, told under it), e (held).
+        assert_eq!(
+            page(c.list(p, p, ListAt::Exact(10), None, Some(2), select)),
+            (
+                vec!["b".into(), "c".into()],
+                Some("/registry/pods/ns/c".into()),
+                Some(1)
+            )
+        );
+        // After `a`: a page of past states is full before the first held object comes.
+        assert_eq!(
+            page(c.list(
+                p,
+                p,
+                ListAt::Exact(10),
+                Some("/registry/pods/ns/a"),
+                Some(1),
+                select
+            )),
+            (
+                vec!["b".into()],
+                Some("/registry/pods/ns/b".into()),
+                Some(2)
+            )
+        );
+        assert_eq!(
+            page(c.list(p, p, ListAt::Current, None, None, select)),
+            (vec!["b".into(), "d".into(), "e".into()], None, None)
+        );
+    }
+
+    #[test]
+    fn held_objects_are_told_on_their_views_without_decoding() {
+        let c = cache(100);
+        let p = "/registry/pods/";
+        let labelled = |n: &str, color: &str| {
+            let o = Arc::new(json!({"metadata": {"name": n, "resourceVersion": "20",
+                                                 "labels": {"color": color}},
+                                    "spec": {"big": "x".repeat(100)}}));
+            let view = json!({"metadata": {"name": n, "labels": {"color": color}}});
+            Entry::new(20, &o, None, Some(view)).unwrap()
+        };
+        let (red, blue) = (labelled("r", "red"), labelled("u", "blue"));
+        {
+            let mut inner = c.inner.write();
+            let objects = &mut inner.resources.get_mut(p).unwrap().objects;
+            objects.insert("/registry/pods/ns/r".into(), red.clone());
+            objects.insert("/registry/pods/ns/u".into(), blue.clone());
+        }
+        assert!(!red.is_decoded() && !blue.is_decoded());
+        let is_red = |o: &Value| o["metadata"]["labels"]["color"] == "red";
+        let listed = c.list(
+            p,
+            "/registry/pods/ns/",
+            ListAt::Current,
+            None,
+            None,
+            Select::OnView(&is_red),
+        );
+        let SnapshotOutcome::Listed(s) = listed else {
+            panic!("not listed")
+        };
+        // The fixture's other objects have no view: they are decoded and told on as a whole.
+        let names: Vec<&str> = s
+            .items
+            .iter()
+            .filter_map(|v| v["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["r"]);
+        assert_eq!(
+            s.items[0]["spec"]["big"],
+            "x".repeat(100),
+            "the whole object is listed"
+        );
+        assert!(red.is_decoded(), "held by the page");
+        assert!(!blue.is_decoded(), "told on its view, never decoded");
+        drop(s);
+        assert!(!red.is_decoded());
     }
 
     #[test]

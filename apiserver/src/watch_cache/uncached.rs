@@ -26,8 +26,8 @@ use serde_json::Value;
 use store::{Event, EventKind, KeyValue, ListOptions, ListOutcome, Revision, WatchOutcome};
 
 use super::{
-    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, LiveEvents, Snapshot, SnapshotOutcome,
-    WatchCache, WatchFrom, WatchStart,
+    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, LiveEvents, Select, Snapshot,
+    SnapshotOutcome, WatchCache, WatchFrom, WatchStart,
 };
 
 /// The resource prefixes not cached by default: upstream's `DefaultWatchCacheSizes` (core and
@@ -129,14 +129,20 @@ impl WatchCache {
         at: ListAt,
         start_after: Option<&str>,
         limit: Option<usize>,
-        filter: &(dyn Fn(&Value) -> bool + Sync),
-        everything: bool,
+        select: Select<'_>,
     ) -> Result<SnapshotOutcome, store::Error> {
         if self.caches(resource_prefix) {
-            return Ok(self.list(resource_prefix, key_prefix, at, start_after, limit, filter));
+            return Ok(self.list(resource_prefix, key_prefix, at, start_after, limit, select));
         }
         let listed = self
-            .list_keyed(key_prefix, at, start_after, limit, filter, everything)
+            .list_keyed(
+                key_prefix,
+                at,
+                start_after,
+                limit,
+                &|o| select.matches(o),
+                select.is_everything(),
+            )
             .await?;
         Ok(match listed {
             Keyed::Listed(page) => SnapshotOutcome::Listed(Snapshot {
@@ -406,8 +412,13 @@ mod tests {
         filter: &(dyn Fn(&Value) -> bool + Sync),
         everything: bool,
     ) -> SnapshotOutcome {
+        let select = if everything {
+            Select::All
+        } else {
+            Select::Object(filter)
+        };
         cache
-            .list_resource(EVENTS, EVENTS, at, after, limit, filter, everything)
+            .list_resource(EVENTS, EVENTS, at, after, limit, select)
             .await
             .unwrap()
     }

@@ -36,7 +36,7 @@ use super::strategy::{condition_true, set_condition, CLEANUP_FINALIZER};
 use super::{DeleteOptions, Preconditions, Store, WriteOptions};
 use crate::error::{ApiError, Result};
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, SnapshotOutcome, WatchFrom, WatchStart};
+use crate::watch_cache::{ListAt, Select, SnapshotOutcome, WatchFrom, WatchStart};
 
 pub use serving::schema_name;
 
@@ -125,7 +125,7 @@ fn crd_store(state: &AppState) -> Option<Store<'_>> {
 fn all_crds(state: &AppState) -> Vec<Arc<Value>> {
     match state
         .cache
-        .list(PREFIX, PREFIX, ListAt::Current, None, None, &|_| true)
+        .list(PREFIX, PREFIX, ListAt::Current, None, None, Select::All)
     {
         SnapshotOutcome::Listed(s) => s.items,
         _ => Vec::new(),
@@ -313,7 +313,7 @@ impl Controller {
         let instances =
             match state
                 .cache
-                .list(&prefix, &prefix, ListAt::Current, None, None, &|_| true)
+                .list(&prefix, &prefix, ListAt::Current, None, None, Select::All)
             {
                 SnapshotOutcome::Listed(s) => s.items,
                 _ => Vec::new(),
@@ -340,10 +340,14 @@ impl Controller {
             return Ok(());
         }
         store.wait_consistent().await?;
-        let left = match state
-            .cache
-            .list(&prefix, &prefix, ListAt::Current, None, Some(1), &|_| true)
-        {
+        let left = match state.cache.list(
+            &prefix,
+            &prefix,
+            ListAt::Current,
+            None,
+            Some(1),
+            Select::All,
+        ) {
             SnapshotOutcome::Listed(s) => s.items.len(),
             _ => 1,
         };

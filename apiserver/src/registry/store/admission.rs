@@ -32,7 +32,7 @@ use crate::admission::{Attributes, Operation};
 use crate::error::Result;
 use crate::registry::{DeleteOptions, Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, SnapshotOutcome};
+use crate::watch_cache::{ListAt, Select, SnapshotOutcome};
 
 /// The watch cache's current objects, by (group, plural) of any served version.
 pub struct CachedObjects<'a> {
@@ -65,10 +65,9 @@ impl Objects for CachedObjects<'_> {
             return Vec::new();
         };
         let prefix = format!("/registry/{}/", resource.info.storage);
-        let all = |_: &Value| true;
         match self
             .cache
-            .list(&prefix, &prefix, ListAt::Current, None, None, &all)
+            .list(&prefix, &prefix, ListAt::Current, None, None, Select::All)
         {
             SnapshotOutcome::Listed(s) => s.items,
             SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
@@ -82,11 +81,31 @@ impl Objects for CachedObjects<'_> {
         };
         let all_prefix = format!("/registry/{}/", resource.info.storage);
         let prefix = format!("{all_prefix}{namespace}/");
-        let all = |_: &Value| true;
-        match self
-            .cache
-            .list(&all_prefix, &prefix, ListAt::Current, None, None, &all)
-        {
+        match self.cache.list(
+            &all_prefix,
+            &prefix,
+            ListAt::Current,
+            None,
+            None,
+            Select::All,
+        ) {
+            SnapshotOutcome::Listed(s) => s.items,
+            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
+        }
+    }
+
+    /// Told on the pods' selector views: cold pods of other nodes are not decoded.
+    fn pods_on_node(&self, namespace: &str, node: &str) -> Vec<Arc<Value>> {
+        let prefix = format!("/registry/pods/{namespace}/");
+        let on_node = |p: &Value| p["spec"]["nodeName"] == node;
+        match self.cache.list(
+            "/registry/pods/",
+            &prefix,
+            ListAt::Current,
+            None,
+            None,
+            Select::OnView(&on_node),
+        ) {
             SnapshotOutcome::Listed(s) => s.items,
             SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
         }

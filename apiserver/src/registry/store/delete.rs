@@ -170,8 +170,7 @@ impl Store<'_> {
                 ListAt::Current,
                 None,
                 None,
-                &|o| filter.matches(o),
-                filter.is_everything(),
+                filter.select(&|o| filter.matches(o)),
             )
             .await?;
         let snapshot = match listed {

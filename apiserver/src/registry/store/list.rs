@@ -15,7 +15,7 @@ use super::Store;
 use crate::error::{ApiError, Result};
 use crate::http::query::{ContinueToken, ListOptions, RvMatch};
 use crate::registry::Resource;
-use crate::watch_cache::{ListAt, SnapshotOutcome, WatchFrom, WatchStart};
+use crate::watch_cache::{ListAt, Select, SnapshotOutcome, WatchFrom, WatchStart};
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
@@ -59,6 +59,24 @@ impl Filter {
     /// Whether every object passes (no selector).
     pub fn is_everything(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    /// How the watch cache picks what passes, `matches` being [`Self::matches`]: on held
+    /// objects' selector views when every selector reads only what a view holds (labels, name,
+    /// namespace, and the field labels of a kind that lists the fields they read).
+    pub fn select<'a>(&self, matches: &'a (dyn Fn(&Value) -> bool + Sync)) -> Select<'a> {
+        if self.is_everything() {
+            return Select::All;
+        }
+        // Field labels are checked against the kind in `new`: these two are the generic ones.
+        let generic = |field: &str| matches!(field, "metadata.name" | "metadata.namespace");
+        let on_view = self.resource.strategy.selector_paths().is_some()
+            || self.fields.requirements().iter().all(|r| generic(&r.field));
+        if on_view {
+            Select::OnView(matches)
+        } else {
+            Select::Object(matches)
+        }
     }
 
     /// Whether `obj` passes both selectors.
@@ -129,8 +147,7 @@ impl Store<'_> {
                 at,
                 start_after.as_deref(),
                 limit,
-                &|o| filter.matches(o),
-                filter.is_everything(),
+                filter.select(&|o| filter.matches(o)),
             )
             .await?;
         let snapshot = match outcome {

@@ -355,6 +355,15 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Every field (dotted path of the stored object) [`field_value`](Self::field_value) reads,
+    /// when they can be listed: the watch cache then keeps them, with the name, namespace and
+    /// labels, as the object's selector view and filters lists on it without decoding the
+    /// object (`watch_cache::StorageDefaults::selector_view`). `None` (the default): a field
+    /// selector on a field label of the kind's own reads the whole object.
+    fn selector_paths(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
     /// Whether the resource is served without storage, and how ([`Unstored`]); `None` for every
     /// stored kind.
     fn unstored(&self) -> Option<Unstored> {
@@ -419,6 +428,13 @@ pub trait Objects {
         let mut all = self.list(group, plural);
         all.retain(|o| api::meta::namespace(o) == Some(namespace));
         all
+    }
+
+    /// The pods of `namespace` bound to `node`, in key order.
+    fn pods_on_node(&self, namespace: &str, node: &str) -> Vec<Arc<Value>> {
+        let mut pods = self.list_in("", "pods", namespace);
+        pods.retain(|p| p["spec"]["nodeName"] == node);
+        pods
     }
 
     /// The object `name` of `group`/`plural` (in `namespace` for a namespaced resource).

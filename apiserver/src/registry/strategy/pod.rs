@@ -526,6 +526,20 @@ impl Strategy for PodStrategy {
         Some(v)
     }
 
+    fn selector_paths(&self) -> Option<&'static [&'static str]> {
+        Some(&[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.nominatedNodeName",
+            "status.podIP",
+            "status.podIPs",
+        ])
+    }
+
     fn graceful_deletion_seconds(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
         let unscheduled = obj
             .pointer("/spec/nodeName")
