@@ -17,6 +17,7 @@ use crate::http::render::{respond_list, respond_object, ObjectResponse};
 use crate::http::request::Ctx;
 use crate::registry::Store;
 use crate::registry::Unstored;
+use crate::watch_cache::Listed;
 
 /// Handles the request when it targets an unstored resource; `None` for every other resource.
 pub async fn handle(
@@ -97,7 +98,11 @@ async fn component_statuses(ctx: &Ctx, method: &Method) -> Result<Response> {
         }
         None => {
             let sel = ctx.store().filter(&opts)?;
-            let items: Vec<Arc<Value>> = all.into_iter().filter(|o| sel.matches(o)).collect();
+            let items: Vec<Listed> = all
+                .into_iter()
+                .filter(|o| sel.matches(o))
+                .map(Listed::object_of)
+                .collect();
             respond_list(
                 resource,
                 ctx.accept(),

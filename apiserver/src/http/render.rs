@@ -17,6 +17,7 @@ use crate::http::negotiate::{negotiate_output, Negotiated, Output};
 use crate::http::query::IncludeObject;
 use crate::registry::Resource;
 use crate::table;
+use crate::watch_cache::Listed;
 
 /// Serialises one object in the endpoint's form without copying it when it already is.
 pub fn write_presented(out: &mut Vec<u8>, resource: &Resource, obj: &Value) {
@@ -132,14 +133,17 @@ pub fn respond_list(
     resource: &Resource,
     accept: Option<&str>,
     include: IncludeObject,
-    items: &[Arc<Value>],
+    items: &[Listed],
     list_meta: Value,
 ) -> Result<Response> {
     let out = output(accept)?;
     let info = &resource.info;
+    // Every form but JSON reads the objects.
+    let objects = || -> Vec<Arc<Value>> { items.iter().filter_map(Listed::object).collect() };
     let body = match out {
         Output::Table => {
-            let typed: Vec<std::borrow::Cow<'_, Value>> = items
+            let objects = objects();
+            let typed: Vec<std::borrow::Cow<'_, Value>> = objects
                 .iter()
                 .map(|o| {
                     if resource.is_presentable(o) {
@@ -169,37 +173,14 @@ pub fn respond_list(
             "kind": "PartialObjectMetadataList",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": list_meta,
-            "items": items.iter().map(|o| table::partial_metadata(o)).collect::<Vec<_>>(),
+            "items": objects().iter().map(|o| table::partial_metadata(o)).collect::<Vec<_>>(),
         }),
-        Output::Json => {
-            // Streamed into one buffer: no per-item copies for 10,000-item lists.
-            let mut out = Vec::with_capacity(256 + items.len() * 512);
-            out.extend_from_slice(b"{\"kind\":");
-            let _ = api::wire::to_writer(&mut out, &info.list_kind);
-            out.extend_from_slice(b",\"apiVersion\":");
-            let _ = api::wire::to_writer(&mut out, &info.api_version());
-            out.extend_from_slice(b",\"metadata\":");
-            let _ = api::wire::to_writer(&mut out, &list_meta);
-            out.extend_from_slice(b",\"items\":[");
-            for (i, o) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_presented(&mut out, resource, o);
-            }
-            out.extend_from_slice(b"]}\n");
-            let mut resp = (StatusCode::OK, out).into_response();
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            return Ok(resp);
-        }
+        Output::Json => return Ok(json_list(resource, items, &list_meta)),
         Output::Yaml => json!({
             "kind": info.list_kind,
             "apiVersion": info.api_version(),
             "metadata": list_meta,
-            "items": items.iter().map(|o| resource.present(Value::clone(o))).collect::<Vec<_>>(),
+            "items": objects().iter().map(|o| resource.present(Value::clone(o))).collect::<Vec<_>>(),
         }),
     };
     let out = if out == Output::PartialObjectMetadata {
@@ -208,6 +189,42 @@ pub fn respond_list(
         out
     };
     Ok(encode(&body, out, StatusCode::OK))
+}
+
+/// A JSON list of `items`, streamed into one buffer: an object the watch cache holds as text in
+/// the endpoint's form is copied from it, not decoded and serialised.
+fn json_list(resource: &Resource, items: &[Listed], list_meta: &Value) -> Response {
+    let info = &resource.info;
+    let mut out = Vec::with_capacity(256 + items.len() * 512);
+    out.extend_from_slice(b"{\"kind\":");
+    let _ = api::wire::to_writer(&mut out, &info.list_kind);
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = api::wire::to_writer(&mut out, &info.api_version());
+    out.extend_from_slice(b",\"metadata\":");
+    let _ = api::wire::to_writer(&mut out, list_meta);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let as_held = item
+            .held_view()
+            .is_some_and(|view| resource.is_presentable(view));
+        if as_held && item.write_held_text(&mut out) {
+            continue;
+        }
+        match item.object() {
+            Some(o) => write_presented(&mut out, resource, &o),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    out.extend_from_slice(b"]}\n");
+    let mut resp = (StatusCode::OK, out).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// Renders a written object: its JSON text as the write made it, when it has one (`Metadata` rows

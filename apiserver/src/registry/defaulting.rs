@@ -68,9 +68,17 @@ impl StorageDefaults for ResourceRegistry {
         let served = self.snapshot();
         let resource = resource_of(&served, storage, obj)?;
         let mut view = Value::Object(Map::new());
-        for path in ["metadata.name", "metadata.namespace", "metadata.labels"]
-            .iter()
-            .chain(resource.strategy.selector_paths().unwrap_or_default())
+        // Type meta too: a list writes a held object's text as it is when its kind and version
+        // are the endpoint's.
+        for path in [
+            "apiVersion",
+            "kind",
+            "metadata.name",
+            "metadata.namespace",
+            "metadata.labels",
+        ]
+        .iter()
+        .chain(resource.strategy.selector_paths().unwrap_or_default())
         {
             copy_path(obj, &mut view, path);
         }
@@ -171,7 +179,8 @@ mod tests {
                         "data": {"k": "v"}});
         assert_eq!(
             registry.selector_view("/registry/configmaps/ns/c", &cm),
-            Some(json!({"metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}}}))
+            Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}}}))
         );
     }
 

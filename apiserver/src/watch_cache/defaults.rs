@@ -39,10 +39,11 @@ pub trait StorageDefaults: Send + Sync + 'static {
     fn default_stored(&self, key: &str, obj: &mut Value) -> bool;
 
     /// What label and field selectors of the kind read of `obj`, held at `key`: a tree with
-    /// every field the kind's field labels and label selectors look at, and no other (upstream's
-    /// cacher keeps an object's labels and fields beside it the same way). The cache filters
-    /// lists on it without decoding the object. `None` (the default) when the kind cannot say:
-    /// a filter then reads the whole object.
+    /// every field the kind's field labels and label selectors look at, and its `apiVersion`
+    /// and `kind` (upstream's cacher keeps an object's labels and fields beside it the same
+    /// way). The cache filters lists on it without decoding the object, and a list response
+    /// sends the held text as it is when the type meta is the endpoint's. `None` (the default)
+    /// when the kind cannot say: a filter then reads the whole object.
     fn selector_view(&self, key: &str, obj: &Value) -> Option<Value> {
         let _ = (key, obj);
         None

@@ -171,7 +171,7 @@ async fn lists_and_watches_of_an_uncached_resource_are_defaulted() {
     let SnapshotOutcome::Listed(listed) = listed else {
         panic!("{listed:?}")
     };
-    assert_eq!(color(&listed.items[0]), "blue");
+    assert_eq!(color(&listed.items[0].object().unwrap()), "blue");
 
     let mut watch = match cache
         .watch_resource(EVENTS, EVENTS, WatchFrom::Snapshot)

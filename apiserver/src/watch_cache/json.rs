@@ -71,22 +71,31 @@ impl ObjectJson {
 
     /// The text with `metadata.resourceVersion` set to `rv`.
     pub fn with_resource_version(&self, rv: &str) -> Bytes {
-        let Some(slot) = self.slot else {
+        if self.slot.is_none() {
             return self.text.clone();
-        };
+        }
         let mut out = BytesMut::with_capacity(self.text.len() + rv.len() + 24);
+        self.write_with_resource_version(rv, &mut out);
+        out.freeze()
+    }
+
+    /// Writes the text with `metadata.resourceVersion` set to `rv` to `out`.
+    pub fn write_with_resource_version(&self, rv: &str, out: &mut impl BufMut) {
+        let Some(slot) = self.slot else {
+            out.put_slice(&self.text);
+            return;
+        };
         out.put_slice(&self.text[..slot.at]);
         if !slot.first {
             out.put_u8(b',');
         }
         out.put_slice(b"\"resourceVersion\":");
         // A JSON string (escaped if it ever needs to be): writing into memory cannot fail.
-        let _ = api::wire::to_writer((&mut out).writer(), rv);
+        let _ = api::wire::to_writer((&mut *out).writer(), rv);
         if slot.first && !slot.alone {
             out.put_u8(b',');
         }
         out.put_slice(&self.text[slot.at..]);
-        out.freeze()
     }
 }
 
@@ -164,6 +173,9 @@ mod tests {
                 stamped(obj, rv).as_slice(),
                 "{obj} at {rv}"
             );
+            let mut written = b"[".to_vec();
+            json.write_with_resource_version(rv, &mut written);
+            assert_eq!(&written[1..], stamped(obj, rv).as_slice(), "{obj} at {rv}");
         }
     }
 

@@ -58,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
-pub use snapshot::{ListAt, Select, Snapshot, SnapshotOutcome};
+pub use snapshot::{ListAt, Listed, Select, Snapshot, SnapshotOutcome};
 pub use uncached::{InitialPages, UNCACHED_RESOURCES};
 
 /// Root of every object key.

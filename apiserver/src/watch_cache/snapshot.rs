@@ -24,11 +24,11 @@ pub enum ListAt {
     Exact(Revision),
 }
 
-/// One page of a list.
+/// One page of a list: of objects, or of [`Listed`] items.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct Snapshot<T = Arc<Value>> {
     /// Matching items in key order.
-    pub items: Vec<Arc<Value>>,
+    pub items: Vec<T>,
     /// Revision the page is consistent at.
     pub revision: Revision,
     /// Key of the last item when more matching items remain.
@@ -39,9 +39,9 @@ pub struct Snapshot {
 
 /// Outcome of [`WatchCache::list`].
 #[derive(Debug, Clone)]
-pub enum SnapshotOutcome {
+pub enum SnapshotOutcome<T = Arc<Value>> {
     /// The page.
-    Listed(Snapshot),
+    Listed(Snapshot<T>),
     /// The revision is older than the ring covers.
     Expired {
         /// Oldest revision that can be served.
@@ -91,7 +91,25 @@ impl Select<'_> {
     }
 }
 
-/// A state a list may return: a held entry, or a past state from the ring.
+impl SnapshotOutcome<Listed> {
+    /// The outcome with its items decoded.
+    pub fn into_objects(self) -> SnapshotOutcome {
+        match self {
+            SnapshotOutcome::Listed(page) => SnapshotOutcome::Listed(Snapshot {
+                items: page.items.iter().filter_map(Listed::object).collect(),
+                revision: page.revision,
+                more_after: page.more_after,
+                remaining: page.remaining,
+            }),
+            SnapshotOutcome::Expired { oldest } => SnapshotOutcome::Expired { oldest },
+            SnapshotOutcome::Future { current } => SnapshotOutcome::Future { current },
+        }
+    }
+}
+
+/// A state a list may return: a held entry, or a decoded object (a past state from the ring,
+/// or read from the store).
+#[derive(Debug, Clone)]
 enum Item {
     Held(Arc<Entry>),
     Past(Arc<Value>),
@@ -102,6 +120,48 @@ impl Item {
         match self {
             Item::Held(entry) => entry.object(),
             Item::Past(object) => Some(object.clone()),
+        }
+    }
+}
+
+/// One object of a list, as the cache has it: a decoded tree, or its held text, which a response
+/// writes with a copy instead of decoding and serialising it
+/// ([`list_held`](WatchCache::list_held)).
+#[derive(Debug, Clone)]
+pub struct Listed(Item);
+
+impl Listed {
+    /// A decoded object.
+    pub fn object_of(object: Arc<Value>) -> Self {
+        Listed(Item::Past(object))
+    }
+
+    /// The object, decoded if it must be (`None` only for a text that does not parse).
+    pub fn object(&self) -> Option<Arc<Value>> {
+        self.0.object()
+    }
+
+    /// What the kind's selectors read of a held object, with its `apiVersion` and `kind`
+    /// ([`super::StorageDefaults::selector_view`]): whether its text can be sent as it is.
+    /// `None` for a decoded object, or a kind without views.
+    pub fn held_view(&self) -> Option<&Value> {
+        match &self.0 {
+            Item::Held(entry) => entry.view.as_ref(),
+            Item::Past(_) => None,
+        }
+    }
+
+    /// Writes a held object's JSON, resourceVersion set, to `out` (exactly what serialising the
+    /// object writes); `false`, writing nothing, for a decoded object.
+    pub fn write_held_text(&self, out: &mut Vec<u8>) -> bool {
+        match &self.0 {
+            Item::Held(entry) => {
+                entry
+                    .json
+                    .write_with_resource_version(&entry.revision.to_string(), out);
+                true
+            }
+            Item::Past(_) => false,
         }
     }
 }
@@ -124,7 +184,7 @@ struct Taken {
 }
 
 impl WatchCache {
-    /// Items of `resource_prefix` whose keys start with `key_prefix` and that `select` keeps,
+    /// Objects of `resource_prefix` whose keys start with `key_prefix` and that `select` keeps,
     /// at `at`, after key `start_after`, at most `limit` of them.
     ///
     /// The items are chosen under the cache's read lock, and decoded (those whose trees are
@@ -138,6 +198,21 @@ impl WatchCache {
         limit: Option<usize>,
         select: Select<'_>,
     ) -> SnapshotOutcome {
+        self.list_held(resource_prefix, key_prefix, at, start_after, limit, select)
+            .into_objects()
+    }
+
+    /// [`list`](Self::list), its items as the cache has them: an object that passes on its view
+    /// (or with no selector) is not decoded.
+    pub fn list_held(
+        &self,
+        resource_prefix: &str,
+        key_prefix: &str,
+        at: ListAt,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+        select: Select<'_>,
+    ) -> SnapshotOutcome<Listed> {
         let (taken, revision) = {
             let inner = self.inner.read();
             let current = inner.revision;
@@ -172,14 +247,20 @@ impl WatchCache {
             mut remaining,
             rest,
         } = taken;
-        let mut items: Vec<Arc<Value>> = page.iter().filter_map(Item::object).collect();
+        let mut items: Vec<Listed> = page.into_iter().map(Listed).collect();
         for (key, item, passes) in rest {
-            let Some(object) = item.object() else {
-                continue;
+            let item = if passes {
+                item
+            } else {
+                let Some(object) = item.object() else {
+                    continue;
+                };
+                if !select.matches(&object) {
+                    continue;
+                }
+                // Decoded to be told on: the tree is at hand.
+                Item::Past(object)
             };
-            if !passes && !select.matches(&object) {
-                continue;
-            }
             if limit.is_some_and(|l| items.len() >= l) {
                 if more_after.is_none() {
                     more_after = last_key.take();
@@ -188,7 +269,7 @@ impl WatchCache {
                 continue;
             }
             last_key = Some(key);
-            items.push(object);
+            items.push(Listed(item));
         }
         SnapshotOutcome::Listed(Snapshot {
             items,

@@ -26,7 +26,7 @@ use serde_json::Value;
 use store::{Event, EventKind, KeyValue, ListOptions, ListOutcome, Revision, WatchOutcome};
 
 use super::{
-    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, LiveEvents, Select, Snapshot,
+    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, Listed, LiveEvents, Select, Snapshot,
     SnapshotOutcome, WatchCache, WatchFrom, WatchStart,
 };
 
@@ -78,7 +78,8 @@ pub(super) fn cache_event(ev: Event, defaulter: &Defaulter) -> Option<CacheEvent
 /// A list's page with each item's key, or why there is none.
 enum Keyed {
     Listed(KeyedPage),
-    Not(SnapshotOutcome),
+    /// Expired or Future (never Listed).
+    Not(SnapshotOutcome<Listed>),
 }
 
 /// [`Snapshot`] with keys.
@@ -92,7 +93,8 @@ struct KeyedPage {
 /// One page read from the store, or why there is none.
 enum Read {
     Page(store::ListPage),
-    Done(SnapshotOutcome),
+    /// Expired or Future (never Listed).
+    Done(SnapshotOutcome<Listed>),
 }
 
 impl WatchCache {
@@ -130,9 +132,9 @@ impl WatchCache {
         start_after: Option<&str>,
         limit: Option<usize>,
         select: Select<'_>,
-    ) -> Result<SnapshotOutcome, store::Error> {
+    ) -> Result<SnapshotOutcome<Listed>, store::Error> {
         if self.caches(resource_prefix) {
-            return Ok(self.list(resource_prefix, key_prefix, at, start_after, limit, select));
+            return Ok(self.list_held(resource_prefix, key_prefix, at, start_after, limit, select));
         }
         let listed = self
             .list_keyed(
@@ -146,7 +148,11 @@ impl WatchCache {
             .await?;
         Ok(match listed {
             Keyed::Listed(page) => SnapshotOutcome::Listed(Snapshot {
-                items: page.items.into_iter().map(|(_, v)| v).collect(),
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(_, v)| Listed::object_of(v))
+                    .collect(),
                 revision: page.revision,
                 more_after: page.more_after,
                 remaining: page.remaining,
@@ -421,6 +427,7 @@ mod tests {
             .list_resource(EVENTS, EVENTS, at, after, limit, select)
             .await
             .unwrap()
+            .into_objects()
     }
 
     fn names(s: &Snapshot) -> Vec<&str> {

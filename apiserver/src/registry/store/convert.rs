@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::{Current, Outcome, Store, Written};
 use crate::error::Result;
 use crate::registry::conversion::Batch;
+use crate::watch_cache::Listed;
 
 impl Store<'_> {
     /// A stored object in the endpoint's version.
@@ -33,15 +34,17 @@ impl Store<'_> {
     /// The stored objects of one response in the endpoint's version, in one review.
     pub(crate) async fn items_to_endpoint_version(
         &self,
-        items: Vec<Arc<Value>>,
-    ) -> Result<Vec<Arc<Value>>> {
+        items: Vec<Listed>,
+    ) -> Result<Vec<Listed>> {
         let Some(converter) = self.resource.converter() else {
             return Ok(items);
         };
         let api_version = self.resource.info.api_version();
-        Ok(converter
-            .convert(&items, &api_version, Batch::Items)
-            .await?)
+        let objects: Vec<Arc<Value>> = items.iter().filter_map(Listed::object).collect();
+        let converted = converter
+            .convert(&objects, &api_version, Batch::Items)
+            .await?;
+        Ok(converted.into_iter().map(Listed::object_of).collect())
     }
 
     /// An object of the endpoint's version in the storage version, ready to store.

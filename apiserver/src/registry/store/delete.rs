@@ -19,7 +19,7 @@ use super::{Attempt, Outcome, Store, Written};
 use crate::error::{ApiError, Result};
 use crate::http::query::ListOptions;
 use crate::registry::{DeleteOptions, Propagation, WriteOptions};
-use crate::watch_cache::{ListAt, ObjectJson, SnapshotOutcome};
+use crate::watch_cache::{ListAt, Listed, ObjectJson, SnapshotOutcome};
 
 /// What a delete did.
 #[derive(Debug)]
@@ -183,7 +183,7 @@ impl Store<'_> {
             }
         };
         let mut out = Vec::new();
-        for obj in snapshot.items {
+        for obj in snapshot.items.iter().filter_map(Listed::object) {
             let name = api::meta::name(&obj).unwrap_or("").to_string();
             let store = Store::new(
                 self.state,

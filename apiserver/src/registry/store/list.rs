@@ -15,7 +15,7 @@ use super::Store;
 use crate::error::{ApiError, Result};
 use crate::http::query::{ContinueToken, ListOptions, RvMatch};
 use crate::registry::Resource;
-use crate::watch_cache::{ListAt, Select, SnapshotOutcome, WatchFrom, WatchStart};
+use crate::watch_cache::{ListAt, Listed, Select, SnapshotOutcome, WatchFrom, WatchStart};
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
@@ -89,8 +89,8 @@ impl Filter {
 
 /// One page of a list.
 pub struct ListPage {
-    /// The objects, in key order.
-    pub items: Vec<Arc<Value>>,
+    /// The objects, in key order, as the watch cache has them (see [`Listed`]).
+    pub items: Vec<Listed>,
     /// `metadata` of the list: resourceVersion, and continue / remainingItemCount when more follow.
     pub metadata: Value,
 }
@@ -218,5 +218,43 @@ impl Store<'_> {
             .watch_resource(&self.resource_prefix(), &self.collection_prefix(), from)
             .await?;
         Ok(WatchOpened { from, start })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn select(plural: &str, labels: Option<&str>, fields: Option<&str>) -> &'static str {
+        let resource = crate::registry::builtin::find("", plural).expect("built in");
+        let opts = ListOptions {
+            label_selector: labels.map(String::from),
+            field_selector: fields.map(String::from),
+            ..Default::default()
+        };
+        let filter = Filter::new(resource, &opts).expect("valid selectors");
+        match filter.select(&|_| true) {
+            Select::All => "all",
+            Select::OnView(_) => "view",
+            Select::Object(_) => "object",
+        }
+    }
+
+    #[test]
+    fn selectors_read_views_where_the_kind_lists_what_its_field_labels_read() {
+        assert_eq!(select("pods", None, None), "all");
+        assert_eq!(
+            select("pods", Some("app=a"), Some("spec.nodeName=n")),
+            "view"
+        );
+        assert_eq!(select("pods", None, Some("status.podIP=10.0.0.1")), "view");
+        assert_eq!(select("configmaps", Some("app"), None), "view");
+        assert_eq!(select("configmaps", None, Some("metadata.name=c")), "view");
+        // Secrets' `type` is read by a strategy that lists no paths: the whole object.
+        assert_eq!(select("secrets", None, Some("type=Opaque")), "object");
+        assert_eq!(
+            select("secrets", Some("a"), Some("metadata.namespace=ns")),
+            "view"
+        );
     }
 }
