@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::metrics::Metrics;
 use crate::registry::{ClusterIpAllocator, ResourceRegistry};
-use crate::watch_cache::{ListAt, Select, SnapshotOutcome, WatchCache};
+use crate::watch_cache::{ListAt, Listed, Select, SnapshotOutcome, WatchCache};
 
 /// Everything a handler needs, behind one reference count: axum clones a handler's and each
 /// middleware's state for every request, so a clone is one atomic increment (the parts are
@@ -105,9 +105,12 @@ impl AppState {
         // State derived from storage (the cluster-IP bitmap) is rebuilt from the cached objects.
         for r in &resources.snapshot().resources {
             let prefix = format!("/registry/{}/", r.info.storage);
-            let listed = cache.list(&prefix, &prefix, ListAt::Current, None, None, Select::All);
+            // Held objects are decoded only if the strategy reads them.
+            let listed =
+                cache.list_held(&prefix, &prefix, ListAt::Current, None, None, Select::All);
             if let SnapshotOutcome::Listed(s) = listed {
-                r.strategy.restore(&mut s.items.iter().map(|v| v.as_ref()));
+                r.strategy
+                    .restore(&mut s.items.iter().filter_map(Listed::object));
             }
         }
         let admission = Arc::new(crate::admission::Chain::new(&config.admission));

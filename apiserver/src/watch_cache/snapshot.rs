@@ -617,6 +617,34 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_held_object_is_written_from_its_text_as_its_tree_serialises() {
+        let c = cache(100);
+        let p = "/registry/pods/";
+        let listed = c.list_held(p, p, ListAt::Current, None, None, Select::All);
+        let SnapshotOutcome::Listed(page) = listed else {
+            panic!("not listed")
+        };
+        assert_eq!(page.items.len(), 3);
+        for item in &page.items {
+            let mut text = Vec::new();
+            assert!(item.write_held_text(&mut text));
+            let object = item.object().unwrap();
+            assert_eq!(text, api::wire::to_vec(object.as_ref()).unwrap());
+        }
+        // A past state is a decoded object: nothing to copy.
+        let past = c.list_held(p, p, ListAt::Exact(10), None, None, Select::All);
+        let SnapshotOutcome::Listed(page) = past else {
+            panic!("not listed")
+        };
+        let written: Vec<bool> = page
+            .items
+            .iter()
+            .map(|i| i.write_held_text(&mut Vec::new()))
+            .collect();
+        assert_eq!(written, [true, false, false], "a (held), b and c (past)");
+    }
+
+    #[test]
     fn watches_replay_the_ring_or_expire() {
         let c = cache(100);
         let p = "/registry/pods/";

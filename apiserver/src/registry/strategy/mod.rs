@@ -321,9 +321,9 @@ pub trait Strategy: Send + Sync + 'static {
     /// After the object was removed from storage: releases what it held (cluster IPs).
     fn after_delete(&self, _obj: &Value) {}
 
-    /// At start-up, with every stored object of the resource: rebuilds in-memory state that is
-    /// derived from storage (the cluster-IP bitmap).
-    fn restore(&self, _stored: &mut dyn Iterator<Item = &Value>) {}
+    /// At start-up, with every stored object of the resource (decoded as the iterator is read):
+    /// rebuilds in-memory state that is derived from storage (the cluster-IP bitmap).
+    fn restore(&self, _stored: &mut dyn Iterator<Item = Arc<Value>>) {}
 
     // ---- presentation ----
 

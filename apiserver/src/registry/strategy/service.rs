@@ -467,10 +467,10 @@ impl Strategy for ServiceStrategy {
     fn after_delete(&self, obj: &Value) {
         self.release(obj);
     }
-    fn restore(&self, stored: &mut dyn Iterator<Item = &Value>) {
-        let services: Vec<&Value> = stored.collect();
-        self.ips.rebuild(services.iter().copied());
-        self.ports.rebuild(services.iter().copied());
+    fn restore(&self, stored: &mut dyn Iterator<Item = Arc<Value>>) {
+        let services: Vec<Arc<Value>> = stored.collect();
+        self.ips.rebuild(services.iter().map(|s| s.as_ref()));
+        self.ports.rebuild(services.iter().map(|s| s.as_ref()));
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         // Cluster IPs are kept when an update omits them (kubectl apply never sends them).
