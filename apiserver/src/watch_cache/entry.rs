@@ -69,14 +69,19 @@ impl Entry {
     /// then on while the caller holds it). `None` only if the text does not parse, which a text
     /// this process serialised or stored always does.
     pub(super) fn object(&self) -> Option<Arc<Value>> {
+        self.object_told().map(|(object, _)| object)
+    }
+
+    /// [`object`](Self::object), and whether it was decoded for this call.
+    pub(super) fn object_told(&self) -> Option<(Arc<Value>, bool)> {
         let mut tree = self.tree.lock();
         if let Some(object) = tree.upgrade() {
-            return Some(object);
+            return Some((object, false));
         }
         // Decoded under the entry's own lock: two readers of one cold entry decode it once.
         let object = Arc::new(self.decode()?);
         *tree = Arc::downgrade(&object);
-        Some(object)
+        Some((object, true))
     }
 
     /// Whether the decoded tree is alive (held by the ring or a request).

@@ -67,6 +67,10 @@ pub const REGISTRY_ROOT: &str = "/registry/";
 /// Most store events the feeder applies before it wakes the writes waiting for the cache.
 const MAX_BURST: usize = 256;
 
+/// How many objects [`WatchCache::get`] decoded keep their trees after the caller let go: the
+/// most recently decoded ones.
+const RECENT_READS: usize = 1024;
+
 /// Kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -232,6 +236,8 @@ pub struct WatchCache {
     uncached: Vec<String>,
     /// The kinds' defaults, applied to what enters from storage ([`defaults`]).
     defaulter: Defaulter,
+    /// The trees [`Self::get`] decoded last, held so that they stay decoded ([`RECENT_READS`]).
+    recent_reads: parking_lot::Mutex<VecDeque<Arc<Value>>>,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -313,6 +319,7 @@ impl WatchCache {
             store: store.clone(),
             uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
             defaulter,
+            recent_reads: Default::default(),
         });
         let stream = cache.relist(store.as_ref()).await?;
         let feeder = cache.clone();
@@ -756,7 +763,17 @@ impl WatchCache {
             .get(prefix)
             .and_then(|r| r.objects.get(key).cloned())?;
         // Decoded, if it must be, after the lock is released.
-        entry.object()
+        let (object, decoded) = entry.object_told()?;
+        if decoded {
+            // Objects read one at a time again and again (a pod's namespace and service account
+            // at each create) stay decoded while they are among the last few read.
+            let mut recent = self.recent_reads.lock();
+            if recent.len() >= RECENT_READS {
+                recent.pop_front();
+            }
+            recent.push_back(object.clone());
+        }
+        Some(object)
     }
 
     /// How many objects the cache holds under the resource prefix `prefix` (a LIST's width).

@@ -436,6 +436,7 @@ pub(super) mod tests {
             ),
             uncached: vec!["/registry/events/".to_string()],
             defaulter: Default::default(),
+            recent_reads: Default::default(),
         }
     }
 
@@ -642,6 +643,38 @@ pub(super) mod tests {
             .map(|i| i.write_held_text(&mut Vec::new()))
             .collect();
         assert_eq!(written, [true, false, false], "a (held), b and c (past)");
+    }
+
+    #[test]
+    fn an_object_read_again_is_decoded_once_while_among_the_last_read() {
+        let c = cache(100);
+        let key = "/registry/pods/ns/a";
+        let held = c.inner.read().resources["/registry/pods/"].objects[key].clone();
+        assert!(!held.is_decoded(), "the fixture's objects are cold");
+        let first = c.get(key).unwrap();
+        let first_at = Arc::as_ptr(&first);
+        drop(first);
+        assert!(held.is_decoded(), "kept among the recent reads");
+        assert_eq!(
+            Arc::as_ptr(&c.get(key).unwrap()),
+            first_at,
+            "not decoded again"
+        );
+        // Pushed out by as many other reads: cold again.
+        for i in 0..super::super::RECENT_READS {
+            let k = format!("/registry/pods/ns/x{i}");
+            let o = obj(&k, 30);
+            c.inner
+                .write()
+                .resources
+                .get_mut("/registry/pods/")
+                .unwrap()
+                .objects
+                .insert(k.clone(), Entry::new(30, &o, None, None).unwrap());
+            drop(o);
+            c.get(&k).unwrap();
+        }
+        assert!(!held.is_decoded());
     }
 
     #[test]
