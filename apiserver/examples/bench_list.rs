@@ -7,6 +7,10 @@ use std::time::Instant;
 
 use store::Store;
 
+/// As the `minik8s` binary: what a list allocates and frees is part of its cost.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let store = Arc::new(store::MemoryStore::new(store::StoreConfig::default()).unwrap());
