@@ -17,6 +17,10 @@
 //!   resourceVersion); writers never wait on readers.
 //! - **Encoded once.** A [`CacheEvent`] carries its object's JSON, made once (or handed over by
 //!   the writer) and shared by every watcher that sends it unchanged.
+//! - **Held as text.** A current object is its JSON text and a selector view ([`entry`]): its
+//!   decoded tree lives while the ring, a watcher or a request holds it, and is decoded again on
+//!   demand. Lists are filtered on views under the lock and decoded after it; a JSON list copies
+//!   the texts ([`Listed`]).
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
 //! - **Not every resource.** Events are not held, as upstream keeps no watch cache for them: their
