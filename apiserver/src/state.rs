@@ -106,8 +106,7 @@ impl AppState {
         for r in &resources.snapshot().resources {
             let prefix = format!("/registry/{}/", r.info.storage);
             // Held objects are decoded only if the strategy reads them.
-            let listed =
-                cache.list_held(&prefix, &prefix, ListAt::Current, None, None, Select::All);
+            let listed = cache.list(&prefix, &prefix, ListAt::Current, None, None, Select::All);
             if let SnapshotOutcome::Listed(s) = listed {
                 r.strategy
                     .restore(&mut s.items.iter().filter_map(Listed::object));

@@ -230,22 +230,16 @@ fn budgets_of(state: &AppState, pod: &Value) -> Vec<Value> {
     let ns = api::meta::namespace(pod).unwrap_or("");
     let labels: BTreeMap<String, String> = api::meta::labels(pod);
     let store = Store::new(state, resource, Some(ns));
-    match state.cache.list(
+    let budgets = state.cache.current(
         &store.resource_prefix(),
         &store.collection_prefix(),
-        crate::watch_cache::ListAt::Current,
-        None,
-        None,
         crate::watch_cache::Select::All,
-    ) {
-        crate::watch_cache::SnapshotOutcome::Listed(s) => s
-            .items
-            .iter()
-            .filter(|p| super::pdb_selects(p, &labels))
-            .map(|p| Value::clone(p))
-            .collect(),
-        _ => Vec::new(),
-    }
+    );
+    budgets
+        .iter()
+        .filter(|p| super::pdb_selects(p, &labels))
+        .map(|p| Value::clone(p))
+        .collect()
 }
 
 fn pdb_resource(state: &AppState) -> Option<std::sync::Arc<super::Resource>> {

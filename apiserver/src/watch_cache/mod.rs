@@ -389,8 +389,10 @@ impl WatchCache {
                                 skip_past = Some(past_prefix(prefix));
                                 break;
                             }
+                            // Not compacted: the tree goes once its text and view are made.
                             let Some(entry) = self
-                                .decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                                .defaulter
+                                .decode(&kv.key, &kv.value, kv.mod_revision)
                                 .and_then(|v| {
                                     self.entry(&kv.key, kv.mod_revision, &Arc::new(v), None)
                                 })

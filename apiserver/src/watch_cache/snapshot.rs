@@ -126,7 +126,7 @@ impl Item {
 
 /// One object of a list, as the cache has it: a decoded tree, or its held text, which a response
 /// writes with a copy instead of decoding and serialising it
-/// ([`list_held`](WatchCache::list_held)).
+/// ([`list`](WatchCache::list)).
 #[derive(Debug, Clone)]
 pub struct Listed(Item);
 
@@ -185,26 +185,13 @@ struct Taken {
 
 impl WatchCache {
     /// Objects of `resource_prefix` whose keys start with `key_prefix` and that `select` keeps,
-    /// at `at`, after key `start_after`, at most `limit` of them.
+    /// at `at`, after key `start_after`, at most `limit` of them, as the cache has them: an object
+    /// that passes on its view (or with no selector) is not decoded ([`Listed`]).
     ///
     /// The items are chosen under the cache's read lock, and decoded (those whose trees are
-    /// gone, [`Entry`]) after it: a list of cold objects never holds up the feeder.
+    /// gone, [`Entry`], told on as a whole) after it: a list of cold objects never holds up the
+    /// feeder.
     pub fn list(
-        &self,
-        resource_prefix: &str,
-        key_prefix: &str,
-        at: ListAt,
-        start_after: Option<&str>,
-        limit: Option<usize>,
-        select: Select<'_>,
-    ) -> SnapshotOutcome {
-        self.list_held(resource_prefix, key_prefix, at, start_after, limit, select)
-            .into_objects()
-    }
-
-    /// [`list`](Self::list), its items as the cache has them: an object that passes on its view
-    /// (or with no selector) is not decoded.
-    pub fn list_held(
         &self,
         resource_prefix: &str,
         key_prefix: &str,
@@ -277,6 +264,31 @@ impl WatchCache {
             more_after,
             remaining: (remaining > 0).then_some(remaining),
         })
+    }
+
+    /// Every object of `resource_prefix` under `key_prefix` that `select` keeps, decoded, as of
+    /// the cache's revision (which a list always can serve): what the server's own readers
+    /// (admission, authorization) look at.
+    pub fn current(
+        &self,
+        resource_prefix: &str,
+        key_prefix: &str,
+        select: Select<'_>,
+    ) -> Vec<Arc<Value>> {
+        match self
+            .list(
+                resource_prefix,
+                key_prefix,
+                ListAt::Current,
+                None,
+                None,
+                select,
+            )
+            .into_objects()
+        {
+            SnapshotOutcome::Listed(page) => page.items,
+            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
+        }
     }
 }
 
@@ -440,8 +452,8 @@ pub(super) mod tests {
         }
     }
 
-    fn names(o: SnapshotOutcome) -> Vec<(String, String)> {
-        match o {
+    fn names(o: SnapshotOutcome<Listed>) -> Vec<(String, String)> {
+        match o.into_objects() {
             SnapshotOutcome::Listed(s) => s
                 .items
                 .iter()
@@ -482,7 +494,7 @@ pub(super) mod tests {
         );
         // Pages at a past revision continue after the last key.
         let page = c.list(p, p, ListAt::Exact(10), None, Some(2), all);
-        let SnapshotOutcome::Listed(s) = page else {
+        let SnapshotOutcome::Listed(s) = page.into_objects() else {
             panic!("not listed")
         };
         assert_eq!(s.items.len(), 2);
@@ -509,7 +521,8 @@ pub(super) mod tests {
         ));
     }
 
-    fn page(o: SnapshotOutcome) -> (Vec<String>, Option<String>, Option<u64>) {
+    fn page(o: SnapshotOutcome<Listed>) -> (Vec<String>, Option<String>, Option<u64>) {
+        let o = o.into_objects();
         let SnapshotOutcome::Listed(s) = o else {
             panic!("not listed: {o:?}")
         };
@@ -596,7 +609,7 @@ pub(super) mod tests {
             None,
             Select::OnView(&is_red),
         );
-        let SnapshotOutcome::Listed(s) = listed else {
+        let SnapshotOutcome::Listed(s) = listed.into_objects() else {
             panic!("not listed")
         };
         // The fixture's other objects have no view: they are decoded and told on as a whole.
@@ -621,7 +634,7 @@ pub(super) mod tests {
     fn a_held_object_is_written_from_its_text_as_its_tree_serialises() {
         let c = cache(100);
         let p = "/registry/pods/";
-        let listed = c.list_held(p, p, ListAt::Current, None, None, Select::All);
+        let listed = c.list(p, p, ListAt::Current, None, None, Select::All);
         let SnapshotOutcome::Listed(page) = listed else {
             panic!("not listed")
         };
@@ -633,7 +646,7 @@ pub(super) mod tests {
             assert_eq!(text, api::wire::to_vec(object.as_ref()).unwrap());
         }
         // A past state is a decoded object: nothing to copy.
-        let past = c.list_held(p, p, ListAt::Exact(10), None, None, Select::All);
+        let past = c.list(p, p, ListAt::Exact(10), None, None, Select::All);
         let SnapshotOutcome::Listed(page) = past else {
             panic!("not listed")
         };

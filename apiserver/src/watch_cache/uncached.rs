@@ -134,7 +134,7 @@ impl WatchCache {
         select: Select<'_>,
     ) -> Result<SnapshotOutcome<Listed>, store::Error> {
         if self.caches(resource_prefix) {
-            return Ok(self.list_held(resource_prefix, key_prefix, at, start_after, limit, select));
+            return Ok(self.list(resource_prefix, key_prefix, at, start_after, limit, select));
         }
         let listed = self
             .list_keyed(

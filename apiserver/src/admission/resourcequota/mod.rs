@@ -30,7 +30,7 @@ use crate::error::{ApiError, Result};
 use crate::registry::store::{Attempt, WriteScope};
 use crate::registry::{Preconditions, Store, WriteOptions};
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, Select, SnapshotOutcome};
+use crate::watch_cache::Select;
 use check::{Refusal, Request};
 
 /// The field manager of the quota status writes (upstream writes them through kube-apiserver's
@@ -69,17 +69,7 @@ pub struct Write<'a> {
 fn cached_quotas(state: &AppState, namespace: &str) -> Vec<Arc<Value>> {
     let prefix = "/registry/resourcequotas/";
     let key_prefix = format!("{prefix}{namespace}/");
-    match state.cache.list(
-        prefix,
-        &key_prefix,
-        ListAt::Current,
-        None,
-        None,
-        Select::All,
-    ) {
-        SnapshotOutcome::Listed(s) => s.items,
-        SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-    }
+    state.cache.current(prefix, &key_prefix, Select::All)
 }
 
 /// Admits `write` against the quotas of its namespace (see the module docs).

@@ -123,13 +123,7 @@ fn crd_store(state: &AppState) -> Option<Store<'_>> {
 
 /// Every CRD in the cache.
 fn all_crds(state: &AppState) -> Vec<Arc<Value>> {
-    match state
-        .cache
-        .list(PREFIX, PREFIX, ListAt::Current, None, None, Select::All)
-    {
-        SnapshotOutcome::Listed(s) => s.items,
-        _ => Vec::new(),
-    }
+    state.cache.current(PREFIX, PREFIX, Select::All)
 }
 
 fn group_of(crd: &Value) -> &str {
@@ -310,14 +304,7 @@ impl Controller {
             return Ok(());
         };
         let prefix = format!("/registry/{}/", serving::storage_segment(crd));
-        let instances =
-            match state
-                .cache
-                .list(&prefix, &prefix, ListAt::Current, None, None, Select::All)
-            {
-                SnapshotOutcome::Listed(s) => s.items,
-                _ => Vec::new(),
-            };
+        let instances = state.cache.current(&prefix, &prefix, Select::All);
         let mut failed = None;
         for obj in &instances {
             if api::meta::deletion_timestamp(obj).is_some() {

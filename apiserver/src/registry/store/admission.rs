@@ -32,7 +32,7 @@ use crate::admission::{Attributes, Operation};
 use crate::error::Result;
 use crate::registry::{DeleteOptions, Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, Select, SnapshotOutcome};
+use crate::watch_cache::Select;
 
 /// The watch cache's current objects, by (group, plural) of any served version.
 pub struct CachedObjects<'a> {
@@ -59,56 +59,42 @@ impl<'a> CachedObjects<'a> {
     }
 }
 
+impl CachedObjects<'_> {
+    /// The objects of `group`/`plural` in `namespace` that `select` keeps: one namespace's key
+    /// range of the watch cache, not the whole resource.
+    fn in_namespace(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        select: Select<'_>,
+    ) -> Vec<Arc<Value>> {
+        let Some(resource) = self.resource(group, plural) else {
+            return Vec::new();
+        };
+        let all = format!("/registry/{}/", resource.info.storage);
+        self.cache
+            .current(&all, &format!("{all}{namespace}/"), select)
+    }
+}
+
 impl Objects for CachedObjects<'_> {
     fn list(&self, group: &str, plural: &str) -> Vec<Arc<Value>> {
         let Some(resource) = self.resource(group, plural) else {
             return Vec::new();
         };
         let prefix = format!("/registry/{}/", resource.info.storage);
-        match self
-            .cache
-            .list(&prefix, &prefix, ListAt::Current, None, None, Select::All)
-        {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
+        self.cache.current(&prefix, &prefix, Select::All)
     }
 
-    /// One namespace's key range of the watch cache, not the whole resource.
     fn list_in(&self, group: &str, plural: &str, namespace: &str) -> Vec<Arc<Value>> {
-        let Some(resource) = self.resource(group, plural) else {
-            return Vec::new();
-        };
-        let all_prefix = format!("/registry/{}/", resource.info.storage);
-        let prefix = format!("{all_prefix}{namespace}/");
-        match self.cache.list(
-            &all_prefix,
-            &prefix,
-            ListAt::Current,
-            None,
-            None,
-            Select::All,
-        ) {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
+        self.in_namespace(group, plural, namespace, Select::All)
     }
 
     /// Told on the pods' selector views: cold pods of other nodes are not decoded.
     fn pods_on_node(&self, namespace: &str, node: &str) -> Vec<Arc<Value>> {
-        let prefix = format!("/registry/pods/{namespace}/");
         let on_node = |p: &Value| p["spec"]["nodeName"] == node;
-        match self.cache.list(
-            "/registry/pods/",
-            &prefix,
-            ListAt::Current,
-            None,
-            None,
-            Select::OnView(&on_node),
-        ) {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
+        self.in_namespace("", "pods", namespace, Select::OnView(&on_node))
     }
 
     fn get(

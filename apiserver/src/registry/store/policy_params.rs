@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::object_key;
 use crate::state::AppState;
-use crate::watch_cache::{ListAt, Select, SnapshotOutcome};
+use crate::watch_cache::Select;
 
 /// The params of ValidatingAdmissionPolicies, read from the watch cache of their kind (as
 /// stored: a custom resource's params are in its storage version).
@@ -61,13 +61,6 @@ impl crate::admission::policy::ParamSource for CachedParams<'_> {
             Some(ns) => format!("{all}{ns}/"),
             None => all.clone(),
         };
-        match self
-            .state
-            .cache
-            .list(&all, &prefix, ListAt::Current, None, None, Select::All)
-        {
-            SnapshotOutcome::Listed(s) => s.items,
-            SnapshotOutcome::Expired { .. } | SnapshotOutcome::Future { .. } => Vec::new(),
-        }
+        self.state.cache.current(&all, &prefix, Select::All)
     }
 }
