@@ -120,6 +120,9 @@ pub struct ApiserverArgs {
     /// The interval of compaction requests to etcd (e.g. 5m, 30s); 0 disables compaction.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = kubelet_fake::config::parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
+    /// Amount of time to retain events (e.g. 1h, 90m); 0 keeps them until they are deleted.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = kubelet_fake::config::parse_duration)]
+    pub event_ttl: std::time::Duration,
     /// Admission plugins that should be disabled although they are in the default enabled
     /// plugins list (comma-delimited: LimitRanger, ServiceAccount, TaintNodesByCondition,
     /// PodSecurity, DefaultTolerationSeconds, StorageObjectInUseProtection,
@@ -271,6 +274,7 @@ impl ApiserverArgs {
     /// The apiserver configuration these flags select.
     fn apiserver(&self) -> Result<apiserver::Config, Error> {
         let mut config = ControlPlaneConfig::default().apiserver;
+        config.event_ttl = self.event_ttl;
         config
             .admission
             .apply_flags(

@@ -115,6 +115,13 @@ impl SandboxBuilder {
         self
     }
 
+    /// How long an event lives after its last write (kube-apiserver's `--event-ttl`, one hour by
+    /// default; zero: until deleted). A test of what reads events can shorten it.
+    pub fn event_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.config.apiserver.event_ttl = ttl;
+        self
+    }
+
     /// The audit policy, an `audit.k8s.io/v1` `Policy` in YAML or JSON (what
     /// `--audit-policy-file` holds); `start` fails with upstream's message on an invalid one.
     pub fn audit_policy(mut self, policy: &str) -> Self {

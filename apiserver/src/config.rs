@@ -39,6 +39,9 @@ pub struct Config {
     /// Recent events kept per resource for watches resuming from an older resourceVersion
     /// (Kubernetes watch cache: between 100 and 100 * 1024 events).
     pub watch_history: usize,
+    /// How long an event lives after its last write (kube-apiserver's `--event-ttl`, one hour);
+    /// zero: events live until deleted. See [`crate::event_ttl`].
+    pub event_ttl: Duration,
     /// Interval of BOOKMARK events to watchers that asked for them (Kubernetes: 1 min).
     pub bookmark_interval: Duration,
     /// Lifetime of a watch that gave no `timeoutSeconds` (Kubernetes: random 30-60 min).
@@ -110,6 +113,7 @@ impl Default for Config {
             preread_budget: 256 * 1024 * 1024,
             watch_buffer: 1024,
             watch_history: 10 * 1024,
+            event_ttl: Duration::from_secs(3600),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             future_rv_wait: Duration::from_secs(3),

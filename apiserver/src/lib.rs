@@ -27,6 +27,7 @@ pub mod components;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod event_ttl;
 pub mod fdlimit;
 pub mod flowcontrol;
 pub mod handlers;

@@ -138,6 +138,13 @@ impl AppState {
                 .clone()
                 .follow(cache.clone(), shutdown.clone()),
         );
+        if !config.event_ttl.is_zero() {
+            tokio::spawn(crate::event_ttl::run(
+                store.clone(),
+                config.event_ttl,
+                shutdown.clone(),
+            ));
+        }
         let server_limit = config.max_read_inflight + config.max_mutating_inflight;
         let flowcontrol =
             crate::flowcontrol::FlowControl::new(u32::try_from(server_limit).unwrap_or(u32::MAX));

@@ -30,8 +30,16 @@ pub async fn start() -> Server {
 pub async fn router_and_state_over(
     store: Arc<dyn store::Store>,
 ) -> (axum::Router, apiserver::AppState) {
-    let token = tokio_util::sync::CancellationToken::new();
-    let state = apiserver::AppState::start(Config::default(), store, token)
+    router_and_state_with(Config::default(), store, Default::default()).await
+}
+
+/// [`router_and_state_over`] with `config`, stopped by `shutdown`.
+pub async fn router_and_state_with(
+    config: Config,
+    store: Arc<dyn store::Store>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> (axum::Router, apiserver::AppState) {
+    let state = apiserver::AppState::start(config, store, shutdown)
         .await
         .expect("apiserver state starts");
     apiserver::bootstrap::seed(&state)

@@ -163,3 +163,132 @@ async fn events_are_watched_from_the_store() {
     assert_eq!(events[1]["type"], "ADDED");
     assert_eq!(events[1]["object"]["metadata"]["name"], "b");
 }
+
+/// A server over `store` whose events live `ttl` after their last write.
+async fn with_event_ttl(
+    ttl: std::time::Duration,
+    store: std::sync::Arc<dyn store::Store>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> axum::Router {
+    let config = apiserver::Config {
+        event_ttl: ttl,
+        ..Default::default()
+    };
+    common::router_and_state_with(config, store, shutdown)
+        .await
+        .0
+}
+
+fn memory_store() -> std::sync::Arc<dyn store::Store> {
+    std::sync::Arc::new(store::MemoryStore::new(store::StoreConfig::default()).unwrap())
+}
+
+#[tokio::test]
+async fn events_expire_one_ttl_after_their_last_write() {
+    use std::time::Duration;
+    use tokio::time::Instant;
+    let ttl = Duration::from_secs(3);
+    let app = with_event_ttl(ttl, memory_store(), Default::default()).await;
+    let (code, a) = post(&app, CORE, core_event("a", "Pulled")).await;
+    assert_eq!(code, 201, "{a}");
+    let rv = a["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let new_api = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "b", "namespace": "default"},
+        "eventTime": "2026-12-07T09:00:00.000000Z",
+        "reportingController": "test", "reportingInstance": "test-1",
+        "action": "Pulling", "reason": "Pulling", "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}
+    });
+    let (code, b) = post(&app, NEW, new_api).await;
+    assert_eq!(code, 201, "{b}");
+    let (code, cm) = post(
+        &app,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "not-an-event"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{cm}");
+    // `b` is written again and again, every 300 ms: it outlives `a`, written once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut note = 0;
+    loop {
+        note += 1;
+        let (code, body) = common::http::patch(
+            &app,
+            &format!("{NEW}/b"),
+            "application/merge-patch+json",
+            json!({"note": format!("seen {note} times")}),
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+        let (code, _) = get(&app, &format!("{CORE}/a")).await;
+        if code == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a expired in time");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (code, body) = get(&app, &format!("{NEW}/b")).await;
+    assert_eq!(code, 200, "an event written within its TTL lives: {body}");
+
+    // Left alone, `b` expires too; nothing but events does.
+    let gone = common::eventually(Duration::from_secs(30), || {
+        let app = app.clone();
+        async move { get(&app, &format!("{NEW}/b")).await.0 == 404 }
+    })
+    .await;
+    assert!(gone, "b expired one TTL after its last write");
+    let (code, _) = get(&app, "/api/v1/namespaces/default/configmaps/not-an-event").await;
+    assert_eq!(code, 200);
+
+    // Watchers see each expiry as a DELETED of the last state: after `a`'s creation, `b`'s
+    // ADDED, one MODIFIED per patch, then the two expiries.
+    let uri = format!("{CORE}?watch=true&resourceVersion={rv}");
+    let events = watch_lines(&app, &uri, note + 3).await;
+    let deleted: Vec<&Value> = events.iter().filter(|e| e["type"] == "DELETED").collect();
+    let names: Vec<&str> = deleted
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(
+        deleted[1]["object"]["message"],
+        format!("seen {note} times")
+    );
+}
+
+#[tokio::test]
+async fn stored_events_expire_one_ttl_after_their_newest_timestamp() {
+    use std::time::Duration;
+    // Events an earlier apiserver left in the store: one created and last seen years ago, one
+    // created years ago and seen again a moment ago.
+    let store = memory_store();
+    let stored = |name: &str, last: &str| {
+        let mut e = core_event(name, "Pulled");
+        e["metadata"]["creationTimestamp"] = json!("2020-01-01T00:00:00Z");
+        e["firstTimestamp"] = json!("2020-01-01T00:00:00Z");
+        e["lastTimestamp"] = json!(last);
+        bytes::Bytes::from(e.to_string())
+    };
+    let now = jiff::Timestamp::now().to_string();
+    for (name, last) in [("old", "2020-01-01T00:00:00Z"), ("recent", now.as_str())] {
+        let key = format!("/registry/events/default/{name}");
+        store.create(&key, stored(name, last)).await.unwrap();
+    }
+
+    // An apiserver with an hour's TTL starts on the store: the event last seen years ago is past
+    // its TTL, the one seen now has most of an hour left.
+    let app = with_event_ttl(Duration::from_secs(3600), store, Default::default()).await;
+    let expired = common::eventually(Duration::from_secs(30), || {
+        let app = app.clone();
+        async move { get(&app, &format!("{CORE}/old")).await.0 == 404 }
+    })
+    .await;
+    assert!(expired, "an event stored past its TTL is deleted at start");
+    let (code, body) = get(&app, &format!("{CORE}/recent")).await;
+    assert_eq!(code, 200, "{body}");
+}
