@@ -17,19 +17,21 @@
 //! issue 17 item 7). Two keys would have to collide within one cache of 4,096 for two events to be
 //! taken for one (about 1 in 2^40).
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use lru::LruCache;
 use parking_lot::Mutex;
 
 use crate::flowcontrol::TokenBucket;
 
 /// `maxLruCacheEntries`.
 pub const MAX_LRU_ENTRIES: usize = 4096;
+const CAPACITY: NonZeroUsize = NonZeroUsize::MIN.saturating_add(MAX_LRU_ENTRIES - 1);
 /// `defaultAggregateMaxEvents`: distinct messages before aggregation kicks in.
 pub const AGGREGATE_MAX_EVENTS: usize = 10;
 /// `defaultAggregateIntervalInSeconds`.
@@ -38,45 +40,6 @@ pub const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
 pub const SPAM_BURST: u32 = 25;
 /// `defaultSpamQPS` = 1/300: one event per 5 minutes after the burst.
 pub const SPAM_QPS: f64 = 1.0 / 300.0;
-
-/// A small LRU (least-recently *touched* is evicted).
-struct Lru<K, V> {
-    map: HashMap<K, (V, u64)>,
-    tick: u64,
-    cap: usize,
-}
-
-impl<K: Eq + Hash + Clone, V> Lru<K, V> {
-    fn new(cap: usize) -> Self {
-        Lru {
-            map: HashMap::new(),
-            tick: 0,
-            cap,
-        }
-    }
-    fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.tick += 1;
-        let t = self.tick;
-        self.map.get_mut(k).map(|(v, at)| {
-            *at = t;
-            v
-        })
-    }
-    fn insert(&mut self, k: K, v: V) {
-        self.tick += 1;
-        if self.map.len() >= self.cap && !self.map.contains_key(&k) {
-            if let Some(oldest) = self
-                .map
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| k.clone())
-            {
-                self.map.remove(&oldest);
-            }
-        }
-        self.map.insert(k, (v, self.tick));
-    }
-}
 
 /// The source and involved object's fields every key starts with, in client-go's order.
 fn source_and_object(e: &Event) -> [&str; 7] {
@@ -165,9 +128,9 @@ pub struct CorrelationResult {
 
 /// Aggregation, repeat counting and spam filtering for one broadcaster.
 pub struct EventCorrelator {
-    aggregate: Mutex<Lru<u64, AggregateRecord>>,
-    observed: Mutex<Lru<u64, Observed>>,
-    spam: Mutex<Lru<u64, TokenBucket>>,
+    aggregate: Mutex<LruCache<u64, AggregateRecord>>,
+    observed: Mutex<LruCache<u64, Observed>>,
+    spam: Mutex<LruCache<u64, TokenBucket>>,
 }
 
 impl Default for EventCorrelator {
@@ -179,9 +142,9 @@ impl Default for EventCorrelator {
 impl EventCorrelator {
     pub fn new() -> Self {
         EventCorrelator {
-            aggregate: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
-            observed: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
-            spam: Mutex::new(Lru::new(MAX_LRU_ENTRIES)),
+            aggregate: Mutex::new(LruCache::new(CAPACITY)),
+            observed: Mutex::new(LruCache::new(CAPACITY)),
+            spam: Mutex::new(LruCache::new(CAPACITY)),
         }
     }
 
@@ -192,8 +155,8 @@ impl EventCorrelator {
             local_keys: Vec::new(),
             last: now,
         };
-        let mut rec = match cache.map.remove(&agg_key) {
-            Some((r, _))
+        let mut rec = match cache.pop(&agg_key) {
+            Some(r)
                 if r.last
                     .saturating_add(AGGREGATE_INTERVAL)
                     .map_or(true, |t| t >= now) =>
@@ -207,13 +170,13 @@ impl EventCorrelator {
         }
         rec.last = now;
         if rec.local_keys.len() < AGGREGATE_MAX_EVENTS {
-            cache.insert(agg_key, rec);
+            cache.put(agg_key, rec);
             let k = event_key(&e);
             return (e, k);
         }
         // Do not grow the set further (client-go drops any one of them).
         rec.local_keys.remove(0);
-        cache.insert(agg_key, rec);
+        cache.put(agg_key, rec);
         let t = Time(now);
         let name = e.involved_object.name.clone().unwrap_or_default();
         let agg = Event {
@@ -254,7 +217,7 @@ impl EventCorrelator {
                 "message": e.message,
             }));
         }
-        cache.insert(
+        cache.put(
             key,
             Observed {
                 count: e.count.unwrap_or(1),
@@ -270,7 +233,7 @@ impl EventCorrelator {
         let key = spam_key(e);
         let mut cache = self.spam.lock();
         if cache.get_mut(&key).is_none() {
-            cache.insert(key, TokenBucket::new(SPAM_QPS, SPAM_BURST));
+            cache.put(key, TokenBucket::new(SPAM_QPS, SPAM_BURST));
         }
         match cache.get_mut(&key) {
             Some(b) => !b.try_acquire(),
@@ -293,7 +256,7 @@ impl EventCorrelator {
 
     /// Records the server's copy after a successful write (name, RV, count).
     pub fn update_state(&self, key: u64, written: &Event) {
-        self.observed.lock().insert(
+        self.observed.lock().put(
             key,
             Observed {
                 count: written.count.unwrap_or(1),

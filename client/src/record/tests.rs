@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use super::correlator::{EventCorrelator, AGGREGATE_MAX_EVENTS, SPAM_BURST};
+use super::correlator::{EventCorrelator, AGGREGATE_MAX_EVENTS, MAX_LRU_ENTRIES, SPAM_BURST};
 
 fn ev(obj: &str, reason: &str, message: &str, now: Timestamp) -> Event {
     Event {
@@ -63,6 +63,30 @@ async fn identical_events_become_count_increments_via_patch() {
     let third = c.correlate(ev("p", "Pulled", "image pulled", at(6)), at(6));
     assert_eq!(third.event.count, Some(3));
     assert_eq!(third.event.metadata.resource_version.as_deref(), Some("77"));
+}
+
+#[test]
+fn the_least_recently_seen_event_is_forgotten_when_the_cache_is_full() {
+    let c = EventCorrelator::new();
+    // One event per object (its own spam bucket and aggregate key). The cache fills with the
+    // first 4,096; the first is seen again, so the second is the least recently seen when one
+    // more comes.
+    let event = |i: usize| ev(&format!("p{i}"), "Pulled", "image pulled", at(0));
+    for i in 0..MAX_LRU_ENTRIES {
+        c.correlate(event(i), at(0));
+    }
+    assert_eq!(c.correlate(event(0), at(0)).event.count, Some(2));
+    c.correlate(event(MAX_LRU_ENTRIES), at(0));
+    assert_eq!(c.correlate(event(0), at(0)).event.count, Some(3), "kept");
+    assert_eq!(
+        c.correlate(event(1), at(0)).event.count,
+        Some(1),
+        "forgotten"
+    );
+    assert_eq!(
+        c.correlate(event(MAX_LRU_ENTRIES), at(0)).event.count,
+        Some(2)
+    );
 }
 
 #[tokio::test(start_paused = true)]
