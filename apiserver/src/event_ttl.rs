@@ -43,6 +43,11 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Page size of the list that loads the schedule.
 const PAGE: usize = 1000;
 
+/// Store events the watch holds while a batch of deletes is under way (the watch cache's own
+/// store watch holds as many); a watch that falls further behind ends, and the schedule is
+/// listed again.
+const WATCH_BUFFER: usize = 16_384;
+
 /// Deletes each event one `ttl` after its last write, until `shutdown`. A zero `ttl` is never
 /// passed (events then live until deleted, as upstream's `--event-ttl=0`).
 pub async fn run(store: Arc<dyn Store>, ttl: Duration, shutdown: CancellationToken) {
@@ -104,7 +109,7 @@ async fn load(
                 None => break,
             }
         }
-        match store.watch_passive(PREFIX, revision.unwrap_or(0), 0)? {
+        match store.watch_passive(PREFIX, revision.unwrap_or(0), WATCH_BUFFER)? {
             store::WatchOutcome::Watching(stream) => return Ok((schedule, stream)),
             store::WatchOutcome::Expired { .. } => continue 'list,
         }
