@@ -17,7 +17,7 @@
 //! issue 17 item 7). Two keys would have to collide within one cache of 4,096 for two events to be
 //! taken for one (about 1 in 2^40).
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{DefaultHasher, Hasher};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
@@ -270,6 +270,8 @@ impl EventCorrelator {
 
 #[cfg(test)]
 mod tests {
+    use std::hash::Hash;
+
     use super::*;
 
     /// The hash of client-go's key string: the same, whether its parts are fed one by one or
