@@ -38,6 +38,7 @@ mod fan_out_tests;
 mod handover;
 mod json;
 mod live;
+mod pages;
 mod snapshot;
 mod uncached;
 
@@ -62,8 +63,9 @@ use tokio_util::sync::CancellationToken;
 
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
+pub use pages::InitialPages;
 pub use snapshot::{ListAt, Listed, Select, Snapshot, SnapshotOutcome};
-pub use uncached::{InitialPages, UNCACHED_RESOURCES};
+pub use uncached::UNCACHED_RESOURCES;
 
 /// Root of every object key.
 pub const REGISTRY_ROOT: &str = "/registry/";
@@ -199,8 +201,8 @@ pub enum WatchFrom {
 pub struct CacheWatch {
     /// Events to deliver before the live ones (snapshot or replay from the ring).
     pub initial: Vec<Arc<CacheEvent>>,
-    /// More initial events, read page by page (an uncached resource's snapshot).
-    pub pages: Option<Box<uncached::InitialPages>>,
+    /// More initial events, read page by page (a snapshot, see [`InitialPages`]).
+    pub pages: Option<Box<InitialPages>>,
     /// Live events (after `revision`); they end when the watcher fell behind or the cache
     /// relisted.
     pub rx: LiveEvents,
@@ -697,8 +699,24 @@ impl WatchCache {
         revision
     }
 
-    /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`).
+    /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`), every event of
+    /// its snapshot decoded (what the server's own followers of small resources read).
     pub fn watch(&self, prefix: &str, from: WatchFrom) -> WatchStart {
+        let mut start = self.watch_paged(prefix, from);
+        if let WatchStart::Watching(w) = &mut start {
+            if let Some(pages) = w.pages.take() {
+                match *pages {
+                    InitialPages::Held(held) => w.initial.extend(held.rest()),
+                    store => w.pages = Some(Box::new(store)),
+                }
+            }
+        }
+        start
+    }
+
+    /// [`Self::watch`], a snapshot's objects decoded a page at a time as the watcher sends them
+    /// (`pages`), so a watch of a large collection does not hold it all decoded.
+    pub fn watch_paged(&self, prefix: &str, from: WatchFrom) -> WatchStart {
         let mut inner = self.inner.write();
         let current = inner.revision;
         let base = inner.base;
@@ -709,8 +727,8 @@ impl WatchCache {
                 oldest: base,
                 ..Default::default()
             });
-        let (mut initial, snapshot, skip_through) = match from {
-            // Decoded after the lock is released.
+        let (initial, snapshot, skip_through) = match from {
+            // Decoded after the lock is released, a page at a time.
             WatchFrom::Snapshot => {
                 let held: Vec<(String, Arc<Entry>)> = res
                     .objects
@@ -732,19 +750,11 @@ impl WatchCache {
         let log = res.live.get_or_insert_with(|| live::log(buffer));
         let rx = LiveEvents::new(log, current);
         drop(inner);
-        initial.extend(snapshot.into_iter().filter_map(|(key, entry)| {
-            let object = entry.object()?;
-            Some(Arc::new(CacheEvent::new(
-                EventType::Added,
-                key,
-                current,
-                object,
-                None,
-            )))
-        }));
+        let pages = (!snapshot.is_empty())
+            .then(|| Box::new(InitialPages::Held(pages::HeldPages::new(snapshot, current))));
         WatchStart::Watching(CacheWatch {
             initial,
-            pages: None,
+            pages,
             rx,
             revision: current,
             skip_through,

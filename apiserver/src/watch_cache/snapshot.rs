@@ -724,6 +724,49 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_snapshot_watch_decodes_its_objects_a_page_at_a_time() {
+        use crate::watch_cache::pages::PAGE;
+        let c = cache(100);
+        let p = "/registry/pods/";
+        {
+            let mut inner = c.inner.write();
+            let res = inner.resources.get_mut(p).unwrap();
+            for i in 0..2 * PAGE + 497 {
+                let n = format!("p{i:05}");
+                let held = Entry::new(13, &obj(&n, 13), None, None).unwrap();
+                res.objects.insert(format!("/registry/pods/ns/{n}"), held);
+            }
+        }
+        // With `a`, `b` and `d`.
+        let total = 2 * PAGE + 500;
+        let mut w = match c.watch_paged(p, WatchFrom::Snapshot) {
+            WatchStart::Watching(w) => w,
+            other => panic!("{other:?}"),
+        };
+        assert!(w.initial.is_empty(), "nothing decoded at the start");
+        let mut pages = w.pages.take().unwrap();
+        let (mut sizes, mut keys) = (Vec::new(), Vec::new());
+        while let Some(page) = futures::executor::block_on(pages.next()) {
+            let page = page.unwrap();
+            sizes.push(page.len());
+            for ev in page {
+                assert_eq!((ev.kind, ev.revision), (EventType::Added, 13));
+                keys.push(ev.key.clone());
+            }
+        }
+        assert_eq!(sizes, [PAGE, PAGE, 500]);
+        assert!(keys.windows(2).all(|k| k[0] < k[1]), "in key order");
+        // The server's own followers get them all at once.
+        match c.watch(p, WatchFrom::Snapshot) {
+            WatchStart::Watching(w) => {
+                assert_eq!(w.initial.len(), total);
+                assert!(w.pages.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_deleted_event_goes_out_with_the_delete_revision_without_copying() {
         let last = obj("a", 7);
         let ev = CacheEvent {

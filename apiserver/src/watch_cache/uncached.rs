@@ -25,18 +25,15 @@ use serde_json::Value;
 
 use store::{Event, EventKind, KeyValue, ListOptions, ListOutcome, Revision, WatchOutcome};
 
+use super::pages::PAGE;
 use super::{
-    CacheEvent, CacheWatch, Defaulter, EventType, ListAt, Listed, LiveEvents, Select, Snapshot,
-    SnapshotOutcome, WatchCache, WatchFrom, WatchStart,
+    CacheEvent, CacheWatch, Defaulter, EventType, InitialPages, ListAt, Listed, LiveEvents, Select,
+    Snapshot, SnapshotOutcome, WatchCache, WatchFrom, WatchStart,
 };
 
 /// The resource prefixes not cached by default: upstream's `DefaultWatchCacheSizes` (core and
 /// `events.k8s.io` Events, one storage).
 pub const UNCACHED_RESOURCES: &[&str] = &["/registry/events/"];
-
-/// Keys read from the store per page when nothing bounds the page (upstream's etcd3 storage reads
-/// at most 10,000 keys per request; smaller pages keep the transient copies small).
-const PAGE: usize = 1000;
 
 /// `bytes` stored at `revision`, decoded, defaulted and stamped with it (not compacted: the
 /// object is sent once and dropped).
@@ -171,7 +168,7 @@ impl WatchCache {
         from: WatchFrom,
     ) -> Result<WatchStart, store::Error> {
         if self.caches(resource_prefix) {
-            return Ok(self.watch(resource_prefix, from));
+            return Ok(self.watch_paged(resource_prefix, from));
         }
         self.watch_uncached(key_prefix, from).await
     }
@@ -266,7 +263,7 @@ impl WatchCache {
         let (initial, pages, after) = match from {
             WatchFrom::After(rev) => (Vec::new(), None, rev),
             WatchFrom::Snapshot => {
-                let mut pages = InitialPages {
+                let mut pages = StorePages {
                     store: self.store.clone(),
                     defaulter: self.defaulter.clone(),
                     key_prefix: key_prefix.to_string(),
@@ -279,7 +276,14 @@ impl WatchCache {
                 };
                 let first = pages.next().await.unwrap_or(Ok(Vec::new()))?;
                 let at = pages.revision;
-                (first, pages.next.is_some().then(|| Box::new(pages)), at)
+                (
+                    first,
+                    pages
+                        .next
+                        .is_some()
+                        .then(|| Box::new(InitialPages::Store(pages))),
+                    at,
+                )
             }
         };
         match self.store.watch_passive(key_prefix, after, self.buffer)? {
@@ -298,7 +302,7 @@ impl WatchCache {
 /// The initial ADDED events of an uncached watch from no revision after its first page, read
 /// from the store a page at a time as the watcher sends them, all at the first page's
 /// revision: a watcher holds one page, never the whole collection.
-pub struct InitialPages {
+pub struct StorePages {
     store: Arc<dyn store::Store>,
     defaulter: Defaulter,
     key_prefix: String,
@@ -308,16 +312,16 @@ pub struct InitialPages {
     revision: Revision,
 }
 
-impl std::fmt::Debug for InitialPages {
+impl std::fmt::Debug for StorePages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InitialPages")
+        f.debug_struct("StorePages")
             .field("key_prefix", &self.key_prefix)
             .field("revision", &self.revision)
             .finish_non_exhaustive()
     }
 }
 
-impl InitialPages {
+impl StorePages {
     /// The next page's events; `None` once every page was read. An error (the revision was
     /// compacted since the first page) ends the watch: its client watches again.
     pub async fn next(&mut self) -> Option<Result<Vec<Arc<CacheEvent>>, store::Error>> {
