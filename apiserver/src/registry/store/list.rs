@@ -182,7 +182,9 @@ impl Store<'_> {
                 start: last
             }
             .encode());
-            if let Some(n) = snapshot.remaining {
+            // Counted only without selectors, as upstream's etcd store does (its count would
+            // include objects the selectors leave out).
+            if let Some(n) = snapshot.remaining.filter(|_| filter.is_everything()) {
                 metadata["remainingItemCount"] = json!(n);
             }
         }
