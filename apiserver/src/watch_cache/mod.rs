@@ -702,7 +702,7 @@ impl WatchCache {
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`), every event of
     /// its snapshot decoded (what the server's own followers of small resources read).
     pub fn watch(&self, prefix: &str, from: WatchFrom) -> WatchStart {
-        let mut start = self.watch_paged(prefix, from);
+        let mut start = self.watch_paged(prefix, prefix, from);
         if let WatchStart::Watching(w) = &mut start {
             if let Some(pages) = w.pages.take() {
                 match *pages {
@@ -715,8 +715,9 @@ impl WatchCache {
     }
 
     /// [`Self::watch`], a snapshot's objects decoded a page at a time as the watcher sends them
-    /// (`pages`), so a watch of a large collection does not hold it all decoded.
-    pub fn watch_paged(&self, prefix: &str, from: WatchFrom) -> WatchStart {
+    /// (`pages`), so a watch of a large collection does not hold it all decoded; a snapshot holds
+    /// only the objects under `key_prefix` (a namespace's), the live events all of the resource's.
+    pub fn watch_paged(&self, prefix: &str, key_prefix: &str, from: WatchFrom) -> WatchStart {
         let mut inner = self.inner.write();
         let current = inner.revision;
         let base = inner.base;
@@ -732,7 +733,11 @@ impl WatchCache {
             WatchFrom::Snapshot => {
                 let held: Vec<(String, Arc<Entry>)> = res
                     .objects
-                    .iter()
+                    .range::<str, _>((
+                        std::ops::Bound::Included(key_prefix),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take_while(|(k, _)| k.starts_with(key_prefix))
                     .map(|(k, e)| (k.clone(), e.clone()))
                     .collect();
                 (Vec::new(), held, current)

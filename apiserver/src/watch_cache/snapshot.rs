@@ -739,7 +739,12 @@ pub(super) mod tests {
         }
         // With `a`, `b` and `d`.
         let total = 2 * PAGE + 500;
-        let mut w = match c.watch_paged(p, WatchFrom::Snapshot) {
+        // Only a namespace's objects when it asks for a namespace.
+        match c.watch_paged(p, "/registry/pods/other/", WatchFrom::Snapshot) {
+            WatchStart::Watching(w) => assert!(w.initial.is_empty() && w.pages.is_none()),
+            other => panic!("{other:?}"),
+        }
+        let mut w = match c.watch_paged(p, "/registry/pods/ns/", WatchFrom::Snapshot) {
             WatchStart::Watching(w) => w,
             other => panic!("{other:?}"),
         };

@@ -168,7 +168,7 @@ impl WatchCache {
         from: WatchFrom,
     ) -> Result<WatchStart, store::Error> {
         if self.caches(resource_prefix) {
-            return Ok(self.watch_paged(resource_prefix, from));
+            return Ok(self.watch_paged(resource_prefix, key_prefix, from));
         }
         self.watch_uncached(key_prefix, from).await
     }
