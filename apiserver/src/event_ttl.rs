@@ -24,7 +24,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde::Deserialize;
-use store::{DeleteOutcome, EventKind, ListOptions, ListOutcome, Revision, Store, WatchItem};
+use store::{
+    DeleteOutcome, EventKind, ListOptions, ListOutcome, Revision, Store, WatchClosedReason,
+    WatchItem,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +61,7 @@ pub async fn run(store: Arc<dyn Store>, ttl: Duration, shutdown: CancellationTok
         };
         match followed {
             Ok((schedule, stream)) => {
-                if follow(&*store, ttl, schedule, stream, &shutdown).await == Ended::Shutdown {
+                if follow(&*store, ttl, schedule, stream, &shutdown).await == Ended::Stopped {
                     return;
                 }
             }
@@ -75,8 +78,10 @@ pub async fn run(store: Arc<dyn Store>, ttl: Duration, shutdown: CancellationTok
 
 #[derive(Debug, PartialEq, Eq)]
 enum Ended {
-    Shutdown,
-    /// The store watch ended (fell behind, or the store restarted it): list again.
+    /// The server is shutting down, or the store is (its watches end for good: the watch cache
+    /// stops on it too; listing again would only spin).
+    Stopped,
+    /// The store watch ended otherwise (fell behind, compacted): list again.
     WatchClosed,
 }
 
@@ -130,14 +135,20 @@ async fn follow(
             .next_deadline()
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
-            _ = shutdown.cancelled() => return Ended::Shutdown,
+            _ = shutdown.cancelled() => return Ended::Stopped,
             item = stream.next() => match item {
                 Some(WatchItem::Event(ev)) => match ev.kind {
                     EventKind::Put => schedule.set(&ev.key, ev.revision, Instant::now() + ttl),
                     EventKind::Delete => schedule.forget(&ev.key),
                 },
                 Some(WatchItem::Progress(_)) => {}
-                Some(WatchItem::Closed(_)) | None => return Ended::WatchClosed,
+                Some(WatchItem::Closed(WatchClosedReason::StoreShutdown)) | None => {
+                    return Ended::Stopped
+                }
+                Some(WatchItem::Closed(reason)) => {
+                    tracing::debug!(?reason, "event expiry lost its store watch; listing again");
+                    return Ended::WatchClosed;
+                }
             },
             _ = tokio::time::sleep_until(next) => {
                 let due = schedule.take_due(Instant::now(), BATCH);
@@ -308,6 +319,23 @@ mod tests {
         assert!(first.iter().all(|(k, _)| &**k != "/registry/events/ns/e0"));
         assert_eq!(s.take_due(t0, 3).len(), 1);
         assert_eq!(s.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn expiry_stops_when_the_store_closes() {
+        let store: Arc<dyn Store> =
+            Arc::new(store::MemoryStore::new(store::StoreConfig::default()).unwrap());
+        let task = tokio::spawn(run(
+            store.clone(),
+            Duration::from_secs(3600),
+            CancellationToken::new(),
+        ));
+        // Let it list and watch, then close the store under it: its watch ends for good, and
+        // listing again would spin.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        store.flush_and_close().await.unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
+        assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
     }
 
     #[test]
