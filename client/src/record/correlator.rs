@@ -18,7 +18,6 @@
 //! taken for one (about 1 in 2^40).
 
 use std::hash::{DefaultHasher, Hasher};
-use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -31,7 +30,6 @@ use crate::flowcontrol::TokenBucket;
 
 /// `maxLruCacheEntries`.
 pub const MAX_LRU_ENTRIES: usize = 4096;
-const CAPACITY: NonZeroUsize = NonZeroUsize::MIN.saturating_add(MAX_LRU_ENTRIES - 1);
 /// `defaultAggregateMaxEvents`: distinct messages before aggregation kicks in.
 pub const AGGREGATE_MAX_EVENTS: usize = 10;
 /// `defaultAggregateIntervalInSeconds`.
@@ -126,11 +124,49 @@ pub struct CorrelationResult {
     pub key: u64,
 }
 
+/// An LRU of at most [`MAX_LRU_ENTRIES`] that grows as it fills: `LruCache::new` would allocate
+/// its whole table at once (~100 KiB each), and every fake node has a correlator of three while
+/// few of them ever see more than its own pods' events.
+struct Lru<V>(LruCache<u64, V>);
+
+impl<V> Lru<V> {
+    fn new() -> Self {
+        Lru(LruCache::unbounded())
+    }
+
+    /// Inserts or replaces `key`, the most recently used; the least recently used goes once
+    /// full.
+    fn put(&mut self, key: u64, value: V) {
+        self.0.put(key, value);
+        if self.0.len() > MAX_LRU_ENTRIES {
+            self.0.pop_lru();
+        }
+    }
+
+    fn get_mut(&mut self, key: &u64) -> Option<&mut V> {
+        self.0.get_mut(key)
+    }
+
+    fn pop(&mut self, key: &u64) -> Option<V> {
+        self.0.pop(key)
+    }
+
+    #[cfg(test)]
+    fn contains(&self, key: &u64) -> bool {
+        self.0.contains(key)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// Aggregation, repeat counting and spam filtering for one broadcaster.
 pub struct EventCorrelator {
-    aggregate: Mutex<LruCache<u64, AggregateRecord>>,
-    observed: Mutex<LruCache<u64, Observed>>,
-    spam: Mutex<LruCache<u64, TokenBucket>>,
+    aggregate: Mutex<Lru<AggregateRecord>>,
+    observed: Mutex<Lru<Observed>>,
+    spam: Mutex<Lru<TokenBucket>>,
 }
 
 impl Default for EventCorrelator {
@@ -142,9 +178,9 @@ impl Default for EventCorrelator {
 impl EventCorrelator {
     pub fn new() -> Self {
         EventCorrelator {
-            aggregate: Mutex::new(LruCache::new(CAPACITY)),
-            observed: Mutex::new(LruCache::new(CAPACITY)),
-            spam: Mutex::new(LruCache::new(CAPACITY)),
+            aggregate: Mutex::new(Lru::new()),
+            observed: Mutex::new(Lru::new()),
+            spam: Mutex::new(Lru::new()),
         }
     }
 
@@ -273,6 +309,23 @@ mod tests {
     use std::hash::Hash;
 
     use super::*;
+
+    /// The bound holds however many keys come, and what goes is the least recently used.
+    #[test]
+    fn an_lru_keeps_at_most_its_bound() {
+        let mut lru = Lru::new();
+        for k in 0..MAX_LRU_ENTRIES as u64 {
+            lru.put(k, ());
+        }
+        assert!(lru.get_mut(&0).is_some());
+        for k in MAX_LRU_ENTRIES as u64..MAX_LRU_ENTRIES as u64 + 10 {
+            lru.put(k, ());
+        }
+        assert_eq!(lru.len(), MAX_LRU_ENTRIES);
+        assert!(lru.contains(&0), "used again, so kept");
+        assert!(!lru.contains(&1) && !lru.contains(&10), "the oldest go");
+        assert!(lru.contains(&11) && lru.contains(&(MAX_LRU_ENTRIES as u64 + 9)));
+    }
 
     /// The hash of client-go's key string: the same, whether its parts are fed one by one or
     /// joined first (what client-go compares).
