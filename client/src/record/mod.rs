@@ -72,7 +72,9 @@ impl EventType {
 /// Records events for one component. Cheap to clone.
 #[derive(Clone)]
 pub struct EventRecorder {
-    tx: mpsc::Sender<Event>,
+    /// Boxed: a channel holds its slots in blocks of 32 allocated for the type, and an `Event`
+    /// is about 1 KB, so a recorder of each of 1,000 fake nodes would hold 32 MB of empty slots.
+    tx: mpsc::Sender<Box<Event>>,
     component: String,
     host: String,
     /// Events dropped on a full queue by every recorder of this broadcaster.
@@ -116,7 +118,7 @@ impl EventRecorder {
             kind = obj.kind.as_deref().unwrap_or(""),
             r#type = type_.as_str(), reason, message, "event"
         );
-        match self.tx.try_send(e) {
+        match self.tx.try_send(Box::new(e)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -136,8 +138,8 @@ pub struct EventBroadcaster {
     client: Client,
     component: String,
     host: String,
-    tx: mpsc::Sender<Event>,
-    rx: mpsc::Receiver<Event>,
+    tx: mpsc::Sender<Box<Event>>,
+    rx: mpsc::Receiver<Box<Event>>,
     correlator: EventCorrelator,
     dropped: Arc<AtomicU64>,
     /// Writes (creates and patches, retries included) wait for a token.
@@ -234,7 +236,7 @@ impl EventBroadcaster {
                 e = rx.recv() => e,
             };
             let Some(e) = e else { break };
-            let result = correlator.correlate(e, Timestamp::now());
+            let result = correlator.correlate(*e, Timestamp::now());
             if result.skip {
                 tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
                 continue;
