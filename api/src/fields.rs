@@ -27,6 +27,16 @@ pub struct FieldRequirement {
     pub value: String,
 }
 
+impl FieldRequirement {
+    /// Whether an object whose field has the value `have` satisfies this requirement.
+    fn holds(&self, have: &str) -> bool {
+        match self.op {
+            FieldOp::Eq => have == self.value,
+            FieldOp::NotEq => have != self.value,
+        }
+    }
+}
+
 /// A conjunction of field requirements; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector {
@@ -55,11 +65,15 @@ impl Selector {
     pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
         self.requirements.iter().all(|r| {
             let have = get(&r.field).unwrap_or_default();
-            match r.op {
-                FieldOp::Eq => have == r.value,
-                FieldOp::NotEq => have != r.value,
-            }
+            r.holds(&have)
         })
+    }
+
+    /// [`matches`](Self::matches) on values borrowed from what holds them.
+    pub fn matches_with<'v>(&self, get: impl Fn(&str) -> Option<&'v str>) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.holds(get(&r.field).unwrap_or_default()))
     }
 
     /// The value required by an `=` term on `field`, if any (lets callers narrow a list by key).

@@ -117,12 +117,16 @@ impl Requirement {
 
     /// Whether the labels satisfy this requirement (`Requirement.Matches`).
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let got = labels.get(&self.key);
+        self.matches_with(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// [`matches`](Self::matches) on labels given by a look-up of their values by key.
+    pub fn matches_with<'v>(&self, label: impl Fn(&str) -> Option<&'v str>) -> bool {
+        let got = label(&self.key);
+        let listed = |v: &str| self.values.iter().any(|w| w == v);
         match self.operator {
-            Operator::Equals | Operator::DoubleEquals | Operator::In => {
-                got.is_some_and(|v| self.values.contains(v))
-            }
-            Operator::NotEquals | Operator::NotIn => got.is_none_or(|v| !self.values.contains(v)),
+            Operator::Equals | Operator::DoubleEquals | Operator::In => got.is_some_and(listed),
+            Operator::NotEquals | Operator::NotIn => got.is_none_or(|v| !listed(v)),
             Operator::Exists => got.is_some(),
             Operator::DoesNotExist => got.is_none(),
             Operator::GreaterThan | Operator::LessThan => {
@@ -293,6 +297,11 @@ impl Selector {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         let labels = labels.into().unwrap_or(&EMPTY);
         !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// [`matches`](Self::matches) on labels given by a look-up of their values by key.
+    pub fn matches_with<'v>(&self, label: impl Fn(&str) -> Option<&'v str> + Copy) -> bool {
+        !self.nothing && self.requirements.iter().all(|r| r.matches_with(label))
     }
 
     /// `labels.Parse`: a selector string (the `labelSelector` query parameter).

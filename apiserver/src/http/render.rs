@@ -209,7 +209,7 @@ fn json_list(resource: &Resource, items: &[Listed], list_meta: &Value) -> Respon
         }
         let as_held = item
             .held_view()
-            .is_some_and(|view| resource.is_presentable(view));
+            .is_some_and(|view| resource.is_presentable_as(view.api_version(), view.kind()));
         if as_held && item.write_held_text(&mut out) {
             continue;
         }

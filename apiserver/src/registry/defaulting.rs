@@ -17,11 +17,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::resources::{Resource, Served};
 use super::ResourceRegistry;
-use crate::watch_cache::{resource_prefix, StorageDefaults, REGISTRY_ROOT};
+use crate::watch_cache::{resource_prefix, SelectorView, StorageDefaults, REGISTRY_ROOT};
 
 /// Whether `api_version` (`group/version`, or `version` for the core group) is the resource's.
 fn is_api_version(resource: &Resource, api_version: &str) -> bool {
@@ -63,26 +63,27 @@ impl StorageDefaults for ResourceRegistry {
         true
     }
 
-    fn selector_view(&self, key: &str, obj: &Value) -> Option<Value> {
+    fn selector_view(&self, key: &str, obj: &Value) -> Option<SelectorView> {
         let storage = storage_segment(key)?;
         let served = self.snapshot();
         let resource = resource_of(&served, storage, obj)?;
-        let mut view = Value::Object(Map::new());
+        let fields = resource.strategy.field_labels().unwrap_or_default();
+        let values: Vec<String> = fields
+            .iter()
+            .map(|f| resource.strategy.field_value(obj, f).unwrap_or_default())
+            .collect();
+        let text = |field: &str| obj.get(field).and_then(Value::as_str).unwrap_or("");
         // Type meta too: a list writes a held object's text as it is when its kind and version
         // are the endpoint's.
-        for path in [
-            "apiVersion",
-            "kind",
-            "metadata.name",
-            "metadata.namespace",
-            "metadata.labels",
-        ]
-        .iter()
-        .chain(resource.strategy.selector_paths().unwrap_or_default())
-        {
-            copy_path(obj, &mut view, path);
-        }
-        Some(view)
+        SelectorView::new(
+            text("apiVersion"),
+            text("kind"),
+            api::meta::name(obj).unwrap_or(""),
+            api::meta::namespace(obj).unwrap_or(""),
+            &api::meta::labels(obj),
+            fields,
+            &values,
+        )
     }
 }
 
@@ -91,27 +92,6 @@ fn storage_segment(key: &str) -> Option<&str> {
     resource_prefix(key)
         .and_then(|p| p.strip_prefix(REGISTRY_ROOT))
         .and_then(|p| p.strip_suffix('/'))
-}
-
-/// Copies the value at the dotted `path` of `from`, if there is one, to the same path of `to`.
-fn copy_path(from: &Value, to: &mut Value, path: &str) {
-    let Some(value) = api::meta::value_at(from, path) else {
-        return;
-    };
-    let mut at = to;
-    let mut segments = path.split('.').peekable();
-    while let Some(segment) = segments.next() {
-        let Some(map) = at.as_object_mut() else {
-            return;
-        };
-        if segments.peek().is_none() {
-            map.insert(segment.to_string(), value.clone());
-            return;
-        }
-        at = map
-            .entry(segment.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
 }
 
 #[cfg(test)]
@@ -146,11 +126,12 @@ mod tests {
         let view = registry.selector_view(key, &pod).expect("pods have a view");
         let served = registry.snapshot();
         let pods = resource_of(&served, "pods", &pod).expect("pods are served");
+        // Upstream's pod field labels (`AddFieldLabelConversionsForPod`), named here
+        // independently of the strategy's list.
         for field in [
             "metadata.name",
             "metadata.namespace",
             "spec.nodeName",
-            "spec.host",
             "spec.restartPolicy",
             "spec.schedulerName",
             "spec.serviceAccountName",
@@ -165,23 +146,26 @@ mod tests {
                 whole.as_deref().is_some_and(|v| !v.is_empty()),
                 "{field}: {whole:?}"
             );
-            assert_eq!(pods.field_value(&view, field), whole, "{field}");
+            assert_eq!(view.field(field), whole.as_deref(), "{field}");
         }
-        assert_eq!(api::meta::labels(&view), api::meta::labels(&pod));
-        assert!(
-            view["spec"].get("containers").is_none(),
-            "only what selectors read"
-        );
-        assert!(view["metadata"].get("annotations").is_none());
+        assert_eq!(view.field("spec.containers"), None, "not a field label");
+        assert_eq!((view.api_version(), view.kind()), ("v1", "Pod"));
+        for (k, v) in api::meta::labels(&pod) {
+            assert_eq!(view.label(&k), Some(v.as_str()), "{k}");
+        }
+        assert_eq!(view.label("x"), None, "annotations are not labels");
         // A kind that lists no fields of its own: name, namespace and labels.
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}},
                         "data": {"k": "v"}});
-        assert_eq!(
-            registry.selector_view("/registry/configmaps/ns/c", &cm),
-            Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b"}}}))
-        );
+        let view = registry
+            .selector_view("/registry/configmaps/ns/c", &cm)
+            .expect("config maps have a view");
+        assert_eq!((view.api_version(), view.kind()), ("v1", "ConfigMap"));
+        assert_eq!(view.field("metadata.name"), Some("c"));
+        assert_eq!(view.field("metadata.namespace"), Some("ns"));
+        assert_eq!(view.label("a"), Some("b"));
+        assert_eq!(view.field("data.k"), None);
     }
 
     #[test]

@@ -206,10 +206,21 @@ impl Resource {
     /// Whether a stored object is already in this endpoint's form (the strategies' storage
     /// conversion is the identity whenever the stored `apiVersion`/`kind` are the endpoint's).
     pub fn is_presentable(&self, obj: &Value) -> bool {
-        !self.strategy.reads_need_conversion()
-            && obj.get("kind").and_then(Value::as_str) == Some(self.info.kind.as_str())
-            && obj.get("apiVersion").and_then(Value::as_str)
-                == Some(self.info.api_version().as_str())
+        let text = |field: &str| obj.get(field).and_then(Value::as_str);
+        match (text("apiVersion"), text("kind")) {
+            (Some(api_version), Some(kind)) => self.is_presentable_as(api_version, kind),
+            _ => false,
+        }
+    }
+
+    /// [`is_presentable`](Self::is_presentable) of an object of `api_version` and `kind`.
+    pub fn is_presentable_as(&self, api_version: &str, kind: &str) -> bool {
+        let info = &self.info;
+        let version_is_ours = match api_version.split_once('/') {
+            Some((group, version)) => group == info.group && version == info.version,
+            None => info.group.is_empty() && api_version == info.version,
+        };
+        !self.strategy.reads_need_conversion() && kind == info.kind && version_is_ours
     }
 
     /// Whether an update of `obj` removes it (`ShouldDeleteDuringUpdate`): it is being deleted, no

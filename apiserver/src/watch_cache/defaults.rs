@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{compact, stamp, Entry, WatchCache};
+use super::{compact, stamp, Entry, SelectorView, WatchCache};
 
 /// The defaults of stored objects, by storage key: what the registry knows of the kinds.
 pub trait StorageDefaults: Send + Sync + 'static {
@@ -38,13 +38,13 @@ pub trait StorageDefaults: Send + Sync + 'static {
     /// without defaults are left as they are, cheaply.
     fn default_stored(&self, key: &str, obj: &mut Value) -> bool;
 
-    /// What label and field selectors of the kind read of `obj`, held at `key`: a tree with
-    /// every field the kind's field labels and label selectors look at, and its `apiVersion`
-    /// and `kind` (upstream's cacher keeps an object's labels and fields beside it the same
-    /// way). The cache filters lists on it without decoding the object, and a list response
-    /// sends the held text as it is when the type meta is the endpoint's. `None` (the default)
-    /// when the kind cannot say: a filter then reads the whole object.
-    fn selector_view(&self, key: &str, obj: &Value) -> Option<Value> {
+    /// What label and field selectors of the kind read of `obj`, held at `key`: its labels,
+    /// the values of its field labels, and its `apiVersion` and `kind` (upstream's cacher keeps
+    /// an object's labels and fields beside it the same way). The cache filters lists on it
+    /// without decoding the object, and a list response sends the held text as it is when the
+    /// type meta is the endpoint's. `None` (the default) when the kind cannot say: a filter
+    /// then reads the whole object.
+    fn selector_view(&self, key: &str, obj: &Value) -> Option<SelectorView> {
         let _ = (key, obj);
         None
     }
@@ -73,11 +73,8 @@ impl Defaulter {
     }
 
     /// What selectors read of the object at `key` ([`StorageDefaults::selector_view`]).
-    pub fn view(&self, key: &str, obj: &Value) -> Option<Value> {
-        self.0
-            .as_ref()
-            .and_then(|d| d.selector_view(key, obj))
-            .map(compact::compact)
+    pub fn view(&self, key: &str, obj: &Value) -> Option<SelectorView> {
+        self.0.as_ref().and_then(|d| d.selector_view(key, obj))
     }
 
     /// Decodes the `bytes` stored at `key`, stamps `revision` as their resourceVersion and

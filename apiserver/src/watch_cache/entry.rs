@@ -7,8 +7,8 @@
 //! object serialised once) and a weak reference to the tree: the tree lives while its events are
 //! in the ring or a request holds it, and is decoded again from the text when asked for after
 //! that. Upstream's cacher keeps, per object, the object and its labels and fields
-//! (`storeElement`); the labels and fields here are the [`view`](Entry::view), a small tree that
-//! list filters read without decoding the object.
+//! (`storeElement`); the labels and fields here are the [`view`](Entry::view), which list
+//! filters read without decoding the object.
 //!
 //! Guarantees: [`Entry::object`] is equal to the object the entry was made from (decoding the
 //! text and setting `metadata.resourceVersion` gives the same tree, keys in the same order);
@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{compact, stamp, ObjectJson};
+use super::{compact, stamp, ObjectJson, SelectorView};
 
 /// See the module documentation.
 pub(super) struct Entry {
@@ -30,7 +30,7 @@ pub(super) struct Entry {
     pub(super) json: ObjectJson,
     /// What label and field selectors read of the object (see [`super::StorageDefaults`]);
     /// `None` when the kind cannot say, and a filter decodes the object.
-    pub(super) view: Option<Value>,
+    pub(super) view: Option<SelectorView>,
     /// The decoded object, while something else holds it.
     tree: parking_lot::Mutex<Weak<Value>>,
 }
@@ -51,7 +51,7 @@ impl Entry {
         revision: Revision,
         object: &Arc<Value>,
         json: Option<ObjectJson>,
-        view: Option<Value>,
+        view: Option<SelectorView>,
     ) -> Option<Arc<Entry>> {
         let json = match json {
             Some(json) => json,

@@ -41,6 +41,7 @@ mod live;
 mod pages;
 mod snapshot;
 mod uncached;
+mod view;
 
 pub use defaults::{Defaulter, StorageDefaults};
 pub use handover::{StoreWrite, Written};
@@ -64,8 +65,9 @@ use tokio_util::sync::CancellationToken;
 use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
 pub use pages::InitialPages;
-pub use snapshot::{ListAt, Listed, Select, Snapshot, SnapshotOutcome};
+pub use snapshot::{ListAt, Listed, Select, Snapshot, SnapshotOutcome, ViewFilter};
 pub use uncached::UNCACHED_RESOURCES;
+pub use view::SelectorView;
 
 /// Root of every object key.
 pub const REGISTRY_ROOT: &str = "/registry/";

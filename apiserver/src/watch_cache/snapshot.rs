@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{Entry, ResourceCache, WatchCache};
+use super::{Entry, ResourceCache, SelectorView, WatchCache};
 
 /// At which revision a list is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,15 +54,24 @@ pub enum SnapshotOutcome<T = Arc<Value>> {
     },
 }
 
+/// A filter that reads only what a selector view holds (labels, name, namespace and the kind's
+/// field labels: [`super::StorageDefaults::selector_view`]), so it tells on a held object's view
+/// as it would on the object.
+pub trait ViewFilter: Sync {
+    /// Whether the object of `view` passes.
+    fn on_view(&self, view: &SelectorView) -> bool;
+    /// Whether `obj` passes; the same answer as [`on_view`](Self::on_view) of its view.
+    fn on_object(&self, obj: &Value) -> bool;
+}
+
 /// Which objects a list keeps.
 #[derive(Clone, Copy)]
 pub enum Select<'a> {
     /// Every one.
     All,
-    /// Those the function passes; it reads only what a selector view holds (labels, name,
-    /// namespace and the kind's field labels: [`super::StorageDefaults::selector_view`]), so
-    /// a held object is filtered on its view, without decoding it, when it has one.
-    OnView(&'a (dyn Fn(&Value) -> bool + Sync)),
+    /// Those the filter passes; a held object is told on its view, without decoding it, when
+    /// it has one.
+    OnView(&'a dyn ViewFilter),
     /// Those the function passes, read on the whole object.
     Object(&'a (dyn Fn(&Value) -> bool + Sync)),
 }
@@ -77,7 +86,8 @@ impl Select<'_> {
     pub fn matches(&self, obj: &Value) -> bool {
         match self {
             Select::All => true,
-            Select::OnView(f) | Select::Object(f) => f(obj),
+            Select::OnView(f) => f.on_object(obj),
+            Select::Object(f) => f(obj),
         }
     }
 
@@ -85,7 +95,7 @@ impl Select<'_> {
     fn decides(&self, entry: &Entry) -> Option<bool> {
         match (self, &entry.view) {
             (Select::All, _) => Some(true),
-            (Select::OnView(f), Some(view)) => Some(f(view)),
+            (Select::OnView(f), Some(view)) => Some(f.on_view(view)),
             _ => None,
         }
     }
@@ -144,7 +154,7 @@ impl Listed {
     /// What the kind's selectors read of a held object, with its `apiVersion` and `kind`
     /// ([`super::StorageDefaults::selector_view`]): whether its text can be sent as it is.
     /// `None` for a decoded object, or a kind without views.
-    pub fn held_view(&self) -> Option<&Value> {
+    pub fn held_view(&self) -> Option<&SelectorView> {
         match &self.0 {
             Item::Held(entry) => entry.view.as_ref(),
             Item::Past(_) => None,
@@ -589,8 +599,9 @@ pub(super) mod tests {
             let o = Arc::new(json!({"metadata": {"name": n, "resourceVersion": "20",
                                                  "labels": {"color": color}},
                                     "spec": {"big": "x".repeat(100)}}));
-            let view = json!({"metadata": {"name": n, "labels": {"color": color}}});
-            Entry::new(20, &o, None, Some(view)).unwrap()
+            let labels = [("color".to_string(), color.to_string())].into();
+            let view = SelectorView::new("v1", "Pod", n, "ns", &labels, &[], &[]);
+            Entry::new(20, &o, None, view).unwrap()
         };
         let (red, blue) = (labelled("r", "red"), labelled("u", "blue"));
         {
@@ -600,14 +611,22 @@ pub(super) mod tests {
             objects.insert("/registry/pods/ns/u".into(), blue.clone());
         }
         assert!(!red.is_decoded() && !blue.is_decoded());
-        let is_red = |o: &Value| o["metadata"]["labels"]["color"] == "red";
+        struct IsRed;
+        impl ViewFilter for IsRed {
+            fn on_view(&self, view: &SelectorView) -> bool {
+                view.label("color") == Some("red")
+            }
+            fn on_object(&self, obj: &Value) -> bool {
+                obj["metadata"]["labels"]["color"] == "red"
+            }
+        }
         let listed = c.list(
             p,
             "/registry/pods/ns/",
             ListAt::Current,
             None,
             None,
-            Select::OnView(&is_red),
+            Select::OnView(&IsRed),
         );
         let SnapshotOutcome::Listed(s) = listed.into_objects() else {
             panic!("not listed")

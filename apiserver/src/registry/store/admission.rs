@@ -32,7 +32,7 @@ use crate::admission::{Attributes, Operation};
 use crate::error::Result;
 use crate::registry::{DeleteOptions, Forbidden, Objects, WriteOptions};
 use crate::state::AppState;
-use crate::watch_cache::Select;
+use crate::watch_cache::{Select, SelectorView, ViewFilter};
 
 /// The watch cache's current objects, by (group, plural) of any served version.
 pub struct CachedObjects<'a> {
@@ -93,8 +93,7 @@ impl Objects for CachedObjects<'_> {
 
     /// Told on the pods' selector views: cold pods of other nodes are not decoded.
     fn pods_on_node(&self, namespace: &str, node: &str) -> Vec<Arc<Value>> {
-        let on_node = |p: &Value| p["spec"]["nodeName"] == node;
-        self.in_namespace("", "pods", namespace, Select::OnView(&on_node))
+        self.in_namespace("", "pods", namespace, Select::OnView(&OnNode(node)))
     }
 
     fn get(
@@ -590,5 +589,18 @@ impl Store<'_> {
             dry_run,
         };
         Box::pin(crate::admission::resourcequota::validate(self.state, write))
+    }
+}
+
+/// Pods bound to the node.
+struct OnNode<'a>(&'a str);
+
+impl ViewFilter for OnNode<'_> {
+    fn on_view(&self, view: &SelectorView) -> bool {
+        view.field("spec.nodeName") == Some(self.0)
+    }
+
+    fn on_object(&self, pod: &Value) -> bool {
+        pod["spec"]["nodeName"] == self.0
     }
 }

@@ -15,7 +15,9 @@ use super::Store;
 use crate::error::{ApiError, Result};
 use crate::http::query::{ContinueToken, ListOptions, RvMatch};
 use crate::registry::Resource;
-use crate::watch_cache::{ListAt, Listed, Select, SnapshotOutcome, WatchFrom, WatchStart};
+use crate::watch_cache::{
+    ListAt, Listed, Select, SelectorView, SnapshotOutcome, ViewFilter, WatchFrom, WatchStart,
+};
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
@@ -63,17 +65,17 @@ impl Filter {
 
     /// How the watch cache picks what passes, `matches` being [`Self::matches`]: on held
     /// objects' selector views when every selector reads only what a view holds (labels, name,
-    /// namespace, and the field labels of a kind that lists the fields they read).
-    pub fn select<'a>(&self, matches: &'a (dyn Fn(&Value) -> bool + Sync)) -> Select<'a> {
+    /// namespace, and the field labels the kind's views keep).
+    pub fn select<'a>(&'a self, matches: &'a (dyn Fn(&Value) -> bool + Sync)) -> Select<'a> {
         if self.is_everything() {
             return Select::All;
         }
-        // Field labels are checked against the kind in `new`: these two are the generic ones.
-        let generic = |field: &str| matches!(field, "metadata.name" | "metadata.namespace");
-        let on_view = self.resource.strategy.selector_paths().is_some()
-            || self.fields.requirements().iter().all(|r| generic(&r.field));
-        if on_view {
-            Select::OnView(matches)
+        let kept = self.resource.strategy.field_labels().unwrap_or_default();
+        let in_view = |field: &str| {
+            matches!(field, "metadata.name" | "metadata.namespace") || kept.contains(&field)
+        };
+        if self.fields.requirements().iter().all(|r| in_view(&r.field)) {
+            Select::OnView(self)
         } else {
             Select::Object(matches)
         }
@@ -84,6 +86,18 @@ impl Filter {
         (self.labels.is_empty() || self.labels.matches(&api::meta::labels(obj)))
             && (self.fields.is_empty()
                 || self.fields.matches(|f| self.resource.field_value(obj, f)))
+    }
+}
+
+/// Told on views only when [`Filter::select`] says so: every field it reads is in the view.
+impl ViewFilter for Filter {
+    fn on_view(&self, view: &SelectorView) -> bool {
+        (self.labels.is_empty() || self.labels.matches_with(|k| view.label(k)))
+            && (self.fields.is_empty() || self.fields.matches_with(|f| view.field(f)))
+    }
+
+    fn on_object(&self, obj: &Value) -> bool {
+        self.matches(obj)
     }
 }
 
@@ -250,13 +264,96 @@ mod tests {
             "view"
         );
         assert_eq!(select("pods", None, Some("status.podIP=10.0.0.1")), "view");
+        // An alias the pod strategy answers but its views do not keep.
+        assert_eq!(select("pods", None, Some("spec.host=n")), "object");
         assert_eq!(select("configmaps", Some("app"), None), "view");
         assert_eq!(select("configmaps", None, Some("metadata.name=c")), "view");
-        // Secrets' `type` is read by a strategy that lists no paths: the whole object.
+        // Secrets' `type` is a field label their views do not keep: the whole object.
         assert_eq!(select("secrets", None, Some("type=Opaque")), "object");
         assert_eq!(
             select("secrets", Some("a"), Some("metadata.namespace=ns")),
             "view"
         );
+    }
+
+    /// A filter tells the same on an object and on its view, for every selector that goes to
+    /// views.
+    #[test]
+    fn a_filter_tells_the_same_on_a_view_as_on_its_object() {
+        use crate::watch_cache::StorageDefaults;
+        let registry = crate::registry::ResourceRegistry::new();
+        let ips = Arc::new(crate::registry::ClusterIpAllocator::new());
+        crate::registry::builtin::register(&registry, &ips).unwrap();
+        let resource = crate::registry::builtin::find("", "pods").expect("built in");
+        let pod = |name: &str, labels: Value, node: Option<&str>, phase: &str| {
+            let mut p = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ns", "labels": labels},
+                "spec": {"restartPolicy": "Never", "hostNetwork": name == "c",
+                         "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": phase, "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}
+            });
+            if let Some(node) = node {
+                p["spec"]["nodeName"] = json!(node);
+            }
+            p
+        };
+        let pods = [
+            pod(
+                "a",
+                json!({"app": "web", "tier": "1"}),
+                Some("n1"),
+                "Running",
+            ),
+            pod("b", json!({"app": "db"}), None, "Pending"),
+            pod("c", json!({}), Some("n2"), "Succeeded"),
+        ];
+        let labels = [
+            None,
+            Some("app=web"),
+            Some("app!=web"),
+            Some("app in (web,db)"),
+            Some("app notin (web)"),
+            Some("tier"),
+            Some("!tier"),
+            Some("tier>0"),
+            Some("tier<1"),
+        ];
+        let fields = [
+            None,
+            Some("spec.nodeName=n1"),
+            Some("spec.nodeName="),
+            Some("spec.nodeName!="),
+            Some("metadata.name=b,metadata.namespace=ns"),
+            Some("status.phase!=Running,spec.restartPolicy=Never"),
+            Some("spec.hostNetwork=true"),
+            Some("status.podIP=10.0.0.1"),
+            Some("status.podIPs!="),
+            Some("spec.schedulerName="),
+            Some("spec.serviceAccountName=x"),
+            Some("status.nominatedNodeName="),
+        ];
+        let mut told = 0;
+        for l in labels {
+            for f in fields {
+                let opts = ListOptions {
+                    label_selector: l.map(String::from),
+                    field_selector: f.map(String::from),
+                    ..Default::default()
+                };
+                let filter = Filter::new(resource.clone(), &opts).expect("valid selectors");
+                let on_view = matches!(filter.select(&|_| true), Select::OnView(_));
+                assert!(on_view || filter.is_everything(), "{l:?} {f:?}");
+                for p in &pods {
+                    let name = p["metadata"]["name"].as_str().unwrap();
+                    let key = format!("/registry/pods/ns/{name}");
+                    let view = registry.selector_view(&key, p).expect("a view");
+                    let whole = filter.on_object(p);
+                    assert_eq!(filter.on_view(&view), whole, "{name}: {l:?} {f:?}");
+                    told += usize::from(whole);
+                }
+            }
+        }
+        assert!(told > 0 && told < labels.len() * fields.len() * pods.len());
     }
 }

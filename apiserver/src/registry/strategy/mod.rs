@@ -355,12 +355,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
-    /// Every field (dotted path of the stored object) [`field_value`](Self::field_value) reads,
-    /// when they can be listed: the watch cache then keeps them, with the name, namespace and
-    /// labels, as the object's selector view and filters lists on it without decoding the
-    /// object (`watch_cache::StorageDefaults::selector_view`). `None` (the default): a field
-    /// selector on a field label of the kind's own reads the whole object.
-    fn selector_paths(&self) -> Option<&'static [&'static str]> {
+    /// Field labels of the kind's own (beside `metadata.name` and `metadata.namespace`) whose
+    /// values the watch cache keeps, with the name, namespace and labels, as each object's
+    /// selector view (`watch_cache::SelectorView`), so that lists selecting on them are filtered
+    /// without decoding the objects. Each must be one [`field_value`](Self::field_value)
+    /// answers. `None` (the default): a field selector on a field label of the kind's own reads
+    /// the whole object.
+    fn field_labels(&self) -> Option<&'static [&'static str]> {
         None
     }
 

@@ -526,7 +526,7 @@ impl Strategy for PodStrategy {
         Some(v)
     }
 
-    fn selector_paths(&self) -> Option<&'static [&'static str]> {
+    fn field_labels(&self) -> Option<&'static [&'static str]> {
         Some(&[
             "spec.nodeName",
             "spec.restartPolicy",
