@@ -17,7 +17,8 @@
 //!   resourceVersion); writers never wait on readers.
 //! - **Encoded once.** A [`CacheEvent`] carries its object's JSON, made once (or handed over by
 //!   the writer) and shared by every watcher that sends it unchanged.
-//! - **Held as text.** A current object is its JSON text and a selector view ([`entry`]): its
+//! - **Held as text.** A current object is its JSON text and a selector view ([`entry`],
+//!   [`view`]: its labels and field-label values, as upstream's `storeElement`): its
 //!   decoded tree lives while the ring, a watcher or a request holds it, and is decoded again on
 //!   demand. Lists are filtered on views under the lock and decoded after it; a JSON list copies
 //!   the texts ([`Listed`]).
