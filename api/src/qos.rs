@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
@@ -54,23 +54,25 @@ impl PodResources for PodSpec {
         self.containers
             .iter()
             .chain(self.init_containers.iter().flatten())
-            .map(typed_container)
+            .map(|c| ContainerResources::of(c.resources.as_ref()))
     }
 }
 
-fn typed_container(c: &Container) -> ContainerResources {
-    let list = |pick: fn(&ResourceRequirements) -> Option<&BTreeMap<String, Quantity>>| {
-        RESOURCES.map(|name| {
-            c.resources
-                .as_ref()
-                .and_then(pick)
-                .and_then(|m| m.get(name))
-                .and_then(|q| Amount::parse(&q.0).ok())
-        })
-    };
-    ContainerResources {
-        requests: list(|r| r.requests.as_ref()),
-        limits: list(|r| r.limits.as_ref()),
+impl ContainerResources {
+    /// The resources a container's typed `resources` ask for.
+    pub fn of(resources: Option<&ResourceRequirements>) -> ContainerResources {
+        let list = |pick: fn(&ResourceRequirements) -> Option<&BTreeMap<String, Quantity>>| {
+            RESOURCES.map(|name| {
+                resources
+                    .and_then(pick)
+                    .and_then(|m| m.get(name))
+                    .and_then(|q| Amount::parse(&q.0).ok())
+            })
+        };
+        ContainerResources {
+            requests: list(|r| r.requests.as_ref()),
+            limits: list(|r| r.limits.as_ref()),
+        }
     }
 }
 

@@ -9,7 +9,9 @@
 //!
 //! Guarantee: the result equals the input (`==`); only capacities change.
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, EphemeralContainer, Pod, Volume};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, EphemeralContainer, Pod, PodStatus, Volume,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// `pod` with every list at its exact length (see the module docs).
@@ -39,25 +41,31 @@ pub fn shrink_pod(mut pod: Pod) -> Pod {
         fit_opt(&mut spec.topology_spread_constraints);
     }
     if let Some(status) = pod.status.as_mut() {
-        fit_opt(&mut status.conditions);
-        for statuses in [
-            &mut status.container_statuses,
-            &mut status.init_container_statuses,
-            &mut status.ephemeral_container_statuses,
-        ] {
-            if let Some(ss) = statuses.as_mut() {
-                fit(ss);
-                ss.iter_mut().for_each(shrink_container_status);
-            }
-        }
-        fit_opt(&mut status.host_ips);
-        fit_opt(&mut status.pod_ips);
-        fit_opt(&mut status.resource_claim_statuses);
+        shrink_pod_status(status);
     }
     pod
 }
 
-fn shrink_meta(m: &mut ObjectMeta) {
+/// A pod's status with every list at its exact length.
+pub fn shrink_pod_status(status: &mut PodStatus) {
+    fit_opt(&mut status.conditions);
+    for statuses in [
+        &mut status.container_statuses,
+        &mut status.init_container_statuses,
+        &mut status.ephemeral_container_statuses,
+    ] {
+        if let Some(ss) = statuses.as_mut() {
+            fit(ss);
+            ss.iter_mut().for_each(shrink_container_status);
+        }
+    }
+    fit_opt(&mut status.host_ips);
+    fit_opt(&mut status.pod_ips);
+    fit_opt(&mut status.resource_claim_statuses);
+}
+
+/// An object's metadata with every list at its exact length.
+pub fn shrink_meta(m: &mut ObjectMeta) {
     fit_opt(&mut m.owner_references);
     fit_opt(&mut m.finalizers);
     fit_opt(&mut m.managed_fields);

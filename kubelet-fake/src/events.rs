@@ -19,11 +19,10 @@
 //!
 //! Pure functions, no I/O; the runtime hands the results to its per-node recorder.
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, NodeCondition, ObjectReference, Pod, PodStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerStatus, NodeCondition, ObjectReference, PodStatus};
 
 use crate::ids::{hex_digest, ImageRef};
+use crate::transform::{KubeletContainer, KubeletPod};
 
 /// `events.PullingImage`.
 pub const PULLING: &str = "Pulling";
@@ -61,7 +60,7 @@ pub struct PodEvent {
 }
 
 /// `kubecontainer.GenerateContainerRef`: the pod, with the container's field path.
-pub fn pod_ref(pod: &Pod, field_path: Option<&str>) -> ObjectReference {
+pub fn pod_ref(pod: &KubeletPod, field_path: Option<&str>) -> ObjectReference {
     ObjectReference {
         kind: Some("Pod".to_string()),
         api_version: Some("v1".to_string()),
@@ -316,7 +315,7 @@ pub struct PodMarks {
     killed: bool,
 }
 
-fn spec_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
+fn spec_containers(pod: &KubeletPod) -> impl Iterator<Item = (&KubeletContainer, bool)> {
     let spec = pod.spec.as_ref();
     let init = spec
         .and_then(|s| s.init_containers.as_deref())
@@ -338,7 +337,7 @@ fn status_of<'a>(status: &'a PodStatus, name: &str, init: bool) -> Option<&'a Co
 
 impl PodMarks {
     /// The marks of a pod as its status reports it (what an earlier run of this kubelet did).
-    pub fn of(pod: &Pod) -> Self {
+    pub fn of(pod: &KubeletPod) -> Self {
         let status = pod.status.clone().unwrap_or_default();
         PodMarks {
             containers: spec_containers(pod)
@@ -357,7 +356,7 @@ impl PodMarks {
     /// once). `image_present` as for [`container_events`].
     pub fn advance(
         &mut self,
-        pod: &Pod,
+        pod: &KubeletPod,
         status: &PodStatus,
         deleting: bool,
         image_present: &mut dyn FnMut(&str, bool) -> bool,

@@ -71,7 +71,7 @@ fn messages_are_the_kubelets() {
 
 #[test]
 fn references_are_the_kubelets() {
-    let pod: Pod = serde_json::from_value(serde_json::json!({
+    let pod: KubeletPod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "7"}
     }))
     .unwrap_or_default();
@@ -312,7 +312,7 @@ fn node_events_for_new_and_changed_conditions() {
 /// Walks a pod's simulated timeline the way the runtime does (evaluate, then look again at the
 /// next change) and returns `(offset secs, reason, field path)` of every event.
 fn walk(
-    pod: &Pod,
+    pod: &KubeletPod,
     cfg: &crate::LifecycleConfig,
     until: u64,
     delete_at: Option<u64>,
@@ -357,7 +357,7 @@ fn walk(
     out
 }
 
-fn crash_pod() -> Pod {
+fn crash_pod() -> KubeletPod {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": "p", "namespace": "d", "uid": "u"},
         "spec": {

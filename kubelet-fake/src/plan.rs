@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use crate::transform::{KubeletContainer, KubeletPod};
 
 use crate::config::{
     parse_duration, Action, LifecycleConfig, EXIT_CODE_ANNOTATION, MAX_CONFIG_DURATION,
@@ -99,7 +99,7 @@ pub struct PodPlan {
 
 impl PodPlan {
     /// Applies `cfg` to `pod`.
-    pub fn resolve(cfg: &LifecycleConfig, pod: &Pod) -> Self {
+    pub fn resolve(cfg: &LifecycleConfig, pod: &KubeletPod) -> Self {
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let labels = pod.metadata.labels.as_ref();
@@ -123,7 +123,7 @@ impl PodPlan {
                 annotated_exit_code.unwrap_or(0),
             )
         });
-        let plan_container = |c: &Container, init: bool| -> ContainerPlan {
+        let plan_container = |c: &KubeletContainer, init: bool| -> ContainerPlan {
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
             let image = c.image.clone().unwrap_or_default();
             let ready_after = cfg
@@ -227,14 +227,14 @@ mod tests {
     use crate::Result;
     use serde_json::json;
 
-    fn pod(v: serde_json::Value) -> Pod {
+    fn pod(v: serde_json::Value) -> KubeletPod {
         match serde_json::from_value(v) {
             Ok(p) => p,
             Err(e) => panic!("bad pod: {e}"),
         }
     }
 
-    fn web_pod(uid: &str) -> Pod {
+    fn web_pod(uid: &str) -> KubeletPod {
         pod(json!({
             "metadata": {"name": "web", "namespace": "default", "uid": uid, "labels": {"app": "web"}},
             "spec": {

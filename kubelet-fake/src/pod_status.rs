@@ -25,7 +25,9 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use api::qos;
-use k8s_openapi::api::core::v1::{HostIP, Pod, PodCondition, PodIP, PodStatus};
+use k8s_openapi::api::core::v1::{HostIP, PodCondition, PodIP, PodStatus};
+
+use crate::transform::KubeletPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -144,7 +146,7 @@ fn phase_of(kinds: &[Kind], policy: RestartPolicy) -> &'static str {
 }
 
 /// Computes the status of `pod` at `now`. See the module docs.
-pub fn evaluate(pod: &Pod, plan: &PodPlan, facts: &PodFacts, now: Timestamp) -> Evaluation {
+pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timestamp) -> Evaluation {
     let ctx = Ctx {
         pod: PodRef {
             name: pod.metadata.name.as_deref().unwrap_or_default(),

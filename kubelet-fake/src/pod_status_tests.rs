@@ -9,7 +9,7 @@ use serde_json::json;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
-fn pod(v: serde_json::Value) -> Pod {
+fn pod(v: serde_json::Value) -> KubeletPod {
     match serde_json::from_value(v) {
         Ok(p) => p,
         Err(e) => panic!("bad pod: {e}"),
@@ -51,7 +51,7 @@ fn facts() -> PodFacts {
     }
 }
 
-fn web() -> Pod {
+fn web() -> KubeletPod {
     pod(json!({
         "metadata": {"name": "web-1", "namespace": "default", "uid": "uid-web-1", "labels": {"app": "web"}},
         "spec": {
@@ -64,7 +64,7 @@ fn web() -> Pod {
     }))
 }
 
-fn eval(pod: &Pod, cfg: &LifecycleConfig, facts: &PodFacts, off: Duration) -> Evaluation {
+fn eval(pod: &KubeletPod, cfg: &LifecycleConfig, facts: &PodFacts, off: Duration) -> Evaluation {
     let plan = PodPlan::resolve(cfg, pod);
     evaluate(pod, &plan, facts, at(off))
 }
@@ -423,7 +423,7 @@ fn pods_turn_not_ready() {
     assert_eq!(e.next_change, None);
 }
 
-fn job(policy: &str) -> Pod {
+fn job(policy: &str) -> KubeletPod {
     pod(json!({
         "metadata": {"name": "job-1", "namespace": "default", "uid": "u-job", "labels": {"job": "true"}},
         "spec": {"restartPolicy": policy, "containers": [{"name": "work", "image": "busybox"}]}
@@ -524,7 +524,7 @@ fn failing_init_container_under_never_fails_the_pod() {
     );
 }
 
-fn gated(conditions: serde_json::Value) -> Pod {
+fn gated(conditions: serde_json::Value) -> KubeletPod {
     pod(json!({
         "metadata": {"name": "g", "namespace": "default", "uid": "u-g"},
         "spec": {"readinessGates": [{"conditionType": "example.com/lb"}],
@@ -590,7 +590,7 @@ fn foreign_conditions_survive() {
     );
 }
 
-fn deleting(grace: u64) -> (Pod, PodFacts) {
+fn deleting(grace: u64) -> (KubeletPod, PodFacts) {
     let mut p = web();
     p.metadata.deletion_timestamp = Some(api_time(at(S(100 + grace))));
     p.metadata.deletion_grace_period_seconds = Some(grace as i64);

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
+use crate::transform::KubeletPod;
 use client::{Client, EventBroadcaster, EventRecorder, EventType};
-use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -61,7 +61,7 @@ impl NodeState {
     }
 
     /// Records events about `pod` (and its containers, by field path), in order.
-    pub(crate) fn record_pod_events(&self, pod: &Pod, evs: Vec<PodEvent>) {
+    pub(crate) fn record_pod_events(&self, pod: &KubeletPod, evs: Vec<PodEvent>) {
         for e in evs {
             let type_ = match e.severity {
                 Severity::Normal => EventType::Normal,

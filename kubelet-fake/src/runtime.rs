@@ -45,8 +45,9 @@ use std::time::Duration;
 
 use client::workqueue::{ItemExponentialFailureRateLimiter, MaxOfRateLimiter};
 use client::{
-    Action, Client, DeleteParams, DeletedObject, EventRecorder, EventType, Indexers, ListParams,
-    Preconditions, RateLimitingQueue, Runner, SharedIndexInformer, SharedInformerFactory,
+    Action, ApiResource, Client, DeleteParams, DeletedObject, EventRecorder, EventType, Indexers,
+    ListParams, Preconditions, RateLimitingQueue, Runner, SharedIndexInformer,
+    SharedInformerFactory,
 };
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -57,6 +58,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
+
+use crate::transform::KubeletPod;
 
 use crate::credentials::{node_client, NodeCredentials};
 use crate::error::{Error, Result};
@@ -196,7 +199,7 @@ pub(crate) struct Shared {
     // both takes `by_name` first.
     nodes: RwLock<Vec<Arc<NodeState>>>,
     by_name: RwLock<HashMap<String, usize>>,
-    pods: SharedIndexInformer<Pod>,
+    pods: SharedIndexInformer<KubeletPod>,
     pub(crate) node_informer: SharedIndexInformer<Node>,
     queue: RateLimitingQueue<String>,
     pub(crate) counters: Counters,
@@ -208,7 +211,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn node_of(&self, pod: &Pod) -> Option<usize> {
+    fn node_of(&self, pod: &KubeletPod) -> Option<usize> {
         let name = pod.spec.as_ref()?.node_name.as_deref()?;
         self.by_name.read().get(name).copied()
     }
@@ -227,7 +230,7 @@ impl Shared {
         self.by_name.read().get(name).copied()
     }
 
-    fn pod_key(pod: &Pod) -> String {
+    fn pod_key(pod: &KubeletPod) -> String {
         client::meta_namespace_key(pod)
     }
 
@@ -330,16 +333,19 @@ impl FakeKubelets {
         let factory = Arc::new(
             SharedInformerFactory::new(client.clone(), Duration::ZERO).without_managed_fields(),
         );
-        let pods = factory.informer_for::<Pod>(ListParams::default().fields("spec.nodeName!="));
-        // Every pod of every node is cached for its life: only what a kubelet reads of it, each
-        // list at its exact length.
-        if let Err(e) = pods.set_transform(crate::transform::kubelet_pod) {
+        // Every pod of every node is cached for its life: only what a kubelet reads of it
+        // (`KubeletPod`), each list at its exact length.
+        let pods = factory.informer_for_resource::<KubeletPod>(
+            &ApiResource::of::<Pod>(),
+            ListParams::default().fields("spec.nodeName!="),
+        );
+        if let Err(e) = pods.set_transform(crate::transform::shrink) {
             debug!(error = %e, "pod informer already started; its pods are kept as decoded");
         }
-        let mut indexers: Indexers<Pod> = Indexers::new();
+        let mut indexers: Indexers<KubeletPod> = Indexers::new();
         indexers.insert(
             NODE_NAME_INDEX.to_string(),
-            Arc::new(|p: &Pod| {
+            Arc::new(|p: &KubeletPod| {
                 p.spec
                     .as_ref()
                     .and_then(|s| s.node_name.clone())
@@ -606,20 +612,20 @@ struct PodRouter {
     shared: Arc<Shared>,
 }
 
-impl client::ResourceEventHandler<Pod> for PodRouter {
-    fn on_add(&self, obj: &Arc<Pod>, _initial: bool) {
+impl client::ResourceEventHandler<KubeletPod> for PodRouter {
+    fn on_add(&self, obj: &Arc<KubeletPod>, _initial: bool) {
         if self.shared.node_of(obj).is_some() {
             self.shared.queue.add(Shared::pod_key(obj));
         }
     }
 
-    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _old: &Arc<KubeletPod>, new: &Arc<KubeletPod>) {
         if self.shared.node_of(new).is_some() {
             self.shared.queue.add(Shared::pod_key(new));
         }
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<KubeletPod>) {
         let pod = match &obj {
             DeletedObject::Object(p) => p.clone(),
             DeletedObject::Tombstone(t) => t.obj.clone(),
@@ -869,7 +875,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
 /// (a concurrent change is a 409, never overwritten) and the new status. Everything else of a
 /// `/status` PUT comes from the stored pod (the status strategy keeps its spec and metadata), so
 /// the spec and labels are not sent: upstream's kubelet sends only the status too, as a patch.
-fn status_body(pod: &Pod, status: &k8s_openapi::api::core::v1::PodStatus) -> Pod {
+fn status_body(pod: &KubeletPod, status: &k8s_openapi::api::core::v1::PodStatus) -> Pod {
     let m = &pod.metadata;
     Pod {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -886,7 +892,7 @@ fn status_body(pod: &Pod, status: &k8s_openapi::api::core::v1::PodStatus) -> Pod
 
 /// Node-side state for a pod seen for the first time: a pod that already carries a start time and
 /// an address of this node (we restarted) keeps both; anything else starts now with a new address.
-fn adopt(pod: &Pod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> PodRuntime {
+fn adopt(pod: &KubeletPod, ipam: &mut Ipam, now: Timestamp, counters: &Counters) -> PodRuntime {
     let status = pod.status.as_ref();
     let previous_ip = status
         .and_then(|s| s.pod_ip.as_deref())
@@ -932,7 +938,7 @@ enum Admission {
 /// pods already fill its capacity. Pods that already ran here (a start time: we restarted) are
 /// always re-admitted; a pod some kubelet already rejected stays rejected.
 fn admit<'a>(
-    pod: &Pod,
+    pod: &KubeletPod,
     others: impl Iterator<Item = &'a PodRuntime>,
     capacity: usize,
 ) -> Admission {
@@ -978,7 +984,7 @@ mod tests {
         }
     }
 
-    fn pod(status: serde_json::Value) -> Pod {
+    fn pod(status: serde_json::Value) -> KubeletPod {
         serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status}))
             .unwrap_or_default()
     }
@@ -1030,7 +1036,7 @@ mod tests {
 
     #[test]
     fn a_status_write_sends_identity_version_and_status_only() {
-        let full: Pod = serde_json::from_value(json!({
+        let full: KubeletPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
                 "labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "v1",
                 "kind": "ReplicationController", "name": "web", "uid": "rc"}]},
