@@ -4,8 +4,9 @@
 //! it is when they are the endpoint's).
 //!
 //! The cache holds one view for every object it holds, so the view is laid out small: every
-//! string in one text, and spans into it (a running pod's view is about 350 bytes in three
-//! allocations; the same as a `serde_json` tree of maps was about 2.5 KB in thirty).
+//! string in one text, and spans into it (a running pod's view is about 350 bytes, two
+//! allocations besides the entry it is part of; as a `serde_json` tree of maps it was about 2.5 KB
+//! in some forty).
 //!
 //! Guarantees: a view answers what it was built from — [`SelectorView::field`] the value the
 //! kind's `field_value` gave for each field label it was built with, [`SelectorView::label`] the
