@@ -141,6 +141,15 @@ impl ResourceInfo {
         }
     }
 
+    /// Whether `api_version` is this kind's [`api_version`](Self::api_version), without
+    /// building it.
+    pub fn is_api_version(&self, api_version: &str) -> bool {
+        match api_version.split_once('/') {
+            Some((group, version)) => self.group == group && self.version == version,
+            None => self.group.is_empty() && self.version == api_version,
+        }
+    }
+
     /// Same as [`api_version`](Self::api_version): the group-version string.
     pub fn group_version(&self) -> String {
         self.api_version()

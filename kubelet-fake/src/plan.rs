@@ -8,13 +8,12 @@
 
 use std::time::Duration;
 
-use crate::transform::{KubeletContainer, KubeletPod};
-
 use crate::config::{
     parse_duration, Action, LifecycleConfig, EXIT_CODE_ANNOTATION, MAX_CONFIG_DURATION,
     RUN_FOR_ANNOTATION,
 };
 use crate::ids::unit_sample;
+use crate::transform::{KubeletContainer, KubeletPod};
 
 /// The pod's `spec.restartPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,13 +26,12 @@ use std::time::Duration;
 
 use api::qos;
 use k8s_openapi::api::core::v1::{HostIP, PodCondition, PodIP, PodStatus};
-
-use crate::transform::KubeletPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::container_status::{terminate_for_deletion, ContainerEval, Ctx, Kind, PodRef};
 use crate::plan::{Behavior, PodPlan, RestartPolicy};
+use crate::transform::KubeletPod;
 
 /// Condition types the kubelet owns, in the order the kubelet reports them.
 pub const KUBELET_CONDITIONS: [&str; 4] = [

@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use crate::transform::KubeletPod;
 use client::{Client, EventBroadcaster, EventRecorder, EventType};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::events::{self, PodEvent, Severity};
 use crate::kubelet_config::KubeletConfig;
 use crate::runtime::NodeState;
+use crate::transform::KubeletPod;
 
 /// Starts node `name`'s event broadcaster on `tasks` and returns its recorder. The broadcaster
 /// stops when `stop` (a child of the kubelets' shutdown) is cancelled: at shutdown, or when the

@@ -59,8 +59,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::transform::KubeletPod;
-
 use crate::credentials::{node_client, NodeCredentials};
 use crate::error::{Error, Result};
 use crate::events::{self, PodMarks};
@@ -74,6 +72,7 @@ use crate::pod_status::{
     evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
 };
 use crate::recorder::start_recorder;
+use crate::transform::KubeletPod;
 
 /// How often a pod that got no IP (its node's CIDR was full) tries again.
 const IP_RETRY_INTERVAL: Duration = Duration::from_secs(5);

@@ -61,29 +61,18 @@ struct Encoder {
     pending: Vec<(EventType, Arc<CacheEvent>)>,
     /// The watch's `apiVersion`: under a converter, events already in it need no conversion.
     api_version: String,
-    /// Whether the strategy may send a stored object as it is (`is_presentable` when its
-    /// `kind` and `apiVersion` are the endpoint's), decided once per watch.
-    as_stored: bool,
 }
 
 impl Encoder {
     fn new(resource: Arc<Resource>, out: Output, include: IncludeObject) -> Self {
         Encoder {
             api_version: resource.info.api_version(),
-            as_stored: !resource.strategy.reads_need_conversion(),
             resource,
             out,
             include,
             first_table: true,
             pending: Vec::new(),
         }
-    }
-
-    /// [`Resource::is_presentable`] without building the `apiVersion` per event.
-    fn is_presentable(&self, obj: &Value) -> bool {
-        self.as_stored
-            && obj.get("kind").and_then(Value::as_str) == Some(self.resource.info.kind.as_str())
-            && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
     }
 
     fn object(&mut self, obj: &Value) -> Value {
@@ -127,7 +116,7 @@ impl Encoder {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_str().as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        if self.is_presentable(&ev.object) {
+        if self.resource.is_presentable(&ev.object) {
             let object = ev.encoded_object();
             out.reserve(object.len() + 2);
             out.extend_from_slice(object);

@@ -23,15 +23,6 @@ use super::resources::{Resource, Served};
 use super::ResourceRegistry;
 use crate::watch_cache::{resource_prefix, SelectorView, StorageDefaults, REGISTRY_ROOT};
 
-/// Whether `api_version` (`group/version`, or `version` for the core group) is the resource's.
-fn is_api_version(resource: &Resource, api_version: &str) -> bool {
-    let info = &resource.info;
-    match api_version.split_once('/') {
-        Some((group, version)) => info.group == group && info.version == version,
-        None => info.group.is_empty() && info.version == api_version,
-    }
-}
-
 /// The resource whose storage form `obj`, stored under the segment `storage`, is in.
 fn resource_of<'s>(served: &'s Served, storage: &str, obj: &Value) -> Option<&'s Arc<Resource>> {
     let text = |k: &str| obj.get(k).and_then(Value::as_str);
@@ -41,7 +32,7 @@ fn resource_of<'s>(served: &'s Served, storage: &str, obj: &Value) -> Option<&'s
         .filter(|r| r.info.storage == storage);
     match (text("apiVersion"), text("kind")) {
         (Some(api_version), Some(kind)) => {
-            of_segment.find(|r| r.info.kind == kind && is_api_version(r, api_version))
+            of_segment.find(|r| r.info.kind == kind && r.info.is_api_version(api_version))
         }
         _ => of_segment.next(),
     }
@@ -67,11 +58,6 @@ impl StorageDefaults for ResourceRegistry {
         let storage = storage_segment(key)?;
         let served = self.snapshot();
         let resource = resource_of(&served, storage, obj)?;
-        let fields = resource.strategy.field_labels().unwrap_or_default();
-        let values: Vec<String> = fields
-            .iter()
-            .map(|f| resource.strategy.field_value(obj, f).unwrap_or_default())
-            .collect();
         let text = |field: &str| obj.get(field).and_then(Value::as_str).unwrap_or("");
         // Type meta too: a list writes a held object's text as it is when its kind and version
         // are the endpoint's.
@@ -81,8 +67,8 @@ impl StorageDefaults for ResourceRegistry {
             api::meta::name(obj).unwrap_or(""),
             api::meta::namespace(obj).unwrap_or(""),
             &api::meta::labels(obj),
-            fields,
-            &values,
+            resource.strategy.field_labels().unwrap_or_default(),
+            |f| resource.strategy.field_value(obj, f).unwrap_or_default(),
         )
     }
 }

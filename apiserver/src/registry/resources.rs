@@ -215,12 +215,9 @@ impl Resource {
 
     /// [`is_presentable`](Self::is_presentable) of an object of `api_version` and `kind`.
     pub fn is_presentable_as(&self, api_version: &str, kind: &str) -> bool {
-        let info = &self.info;
-        let version_is_ours = match api_version.split_once('/') {
-            Some((group, version)) => group == info.group && version == info.version,
-            None => info.group.is_empty() && api_version == info.version,
-        };
-        !self.strategy.reads_need_conversion() && kind == info.kind && version_is_ours
+        !self.strategy.reads_need_conversion()
+            && kind == self.info.kind
+            && self.info.is_api_version(api_version)
     }
 
     /// Whether an update of `obj` removes it (`ShouldDeleteDuringUpdate`): it is being deleted, no

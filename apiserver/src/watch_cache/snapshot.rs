@@ -600,7 +600,7 @@ pub(super) mod tests {
                                                  "labels": {"color": color}},
                                     "spec": {"big": "x".repeat(100)}}));
             let labels = [("color".to_string(), color.to_string())].into();
-            let view = SelectorView::new("v1", "Pod", n, "ns", &labels, &[], &[]);
+            let view = SelectorView::new("v1", "Pod", n, "ns", &labels, &[], |_| String::new());
             Entry::new(20, &o, None, view).unwrap()
         };
         let (red, blue) = (labelled("r", "red"), labelled("u", "blue"));

@@ -37,8 +37,8 @@ const HEAD: usize = 4;
 
 impl SelectorView {
     /// The view of an object of `api_version` and `kind` named `name` in `namespace`, with
-    /// `labels`, whose field label `fields[i]` has the value `values[i]`. `None` if the strings
-    /// pass 4 GiB together (no stored object comes near: bodies are bounded far below).
+    /// `labels`, whose field label `f` of `fields` has the value `value(f)`. `None` if the
+    /// strings pass 4 GiB together (no stored object comes near: bodies are bounded far below).
     pub fn new(
         api_version: &str,
         kind: &str,
@@ -46,20 +46,26 @@ impl SelectorView {
         namespace: &str,
         labels: &BTreeMap<String, String>,
         fields: &'static [&'static str],
-        values: &[String],
+        value: impl Fn(&str) -> String,
     ) -> Option<SelectorView> {
-        debug_assert_eq!(fields.len(), values.len());
-        let strings = [api_version, kind, name, namespace]
-            .into_iter()
-            .chain(values.iter().map(String::as_str))
-            .chain(labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
         let mut text = String::new();
-        let mut spans = Vec::with_capacity(HEAD + values.len() + 2 * labels.len());
-        for s in strings {
+        let mut spans = Vec::with_capacity(HEAD + fields.len() + 2 * labels.len());
+        let mut push = |s: &str| -> Option<()> {
             let start = u32::try_from(text.len()).ok()?;
             text.push_str(s);
             let end = u32::try_from(text.len()).ok()?;
             spans.push(Span { start, end });
+            Some(())
+        };
+        for s in [api_version, kind, name, namespace] {
+            push(s)?;
+        }
+        for f in fields {
+            push(&value(f))?;
+        }
+        for (k, v) in labels {
+            push(k)?;
+            push(v)?;
         }
         Some(SelectorView {
             text: text.into_boxed_str(),
@@ -135,8 +141,11 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         const FIELDS: &[&str] = &["spec.nodeName", "status.phase"];
-        let values = ["n1".to_string(), String::new()];
-        let v = SelectorView::new("v1", "Pod", "p", "ns", &labels, FIELDS, &values).unwrap();
+        let value = |f: &str| match f {
+            "spec.nodeName" => "n1".to_string(),
+            _ => String::new(),
+        };
+        let v = SelectorView::new("v1", "Pod", "p", "ns", &labels, FIELDS, value).unwrap();
         assert_eq!((v.api_version(), v.kind()), ("v1", "Pod"));
         assert_eq!(v.field("metadata.name"), Some("p"));
         assert_eq!(v.field("metadata.namespace"), Some("ns"));
@@ -149,7 +158,10 @@ mod tests {
         for k in ["", "ap", "b", "tierx", "zz"] {
             assert_eq!(v.label(k), None, "{k}");
         }
-        let bare = SelectorView::new("v1", "Node", "n", "", &BTreeMap::new(), &[], &[]).unwrap();
+        let bare = SelectorView::new("v1", "Node", "n", "", &BTreeMap::new(), &[], |_| {
+            String::new()
+        })
+        .unwrap();
         assert_eq!(bare.label("app"), None);
         assert_eq!(bare.field("metadata.namespace"), Some(""));
     }
