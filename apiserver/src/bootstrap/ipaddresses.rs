@@ -116,7 +116,7 @@ fn cluster_ips(svc: &Value) -> Vec<String> {
 fn service_event(wanted: &mut Holders, touched: &mut BTreeSet<String>, ev: &CacheEvent) {
     let ns = api::meta::namespace(&ev.object).unwrap_or("").to_string();
     let name = api::meta::name(&ev.object).unwrap_or("").to_string();
-    for old in ev.prev.iter().flat_map(|p| cluster_ips(p)) {
+    for old in ev.prev().iter().flat_map(|p| cluster_ips(p)) {
         if wanted.get(&old) == Some(&(ns.clone(), name.clone())) {
             wanted.remove(&old);
         }

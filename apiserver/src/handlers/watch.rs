@@ -265,7 +265,9 @@ fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<EventType
         return None;
     }
     let now = filter.matches(&ev.object);
-    let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    // Told on the previous state's view where the filter can: it is decoded only for a filter
+    // that reads more than a view keeps.
+    let before = ev.prev_passes(filter.select(&|o| filter.matches(o)));
     match ev.kind {
         EventType::Added => now.then_some(EventType::Added),
         EventType::Modified => match (before, now) {

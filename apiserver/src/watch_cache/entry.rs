@@ -4,9 +4,9 @@
 //! A decoded object is a tree of maps (a running pod: ~26 KB, six times its 4 KB of text), and
 //! the cache holds every object for as long as it exists, while most of them are read again only
 //! by a LIST or a write. So an entry keeps the text (the bytes the writer stored, or the defaulted
-//! object serialised once) and a weak reference to the tree: the tree lives while its events are
-//! in the ring or a request holds it, and is decoded again from the text when asked for after
-//! that. Upstream's cacher keeps, per object, the object and its labels and fields
+//! object serialised once) and a weak reference to the tree: the tree lives while its event is in
+//! the live log or a watcher or request holds it, and is decoded again from the text when asked
+//! for after that (the ring keeps entries, [`super::ring`]). Upstream's cacher keeps, per object, the object and its labels and fields
 //! (`storeElement`); the labels and fields here are the [`view`](Entry::view), which list
 //! filters read without decoding the object.
 //!
@@ -84,7 +84,7 @@ impl Entry {
         Some((object, true))
     }
 
-    /// Whether the decoded tree is alive (held by the ring or a request).
+    /// Whether the decoded tree is alive (held by an event or a request).
     #[cfg(test)]
     pub(super) fn is_decoded(&self) -> bool {
         self.tree.lock().strong_count() > 0

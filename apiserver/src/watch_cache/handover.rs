@@ -314,7 +314,6 @@ mod tests {
 
     use super::StoreWrite;
     use crate::watch_cache::snapshot::tests::cache;
-    use crate::watch_cache::WatchCache;
 
     #[test]
     fn an_offer_serves_only_its_own_event_and_never_outlives_it() {
@@ -404,13 +403,14 @@ mod tests {
             o["metadata"]["resourceVersion"] = json!(rv);
             bytes::Bytes::from(serde_json::to_vec(&o).unwrap())
         };
-        let last_text = |c: &WatchCache| {
-            let inner = c.inner.read();
-            let ev = inner.resources["/registry/pods/"]
-                .ring
-                .back()
-                .cloned()
-                .unwrap();
+        use crate::watch_cache::{WatchFrom, WatchStart};
+        let p = "/registry/pods/";
+        let WatchStart::Watching(mut w) = c.watch(p, WatchFrom::After(c.revision())) else {
+            panic!("not watching")
+        };
+        // The text of the event the watcher gets, as made when it was applied.
+        let mut last_text = || {
+            let ev = w.rx.try_recv().unwrap();
             (ev.encoded.get().cloned(), ev.encoded_object().clone())
         };
         let json = ObjectJson::encode(&stored).unwrap();
@@ -429,7 +429,7 @@ mod tests {
             prev: None,
         });
         // Made when the event was applied, not serialised on first use.
-        assert_eq!(last_text(&c), (Some(at("50")), at("50")));
+        assert_eq!(last_text(), (Some(at("50")), at("50")));
         let text = |j: Option<ObjectJson>| j.map(|j| j.with_resource_version("51"));
         assert_eq!(text(c.json_at(key, 50)), Some(at("51")));
         assert!(
@@ -443,10 +443,10 @@ mod tests {
             value: None,
             prev: Some(kv.clone()),
         });
-        assert_eq!(last_text(&c), (Some(at("51")), at("51")));
+        assert_eq!(last_text(), (Some(at("51")), at("51")));
         assert!(c.json_at(key, 50).is_none());
-        // An object that came from the store's bytes: its event serialises it on first use, and
-        // the entry holds its text (serialised once when it entered).
+        // An object that came from the store's bytes: its entry holds its text (serialised once
+        // when it entered), and its event copies it.
         c.apply(Event {
             kind: EventKind::Put,
             key: key.into(),
@@ -457,9 +457,27 @@ mod tests {
             }),
             prev: None,
         });
-        assert_eq!(last_text(&c), (None, at("52")));
+        assert_eq!(last_text(), (Some(at("52")), at("52")));
         let text_52 = c.json_at(key, 52).map(|j| j.with_resource_version("52"));
         assert_eq!(text_52, Some(at("52")));
+        // A replay from the ring sends the same texts.
+        let WatchStart::Watching(replay) = c.watch(p, WatchFrom::After(49)) else {
+            panic!("not watching")
+        };
+        let texts: Vec<_> = replay
+            .initial
+            .iter()
+            .map(|ev| (ev.kind, ev.encoded.get().cloned()))
+            .collect();
+        use crate::watch_cache::EventType::{Added, Deleted};
+        assert_eq!(
+            texts,
+            [
+                (Added, Some(at("50"))),
+                (Deleted, Some(at("51"))),
+                (Added, Some(at("52")))
+            ]
+        );
     }
 
     #[tokio::test]

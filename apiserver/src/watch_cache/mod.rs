@@ -1,5 +1,5 @@
 //! The watch cache (DESIGN.md, Watch): every current object per resource in memory plus a ring of
-//! recent events, fed by ONE store watch over `/registry/`.
+//! recent changes, fed by ONE store watch over `/registry/`.
 //!
 //! Guarantees:
 //! - **One order.** Events are applied in store revision order by a single feeder task; the
@@ -9,18 +9,19 @@
 //!   watcher skips what its initial events covered, so it never misses or repeats an event, and
 //!   neither readers nor the write that is waiting for the cache wait for the fan-out.
 //! - **Consistent lists.** A list is served at one revision: the current one, or an older one `T`
-//!   still covered by the ring (reconstructed by undoing the ring's events after `T` with their
-//!   `prev` states). Older than the ring → `Expired` (410).
-//! - **Bounded.** The ring holds at most `history` events per resource; the live log of a resource
+//!   still covered by the ring (reconstructed by undoing the ring's changes after `T` with their
+//!   previous states). Older than the ring → `Expired` (410).
+//! - **Bounded.** The ring holds at most `history` changes per resource, their states as texts
+//!   ([`ring`]); the live log of a resource
 //!   holds its last `buffer` events, shared by all its watchers. A watcher more than `buffer`
 //!   events behind is ended (its stream ends, the client re-watches from its last
 //!   resourceVersion); writers never wait on readers.
-//! - **Encoded once.** A [`CacheEvent`] carries its object's JSON, made once (or handed over by
-//!   the writer) and shared by every watcher that sends it unchanged.
+//! - **Encoded once.** A [`CacheEvent`] carries its object's JSON (its entry's text, handed over
+//!   by the writer or serialised once), shared by every watcher that sends it unchanged.
 //! - **Held as text.** A current object is its JSON text and a selector view ([`entry`],
 //!   [`view`]: its labels and field-label values, as upstream's `storeElement`): its
-//!   decoded tree lives while the ring, a watcher or a request holds it, and is decoded again on
-//!   demand. Lists are filtered on views under the lock and decoded after it; a JSON list copies
+//!   decoded tree lives while the live log, a watcher or a request holds it, and is decoded
+//!   again on demand. Lists are filtered on views under the lock and decoded after it; a JSON list copies
 //!   the texts ([`Listed`]).
 //! - **Relist.** If the store watch ends (the feeder fell behind, compaction, a store error), the
 //!   cache relists the store, rebuilds itself at the new revision and closes every watcher.
@@ -40,6 +41,7 @@ mod handover;
 mod json;
 mod live;
 mod pages;
+mod ring;
 mod snapshot;
 mod uncached;
 mod view;
@@ -51,6 +53,7 @@ pub use live::LiveEvents;
 
 use entry::Entry;
 use handover::Offers;
+use ring::Change;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,7 +105,7 @@ impl EventType {
     }
 }
 
-/// One change of one object, as cached.
+/// One change of one object, as it goes to the watchers.
 #[derive(Debug, Clone)]
 pub struct CacheEvent {
     /// Kind of change.
@@ -113,13 +116,22 @@ pub struct CacheEvent {
     pub revision: Revision,
     /// New state (for DELETED: the last state, with the delete's resourceVersion).
     pub object: Arc<Value>,
-    /// Previous state, if the object existed before.
-    pub prev: Option<Arc<Value>>,
+    /// Previous state, if the object existed before ([`prev`](Self::prev)).
+    before: Option<Before>,
     /// `object` serialised once and shared by every watcher that sends it unchanged.
     pub encoded: std::sync::OnceLock<bytes::Bytes>,
     /// `object` is the last state as stored and goes out with `revision` as its
     /// resourceVersion (a DELETED event shares the removed object instead of copying it).
     pub stamp_revision: bool,
+}
+
+/// The state before an event: a tree, or the cache's entry of it, decoded only for a watcher
+/// whose filter cannot tell on its view (most watchers never read the state before; a tree kept
+/// with every event would hold a second copy of every changed object).
+#[derive(Debug, Clone)]
+enum Before {
+    Tree(Arc<Value>),
+    Held(Arc<Entry>),
 }
 
 impl CacheEvent {
@@ -131,14 +143,61 @@ impl CacheEvent {
         object: Arc<Value>,
         prev: Option<Arc<Value>>,
     ) -> Self {
+        Self::with_before(kind, key, revision, object, prev.map(Before::Tree))
+    }
+
+    /// A new event whose previous state is the cache's entry `prev`.
+    fn after_entry(
+        kind: EventType,
+        key: String,
+        revision: Revision,
+        object: Arc<Value>,
+        prev: Option<Arc<Entry>>,
+    ) -> Self {
+        Self::with_before(kind, key, revision, object, prev.map(Before::Held))
+    }
+
+    fn with_before(
+        kind: EventType,
+        key: String,
+        revision: Revision,
+        object: Arc<Value>,
+        before: Option<Before>,
+    ) -> Self {
         CacheEvent {
             kind,
             key,
             revision,
             object,
-            prev,
+            before,
             encoded: std::sync::OnceLock::new(),
             stamp_revision: false,
+        }
+    }
+
+    /// Whether the object existed before this event.
+    pub fn had_prev(&self) -> bool {
+        self.before.is_some()
+    }
+
+    /// The previous state, if the object existed before (decoded if it must be; `None` also for
+    /// a held text that does not parse, which a text this process made always does).
+    pub fn prev(&self) -> Option<Arc<Value>> {
+        match self.before.as_ref()? {
+            Before::Tree(tree) => Some(tree.clone()),
+            Before::Held(entry) => entry.object(),
+        }
+    }
+
+    /// Whether the previous state exists and `select` keeps it: told on its view when it has
+    /// one and `select` can, else on the decoded state.
+    pub fn prev_passes(&self, select: Select<'_>) -> bool {
+        match &self.before {
+            None => false,
+            Some(Before::Tree(tree)) => select.matches(tree),
+            Some(Before::Held(entry)) => select
+                .decides(entry)
+                .unwrap_or_else(|| entry.object().is_some_and(|o| select.matches(&o))),
         }
     }
 
@@ -150,7 +209,7 @@ impl CacheEvent {
                     .map(|json| json.with_resource_version(&self.revision.to_string()))
                     .unwrap_or_default()
             } else {
-                // Kept as long as the event is (the ring): at its exact length.
+                // Kept as long as the event is (the live log): at its exact length.
                 api::wire::to_vec(self.object.as_ref())
                     .map(json::exact)
                     .unwrap_or_default()
@@ -174,8 +233,8 @@ impl CacheEvent {
 struct ResourceCache {
     /// Current objects by key, as texts decoded on demand ([`entry`]).
     objects: BTreeMap<String, Arc<Entry>>,
-    /// Recent events, ascending revision.
-    ring: VecDeque<Arc<CacheEvent>>,
+    /// Recent changes, ascending revision ([`ring`]).
+    ring: VecDeque<Change>,
     /// Every event of this resource with revision > `oldest` is in `ring`.
     oldest: Revision,
     /// Where the resource's watchers read live events; made at the first watch.
@@ -202,9 +261,10 @@ pub enum WatchFrom {
 /// A registered watcher: initial events, then the live queue.
 #[derive(Debug)]
 pub struct CacheWatch {
-    /// Events to deliver before the live ones (snapshot or replay from the ring).
+    /// Events to deliver before the live ones.
     pub initial: Vec<Arc<CacheEvent>>,
-    /// More initial events, read page by page (a snapshot, see [`InitialPages`]).
+    /// More initial events, read page by page (a snapshot or a replay from the ring, see
+    /// [`InitialPages`]).
     pub pages: Option<Box<InitialPages>>,
     /// Live events (after `revision`); they end when the watcher fell behind or the cache
     /// relisted.
@@ -577,22 +637,18 @@ impl WatchCache {
         // a decode or a copy.
         let new_state = match (prefix, ev.kind, ev.value.as_ref()) {
             (Some(_), EventKind::Put, Some(kv)) => {
-                let offered = self.take_offer(&ev.key, revision, Some(&kv.value));
-                let text = offered.as_ref().and_then(|(_, json)| {
-                    json.as_ref()
-                        .map(|j| j.with_resource_version(&revision.to_string()))
-                });
                 // Not handed over: written by another process (or its offer missed its event),
                 // so defaulted here, by the defaults in force now ([`Self::redefault`] relies on
                 // it).
-                let made = offered
+                let made = self
+                    .take_offer(&ev.key, revision, Some(&kv.value))
                     .or_else(|| {
                         self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
                             .map(|v| (Arc::new(v), None))
                     })
                     .and_then(|(object, json)| {
                         let entry = self.entry(&ev.key, revision, &object, json)?;
-                        Some((object, entry, text))
+                        Some((object, entry))
                     });
                 if made.is_none() {
                     tracing::warn!(key = %ev.key, revision, "undecodable event skipped");
@@ -605,13 +661,15 @@ impl WatchCache {
             }
             (None, _, _) => None,
         };
-        // The state before, decoded (if its tree is gone) before the lock too: only this task
-        // replaces entries, but for a relist or a change of defaults, which the lock's check
-        // below catches.
-        let before = prefix.and_then(|p| {
-            let inner = self.inner.read();
-            inner.resources.get(p)?.objects.get(&ev.key).cloned()
-        });
+        // A delete's event carries the last state: decoded (if its tree is gone) before the
+        // lock too. Only this task replaces entries, but for a relist or a change of defaults,
+        // which the lock's check below catches.
+        let before = prefix
+            .filter(|_| ev.kind == EventKind::Delete)
+            .and_then(|p| {
+                let inner = self.inner.read();
+                inner.resources.get(p)?.objects.get(&ev.key).cloned()
+            });
         let before_object = before.as_ref().and_then(|e| e.object());
         let mut inner = self.inner.write();
         let base = inner.base;
@@ -623,62 +681,74 @@ impl WatchCache {
                     oldest: base,
                     ..Default::default()
                 });
-            let prev_entry = res.objects.get(&ev.key).cloned();
-            let prev = match (&prev_entry, &before) {
-                (Some(now), Some(then)) if Arc::ptr_eq(now, then) => before_object,
-                (Some(now), _) => now.object(),
-                (None, _) => None,
-            };
-            let cached = match ev.kind {
-                EventKind::Put => new_state.map(|(object, entry, text)| {
-                    res.objects.insert(ev.key.clone(), entry);
-                    let event = CacheEvent::new(
-                        if prev.is_some() {
-                            EventType::Modified
-                        } else {
-                            EventType::Added
-                        },
+            let prev = res.objects.get(&ev.key).cloned();
+            let changed = match ev.kind {
+                EventKind::Put => new_state.map(|(object, entry)| {
+                    res.objects.insert(ev.key.clone(), entry.clone());
+                    let kind = if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    let event = CacheEvent::after_entry(
+                        kind,
                         ev.key.clone(),
                         revision,
                         object,
                         prev.clone(),
                     );
-                    match text {
-                        Some(text) => CacheEvent {
-                            encoded: text.into(),
-                            ..event
+                    (
+                        Change {
+                            kind,
+                            key: ev.key.clone(),
+                            revision,
+                            object: entry,
+                            prev,
                         },
-                        None => event,
-                    }
+                        event,
+                    )
                 }),
                 EventKind::Delete => {
                     res.objects.remove(&ev.key);
-                    // The removed state's text, with the delete's revision.
-                    let text = prev_entry
-                        .as_ref()
-                        .map(|e| e.json.with_resource_version(&revision.to_string()));
-                    let last = prev.clone().or_else(|| {
-                        ev.prev
-                            .as_ref()
-                            .and_then(|kv| self.decode_stored(&kv.key, &kv.value, kv.mod_revision))
-                            .map(Arc::new)
+                    let held = prev.and_then(|now| {
+                        let tree = match &before {
+                            Some(then) if Arc::ptr_eq(&now, then) => before_object,
+                            _ => now.object(),
+                        }?;
+                        Some((now, tree))
                     });
-                    last.map(|last| CacheEvent {
-                        stamp_revision: true,
-                        encoded: text.map(Into::into).unwrap_or_default(),
-                        ..CacheEvent::new(
-                            EventType::Deleted,
-                            ev.key.clone(),
+                    // Not held (or its text did not parse): the store's last state.
+                    let last = held.or_else(|| {
+                        let kv = ev.prev.as_ref()?;
+                        let tree =
+                            Arc::new(self.decode_stored(&kv.key, &kv.value, kv.mod_revision)?);
+                        Some((self.entry(&ev.key, kv.mod_revision, &tree, None)?, tree))
+                    });
+                    last.map(|(entry, tree)| {
+                        let event = CacheEvent {
+                            stamp_revision: true,
+                            ..CacheEvent::new(
+                                EventType::Deleted,
+                                ev.key.clone(),
+                                revision,
+                                tree.clone(),
+                                Some(tree),
+                            )
+                        };
+                        let change = Change {
+                            kind: EventType::Deleted,
+                            key: ev.key.clone(),
                             revision,
-                            last.clone(),
-                            Some(last),
-                        )
+                            object: entry.clone(),
+                            prev: Some(entry),
+                        };
+                        (change, event)
                     })
                 }
             };
-            if let Some(cached) = cached {
-                let cached = Arc::new(cached);
-                res.ring.push_back(cached.clone());
+            if let Some((change, event)) = changed {
+                let entry = change.object.clone();
+                res.ring.push_back(change);
                 while res.ring.len() > self.history {
                     if let Some(old) = res.ring.pop_front() {
                         res.oldest = old.revision;
@@ -686,7 +756,7 @@ impl WatchCache {
                         expired = Some(old);
                     }
                 }
-                fan_out = res.live.clone().map(|log| (log, cached));
+                fan_out = res.live.clone().map(|log| (log, event, entry));
             }
         }
         inner.revision = revision;
@@ -694,16 +764,22 @@ impl WatchCache {
         drop(expired);
         // The event goes to the watchers outside the lock (a watcher registered meanwhile skips
         // it: its snapshot has it).
-        if let Some((log, event)) = fan_out {
+        if let Some((log, mut event, entry)) = fan_out {
+            // The text the entry holds (handed over by the writer, or serialised once when the
+            // entry was made), at the event's revision: what serialising the object would write.
+            event.encoded = entry
+                .json
+                .with_resource_version(&revision.to_string())
+                .into();
             // No receiver: nobody to tell.
-            let _ = log.send(event);
+            let _ = log.send(Arc::new(event));
         }
         self.dispatched.fetch_max(revision, Ordering::AcqRel);
         revision
     }
 
     /// Registers a watcher on the resource `prefix` (`/registry/<storage>/`), every event of
-    /// its snapshot decoded (what the server's own followers of small resources read).
+    /// its snapshot or replay decoded (what the server's own followers of small resources read).
     pub fn watch(&self, prefix: &str, from: WatchFrom) -> WatchStart {
         let mut start = self.watch_paged(prefix, prefix, from);
         if let WatchStart::Watching(w) = &mut start {
@@ -717,8 +793,9 @@ impl WatchCache {
         start
     }
 
-    /// [`Self::watch`], a snapshot's objects decoded a page at a time as the watcher sends them
-    /// (`pages`), so a watch of a large collection does not hold it all decoded; a snapshot holds
+    /// [`Self::watch`], a snapshot's objects or a replay's changes decoded a page at a time as the
+    /// watcher sends them (`pages`), so a watch of a large collection does not hold it all
+    /// decoded; a snapshot holds
     /// only the objects under `key_prefix` (a namespace's), the live events all of the resource's.
     pub fn watch_paged(&self, prefix: &str, key_prefix: &str, from: WatchFrom) -> WatchStart {
         let mut inner = self.inner.write();
@@ -731,37 +808,37 @@ impl WatchCache {
                 oldest: base,
                 ..Default::default()
             });
-        let (initial, snapshot, skip_through) = match from {
+        let (held, skip_through) = match from {
             // Decoded after the lock is released, a page at a time.
             WatchFrom::Snapshot => {
-                let held: Vec<(String, Arc<Entry>)> = res
+                let held: Vec<Change> = res
                     .objects
                     .range::<str, _>((
                         std::ops::Bound::Included(key_prefix),
                         std::ops::Bound::Unbounded,
                     ))
                     .take_while(|(k, _)| k.starts_with(key_prefix))
-                    .map(|(k, e)| (k.clone(), e.clone()))
+                    .map(|(k, e)| Change::snapshot(k.clone(), current, e.clone()))
                     .collect();
-                (Vec::new(), held, current)
+                (held, current)
             }
+            // Decoded as they are sent, as a snapshot is.
             WatchFrom::After(rev) => {
                 if rev < res.oldest {
                     return WatchStart::Expired { oldest: res.oldest };
                 }
                 let start = res.ring.partition_point(|e| e.revision <= rev);
-                let replay = res.ring.iter().skip(start).cloned().collect();
-                (replay, Vec::new(), rev)
+                (res.ring.iter().skip(start).cloned().collect(), rev)
             }
         };
         let buffer = self.buffer;
         let log = res.live.get_or_insert_with(|| live::log(buffer));
         let rx = LiveEvents::new(log, current);
         drop(inner);
-        let pages = (!snapshot.is_empty())
-            .then(|| Box::new(InitialPages::Held(pages::HeldPages::new(snapshot, current))));
+        let pages =
+            (!held.is_empty()).then(|| Box::new(InitialPages::Held(pages::HeldPages::new(held))));
         WatchStart::Watching(CacheWatch {
-            initial,
+            initial: Vec::new(),
             pages,
             rx,
             revision: current,

@@ -1,17 +1,16 @@
 //! A watch's initial events that come after its first ones, a page at a time as the watcher sends
 //! them: a watcher holds one page of decoded objects, never the whole collection.
 //! - A cached resource's snapshot: the entries the cache held when the watch started (shared,
-//!   not copied), each decoded from its text only when its page is sent ([`HeldPages`]).
+//!   not copied), each decoded from its text only when its page is sent ([`HeldPages`]); a
+//!   replay of its ring's changes the same way.
 //! - An uncached resource's snapshot: read from the store a page at a time, all at the first
 //!   page's revision ([`StorePages`]).
 
 use std::sync::Arc;
 
-use store::Revision;
-
-use super::entry::Entry;
+use super::ring::Change;
 use super::uncached::StorePages;
-use super::{CacheEvent, EventType};
+use super::CacheEvent;
 
 /// Objects decoded for a watcher at once, and keys read from the store per page when nothing
 /// bounds the page (upstream's etcd3 storage reads at most 10,000 keys per request; smaller
@@ -37,57 +36,46 @@ impl InitialPages {
     }
 }
 
-/// A cached resource's objects at the revision a watch started, decoded as they are sent.
+/// A cached resource's changes for a watcher, decoded as they are sent: the objects held when
+/// a watch started (its snapshot), or the ring's changes after the resourceVersion it resumes
+/// from (its replay).
 pub struct HeldPages {
-    entries: std::vec::IntoIter<(String, Arc<Entry>)>,
-    revision: Revision,
+    changes: std::vec::IntoIter<Change>,
 }
 
 impl std::fmt::Debug for HeldPages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HeldPages")
-            .field("left", &self.entries.len())
-            .field("revision", &self.revision)
+            .field("left", &self.changes.len())
             .finish()
     }
 }
 
 impl HeldPages {
-    /// `entries` (key order) as ADDED events at `revision`.
-    pub(super) fn new(entries: Vec<(String, Arc<Entry>)>, revision: Revision) -> Self {
+    /// `changes`, in the order they are sent.
+    pub(super) fn new(changes: Vec<Change>) -> Self {
         HeldPages {
-            entries: entries.into_iter(),
-            revision,
+            changes: changes.into_iter(),
         }
     }
 
-    /// The next (up to) [`PAGE`] objects, decoded; `None` once all were given.
+    /// The next (up to) [`PAGE`] events, decoded; `None` once all were given.
     pub(super) fn next_page(&mut self) -> Option<Vec<Arc<CacheEvent>>> {
-        if self.entries.len() == 0 {
+        if self.changes.len() == 0 {
             return None;
         }
-        let revision = self.revision;
         Some(
-            self.entries
+            self.changes
                 .by_ref()
                 .take(PAGE)
-                .filter_map(|(key, entry)| {
-                    let object = entry.object()?;
-                    Some(Arc::new(CacheEvent::new(
-                        EventType::Added,
-                        key,
-                        revision,
-                        object,
-                        None,
-                    )))
-                })
+                .filter_map(|change| change.event().map(Arc::new))
                 .collect(),
         )
     }
 
     /// Every event left, decoded at once.
     pub(super) fn rest(mut self) -> Vec<Arc<CacheEvent>> {
-        let mut all = Vec::with_capacity(self.entries.len());
+        let mut all = Vec::with_capacity(self.changes.len());
         while let Some(page) = self.next_page() {
             all.extend(page);
         }

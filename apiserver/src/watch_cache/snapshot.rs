@@ -1,8 +1,8 @@
 //! Consistent list snapshots from the watch cache.
 //!
-//! The state at an older revision `T` is the current state with every ring event after `T`
-//! undone: for each key the first event after `T` tells its state at `T` (`prev`, or absent for a
-//! creation). Items are returned in key order, so pages are stable and a continue token is
+//! The state at an older revision `T` is the current state with every ring change after `T`
+//! undone: for each key the first change after `T` tells its state at `T` (its `prev` entry, or
+//! absent for a creation). Items are returned in key order, so pages are stable and a continue token is
 //! simply (revision, last key).
 
 use std::collections::BTreeMap;
@@ -92,7 +92,7 @@ impl Select<'_> {
     }
 
     /// Whether the held `entry` passes, if that can be told without decoding it.
-    fn decides(&self, entry: &Entry) -> Option<bool> {
+    pub(super) fn decides(&self, entry: &Entry) -> Option<bool> {
         match (self, &entry.view) {
             (Select::All, _) => Some(true),
             (Select::OnView(f), Some(view)) => Some(f.on_view(view)),
@@ -117,19 +117,19 @@ impl SnapshotOutcome<Listed> {
     }
 }
 
-/// A state a list may return: a held entry, or a decoded object (a past state from the ring,
-/// or read from the store).
+/// A state a list may return: a held entry (a current state, or a past one the ring keeps), or a
+/// decoded object (decoded to be told on, or read from the store).
 #[derive(Debug, Clone)]
 enum Item {
     Held(Arc<Entry>),
-    Past(Arc<Value>),
+    Decoded(Arc<Value>),
 }
 
 impl Item {
     fn object(&self) -> Option<Arc<Value>> {
         match self {
             Item::Held(entry) => entry.object(),
-            Item::Past(object) => Some(object.clone()),
+            Item::Decoded(object) => Some(object.clone()),
         }
     }
 }
@@ -143,7 +143,7 @@ pub struct Listed(Item);
 impl Listed {
     /// A decoded object.
     pub fn object_of(object: Arc<Value>) -> Self {
-        Listed(Item::Past(object))
+        Listed(Item::Decoded(object))
     }
 
     /// The object, decoded if it must be (`None` only for a text that does not parse).
@@ -157,7 +157,7 @@ impl Listed {
     pub fn held_view(&self) -> Option<&SelectorView> {
         match &self.0 {
             Item::Held(entry) => entry.view.as_ref(),
-            Item::Past(_) => None,
+            Item::Decoded(_) => None,
         }
     }
 
@@ -171,7 +171,7 @@ impl Listed {
                     .write_with_resource_version(&entry.revision.to_string(), out);
                 true
             }
-            Item::Past(_) => false,
+            Item::Decoded(_) => false,
         }
     }
 }
@@ -256,7 +256,7 @@ impl WatchCache {
                     continue;
                 }
                 // Decoded to be told on: the tree is at hand.
-                Item::Past(object)
+                Item::Decoded(object)
             };
             if limit.is_some_and(|l| items.len() >= l) {
                 if more_after.is_none() {
@@ -313,7 +313,7 @@ fn take(
     select: Select<'_>,
 ) -> Taken {
     // Keys whose state at `revision` differs from now: the first event after it decides.
-    let mut overrides: BTreeMap<&str, Option<&Arc<Value>>> = BTreeMap::new();
+    let mut overrides: BTreeMap<&str, Option<&Arc<Entry>>> = BTreeMap::new();
     if revision < current {
         let start = res.ring.partition_point(|e| e.revision <= revision);
         for e in res.ring.iter().skip(start) {
@@ -354,7 +354,7 @@ fn take(
                 if Some(&k) == now.peek().map(|(nk, _)| nk) {
                     now.next();
                 }
-                (k, v.map(|v| Item::Past(v.clone())))
+                (k, v.map(|v| Item::Held(v.clone())))
             }
             (Some(_), _) => {
                 let Some((k, e)) = now.next() else { break };
@@ -362,13 +362,13 @@ fn take(
             }
             (None, Some(_)) => {
                 let Some((k, v)) = old.next() else { break };
-                (k, v.map(|v| Item::Past(v.clone())))
+                (k, v.map(|v| Item::Held(v.clone())))
             }
         };
         let Some(item) = item else { continue };
         let passes = match &item {
             Item::Held(entry) => select.decides(entry),
-            Item::Past(object) => Some(select.matches(object)),
+            Item::Decoded(object) => Some(select.matches(object)),
         };
         if passes == Some(false) {
             continue;
@@ -395,7 +395,9 @@ fn take(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::watch_cache::{CacheEvent, EventType, Inner, ResourceCache, WatchFrom, WatchStart};
+    use crate::watch_cache::{
+        CacheEvent, Change, EventType, Inner, ResourceCache, WatchFrom, WatchStart,
+    };
     use parking_lot::RwLock;
     use serde_json::json;
     use std::collections::HashMap;
@@ -418,25 +420,30 @@ pub(super) mod tests {
         res.objects.insert(k("a"), held("a", 5));
         res.objects.insert(k("b"), held("b", 11));
         res.objects.insert(k("d"), held("d", 13));
-        let ev = |kind, n: &str, rv, o: Arc<Value>, prev| {
-            Arc::new(CacheEvent::new(kind, k(n), rv, o, prev))
+        let change = |kind, n: &str, revision, object, prev| Change {
+            kind,
+            key: k(n),
+            revision,
+            object,
+            prev,
         };
-        res.ring.push_back(ev(
+        res.ring.push_back(change(
             EventType::Modified,
             "b",
             11,
-            obj("b", 11),
-            Some(obj("b", 6)),
+            held("b", 11),
+            Some(held("b", 6)),
         ));
-        res.ring.push_back(ev(
+        // A delete's change holds the last state as both.
+        res.ring.push_back(change(
             EventType::Deleted,
             "c",
             12,
-            obj("c", 12),
-            Some(obj("c", 7)),
+            held("c", 7),
+            Some(held("c", 7)),
         ));
         res.ring
-            .push_back(ev(EventType::Added, "d", 13, obj("d", 13), None));
+            .push_back(change(EventType::Added, "d", 13, held("d", 13), None));
         let mut resources = HashMap::new();
         resources.insert(p.to_string(), res);
         let (progress, _) = tokio::sync::watch::channel(13);
@@ -647,6 +654,26 @@ pub(super) mod tests {
         assert!(!blue.is_decoded(), "told on its view, never decoded");
         drop(s);
         assert!(!red.is_decoded());
+        // A watch event's state before is told on the same way.
+        let after = |prev: &Arc<Entry>| {
+            let key = "/registry/pods/ns/x".to_string();
+            CacheEvent::after_entry(
+                EventType::Modified,
+                key,
+                21,
+                obj("x", 21),
+                Some(prev.clone()),
+            )
+        };
+        assert!(after(&red).prev_passes(Select::OnView(&IsRed)));
+        assert!(!after(&blue).prev_passes(Select::OnView(&IsRed)));
+        assert!(!red.is_decoded() && !blue.is_decoded(), "on views");
+        let on_object = |o: &Value| IsRed.on_object(o);
+        assert!(after(&red).prev_passes(Select::Object(&on_object)));
+        assert!(
+            !CacheEvent::new(EventType::Added, "k".into(), 21, obj("x", 21), None)
+                .prev_passes(Select::All)
+        );
     }
 
     #[test]
@@ -664,17 +691,25 @@ pub(super) mod tests {
             let object = item.object().unwrap();
             assert_eq!(text, api::wire::to_vec(object.as_ref()).unwrap());
         }
-        // A past state is a decoded object: nothing to copy.
+        // A past state is the ring's entry of it: written from its text, at its own revision.
         let past = c.list(p, p, ListAt::Exact(10), None, None, Select::All);
         let SnapshotOutcome::Listed(page) = past else {
             panic!("not listed")
         };
-        let written: Vec<bool> = page
+        let written: Vec<Value> = page
             .items
             .iter()
-            .map(|i| i.write_held_text(&mut Vec::new()))
+            .map(|i| {
+                let mut text = Vec::new();
+                assert!(i.write_held_text(&mut text));
+                serde_json::from_slice(&text).unwrap()
+            })
             .collect();
-        assert_eq!(written, [true, false, false], "a (held), b and c (past)");
+        assert_eq!(
+            written,
+            [obj("a", 5), obj("b", 6), obj("c", 7)].map(Arc::unwrap_or_clone),
+            "a (current), b and c (past)"
+        );
     }
 
     #[test]

@@ -556,7 +556,7 @@ mod tests {
         assert_eq!(modified.kind, EventType::Modified);
         assert_eq!(modified.object["reason"], "Killing");
         assert_eq!(
-            modified.prev.as_ref().map(|p| p["reason"].clone()),
+            modified.prev().as_ref().map(|p| p["reason"].clone()),
             Some(json!("Started"))
         );
         let deleted = next(&mut w).await;
