@@ -43,6 +43,20 @@ impl Filter {
                 api::fields::Selector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?
             }
         };
+        // Old names of field labels, as their current ones.
+        let fields = api::fields::Selector::from_requirements(
+            fields
+                .requirements()
+                .iter()
+                .map(|r| api::fields::FieldRequirement {
+                    field: match resource.strategy.field_label_alias(&r.field) {
+                        Some(current) => current.to_string(),
+                        None => r.field.clone(),
+                    },
+                    ..r.clone()
+                })
+                .collect(),
+        );
         for r in fields.requirements() {
             if resource.field_value(&json!({}), &r.field).is_none() {
                 return Err(ApiError::bad_request(format!(
@@ -264,8 +278,8 @@ mod tests {
             "view"
         );
         assert_eq!(select("pods", None, Some("status.podIP=10.0.0.1")), "view");
-        // An alias the pod strategy answers but its views do not keep.
-        assert_eq!(select("pods", None, Some("spec.host=n")), "object");
+        // An old name, read as the field label it stands for.
+        assert_eq!(select("pods", None, Some("spec.host=n")), "view");
         assert_eq!(select("configmaps", Some("app"), None), "view");
         assert_eq!(select("configmaps", None, Some("metadata.name=c")), "view");
         // Secrets' `type` is a field label their views do not keep: the whole object.
@@ -322,6 +336,7 @@ mod tests {
         let fields = [
             None,
             Some("spec.nodeName=n1"),
+            Some("spec.host=n1"),
             Some("spec.nodeName="),
             Some("spec.nodeName!="),
             Some("metadata.name=b,metadata.namespace=ns"),

@@ -355,6 +355,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// The field label that `label`, an old name of one, stands for (upstream's field label
+    /// conversion functions: a v1 pod's `spec.host` is `spec.nodeName`). Selectors are converted
+    /// when parsed, so [`field_value`](Self::field_value) answers only current names.
+    fn field_label_alias(&self, _label: &str) -> Option<&'static str> {
+        None
+    }
+
     /// Field labels of the kind's own (beside `metadata.name` and `metadata.namespace`) whose
     /// values the watch cache keeps, with the name, namespace and labels, as each object's
     /// selector view (`watch_cache::SelectorView`), so that lists selecting on them are filtered

@@ -491,9 +491,14 @@ impl Strategy for PodStrategy {
         ]
     }
 
+    fn field_label_alias(&self, label: &str) -> Option<&'static str> {
+        // What old v1 clients send (upstream's `AddFieldLabelConversionsForPod`).
+        (label == "spec.host").then_some("spec.nodeName")
+    }
+
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         let v = match field {
-            "spec.nodeName" | "spec.host" => field_text(obj, "spec.nodeName"),
+            "spec.nodeName" => field_text(obj, "spec.nodeName"),
             "spec.restartPolicy" => field_text(obj, "spec.restartPolicy"),
             "spec.schedulerName" => field_text(obj, "spec.schedulerName"),
             "spec.serviceAccountName" => field_text(obj, "spec.serviceAccountName"),

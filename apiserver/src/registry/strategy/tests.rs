@@ -474,7 +474,11 @@ fn pod_field_selectors_and_grace() {
     );
     let f = |k: &str| st.field_value(&p, k);
     assert_eq!(f("spec.nodeName").as_deref(), Some("n1"));
-    assert_eq!(f("spec.host").as_deref(), Some("n1"));
+    assert_eq!(f("spec.host"), None, "an old name, converted when parsed");
+    assert_eq!(
+        st.strategy.field_label_alias("spec.host"),
+        Some("spec.nodeName")
+    );
     assert_eq!(f("status.phase").as_deref(), Some("Running"));
     assert_eq!(f("status.podIP").as_deref(), Some("10.0.0.1"));
     assert_eq!(f("status.podIPs").as_deref(), Some("10.0.0.1,fd00::1"));
