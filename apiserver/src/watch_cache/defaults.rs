@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{compact, stamp, Entry, SelectorView, WatchCache};
+use super::{stamp, Entry, SelectorView, WatchCache};
 
 /// The defaults of stored objects, by storage key: what the registry knows of the kinds.
 pub trait StorageDefaults: Send + Sync + 'static {
@@ -88,7 +88,7 @@ impl Defaulter {
 }
 
 impl WatchCache {
-    /// A value stored at `key`, parsed, defaulted and compacted, with `revision`
+    /// A value stored at `key`, parsed and defaulted, with `revision`
     /// as its resourceVersion.
     pub(super) fn decode_stored(
         &self,
@@ -98,7 +98,6 @@ impl WatchCache {
     ) -> Option<Value> {
         let mut v = serde_json::from_slice(bytes).ok()?;
         self.defaulter.apply(key, &mut v);
-        let mut v = compact::compact(v);
         stamp(&mut v, revision);
         Some(v)
     }
@@ -138,7 +137,7 @@ impl WatchCache {
                 if v == *held {
                     return None;
                 }
-                let new = self.entry(&key, old.revision, &Arc::new(compact::compact(v)), None)?;
+                let new = self.entry(&key, old.revision, &Arc::new(v), None)?;
                 Some((key, old, new))
             })
             .collect();

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{compact, stamp, ObjectJson, SelectorView};
+use super::{stamp, ObjectJson, SelectorView};
 
 /// See the module documentation.
 pub(super) struct Entry {
@@ -92,14 +92,13 @@ impl Entry {
 
     fn decode(&self) -> Option<Value> {
         let parsed = serde_json::from_slice(self.json.text()).ok();
-        let Some(parsed) = parsed else {
+        let Some(mut object) = parsed else {
             tracing::error!(
                 revision = self.revision,
                 "a cached object's text does not parse"
             );
             return None;
         };
-        let mut object = compact::compact(parsed);
         stamp(&mut object, self.revision);
         Some(object)
     }

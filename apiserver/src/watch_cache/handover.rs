@@ -230,8 +230,6 @@ impl WatchCache {
                 StoreWrite::NotStored => Err(obj),
             });
         }
-        // Compacted here, in the writer's task, not on the feeder's path.
-        let obj = super::compact::compact(obj);
         let json =
             ObjectJson::encode(&obj).map_err(|e| ApiError::internal("encoding an object", e))?;
         let bytes = json.text().clone();

@@ -30,7 +30,6 @@
 //! - **Defaulted.** What enters from storage, not from this process's writers, is defaulted as
 //!   upstream's storage codec defaults what it decodes ([`defaults`]).
 
-mod compact;
 mod defaults;
 #[cfg(test)]
 mod defaults_tests;
@@ -343,9 +342,9 @@ fn stamp(obj: &mut Value, revision: Revision) {
     api::wire::set_resource_version(obj, revision.to_string());
 }
 
-/// Parses a stored value and stamps its resourceVersion; compacted, as the cache keeps it.
+/// Parses a stored value and stamps its resourceVersion.
 fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
-    let mut v = compact::compact(serde_json::from_slice(kv_value).ok()?);
+    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
     stamp(&mut v, revision);
     Some(v)
 }
@@ -454,7 +453,7 @@ impl WatchCache {
                                 skip_past = Some(past_prefix(prefix));
                                 break;
                             }
-                            // Not compacted: the tree goes once its text and view are made.
+                            // The tree goes once its text and view are made.
                             let Some(entry) = self
                                 .defaulter
                                 .decode(&kv.key, &kv.value, kv.mod_revision)
