@@ -1,14 +1,15 @@
 //! An object as the cache holds it between its events: its JSON text, what selectors read of it,
 //! and its decoded tree only while something uses the tree.
 //!
-//! A decoded object is a tree of maps (a running pod: ~26 KB, six times its 4 KB of text), and
-//! the cache holds every object for as long as it exists, while most of them are read again only
-//! by a LIST or a write. So an entry keeps the text (the bytes the writer stored, or the defaulted
-//! object serialised once) and a weak reference to the tree: the tree lives while its event is in
-//! the live log or a watcher or request holds it, and is decoded again from the text when asked
-//! for after that (the ring keeps entries, [`super::ring`]). Upstream's cacher keeps, per object, the object and its labels and fields
-//! (`storeElement`); the labels and fields here are the [`view`](Entry::view), which list
-//! filters read without decoding the object.
+//! A decoded object is a tree of maps (a running pod: ~26 KB with every map at its exact length,
+//! about a third more as parsed; six to eight times its 4 KB of text), and the cache holds every
+//! object for as long as it exists, while most of them are read again only by a LIST or a write.
+//! So an entry keeps the text (the bytes the writer stored, or the defaulted object serialised
+//! once) and a weak reference to the tree: the tree lives while its event is in the live log or a
+//! watcher or request holds it, and is decoded again from the text when asked for after that (the
+//! ring keeps entries too, [`super::ring`]). Upstream's cacher keeps, per object, the object and
+//! its labels and fields (`storeElement`); the labels and fields here are the
+//! [`view`](Entry::view), which list filters read without decoding the object.
 //!
 //! Guarantees: [`Entry::object`] is equal to the object the entry was made from (decoding the
 //! text and setting `metadata.resourceVersion` gives the same tree, keys in the same order);

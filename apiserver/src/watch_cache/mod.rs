@@ -632,8 +632,8 @@ impl WatchCache {
         let mut fan_out = None;
         // An uncached resource's event only moves the revision on (its writer offered nothing).
         let prefix = resource_prefix(&ev.key).filter(|p| self.caches(p));
-        // The new state, its entry and its text, made before the lock: readers do not wait for
-        // a decode or a copy.
+        // The new state and its entry, made before the lock: readers do not wait for a decode or
+        // a serialisation.
         let new_state = match (prefix, ev.kind, ev.value.as_ref()) {
             (Some(_), EventKind::Put, Some(kv)) => {
                 // Not handed over: written by another process (or its offer missed its event),
