@@ -130,7 +130,8 @@ fn fit<T>(v: &mut Vec<T>) {
     v.shrink_to_fit();
 }
 
-fn fit_opt<T>(v: &mut Option<Vec<T>>) {
+/// An optional list at its exact length.
+pub fn fit_opt<T>(v: &mut Option<Vec<T>>) {
     if let Some(v) = v {
         v.shrink_to_fit();
     }

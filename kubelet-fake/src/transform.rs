@@ -95,12 +95,8 @@ pub fn shrink(mut pod: KubeletPod) -> KubeletPod {
     client::transform::shrink_meta(&mut pod.metadata);
     if let Some(spec) = pod.spec.as_mut() {
         spec.containers.shrink_to_fit();
-        if let Some(cs) = spec.init_containers.as_mut() {
-            cs.shrink_to_fit();
-        }
-        if let Some(gates) = spec.readiness_gates.as_mut() {
-            gates.shrink_to_fit();
-        }
+        client::transform::fit_opt(&mut spec.init_containers);
+        client::transform::fit_opt(&mut spec.readiness_gates);
     }
     if let Some(status) = pod.status.as_mut() {
         client::transform::shrink_pod_status(status);

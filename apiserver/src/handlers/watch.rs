@@ -38,10 +38,10 @@ use crate::http::query::{IncludeObject, ListOptions};
 use crate::http::render::{output, write_presented};
 use crate::http::request::Ctx;
 use crate::registry::conversion::Batch;
-use crate::registry::store::{Filter, WatchOpened};
+use crate::registry::store::WatchOpened;
 use crate::registry::Resource;
 use crate::table;
-use crate::watch_cache::{CacheEvent, EventType, WatchFrom, WatchStart};
+use crate::watch_cache::{CacheEvent, EventType, Select, WatchFrom, WatchStart};
 
 /// Frames in flight between the watch task and hyper: small, the cache queue is the buffer.
 const RESPONSE_CHANNEL: usize = 16;
@@ -246,7 +246,7 @@ fn append_live(
     chunk: &mut Vec<u8>,
     ev: &Arc<CacheEvent>,
     prefix: &str,
-    filter: &Filter,
+    select: Select<'_>,
     skip_through: u64,
     last_rv: &mut u64,
 ) {
@@ -254,20 +254,20 @@ fn append_live(
     if ev.revision <= skip_through {
         return;
     }
-    if let Some(kind) = translate(ev, prefix, filter) {
+    if let Some(kind) = translate(ev, prefix, select) {
         enc.write_event(chunk, kind, ev);
     }
 }
 
 /// What one cache event means to one watcher, after namespace and selector filtering.
-fn translate(ev: &CacheEvent, prefix: &str, filter: &Filter) -> Option<EventType> {
+fn translate(ev: &CacheEvent, prefix: &str, select: Select<'_>) -> Option<EventType> {
     if !ev.key.starts_with(prefix) {
         return None;
     }
-    let now = filter.matches(&ev.object);
+    let now = select.matches(&ev.object);
     // Told on the previous state's view where the filter can: it is decoded only for a filter
     // that reads more than a view keeps.
-    let before = ev.prev_passes(filter.select(&|o| filter.matches(o)));
+    let before = ev.prev_passes(select);
     match ev.kind {
         EventType::Added => now.then_some(EventType::Added),
         EventType::Modified => match (before, now) {
@@ -329,16 +329,19 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
         let deadline = tokio::time::sleep(lifetime);
         tokio::pin!(deadline);
         let mut last_rv = watch.revision.max(watch.skip_through);
+        // How the selectors are told, decided once for the watch.
+        let on_object = |o: &Value| filter.matches(o);
+        let select = filter.select(&on_object);
         let snapshot = matches!(from, WatchFrom::Snapshot);
         let mut chunk = Vec::new();
         let mut initial = std::mem::take(&mut watch.initial);
         loop {
             for ev in initial {
                 let item = if snapshot {
-                    (ev.key.starts_with(&prefix) && filter.matches(&ev.object))
+                    (ev.key.starts_with(&prefix) && select.matches(&ev.object))
                         .then_some(EventType::Added)
                 } else {
-                    translate(&ev, &prefix, &filter)
+                    translate(&ev, &prefix, select)
                 };
                 if !snapshot {
                     last_rv = last_rv.max(ev.revision);
@@ -406,7 +409,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                         match watch.rx.try_recv() {
                             Ok(ev) => {
                                 let skip = watch.skip_through;
-                                append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
+                                append_live(&mut enc, &mut chunk, &ev, &prefix, select, skip, &mut last_rv);
                                 if (chunk.len() >= MAX_CHUNK || enc.pending_full())
                                     && !send_chunk(&mut enc, &tx, &mut chunk, &state.shutdown).await
                                 {
@@ -433,7 +436,7 @@ pub async fn watch(ctx: Ctx, opts: ListOptions) -> Result<Response> {
                     let mut next = Some(ev);
                     while let Some(ev) = next.take() {
                         let skip = watch.skip_through;
-                        append_live(&mut enc, &mut chunk, &ev, &prefix, &filter, skip, &mut last_rv);
+                        append_live(&mut enc, &mut chunk, &ev, &prefix, select, skip, &mut last_rv);
                         if chunk.len() < MAX_CHUNK && !enc.pending_full() {
                             next = watch.rx.try_recv().ok();
                         }

@@ -88,20 +88,6 @@ impl Defaulter {
 }
 
 impl WatchCache {
-    /// A value stored at `key`, parsed and defaulted, with `revision`
-    /// as its resourceVersion.
-    pub(super) fn decode_stored(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        revision: Revision,
-    ) -> Option<Value> {
-        let mut v = serde_json::from_slice(bytes).ok()?;
-        self.defaulter.apply(key, &mut v);
-        stamp(&mut v, revision);
-        Some(v)
-    }
-
     /// The defaulter of what enters from storage; the registry decodes through it what it reads
     /// from the store itself.
     pub fn defaulter(&self) -> &Defaulter {

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use store::Revision;
 
-use super::{stamp, ObjectJson, SelectorView};
+use super::{ObjectJson, SelectorView};
 
 /// See the module documentation.
 pub(super) struct Entry {
@@ -92,22 +92,21 @@ impl Entry {
     }
 
     fn decode(&self) -> Option<Value> {
-        let parsed = serde_json::from_slice(self.json.text()).ok();
-        let Some(mut object) = parsed else {
+        let object = super::decode(self.json.text(), self.revision);
+        if object.is_none() {
             tracing::error!(
                 revision = self.revision,
                 "a cached object's text does not parse"
             );
-            return None;
-        };
-        stamp(&mut object, self.revision);
-        Some(object)
+        }
+        object
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch_cache::stamp;
     use serde_json::json;
 
     #[test]

@@ -145,17 +145,7 @@ impl CacheEvent {
         Self::with_before(kind, key, revision, object, prev.map(Before::Tree))
     }
 
-    /// A new event whose previous state is the cache's entry `prev`.
-    fn after_entry(
-        kind: EventType,
-        key: String,
-        revision: Revision,
-        object: Arc<Value>,
-        prev: Option<Arc<Entry>>,
-    ) -> Self {
-        Self::with_before(kind, key, revision, object, prev.map(Before::Held))
-    }
-
+    /// A new event whose previous state is `before`.
     fn with_before(
         kind: EventType,
         key: String,
@@ -642,7 +632,8 @@ impl WatchCache {
                 let made = self
                     .take_offer(&ev.key, revision, Some(&kv.value))
                     .or_else(|| {
-                        self.decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                        self.defaulter
+                            .decode(&kv.key, &kv.value, kv.mod_revision)
                             .map(|v| (Arc::new(v), None))
                     })
                     .and_then(|(object, json)| {
@@ -689,13 +680,9 @@ impl WatchCache {
                     } else {
                         EventType::Added
                     };
-                    let event = CacheEvent::after_entry(
-                        kind,
-                        ev.key.clone(),
-                        revision,
-                        object,
-                        prev.clone(),
-                    );
+                    let before = prev.clone().map(Before::Held);
+                    let event =
+                        CacheEvent::with_before(kind, ev.key.clone(), revision, object, before);
                     (
                         Change {
                             kind,
@@ -720,7 +707,7 @@ impl WatchCache {
                     let last = held.or_else(|| {
                         let kv = ev.prev.as_ref()?;
                         let tree =
-                            Arc::new(self.decode_stored(&kv.key, &kv.value, kv.mod_revision)?);
+                            Arc::new(self.defaulter.decode(&kv.key, &kv.value, kv.mod_revision)?);
                         Some((self.entry(&ev.key, kv.mod_revision, &tree, None)?, tree))
                     });
                     last.map(|(entry, tree)| {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use store::Revision;
 
 use super::entry::Entry;
-use super::{CacheEvent, EventType};
+use super::{Before, CacheEvent, EventType};
 
 /// One change of one object, as the ring keeps it.
 #[derive(Debug, Clone)]
@@ -61,12 +61,12 @@ impl Change {
                 .with_resource_version(&rv.to_string())
                 .into(),
             stamp_revision: deleted,
-            ..CacheEvent::after_entry(
+            ..CacheEvent::with_before(
                 self.kind,
                 self.key.clone(),
                 self.revision,
                 object,
-                self.prev.clone(),
+                self.prev.clone().map(Before::Held),
             )
         })
     }

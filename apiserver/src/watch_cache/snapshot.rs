@@ -396,7 +396,7 @@ fn take(
 pub(super) mod tests {
     use super::*;
     use crate::watch_cache::{
-        CacheEvent, Change, EventType, Inner, ResourceCache, WatchFrom, WatchStart,
+        Before, CacheEvent, Change, EventType, Inner, ResourceCache, WatchFrom, WatchStart,
     };
     use parking_lot::RwLock;
     use serde_json::json;
@@ -657,13 +657,8 @@ pub(super) mod tests {
         // A watch event's state before is told on the same way.
         let after = |prev: &Arc<Entry>| {
             let key = "/registry/pods/ns/x".to_string();
-            CacheEvent::after_entry(
-                EventType::Modified,
-                key,
-                21,
-                obj("x", 21),
-                Some(prev.clone()),
-            )
+            let before = Some(Before::Held(prev.clone()));
+            CacheEvent::with_before(EventType::Modified, key, 21, obj("x", 21), before)
         };
         assert!(after(&red).prev_passes(Select::OnView(&IsRed)));
         assert!(!after(&blue).prev_passes(Select::OnView(&IsRed)));
