@@ -371,7 +371,16 @@ impl ControlPlane {
             Storage::Dir(dir) => {
                 let data_dir = DataDir::open(dir)?;
                 let path = data_dir.store_path();
-                let store = store::SledStore::open(&path, store::StoreConfig::default())
+                // The resources the watch cache does not hold (Events) keep their values on
+                // disk alone: nothing else in this process holds them, and they are read little.
+                let cfg = store::StoreConfig {
+                    cold_prefixes: apiserver::watch_cache::UNCACHED_RESOURCES
+                        .iter()
+                        .map(|prefix| prefix.to_string())
+                        .collect(),
+                    ..store::StoreConfig::default()
+                };
+                let store = store::SledStore::open(&path, cfg)
                     .map_err(|source| Error::Store { path, source })?;
                 (Arc::new(store), Some(data_dir))
             }

@@ -55,6 +55,18 @@ pub(crate) trait Backend: Send + Sync + 'static {
         Err(crate::Error::Failed)
     }
 
+    /// Whether the back end keeps every current object ([`Backend::read_object`]), so the index
+    /// may hold values cold (`StoreConfig::cold_prefixes`).
+    fn keeps_objects(&self) -> bool {
+        false
+    }
+
+    /// The current (applied, perhaps not yet flushed) state of `key`, for a back end that
+    /// [`Backend::keeps_objects`]; the others hold nothing to read.
+    fn read_object(&self, _key: &str) -> Result<Option<KeyValue>> {
+        Err(crate::Error::Failed)
+    }
+
     /// Nothing to flush: callers apply their writes inline instead of through the writer and
     /// flusher threads, whose pipeline exists to overlap applying with flushing.
     fn writes_inline(&self) -> bool {

@@ -58,6 +58,12 @@ pub enum Error {
     )]
     Failed,
 
+    /// A value the index holds on disk alone changed during the read and its state at the read's
+    /// revision could not be found in the log (a write that raced the read was compacted away
+    /// already, or the object on disk was not the index's); reading again sees the new state.
+    #[error("a stored value changed while it was read; read again")]
+    Raced,
+
     /// A request to etcd failed (unreachable, no leader, timed out, refused): its outcome is unknown
     /// to the caller unless etcd said otherwise. `detail` is etcd's (or gRPC's) message.
     #[error("etcd {operation} failed: {detail}")]

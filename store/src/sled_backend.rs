@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, Loaded};
 use crate::codec;
-use crate::{Error, Event, EventKind, Result, Revision};
+use crate::{Error, Event, EventKind, KeyValue, Result, Revision};
 
 const FORMAT_KEY: &[u8] = b"mformat";
 const FORMAT: &[u8] = b"minik8s-store/1";
@@ -371,6 +371,24 @@ impl Backend for SledBackend {
             .data
             .apply_batch(batch)
             .map_err(self.sled_err("commit"))
+    }
+
+    fn keeps_objects(&self) -> bool {
+        true
+    }
+
+    fn read_object(&self, key: &str) -> Result<Option<KeyValue>> {
+        let open = self.opened()?;
+        let Some(value) = open
+            .data
+            .get(object_key(key))
+            .map_err(self.sled_err("read object"))?
+        else {
+            return Ok(None);
+        };
+        codec::decode_kv(key.as_bytes(), &value)
+            .map(Some)
+            .ok_or_else(|| self.corrupt(format!("object {key:?} does not decode")))
     }
 
     fn read_log(&self, after: Revision, upto: Revision, max: usize) -> Result<Vec<Event>> {

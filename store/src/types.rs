@@ -183,6 +183,10 @@ pub struct StoreConfig {
     /// updates are refused with [`crate::Error::NoSpace`], below a quarter of it deletes too.
     /// Default 16 MiB: room for the batches in flight, sled's new log segments and a snapshot.
     pub space_reserve_bytes: u64,
+    /// Key prefixes whose values the store does not keep in memory once durable (on-disk back ends
+    /// only): its index keeps such a key's revisions, and reads fetch the value from disk. For data
+    /// that is written much and read little, as Events are. Default none.
+    pub cold_prefixes: Vec<String>,
 }
 
 impl Default for StoreConfig {
@@ -197,6 +201,7 @@ impl Default for StoreConfig {
             sled_cache_bytes: 64 * 1024 * 1024,
             fsync: true,
             space_reserve_bytes: 16 * 1024 * 1024,
+            cold_prefixes: Vec::new(),
         }
     }
 }

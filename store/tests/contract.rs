@@ -21,11 +21,16 @@ impl Harness for Memory {
 struct Sled {
     root: tempfile::TempDir,
     next: AtomicUsize,
+    /// Every key under a cold prefix: the index keeps no value, every read goes to disk.
+    cold: bool,
 }
 
 impl Harness for Sled {
     type S = SledStore;
-    fn open(&self, cfg: StoreConfig) -> SledStore {
+    fn open(&self, mut cfg: StoreConfig) -> SledStore {
+        if self.cold {
+            cfg.cold_prefixes = vec![String::new()];
+        }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.root.path().join(format!("store-{n}"));
         match SledStore::open(&path, cfg) {
@@ -42,17 +47,27 @@ async fn memory_store_passes_the_contract() {
     conformance::run_all_with_seed(&Memory, seed).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sled_store_passes_the_contract() {
+async fn sled_contract(cold: bool) {
     let root = match tempfile::tempdir() {
         Ok(root) => root,
         Err(error) => panic!("tempdir: {error}"),
     };
     let seed = conformance::test_seed();
-    println!("sled contract: TEST_SEED={seed}");
+    println!("sled contract (every value cold: {cold}): TEST_SEED={seed}");
     let harness = Sled {
         root,
         next: AtomicUsize::new(0),
+        cold,
     };
     conformance::run_all_with_seed(&harness, seed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_store_passes_the_contract() {
+    sled_contract(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_store_with_every_value_cold_passes_the_contract() {
+    sled_contract(true).await;
 }

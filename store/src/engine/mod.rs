@@ -26,6 +26,10 @@
 //! sled itself exposes applied-but-unflushed data, which etcd's guarantee ("a read never returns data
 //! that has not been made durable") forbids. A read after an acknowledged write sees it.
 //! The index holds every current key-value; values are `Bytes`, shared with events and callers.
+//! Keys under [`StoreConfig::cold_prefixes`] are the exception, for a back end that keeps its
+//! objects: once indexed, such a key's value is left to the back end, and a read fetches it — the
+//! object on disk when it is still the indexed state, else (a later write applied, not yet
+//! indexed) the `prev` of that write's logged event ([`Engine::thaw`]).
 //!
 //! **Lists at an older revision** (continue tokens, `ListOptions::revision`) are exact: the page is the
 //! current index with every key touched after the target revision replaced by its state before the
@@ -98,10 +102,65 @@ enum Command {
     Close(oneshot::Sender<Result<()>>),
 }
 
-/// The index: every current key-value, and the revision it is consistent at.
+/// The index: every current key, its revisions and (unless held cold) its value, and the revision
+/// it is consistent at.
 struct Index {
     revision: Revision,
-    items: BTreeMap<String, KeyValue>,
+    items: BTreeMap<String, Held>,
+    /// [`StoreConfig::cold_prefixes`], or nothing for a back end that keeps no objects.
+    cold: Vec<String>,
+}
+
+/// A key's state in the index. `value` is `None` for a key under a cold prefix: once durable, the
+/// back end alone holds the value, and reads fetch it ([`Engine::thaw`]).
+#[derive(Debug, Clone)]
+struct Held {
+    value: Option<Bytes>,
+    create_revision: Revision,
+    mod_revision: Revision,
+}
+
+impl Index {
+    fn new(revision: Revision, items: Vec<KeyValue>, cold: Vec<String>) -> Self {
+        let mut index = Self {
+            revision,
+            items: BTreeMap::new(),
+            cold,
+        };
+        for kv in items {
+            index.insert(kv);
+        }
+        index
+    }
+
+    /// Indexes `kv` as its key's current state, its value dropped if the key is under a cold prefix.
+    fn insert(&mut self, kv: KeyValue) {
+        let cold = self.cold.iter().any(|prefix| kv.key.starts_with(prefix));
+        let held = Held {
+            value: (!cold).then_some(kv.value),
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+        };
+        self.items.insert(kv.key, held);
+    }
+
+    /// `key`'s state; its value is empty when held cold (the second member says so).
+    fn get(&self, key: &str) -> Option<(KeyValue, bool)> {
+        self.items.get(key).map(|held| held.state(key))
+    }
+}
+
+impl Held {
+    /// This state as a key-value, and whether its value is still to be read (held cold).
+    fn state(&self, key: &str) -> (KeyValue, bool) {
+        let kv = KeyValue {
+            key: key.to_owned(),
+            value: self.value.clone().unwrap_or_default(),
+            create_revision: self.create_revision,
+            mod_revision: self.mod_revision,
+        };
+        (kv, self.value.is_none())
+    }
 }
 
 /// The write lock of a back end that writes inline ([`Backend::writes_inline`]).
@@ -169,7 +228,13 @@ impl<B: Backend> Engine<B> {
             compacted,
             items,
         } = backend.load()?;
-        let items = items.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+        // Only a back end that keeps the objects can be read a cold value from.
+        let cold = if backend.keeps_objects() {
+            config.cold_prefixes.clone()
+        } else {
+            Vec::new()
+        };
+        let index = Index::new(revision, items, cold);
         let inline = backend.writes_inline().then(|| {
             parking_lot::Mutex::new(Inline {
                 next: revision + 1,
@@ -180,7 +245,7 @@ impl<B: Backend> Engine<B> {
         let shared = Arc::new(Shared {
             backend,
             inline,
-            index: RwLock::new(Index { revision, items }),
+            index: RwLock::new(index),
             hub: Hub::new(revision),
             compacted: AtomicU64::new(compacted),
             failed: AtomicBool::new(false),
@@ -280,11 +345,13 @@ impl<B: Backend> Engine<B> {
         writer::room_for(shared, op.need())?;
         let (events, mut outcomes) = {
             let index = shared.index.read();
-            let evaluated = writer::evaluate(&index, overlay, next, vec![(op, ())]);
+            let evaluated =
+                writer::evaluate(&shared.backend, &index, overlay, next, vec![(op, ())]);
             overlay.clear();
             evaluated
         };
         let ((), outcome) = outcomes.pop().ok_or(Error::Failed)?;
+        let outcome = outcome?;
         let Some(last) = events.last() else {
             return Ok(outcome);
         };
@@ -321,7 +388,64 @@ impl<B: Backend> Engine<B> {
     }
 
     pub(crate) async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        Ok(self.shared.index.read().items.get(key).cloned())
+        let (found, seen) = {
+            let index = self.shared.index.read();
+            (index.get(key), index.revision)
+        };
+        match found {
+            Some((kv, false)) => Ok(Some(kv)),
+            Some((kv, true)) => {
+                let mut items = [kv];
+                self.thaw(seen, &mut items, &[0])?;
+                let [kv] = items;
+                Ok(Some(kv))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Fills in the value of each `items[i]`, `i` in `cold`: states the index held cold at revision
+    /// `seen`. The back end's object is that state unless the key was written since; then the
+    /// state is the `prev` of the key's first logged event after `seen` (a later write is applied
+    /// before it is indexed, so it is in the log; compaction stays behind the index).
+    fn thaw(&self, seen: Revision, items: &mut [KeyValue], cold: &[usize]) -> Result<()> {
+        let backend = &self.shared.backend;
+        let mut moved: HashMap<String, usize> = HashMap::new();
+        for &i in cold {
+            let Some(kv) = items.get_mut(i) else {
+                continue;
+            };
+            match backend.read_object(&kv.key)? {
+                Some(stored) if stored.mod_revision == kv.mod_revision => kv.value = stored.value,
+                Some(_) | None => {
+                    moved.insert(kv.key.clone(), i);
+                }
+            }
+        }
+        let mut after = seen;
+        while !moved.is_empty() {
+            const CHUNK: usize = 1_024;
+            let events = backend.read_log(after, Revision::MAX, CHUNK)?;
+            if events
+                .first()
+                .is_none_or(|first| first.revision != after + 1)
+            {
+                return Err(Error::Raced);
+            }
+            for event in events {
+                after = event.revision;
+                let Some(i) = moved.remove(&event.key) else {
+                    continue;
+                };
+                match (event.prev, items.get_mut(i)) {
+                    (Some(prev), Some(kv)) if prev.mod_revision == kv.mod_revision => {
+                        kv.value = prev.value;
+                    }
+                    _ => return Err(Error::Raced),
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn create(&self, key: &str, value: Bytes) -> Result<CreateOutcome> {
@@ -390,12 +514,18 @@ impl<B: Backend> Engine<B> {
                 .items
                 .range((start, Bound::Unbounded))
                 .take_while(|(k, _)| k.starts_with(prefix));
-            let items: Vec<KeyValue> = range
-                .by_ref()
-                .take(limit)
-                .map(|(_, kv)| kv.clone())
-                .collect();
+            let mut items = Vec::new();
+            let mut cold = Vec::new();
+            for (key, held) in range.by_ref().take(limit) {
+                let (kv, is_cold) = held.state(key);
+                if is_cold {
+                    cold.push(items.len());
+                }
+                items.push(kv);
+            }
             let remaining = range.count() as u64;
+            drop(index);
+            self.thaw(current, &mut items, &cold)?;
             return Ok(ListOutcome::Listed(page(
                 items,
                 current,
@@ -440,9 +570,10 @@ impl<B: Backend> Engine<B> {
                 break index;
             }
         };
-        let mut changed: Vec<(&str, &KeyValue)> = at_target
+        // Both sides as (key, state, held cold): the log's states carry their values.
+        let mut changed: Vec<(&str, KeyValue, bool)> = at_target
             .iter()
-            .filter_map(|(k, state)| state.as_ref().map(|kv| (k.as_str(), kv)))
+            .filter_map(|(k, state)| state.as_ref().map(|kv| (k.as_str(), kv.clone(), false)))
             .collect();
         changed.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut changed = changed.into_iter().peekable();
@@ -451,7 +582,10 @@ impl<B: Backend> Engine<B> {
             .range((start, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(k, _)| !at_target.contains_key(k.as_str()))
-            .map(|(k, kv)| (k.as_str(), kv))
+            .map(|(k, held)| {
+                let (kv, cold) = held.state(k);
+                (k.as_str(), kv, cold)
+            })
             .peekable();
         let mut next = || match (untouched.peek(), changed.peek()) {
             (Some(a), Some(b)) if a.0 < b.0 => untouched.next(),
@@ -460,9 +594,15 @@ impl<B: Backend> Engine<B> {
             (None, None) => None,
         };
         let mut items = Vec::new();
+        let mut cold = Vec::new();
         while items.len() < limit {
             match next() {
-                Some((_, kv)) => items.push(kv.clone()),
+                Some((_, kv, is_cold)) => {
+                    if is_cold {
+                        cold.push(items.len());
+                    }
+                    items.push(kv);
+                }
                 None => break,
             }
         }
@@ -470,6 +610,10 @@ impl<B: Backend> Engine<B> {
         while next().is_some() {
             remaining += 1;
         }
+        // The untouched keys are as the index has them now.
+        let seen = index.revision;
+        drop(index);
+        self.thaw(seen, &mut items, &cold)?;
         Ok(ListOutcome::Listed(page(
             items,
             target,
@@ -593,5 +737,116 @@ fn page(items: Vec<KeyValue>, revision: Revision, more: bool, remaining: Option<
         items,
         revision,
         continue_token,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sled_backend::SledBackend;
+    use crate::EventKind;
+
+    fn cold_engine(dir: &std::path::Path) -> Engine<SledBackend> {
+        let config = StoreConfig {
+            cold_prefixes: vec!["/cold/".to_owned()],
+            ..StoreConfig::default()
+        };
+        let backend = SledBackend::open(dir, 1 << 20, false, 0);
+        let backend = backend.unwrap_or_else(|e| panic!("open sled: {e}"));
+        Engine::start(backend, config, "test").unwrap_or_else(|e| panic!("start: {e}"))
+    }
+
+    fn created(outcome: Result<CreateOutcome>) -> KeyValue {
+        match outcome {
+            Ok(CreateOutcome::Created(kv)) => kv,
+            other => panic!("create: {other:?}"),
+        }
+    }
+
+    fn listed(outcome: Result<ListOutcome>) -> Vec<KeyValue> {
+        match outcome {
+            Ok(ListOutcome::Listed(page)) => page.items,
+            other => panic!("list: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn cold_values_leave_the_index_and_are_read_from_disk() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let engine = cold_engine(dir.path());
+        let cold = created(engine.create("/cold/a", Bytes::from_static(b"one")).await);
+        let hot = created(engine.create("/hot/a", Bytes::from_static(b"two")).await);
+        {
+            let index = engine.shared.index.read();
+            assert!(index
+                .items
+                .get("/cold/a")
+                .is_some_and(|h| h.value.is_none()));
+            assert!(index.items.get("/hot/a").is_some_and(|h| h.value.is_some()));
+        }
+        assert_eq!(engine.get("/cold/a").await.ok(), Some(Some(cold.clone())));
+        assert_eq!(engine.get("/hot/a").await.ok(), Some(Some(hot)));
+        assert_eq!(
+            listed(engine.list("/cold/", ListOptions::default()).await),
+            std::slice::from_ref(&cold)
+        );
+        // An update's previous state and a delete's last state come from disk too.
+        match engine
+            .update("/cold/a", Bytes::from_static(b"three"), None)
+            .await
+        {
+            Ok(UpdateOutcome::Updated { prev, .. }) => assert_eq!(prev, cold),
+            other => panic!("update: {other:?}"),
+        }
+        match engine.delete("/cold/a", None).await {
+            Ok(DeleteOutcome::Deleted { prev, .. }) => {
+                assert_eq!(prev.value, Bytes::from_static(b"three"))
+            }
+            other => panic!("delete: {other:?}"),
+        }
+    }
+
+    /// A write applied to disk but not yet indexed (its flush still running) must not show through
+    /// a cold read: the index's state is then the `prev` of the write's logged event.
+    #[tokio::test]
+    async fn a_cold_read_racing_an_unindexed_write_returns_the_indexed_state() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let engine = cold_engine(dir.path());
+        let first = created(engine.create("/cold/a", Bytes::from_static(b"one")).await);
+        let second = created(engine.create("/cold/b", Bytes::from_static(b"two")).await);
+        let revision = engine.current_revision();
+        // What the writer thread does before the flusher indexes: apply an update of `a` and a
+        // delete of `b` to the back end alone.
+        let update = KeyValue {
+            value: Bytes::from_static(b"unflushed"),
+            mod_revision: revision + 1,
+            ..first.clone()
+        };
+        let events = [
+            Arc::new(Event {
+                kind: EventKind::Put,
+                key: first.key.clone(),
+                revision: revision + 1,
+                value: Some(update),
+                prev: Some(first.clone()),
+            }),
+            Arc::new(Event {
+                kind: EventKind::Delete,
+                key: second.key.clone(),
+                revision: revision + 2,
+                value: None,
+                prev: Some(second.clone()),
+            }),
+        ];
+        engine
+            .backend()
+            .apply(&events, now_ms())
+            .unwrap_or_else(|e| panic!("apply: {e}"));
+        assert_eq!(engine.get("/cold/a").await.ok(), Some(Some(first.clone())));
+        assert_eq!(engine.get("/cold/b").await.ok(), Some(Some(second.clone())));
+        assert_eq!(
+            listed(engine.list("/cold/", ListOptions::default()).await),
+            [first, second]
+        );
     }
 }

@@ -58,7 +58,9 @@ pub(super) struct Writer<B: Backend> {
 }
 
 type Reply = oneshot::Sender<Result<WriteOutcome>>;
-type Pending = (Reply, WriteOutcome);
+/// A write's outcome, with what answers it (`R`).
+pub(super) type Outcome<R> = (R, Result<WriteOutcome>);
+type Pending = Outcome<Reply>;
 
 impl<B: Backend> Writer<B> {
     pub(super) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
@@ -162,7 +164,13 @@ impl<B: Backend> Writer<B> {
             // Entries the index has caught up with are no longer needed.
             let indexed = index.revision;
             self.overlay.retain(|_, (_, revision)| *revision > indexed);
-            evaluate(&index, &mut self.overlay, &mut self.next, writes)
+            evaluate(
+                &self.shared.backend,
+                &index,
+                &mut self.overlay,
+                &mut self.next,
+                writes,
+            )
         };
         if !events.is_empty() {
             let started = std::time::Instant::now();
@@ -243,12 +251,8 @@ impl<B: Backend> Writer<B> {
         let adopted: Vec<Arc<Event>> = adopted.into_iter().map(Arc::new).collect();
         {
             let mut index = shared.index.write();
-            index.items = loaded
-                .items
-                .into_iter()
-                .map(|kv| (kv.key.clone(), kv))
-                .collect();
-            index.revision = loaded.revision;
+            let cold = std::mem::take(&mut index.cold);
+            *index = Index::new(loaded.revision, loaded.items, cold);
         }
         shared
             .compacted
@@ -434,7 +438,7 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
             index.revision = last.revision;
         }
         for (reply, outcome) in pending {
-            let _ = reply.send(Ok(outcome));
+            let _ = reply.send(outcome);
         }
         shared.hub.publish(&events);
     }
@@ -444,9 +448,7 @@ fn commit_group<B: Backend>(shared: &Shared<B>, group: Vec<Applied>) {
 pub(super) fn index_events(index: &mut Index, events: &[Arc<Event>]) {
     for event in events {
         match &event.value {
-            Some(kv) => {
-                index.items.insert(event.key.clone(), kv.clone());
-            }
+            Some(kv) => index.insert(kv.clone()),
             None => {
                 index.items.remove(&event.key);
             }
@@ -457,23 +459,30 @@ pub(super) fn index_events(index: &mut Index, events: &[Arc<Event>]) {
 /// Evaluate a batch in order against the index plus the writes not yet in it (`overlay`, including
 /// this batch's own earlier ones); assign revisions from `next`. Each outcome goes with its write's
 /// `R` (its reply channel; nothing inline).
-pub(super) fn evaluate<R>(
+pub(super) fn evaluate<B: Backend, R>(
+    backend: &B,
     index: &Index,
     overlay: &mut HashMap<String, (Option<KeyValue>, Revision)>,
     next: &mut Revision,
     writes: Vec<(WriteOp, R)>,
-) -> (Vec<Arc<Event>>, Vec<(R, WriteOutcome)>) {
+) -> (Vec<Arc<Event>>, Vec<Outcome<R>>) {
     let mut events = Vec::new();
     let mut pending = Vec::with_capacity(writes.len());
-    let current = |overlay: &HashMap<String, (Option<KeyValue>, Revision)>, key: &str| match overlay
-        .get(key)
-    {
-        Some((state, _)) => state.clone(),
-        None => index.items.get(key).cloned(),
-    };
     for (op, reply) in writes {
+        let key = match &op {
+            WriteOp::Create { key, .. }
+            | WriteOp::Update { key, .. }
+            | WriteOp::Delete { key, .. } => key,
+        };
+        let current = match current(backend, index, overlay, key) {
+            Ok(current) => current,
+            Err(error) => {
+                pending.push((reply, Err(error)));
+                continue;
+            }
+        };
         let outcome = match op {
-            WriteOp::Create { key, value } => match current(overlay, &key) {
+            WriteOp::Create { key, value } => match current {
                 Some(existing) => WriteOutcome::Create(CreateOutcome::AlreadyExists(existing)),
                 None => {
                     let kv = KeyValue {
@@ -498,7 +507,7 @@ pub(super) fn evaluate<R>(
                 key,
                 value,
                 expected,
-            } => match current(overlay, &key) {
+            } => match current {
                 None => WriteOutcome::Update(UpdateOutcome::NotFound),
                 Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
                     WriteOutcome::Update(UpdateOutcome::Conflict(prev))
@@ -522,7 +531,7 @@ pub(super) fn evaluate<R>(
                     WriteOutcome::Update(UpdateOutcome::Updated { kv, prev })
                 }
             },
-            WriteOp::Delete { key, expected } => match current(overlay, &key) {
+            WriteOp::Delete { key, expected } => match current {
                 None => WriteOutcome::Delete(DeleteOutcome::NotFound),
                 Some(prev) if expected.is_some_and(|rev| rev != prev.mod_revision) => {
                     WriteOutcome::Delete(DeleteOutcome::Conflict(prev))
@@ -542,9 +551,30 @@ pub(super) fn evaluate<R>(
                 }
             },
         };
-        pending.push((reply, outcome));
+        pending.push((reply, Ok(outcome)));
     }
     (events, pending)
+}
+
+/// `key`'s state for a write: the overlay's, else the index's. A value the index holds cold is read
+/// from the back end, which has exactly the index's state of a key the overlay lacks (the only
+/// writes applied but not indexed are the overlay's, and the index cannot move under `index`).
+fn current<B: Backend>(
+    backend: &B,
+    index: &Index,
+    overlay: &HashMap<String, (Option<KeyValue>, Revision)>,
+    key: &str,
+) -> Result<Option<KeyValue>> {
+    if let Some((state, _)) = overlay.get(key) {
+        return Ok(state.clone());
+    }
+    match index.get(key) {
+        Some((kv, true)) => match backend.read_object(key)? {
+            Some(stored) if stored.mod_revision == kv.mod_revision => Ok(Some(stored)),
+            _ => Err(Error::Raced),
+        },
+        found => Ok(found.map(|(kv, _)| kv)),
+    }
 }
 
 fn push(

@@ -150,9 +150,18 @@ async fn a_pods_life_in_describe_and_get_events() {
     sandbox.stop().await;
 }
 
+/// On disk, as `minik8s up` runs: there the store keeps Events' values on disk alone
+/// (`StoreConfig::cold_prefixes`), so the kubelet's count updates and the lists below read them
+/// from sled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_container_backs_off() {
-    let sandbox = sandbox().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = minik8s::Sandbox::builder()
+        .data_dir(dir.path())
+        .nodes(1)
+        .start()
+        .await
+        .unwrap();
     let client = sandbox.client();
     let pods: Api<Pod> = client.api(Some("default"));
     let pod: Pod = serde_json::from_value(json!({
