@@ -711,11 +711,12 @@ fn status_carries_the_api_qos_class() {
     let mut p = web();
     if let Some(spec) = p.spec.as_mut() {
         spec.containers.truncate(1);
-        spec.containers[0].resources = serde_json::from_value(json!({
+        let resources = serde_json::from_value(json!({
             "requests": {"cpu": "1000m", "memory": "1024Mi"},
             "limits": {"cpu": "1", "memory": "1Gi"}
         }))
         .ok();
+        spec.containers[0].resources = api::qos::ContainerResources::of(resources.as_ref());
     }
     let e = eval(&p, &cfg(""), &facts(), S(5));
     assert_eq!(e.status.qos_class.as_deref(), Some("Guaranteed"));

@@ -5,13 +5,14 @@
 //!
 //! A type rather than a `Pod` with fields emptied: k8s-openapi's `Container` is 2,120 bytes and
 //! `PodSpec` 1,416 before their contents, every field present or not, so a pod kept as a `Pod`
-//! costs that much whatever is dropped; these are ~190 and ~210 bytes.
+//! costs that much whatever is dropped; these are ~220 and ~210 bytes.
 //!
 //! The spec kept: `nodeName` (routing, the node index), `restartPolicy`, `readinessGates`,
 //! pod-level `resources`, and of each container and init container its `name`, `image`,
-//! `imagePullPolicy` (the image events), `resources` (the QoS class) and `restartPolicy`
-//! (sidecars). A status write sends only the pod's identity and the new status (the apiserver
-//! takes every other field from the stored pod, as upstream's status strategy), so nothing
+//! `imagePullPolicy` (the image events), the cpu and memory of its `resources` (the QoS class:
+//! decoded into [`ContainerResources`], not kept as written) and `restartPolicy` (sidecars). A
+//! status write sends only the pod's identity and the new status (the apiserver takes every
+//! other field from the stored pod, as upstream's status strategy), so nothing
 //! the type leaves out is ever written. Metadata is kept whole (events reference the pod,
 //! deletes carry its UID precondition).
 //!
@@ -20,6 +21,7 @@
 //! starts reading another spec field adds it here. Every list kept is at its exact length
 //! ([`shrink`]).
 
+use api::qos::ContainerResources;
 use k8s_openapi::api::core::v1::{PodReadinessGate, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -63,19 +65,29 @@ pub struct KubeletContainer {
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    /// The cpu and memory the container requests and limits, all the QoS class reads of its
+    /// `resources`: decoded from them, never written (a typed `ResourceRequirements` holds a
+    /// 640-byte map for each of its lists, however few quantities they have).
+    #[serde(default, deserialize_with = "qos_resources", skip_serializing)]
+    pub resources: ContainerResources,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_policy: Option<String>,
 }
 
+fn qos_resources<'de, D: serde::Deserializer<'de>>(
+    decoder: D,
+) -> Result<ContainerResources, D::Error> {
+    let resources = Option::<ResourceRequirements>::deserialize(decoder)?;
+    Ok(ContainerResources::of(resources.as_ref()))
+}
+
 /// The QoS class reads every container's resources, as of a `PodSpec`.
 impl api::qos::PodResources for KubeletPodSpec {
-    fn containers(&self) -> impl Iterator<Item = api::qos::ContainerResources> + '_ {
+    fn containers(&self) -> impl Iterator<Item = ContainerResources> + '_ {
         self.containers
             .iter()
             .chain(self.init_containers.iter().flatten())
-            .map(|c| api::qos::ContainerResources::of(c.resources.as_ref()))
+            .map(|c| c.resources)
     }
 }
 
@@ -211,7 +223,7 @@ mod tests {
                     (&c.image, &c.image_pull_policy),
                     (&f.image, &f.image_pull_policy)
                 );
-                assert_eq!(c.resources, f.resources);
+                assert_eq!(c.resources, ContainerResources::of(f.resources.as_ref()));
                 assert_eq!(c.restart_policy, f.restart_policy);
             }
         }
