@@ -219,6 +219,12 @@ pub async fn memory(
     tokio::time::sleep(IDLE).await;
     let idle = Memory::read();
     println!("memory: after {} s idle: {}", IDLE.as_secs(), idle.line());
+    // The kubelets' events are dropped when their recorders' queues are full, as upstream's are:
+    // how many were stored differs from run to run, and they are held in the store.
+    match stored_events(plane.url()).await {
+        Ok(events) => println!("memory: {events} Events stored"),
+        Err(e) => println!("memory: Events stored: unknown ({e})"),
+    }
     let live = |m: &Memory| m.heap.map_or(m.rss, |h| h.allocated);
     println!(
         "memory: per pod: RSS {} (idle), heap allocated {}",
@@ -228,6 +234,22 @@ pub async fn memory(
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
     plane.shutdown().await;
     Ok(())
+}
+
+/// How many Events the store holds: one of them listed, and the `remainingItemCount`.
+async fn stored_events(base: &str) -> Result<u64, Error> {
+    let failed = |e: reqwest::Error| Error::Failed(e.to_string());
+    let list: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/api/v1/events?limit=1"))
+        .send()
+        .await
+        .map_err(failed)?
+        .json()
+        .await
+        .map_err(failed)?;
+    let listed = list["items"].as_array().map_or(0, Vec::len) as u64;
+    let remaining = list["metadata"]["remainingItemCount"].as_u64().unwrap_or(0);
+    Ok(listed + remaining)
 }
 
 #[cfg(test)]
