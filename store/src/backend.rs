@@ -23,7 +23,9 @@ pub(crate) struct Loaded {
 }
 
 pub(crate) trait Backend: Send + Sync + 'static {
-    fn load(&self) -> Result<Loaded>;
+    /// What is durable. The values of keys under `cold` prefixes are left out (empty): the index
+    /// would drop them ([`Backend::keeps_objects`]).
+    fn load(&self, cold: &[String]) -> Result<Loaded>;
 
     /// Atomically apply `events` (ascending, dense, starting at the last applied revision + 1) to the
     /// objects, append them to the log, and set the revision to the last one. Not yet durable: the
@@ -82,7 +84,7 @@ pub(crate) struct MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    fn load(&self) -> Result<Loaded> {
+    fn load(&self, _cold: &[String]) -> Result<Loaded> {
         Ok(Loaded {
             revision: 0,
             compacted: 0,

@@ -35,7 +35,8 @@ pub(crate) fn encode_kv(kv: &KeyValue) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_kv(key: &[u8], bytes: &[u8]) -> Option<KeyValue> {
+/// The key-value `bytes` encode, its value left empty unless `with_value`.
+pub(crate) fn decode_kv(key: &[u8], bytes: &[u8], with_value: bool) -> Option<KeyValue> {
     let key = std::str::from_utf8(key).ok()?.to_owned();
     let mut reader = Reader(bytes);
     if reader.u8()? != KV_FORMAT {
@@ -45,7 +46,11 @@ pub(crate) fn decode_kv(key: &[u8], bytes: &[u8]) -> Option<KeyValue> {
     let mod_revision = reader.u64()?;
     Some(KeyValue {
         key,
-        value: Bytes::copy_from_slice(reader.0),
+        value: if with_value {
+            Bytes::copy_from_slice(reader.0)
+        } else {
+            Bytes::new()
+        },
         create_revision,
         mod_revision,
     })
@@ -199,7 +204,7 @@ mod tests {
 
         #[test]
         fn kv_round_trips(kv in ".{0,40}".prop_flat_map(arb_kv)) {
-            let decoded = decode_kv(kv.key.as_bytes(), &encode_kv(&kv));
+            let decoded = decode_kv(kv.key.as_bytes(), &encode_kv(&kv), true);
             prop_assert_eq!(decoded, Some(kv));
         }
 
@@ -228,7 +233,7 @@ mod tests {
         #[test]
         fn decoders_never_panic_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..200), rev in any::<u64>()) {
             let _ = decode_event(rev, &bytes);
-            let _ = decode_kv(&bytes, &bytes);
+            let _ = decode_kv(&bytes, &bytes, true);
             let _ = event_time(&bytes);
             let _ = decode_revision_key(&bytes);
         }

@@ -293,7 +293,7 @@ impl SledBackend {
 }
 
 impl Backend for SledBackend {
-    fn load(&self) -> Result<Loaded> {
+    fn load(&self, cold: &[String]) -> Result<Loaded> {
         let open = self.opened()?;
         let revision = self.read_meta_u64(&open, REVISION_KEY)?;
         let mut compacted = self.read_meta_u64(&open, COMPACTED_KEY)?;
@@ -331,7 +331,8 @@ impl Backend for SledBackend {
         let mut items = Vec::new();
         for entry in open.data.scan_prefix([OBJECT]) {
             let (key, value) = entry.map_err(self.sled_err("read objects"))?;
-            let kv = codec::decode_kv(&key[1..], &value).ok_or_else(|| {
+            let is_cold = cold.iter().any(|p| key[1..].starts_with(p.as_bytes()));
+            let kv = codec::decode_kv(&key[1..], &value, !is_cold).ok_or_else(|| {
                 self.corrupt(format!(
                     "object {:?} does not decode",
                     String::from_utf8_lossy(&key)
@@ -386,7 +387,7 @@ impl Backend for SledBackend {
         else {
             return Ok(None);
         };
-        codec::decode_kv(key.as_bytes(), &value)
+        codec::decode_kv(key.as_bytes(), &value, true)
             .map(Some)
             .ok_or_else(|| self.corrupt(format!("object {key:?} does not decode")))
     }

@@ -223,17 +223,17 @@ fn now_ms() -> u64 {
 
 impl<B: Backend> Engine<B> {
     pub(crate) fn start(backend: B, config: StoreConfig, name: &'static str) -> Result<Self> {
-        let Loaded {
-            revision,
-            compacted,
-            items,
-        } = backend.load()?;
         // Only a back end that keeps the objects can be read a cold value from.
         let cold = if backend.keeps_objects() {
             config.cold_prefixes.clone()
         } else {
             Vec::new()
         };
+        let Loaded {
+            revision,
+            compacted,
+            items,
+        } = backend.load(&cold)?;
         let index = Index::new(revision, items, cold);
         let inline = backend.writes_inline().then(|| {
             parking_lot::Mutex::new(Inline {
@@ -804,6 +804,22 @@ mod tests {
             }
             other => panic!("delete: {other:?}"),
         }
+        // Loaded at start-up without their values, read from disk as before.
+        let kept = created(engine.create("/cold/b", Bytes::from_static(b"four")).await);
+        engine
+            .flush_and_close()
+            .await
+            .unwrap_or_else(|e| panic!("close: {e}"));
+        drop(engine);
+        let engine = cold_engine(dir.path());
+        assert!(engine
+            .shared
+            .index
+            .read()
+            .items
+            .get("/cold/b")
+            .is_some_and(|h| h.value.is_none()));
+        assert_eq!(engine.get("/cold/b").await.ok(), Some(Some(kept)));
     }
 
     /// A write applied to disk but not yet indexed (its flush still running) must not show through

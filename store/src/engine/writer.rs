@@ -218,7 +218,12 @@ impl<B: Backend> Writer<B> {
             return false;
         }
         let shared = &self.shared;
-        let loaded = match shared.backend.reopen().and_then(|()| shared.backend.load()) {
+        let cold = shared.index.read().cold.clone();
+        let loaded = match shared
+            .backend
+            .reopen()
+            .and_then(|()| shared.backend.load(&cold))
+        {
             Ok(loaded) => loaded,
             Err(error) => {
                 tracing::warn!(%error, "store reopen failed; writes stay refused");
