@@ -219,6 +219,8 @@ pub async fn memory(
     tokio::time::sleep(IDLE).await;
     let idle = Memory::read();
     println!("memory: after {} s idle: {}", IDLE.as_secs(), idle.line());
+    #[cfg(feature = "heap-prof")]
+    dump_heap_profile(pods);
     // The kubelets' events are dropped when their recorders' queues are full, as upstream's are:
     // how many were stored differs from run to run, and they are held in the store.
     match stored_events(plane.url()).await {
@@ -234,6 +236,18 @@ pub async fn memory(
     let _ = rcs.delete(name, &client::DeleteParams::default()).await;
     plane.shutdown().await;
     Ok(())
+}
+
+/// Writes jemalloc's heap profile to `minik8s-memory-<pods>.heap` in the working directory, when
+/// profiling is on (`_RJEM_MALLOC_CONF=prof:true`).
+#[cfg(feature = "heap-prof")]
+fn dump_heap_profile(pods: usize) {
+    // `prof.dump` takes the file name as a C string that outlives the call: leaked, once a run.
+    let path: &'static str = Box::leak(format!("minik8s-memory-{pods}.heap\0").into_boxed_str());
+    match tikv_jemalloc_ctl::raw::write_str(b"prof.dump\0", path.as_bytes()) {
+        Ok(()) => println!("memory: heap profile in {}", path.trim_end_matches('\0')),
+        Err(e) => println!("memory: no heap profile ({e}; is _RJEM_MALLOC_CONF=prof:true set?)"),
+    }
 }
 
 /// How many Events the store holds: one of them listed, and the `remainingItemCount`.
