@@ -69,56 +69,99 @@ impl EventType {
     }
 }
 
+/// An event as it waits in a broadcaster's queue: what the recorder was told and when, made an
+/// `Event` when it is taken out ([`Recorded::into_event`]). Queues of 1,000 per fake node fill
+/// while a sandbox starts many pods, and a whole `Event` is ~1 KB before its strings; this is a
+/// quarter of that. Boxed: a channel holds its slots in blocks of 32 allocated for the type.
+struct Recorded {
+    involved_object: ObjectReference,
+    type_: EventType,
+    reason: String,
+    message: String,
+    at: Timestamp,
+    component: Arc<str>,
+    /// Empty: none.
+    host: Arc<str>,
+}
+
+impl Recorded {
+    /// The event client-go's `generateEvent` makes: name `<obj>.<unix-nanos hex>`, in the
+    /// object's namespace (`default` for cluster-scoped objects), count 1.
+    fn into_event(self) -> Event {
+        let Recorded {
+            involved_object,
+            type_,
+            reason,
+            message,
+            at,
+            component,
+            host,
+        } = self;
+        let ns = involved_object
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_string());
+        let name = involved_object.name.as_deref().unwrap_or_default();
+        let host = (!host.is_empty()).then(|| host.to_string());
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", at.as_nanosecond())),
+                namespace: Some(ns),
+                ..Default::default()
+            },
+            involved_object,
+            reason: Some(reason),
+            message: Some(message),
+            first_timestamp: Some(Time(at)),
+            last_timestamp: Some(Time(at)),
+            count: Some(1),
+            type_: Some(type_.as_str().to_string()),
+            source: Some(EventSource {
+                component: Some(component.to_string()),
+                host: host.clone(),
+            }),
+            reporting_component: Some(component.to_string()),
+            reporting_instance: host,
+            ..Default::default()
+        }
+    }
+}
+
 /// Records events for one component. Cheap to clone.
 #[derive(Clone)]
 pub struct EventRecorder {
-    /// Boxed: a channel holds its slots in blocks of 32 allocated for the type, and an `Event`
-    /// is about 1 KB, so a recorder of each of 1,000 fake nodes would hold 32 MB of empty slots.
-    tx: mpsc::Sender<Box<Event>>,
-    component: String,
-    host: String,
+    tx: mpsc::Sender<Box<Recorded>>,
+    component: Arc<str>,
+    host: Arc<str>,
     /// Events dropped on a full queue by every recorder of this broadcaster.
     dropped: Arc<AtomicU64>,
 }
 
 impl EventRecorder {
-    /// Records an event about `obj` (client-go `generateEvent`): name `<obj>.<unix-nanos hex>`, in
-    /// the object's namespace (`default` for cluster-scoped objects), count 1.
+    /// Records an event about `obj` (client-go `generateEvent`, made when the broadcaster takes it
+    /// from the queue, stamped with now): name `<obj>.<unix-nanos hex>`, in the object's namespace
+    /// (`default` for cluster-scoped objects), count 1.
     pub fn event(&self, obj: &ObjectReference, type_: EventType, reason: &str, message: &str) {
-        let now = Timestamp::now();
-        let ns = obj
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_string());
-        let name = obj.name.clone().unwrap_or_default();
-        let e = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(ns),
-                ..Default::default()
-            },
-            involved_object: obj.clone(),
-            reason: Some(reason.to_string()),
-            message: Some(message.to_string()),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            count: Some(1),
-            type_: Some(type_.as_str().to_string()),
-            source: Some(EventSource {
-                component: Some(self.component.clone()),
-                host: (!self.host.is_empty()).then(|| self.host.clone()),
-            }),
-            reporting_component: Some(self.component.clone()),
-            reporting_instance: (!self.host.is_empty()).then(|| self.host.clone()),
-            ..Default::default()
-        };
         tracing::debug!(
-            object = %format!("{}/{}", obj.namespace.as_deref().unwrap_or(""), name),
+            object = %format!(
+                "{}/{}",
+                obj.namespace.as_deref().unwrap_or(""),
+                obj.name.as_deref().unwrap_or("")
+            ),
             kind = obj.kind.as_deref().unwrap_or(""),
             r#type = type_.as_str(), reason, message, "event"
         );
-        match self.tx.try_send(Box::new(e)) {
+        let recorded = Recorded {
+            involved_object: obj.clone(),
+            type_,
+            reason: reason.to_string(),
+            message: message.to_string(),
+            at: Timestamp::now(),
+            component: self.component.clone(),
+            host: self.host.clone(),
+        };
+        match self.tx.try_send(Box::new(recorded)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -138,8 +181,8 @@ pub struct EventBroadcaster {
     client: Client,
     component: String,
     host: String,
-    tx: mpsc::Sender<Box<Event>>,
-    rx: mpsc::Receiver<Box<Event>>,
+    tx: mpsc::Sender<Box<Recorded>>,
+    rx: mpsc::Receiver<Box<Recorded>>,
     correlator: EventCorrelator,
     dropped: Arc<AtomicU64>,
     /// Writes (creates and patches, retries included) wait for a token.
@@ -196,11 +239,11 @@ impl EventBroadcaster {
         EventRecorder {
             tx: self.tx.clone(),
             component: if component.is_empty() {
-                self.component.clone()
+                self.component.as_str().into()
             } else {
-                component.to_string()
+                component.into()
             },
-            host: self.host.clone(),
+            host: self.host.as_str().into(),
             dropped: self.dropped.clone(),
         }
     }
@@ -236,7 +279,7 @@ impl EventBroadcaster {
                 e = rx.recv() => e,
             };
             let Some(e) = e else { break };
-            let result = correlator.correlate(*e, Timestamp::now());
+            let result = correlator.correlate(e.into_event(), Timestamp::now());
             if result.skip {
                 tracing::debug!(reason = ?result.event.reason, "event dropped by spam filter");
                 continue;
