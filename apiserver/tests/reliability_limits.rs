@@ -297,35 +297,6 @@ async fn t8_slowloris_slow_bodies_and_timeouts() {
     server.stop().await.unwrap();
 }
 
-/// The store's revision once it has stayed put for half a second (at most 20 tries).
-async fn settled_revision(c: &reqwest::Client, url: &str) -> u64 {
-    let revision = || async {
-        let list: Value = c
-            .get(format!("{url}/api/v1/namespaces"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        list["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    };
-    let mut last = revision().await;
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = revision().await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-    panic!("the revision kept moving: {last}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t9_overload_queues_then_sheds_with_429() {
     // 6 seats: global-default has 1 (ceil(6 × 20 / 245)); a request waits at most a quarter of
@@ -343,9 +314,7 @@ async fn t9_overload_queues_then_sheds_with_429() {
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
-    // The start-up reconcilers (the `kubernetes` Service's IPAddress, FlowSchema conditions) write
-    // in the background: a write of theirs during the test would release the reads early.
-    let rv = settled_revision(&c, &url).await;
+    let rv = common::settled_revision(&c, &url).await;
     // 16 concurrent reads that wait for the next revision: one executes, 15 queue.
     let mut reads = Vec::new();
     for _ in 0..16 {

@@ -158,3 +158,36 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// The store's revision: a namespace list's resourceVersion.
+pub async fn revision(c: &reqwest::Client, url: &str) -> u64 {
+    let list: serde_json::Value = c
+        .get(format!("{url}/api/v1/namespaces"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// [`revision`] once it has stayed put for half a second (at most 20 tries): the start-up
+/// reconcilers (the `kubernetes` Service's IPAddress, FlowSchema conditions) write in the
+/// background, and a test that waits for the next revision must not be released by them.
+pub async fn settled_revision(c: &reqwest::Client, url: &str) -> u64 {
+    let mut last = revision(c, url).await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = revision(c, url).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the revision kept moving: {last}");
+}

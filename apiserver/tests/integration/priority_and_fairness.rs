@@ -49,22 +49,6 @@ async fn uids(c: &reqwest::Client, url: &str, plural: &str) -> BTreeMap<String, 
         .collect()
 }
 
-async fn revision(c: &reqwest::Client, url: &str) -> u64 {
-    let l: Value = c
-        .get(format!("{url}/api/v1/namespaces"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    l["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 async fn create(c: &reqwest::Client, url: &str, plural: &str, body: Value) -> String {
     let r = c
         .post(format!("{url}{APF}/{plural}"))
@@ -155,7 +139,7 @@ async fn a_reject_level_answers_429_with_retry_after_when_its_seats_are_taken() 
     )
     .await;
     wait_classified(&c, &url, "apf-reject", &fs).await;
-    let rv = revision(&c, &url).await;
+    let rv = common::settled_revision(&c, &url).await;
     let held: Vec<_> = (0..3)
         .map(|_| held_read(&c, &url, "apf-reject", rv + 1))
         .collect();
@@ -238,7 +222,7 @@ async fn two_flows_against_a_saturated_level_are_served_in_equal_shares() {
     )
     .await;
     wait_classified(&c, &url, heavy, &fs).await;
-    let rv = revision(&c, &url).await + 1000;
+    let rv = common::revision(&c, &url).await + 1000;
 
     // The heavy flow has 8 clients, the light one 2; each client sends held reads in a loop
     // until 40 have completed in all.
@@ -291,7 +275,7 @@ async fn exempt_requests_pass_a_saturated_server() {
     .await;
     let (url, c) = (server.url(), client());
     let levels = uids(&c, &url, "prioritylevelconfigurations").await;
-    let rv = revision(&c, &url).await;
+    let rv = common::settled_revision(&c, &url).await;
     let held: Vec<_> = (0..4)
         .map(|_| held_read(&c, &url, "default", rv + 1))
         .collect();

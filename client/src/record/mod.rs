@@ -71,8 +71,8 @@ impl EventType {
 
 /// An event as it waits in a broadcaster's queue: what the recorder was told and when, made an
 /// `Event` when it is taken out ([`Recorded::into_event`]). Queues of 1,000 per fake node fill
-/// while a sandbox starts many pods, and a whole `Event` is ~1 KB before its strings; this is a
-/// quarter of that. Boxed: a channel holds its slots in blocks of 32 allocated for the type.
+/// while a sandbox starts many pods, and a whole `Event` is ~1 KB before its strings; this keeps
+/// what the recorder was told and shares the component and host. Boxed: a channel holds its slots in blocks of 32 allocated for the type.
 struct Recorded {
     involved_object: ObjectReference,
     type_: EventType,

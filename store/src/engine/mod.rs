@@ -122,32 +122,36 @@ struct Held {
 
 impl Index {
     fn new(revision: Revision, items: Vec<KeyValue>, cold: Vec<String>) -> Self {
-        let mut index = Self {
+        // Collected, so the map is built in bulk from the sorted entries.
+        let items = items.into_iter().map(|kv| hold(&cold, kv)).collect();
+        Self {
             revision,
-            items: BTreeMap::new(),
+            items,
             cold,
-        };
-        for kv in items {
-            index.insert(kv);
         }
-        index
     }
 
     /// Indexes `kv` as its key's current state, its value dropped if the key is under a cold prefix.
     fn insert(&mut self, kv: KeyValue) {
-        let cold = self.cold.iter().any(|prefix| kv.key.starts_with(prefix));
-        let held = Held {
-            value: (!cold).then_some(kv.value),
-            create_revision: kv.create_revision,
-            mod_revision: kv.mod_revision,
-        };
-        self.items.insert(kv.key, held);
+        let (key, held) = hold(&self.cold, kv);
+        self.items.insert(key, held);
     }
 
     /// `key`'s state; its value is empty when held cold (the second member says so).
     fn get(&self, key: &str) -> Option<(KeyValue, bool)> {
         self.items.get(key).map(|held| held.state(key))
     }
+}
+
+/// `kv` as an index entry: its value dropped if its key is under one of the `cold` prefixes.
+fn hold(cold: &[String], kv: KeyValue) -> (String, Held) {
+    let is_cold = cold.iter().any(|prefix| kv.key.starts_with(prefix));
+    let held = Held {
+        value: (!is_cold).then_some(kv.value),
+        create_revision: kv.create_revision,
+        mod_revision: kv.mod_revision,
+    };
+    (kv.key, held)
 }
 
 impl Held {
@@ -392,60 +396,13 @@ impl<B: Backend> Engine<B> {
             let index = self.shared.index.read();
             (index.get(key), index.revision)
         };
-        match found {
-            Some((kv, false)) => Ok(Some(kv)),
-            Some((kv, true)) => {
-                let mut items = [kv];
-                self.thaw(seen, &mut items, &[0])?;
-                let [kv] = items;
-                Ok(Some(kv))
-            }
-            None => Ok(None),
-        }
+        found
+            .map(|(kv, is_cold)| thaw_one(&self.shared.backend, seen, kv, is_cold))
+            .transpose()
     }
 
-    /// Fills in the value of each `items[i]`, `i` in `cold`: states the index held cold at revision
-    /// `seen`. The back end's object is that state unless the key was written since; then the
-    /// state is the `prev` of the key's first logged event after `seen` (a later write is applied
-    /// before it is indexed, so it is in the log; compaction stays behind the index).
     fn thaw(&self, seen: Revision, items: &mut [KeyValue], cold: &[usize]) -> Result<()> {
-        let backend = &self.shared.backend;
-        let mut moved: HashMap<String, usize> = HashMap::new();
-        for &i in cold {
-            let Some(kv) = items.get_mut(i) else {
-                continue;
-            };
-            match backend.read_object(&kv.key)? {
-                Some(stored) if stored.mod_revision == kv.mod_revision => kv.value = stored.value,
-                Some(_) | None => {
-                    moved.insert(kv.key.clone(), i);
-                }
-            }
-        }
-        let mut after = seen;
-        while !moved.is_empty() {
-            const CHUNK: usize = 1_024;
-            let events = backend.read_log(after, Revision::MAX, CHUNK)?;
-            if events
-                .first()
-                .is_none_or(|first| first.revision != after + 1)
-            {
-                return Err(Error::Raced);
-            }
-            for event in events {
-                after = event.revision;
-                let Some(i) = moved.remove(&event.key) else {
-                    continue;
-                };
-                match (event.prev, items.get_mut(i)) {
-                    (Some(prev), Some(kv)) if prev.mod_revision == kv.mod_revision => {
-                        kv.value = prev.value;
-                    }
-                    _ => return Err(Error::Raced),
-                }
-            }
-        }
-        Ok(())
+        thaw(&self.shared.backend, seen, items, cold)
     }
 
     pub(crate) async fn create(&self, key: &str, value: Bytes) -> Result<CreateOutcome> {
@@ -715,6 +672,65 @@ impl<B: Backend> Engine<B> {
         }
         done.await.unwrap_or(Ok(()))
     }
+}
+
+/// Fills in the value of each `items[i]`, `i` in `cold`: states the index held cold at revision
+/// `seen`. The back end's object is that state unless the key was written since; then the state
+/// is the `prev` of the key's first logged event after `seen` (a later write is applied before it
+/// is indexed, so it is in the log; compaction stays behind the index).
+fn thaw<B: Backend>(
+    backend: &B,
+    seen: Revision,
+    items: &mut [KeyValue],
+    cold: &[usize],
+) -> Result<()> {
+    let mut moved: HashMap<String, usize> = HashMap::new();
+    for &i in cold {
+        let Some(kv) = items.get_mut(i) else {
+            continue;
+        };
+        match backend.read_object(&kv.key)? {
+            Some(stored) if stored.mod_revision == kv.mod_revision => kv.value = stored.value,
+            Some(_) | None => {
+                moved.insert(kv.key.clone(), i);
+            }
+        }
+    }
+    let mut after = seen;
+    while !moved.is_empty() {
+        const CHUNK: usize = 1_024;
+        let events = backend.read_log(after, Revision::MAX, CHUNK)?;
+        if events
+            .first()
+            .is_none_or(|first| first.revision != after + 1)
+        {
+            return Err(Error::Raced);
+        }
+        for event in events {
+            after = event.revision;
+            let Some(i) = moved.remove(&event.key) else {
+                continue;
+            };
+            match (event.prev, items.get_mut(i)) {
+                (Some(prev), Some(kv)) if prev.mod_revision == kv.mod_revision => {
+                    kv.value = prev.value;
+                }
+                _ => return Err(Error::Raced),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `kv`, as the index held it at revision `seen`, with its value read if it was held cold.
+fn thaw_one<B: Backend>(backend: &B, seen: Revision, kv: KeyValue, cold: bool) -> Result<KeyValue> {
+    if !cold {
+        return Ok(kv);
+    }
+    let mut items = [kv];
+    thaw(backend, seen, &mut items, &[0])?;
+    let [kv] = items;
+    Ok(kv)
 }
 
 fn page(items: Vec<KeyValue>, revision: Revision, more: bool, remaining: Option<u64>) -> ListPage {

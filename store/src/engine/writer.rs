@@ -561,9 +561,9 @@ pub(super) fn evaluate<B: Backend, R>(
     (events, pending)
 }
 
-/// `key`'s state for a write: the overlay's, else the index's. A value the index holds cold is read
-/// from the back end, which has exactly the index's state of a key the overlay lacks (the only
-/// writes applied but not indexed are the overlay's, and the index cannot move under `index`).
+/// `key`'s state for a write: the overlay's, else the index's, its value read if held cold (the
+/// back end has exactly the index's state of a key the overlay lacks: the only writes applied
+/// but not indexed are the overlay's, and the index cannot move under `index`).
 fn current<B: Backend>(
     backend: &B,
     index: &Index,
@@ -573,13 +573,10 @@ fn current<B: Backend>(
     if let Some((state, _)) = overlay.get(key) {
         return Ok(state.clone());
     }
-    match index.get(key) {
-        Some((kv, true)) => match backend.read_object(key)? {
-            Some(stored) if stored.mod_revision == kv.mod_revision => Ok(Some(stored)),
-            _ => Err(Error::Raced),
-        },
-        found => Ok(found.map(|(kv, _)| kv)),
-    }
+    index
+        .get(key)
+        .map(|(kv, cold)| super::thaw_one(backend, index.revision, kv, cold))
+        .transpose()
 }
 
 fn push(
