@@ -340,6 +340,7 @@ fn walk(
             host_ip: std::net::Ipv4Addr::new(10, 1, 0, 1),
             deletion_seen: deleting
                 .then(|| add(t0, Duration::from_secs(delete_at.unwrap_or_default()))),
+            terminal_seen: None,
         };
         let e = evaluate(&pod, &plan, &facts, add(t0, now));
         for ev in marks.advance(&pod, &e.status, deleting, &mut store(&mut images)) {

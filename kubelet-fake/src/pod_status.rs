@@ -53,6 +53,8 @@ pub struct PodFacts {
     pub host_ip: Ipv4Addr,
     /// When this node first saw the pod's `deletionTimestamp`.
     pub deletion_seen: Option<Timestamp>,
+    /// When this node first saw the API show the pod `Succeeded` or `Failed`.
+    pub terminal_seen: Option<Timestamp>,
 }
 
 /// The result of [`evaluate`].
@@ -110,6 +112,10 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (x, None) => x,
         (None, y) => y,
     }
+}
+
+fn is_terminal(phase: &str) -> bool {
+    phase == "Succeeded" || phase == "Failed"
 }
 
 /// The kubelet's `getPhase` over the regular containers (init handled by the caller).
@@ -237,6 +243,7 @@ pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timesta
     // Graceful deletion.
     let mut delete_now = false;
     let mut terminal_at: Option<Duration> = None;
+    let mut pending_exit: Option<Duration> = None;
     if let Some(seen) = facts.deletion_seen {
         let seen_off = since(seen, facts.accepted);
         let deadline = pod
@@ -263,9 +270,34 @@ pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timesta
             next = None;
         } else {
             next = min_opt(next, Some(exit_at));
+            pending_exit = Some(exit_at);
         }
     }
-    let terminal = phase == "Succeeded" || phase == "Failed";
+    // A terminal phase the API shows stays (`generateAPIPodStatus` forces it back: pods never
+    // leave a terminal phase). Set by someone else (a user, a controller), it stops the containers
+    // when this node saw it, as the pod worker does, and only a pending deletion changes more.
+    let shown = match current.and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => Some("Succeeded"),
+        Some("Failed") => Some("Failed"),
+        _ => None,
+    };
+    let mut forced = false;
+    if let Some(shown) = shown.filter(|shown| phase != *shown) {
+        if !is_terminal(phase) {
+            let seen = facts
+                .terminal_seen
+                .map_or(t, |s| since(s, facts.accepted))
+                .min(t);
+            for e in init.iter_mut().chain(regular.iter_mut()) {
+                terminate_for_deletion(&ctx, e, seen);
+            }
+            terminal_at = Some(seen);
+            next = pending_exit;
+        }
+        phase = shown;
+        forced = true;
+    }
+    let terminal = is_terminal(phase);
     if terminal && terminal_at.is_none() {
         terminal_at = Some(
             init.iter()
@@ -446,8 +478,15 @@ pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timesta
     let pod_ip = facts
         .pod_ip
         .filter(|_| sandbox_ready || terminal_at.is_some());
+    // A forced phase keeps the reason and message whoever set it gave.
+    let (reason, message) = match current.filter(|_| forced) {
+        Some(s) => (s.reason.clone(), s.message.clone()),
+        None => (None, None),
+    };
     let status = PodStatus {
         phase: Some(phase.to_string()),
+        reason,
+        message,
         conditions: Some(conditions),
         host_ip: Some(facts.host_ip.to_string()),
         host_ips: Some(vec![HostIP {

@@ -48,6 +48,7 @@ fn facts() -> PodFacts {
         pod_ip: Some(Ipv4Addr::new(10, 244, 3, 7)),
         host_ip: Ipv4Addr::new(172, 16, 0, 5),
         deletion_seen: None,
+        terminal_seen: None,
     }
 }
 
@@ -723,4 +724,51 @@ fn status_carries_the_api_qos_class() {
     p.spec = None;
     let e = eval(&p, &cfg(""), &facts(), S(5));
     assert_eq!(e.status.qos_class.as_deref(), Some("BestEffort"));
+}
+
+/// A pod someone else set `Failed` (the API shows it) stays `Failed`: the containers stop when the
+/// node saw it, the pod is not Ready, the setter's reason stays, and nothing changes afterwards; a
+/// later deletion still ends with the final delete, in the same phase.
+#[test]
+fn a_terminal_phase_set_by_someone_else_is_kept() {
+    let mut p = web();
+    let c = cfg("");
+    let running = eval(&p, &c, &facts(), S(50));
+    assert_eq!(running.status.phase.as_deref(), Some("Running"));
+    let mut shown = running.status.clone();
+    shown.phase = Some("Failed".into());
+    shown.reason = Some("Evicted".into());
+    p.status = Some(shown);
+    let f = PodFacts {
+        terminal_seen: Some(at(S(60))),
+        ..facts()
+    };
+    let e = eval(&p, &c, &f, S(70));
+    let s = &e.status;
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    assert_eq!(s.reason.as_deref(), Some("Evicted"));
+    assert_eq!(e.next_change, None);
+    assert!(!e.delete_now);
+    for name in ["app", "side"] {
+        let cs = container(s, name);
+        assert_eq!(terminated(cs).and_then(|t| t.finished_at.clone()), secs(60));
+        assert!(!cs.ready);
+    }
+    assert_eq!(cond(s, "Ready").status, "False");
+    assert_eq!(cond(s, "Ready").reason.as_deref(), Some("PodCompleted"));
+    assert_eq!(cond(s, "Ready").last_transition_time, secs(60));
+    assert_eq!(eval(&p, &c, &f, S(500)).status, e.status);
+
+    // Deleted afterwards: the pod waits out the termination, then is deleted, still Failed.
+    p.metadata.deletion_timestamp = Some(api_time(at(S(130))));
+    let f = PodFacts {
+        deletion_seen: Some(at(S(100))),
+        ..f
+    };
+    let waiting = eval(&p, &c, &f, S(100));
+    assert_eq!(waiting.status.phase.as_deref(), Some("Failed"));
+    assert_eq!(waiting.next_change, Some(at(S(101))));
+    let done = eval(&p, &c, &f, S(101));
+    assert!(done.delete_now);
+    assert_eq!(done.status.phase.as_deref(), Some("Failed"));
 }

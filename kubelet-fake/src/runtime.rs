@@ -98,6 +98,8 @@ pub(crate) struct PodRuntime {
     accepted: Timestamp,
     ip: Option<Ipv4Addr>,
     deletion_seen: Option<Timestamp>,
+    /// When this node first saw the API show the pod `Succeeded` or `Failed`.
+    terminal_seen: Option<Timestamp>,
     /// `(resourceVersion our write produced, digest of the status we wrote)`: lets a writer skip a
     /// status the server normalized differently from ours, without missing others' changes.
     written: Option<(String, u64)>,
@@ -706,6 +708,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                         accepted: now,
                         ip: None,
                         deletion_seen: None,
+                        terminal_seen: None,
                         written: None,
                         rejection: Some(message),
                         terminal: true,
@@ -723,6 +726,10 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
         if pod.metadata.deletion_timestamp.is_some() && rt.deletion_seen.is_none() {
             rt.deletion_seen = Some(now);
         }
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) && rt.terminal_seen.is_none() {
+            rt.terminal_seen = Some(now);
+        }
         if rt.ip.is_none() && rt.rejection.is_none() {
             // The CIDR was full when the pod arrived: retry, addresses come back with deletions.
             rt.ip = ipam.allocate();
@@ -733,6 +740,7 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
                 pod_ip: rt.ip,
                 host_ip: node.id.internal_ip,
                 deletion_seen: rt.deletion_seen,
+                terminal_seen: rt.terminal_seen,
             },
             rt.written.clone(),
             rt.rejection.clone(),
@@ -915,6 +923,7 @@ fn adopt(pod: &KubeletPod, ipam: &mut Ipam, now: Timestamp, counters: &Counters)
         accepted,
         ip,
         deletion_seen: None,
+        terminal_seen: None,
         written: None,
         rejection: None,
         terminal: false,
@@ -974,6 +983,7 @@ mod tests {
             accepted: Timestamp::UNIX_EPOCH,
             ip: None,
             deletion_seen: None,
+            terminal_seen: None,
             written: None,
             rejection: rejected.then(|| "no".to_string()),
             terminal,

@@ -190,6 +190,7 @@ mod tests {
             pod_ip: Some(Ipv4Addr::new(10, 244, 3, 7)),
             host_ip: Ipv4Addr::new(172, 16, 0, 5),
             deletion_seen: None,
+            terminal_seen: None,
         };
         let plan = PodPlan::resolve(&cfg, pod);
         (0..8)

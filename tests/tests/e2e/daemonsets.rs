@@ -201,6 +201,17 @@ async fn taints_tolerations_and_node_selectors_choose_the_nodes() {
         .await
         .unwrap();
 
+    // The ssd DaemonSet first: once its one pod is there, the controller's node cache holds the
+    // label, and so the taint written before it (one watch, in order). A pod the controller made
+    // on the tainted node before it saw a NoSchedule taint would stay, as upstream's does.
+    dss.create(&daemonset(
+        "ssd",
+        json!({}),
+        json!({"nodeSelector": {"disk": "ssd"}}),
+    ))
+    .await
+    .unwrap();
+    one_ready_pod_on(&pods, "ssd", &[labelled.clone()].into()).await;
     dss.create(&daemonset("plain", json!({}), json!({})))
         .await
         .unwrap();
@@ -211,17 +222,9 @@ async fn taints_tolerations_and_node_selectors_choose_the_nodes() {
     ))
     .await
     .unwrap();
-    dss.create(&daemonset(
-        "ssd",
-        json!({}),
-        json!({"nodeSelector": {"disk": "ssd"}}),
-    ))
-    .await
-    .unwrap();
     let untainted: BTreeSet<String> = all.iter().filter(|n| *n != tainted).cloned().collect();
     one_ready_pod_on(&pods, "plain", &untainted).await;
     one_ready_pod_on(&pods, "tolerant", &all).await;
-    one_ready_pod_on(&pods, "ssd", &[labelled.clone()].into()).await;
     status_is(&dss, "plain", 2, 2).await;
     status_is(&dss, "ssd", 1, 1).await;
 
