@@ -338,12 +338,13 @@ fn status_of<'a>(status: &'a PodStatus, name: &str, init: bool) -> Option<&'a Co
 impl PodMarks {
     /// The marks of a pod as its status reports it (what an earlier run of this kubelet did).
     pub fn of(pod: &KubeletPod) -> Self {
-        let status = pod.status.clone().unwrap_or_default();
+        let shown = pod.status.as_ref();
         PodMarks {
             containers: spec_containers(pod)
                 .map(|(c, init)| {
-                    status_of(&status, &c.name, init)
-                        .map(ContainerMark::of)
+                    shown
+                        .and_then(|s| s.container(&c.name, init))
+                        .map(|c| c.mark)
                         .unwrap_or_default()
                 })
                 .collect(),

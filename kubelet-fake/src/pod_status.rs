@@ -31,7 +31,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::container_status::{terminate_for_deletion, ContainerEval, Ctx, Kind, PodRef};
 use crate::plan::{Behavior, PodPlan, RestartPolicy};
-use crate::transform::KubeletPod;
+use crate::transform::{id_digest, KubeletPod, KubeletPodStatus};
 
 /// Condition types the kubelet owns, in the order the kubelet reports them.
 pub const KUBELET_CONDITIONS: [&str; 4] = [
@@ -414,8 +414,9 @@ pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timesta
         .and_then(|s| s.readiness_gates.as_ref())
         .map(|g| g.iter().map(|g| g.condition_type.as_str()).collect())
         .unwrap_or_default();
+    // The conditions others own, as shown (the kubelet's own are computed).
     let current_conditions: &[PodCondition] = current
-        .and_then(|s| s.conditions.as_deref())
+        .map(|s| s.other_conditions.as_slice())
         .unwrap_or_default();
     let mut gate_conditions: Vec<PodCondition> = Vec::new();
     let mut gate_problems: Vec<String> = Vec::new();
@@ -465,11 +466,7 @@ pub fn evaluate(pod: &KubeletPod, plan: &PodPlan, facts: &PodFacts, now: Timesta
     let ours_gates: Vec<&str> = gate_conditions.iter().map(|c| c.type_.as_str()).collect();
     let foreign: Vec<PodCondition> = current_conditions
         .iter()
-        .filter(|c| {
-            !KUBELET_CONDITIONS.contains(&c.type_.as_str())
-                && c.type_ != "PodScheduled"
-                && !ours_gates.contains(&c.type_.as_str())
-        })
+        .filter(|c| c.type_ != "PodScheduled" && !ours_gates.contains(&c.type_.as_str()))
         .cloned()
         .collect();
     conditions.extend(gate_conditions);
@@ -527,45 +524,41 @@ pub fn rejected_status(reason: &str, message: &str) -> PodStatus {
 
 /// Keeps `lastTransitionTime` of conditions whose status did not change, and the timestamps of
 /// container states that are the same container instance in the same state, as the kubelet does.
-pub fn merge_with_previous(new: &mut PodStatus, previous: Option<&PodStatus>) {
+pub fn merge_with_previous(new: &mut PodStatus, previous: Option<&KubeletPodStatus>) {
     let Some(prev) = previous else { return };
-    if let (Some(conds), Some(prev_conds)) = (new.conditions.as_mut(), prev.conditions.as_ref()) {
-        for c in conds.iter_mut() {
-            if let Some(p) = prev_conds.iter().find(|p| p.type_ == c.type_) {
-                if p.status == c.status && p.last_transition_time.is_some() {
-                    c.last_transition_time = p.last_transition_time.clone();
-                }
+    for c in new.conditions.iter_mut().flatten() {
+        let shown = match prev.own_conditions.iter().find(|p| p.type_ == c.type_) {
+            Some(p) => Some((&p.status, &p.last_transition_time)),
+            None => prev
+                .other_conditions
+                .iter()
+                .find(|p| p.type_ == c.type_)
+                .map(|p| (&p.status, &p.last_transition_time)),
+        };
+        if let Some((status, Some(since))) = shown {
+            if *status == c.status {
+                c.last_transition_time = Some(since.clone());
             }
         }
     }
     let pairs = [
-        (
-            new.container_statuses.as_mut(),
-            prev.container_statuses.as_ref(),
-        ),
-        (
-            new.init_container_statuses.as_mut(),
-            prev.init_container_statuses.as_ref(),
-        ),
+        (new.container_statuses.as_mut(), &prev.containers),
+        (new.init_container_statuses.as_mut(), &prev.init_containers),
     ];
     for (news, prevs) in pairs {
-        let (Some(news), Some(prevs)) = (news, prevs) else {
-            continue;
-        };
-        for c in news.iter_mut() {
+        for c in news.into_iter().flatten() {
             let Some(p) = prevs.iter().find(|p| p.name == c.name) else {
                 continue;
             };
-            if c.container_id.is_none() || c.container_id != p.container_id {
+            let Some(id) = c.container_id.as_deref() else {
+                continue;
+            };
+            if p.id != Some(id_digest(id)) {
                 continue;
             }
-            if let (Some(state), Some(pstate)) = (c.state.as_mut(), p.state.as_ref()) {
-                match (state.running.as_mut(), pstate.running.as_ref()) {
-                    (Some(r), Some(pr)) if pr.started_at.is_some() => {
-                        r.started_at = pr.started_at.clone()
-                    }
-                    _ => {}
-                }
+            let running = c.state.as_mut().and_then(|s| s.running.as_mut());
+            if let (Some(r), Some(since)) = (running, p.running_since.as_ref()) {
+                r.started_at = Some(since.clone());
             }
         }
     }

@@ -683,7 +683,7 @@ fn merge_keeps_transition_times_of_unchanged_conditions() {
     };
     let mut second = eval(&web(), &c, &later, S(60)).status;
     assert_ne!(second, first);
-    merge_with_previous(&mut second, Some(&first));
+    merge_with_previous(&mut second, Some(&KubeletPodStatus::of(&first)));
     assert_eq!(second.start_time, first.start_time);
     assert_eq!(
         cond(&second, "Ready").last_transition_time,
@@ -702,7 +702,7 @@ fn merge_keeps_transition_times_of_unchanged_conditions() {
         S(30),
     )
     .status;
-    merge_with_previous(&mut third, Some(&first));
+    merge_with_previous(&mut third, Some(&KubeletPodStatus::of(&first)));
     assert_eq!(cond(&third, "Ready").last_transition_time, secs(21));
 }
 
@@ -738,7 +738,7 @@ fn a_terminal_phase_set_by_someone_else_is_kept() {
     let mut shown = running.status.clone();
     shown.phase = Some("Failed".into());
     shown.reason = Some("Evicted".into());
-    p.status = Some(shown);
+    p.status = Some(KubeletPodStatus::of(&shown));
     let f = PodFacts {
         terminal_seen: Some(at(S(60))),
         ..facts()

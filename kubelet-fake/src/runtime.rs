@@ -34,10 +34,8 @@
 //! queue down (the writers, a [`client::Runner`], sync the pods already queued, within its drain
 //! deadline, and exit) and ends the wheel; [`FakeKubelets::join`] waits for all of it.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::hash::{Hash, Hasher};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -72,7 +70,7 @@ use crate::pod_status::{
     evaluate, merge_with_previous, rejected_status, since, Evaluation, PodFacts,
 };
 use crate::recorder::start_recorder;
-use crate::transform::KubeletPod;
+use crate::transform::{status_digest, KubeletPod};
 
 /// How often a pod that got no IP (its node's CIDR was full) tries again.
 const IP_RETRY_INTERVAL: Duration = Duration::from_secs(5);
@@ -640,12 +638,6 @@ impl client::ResourceEventHandler<KubeletPod> for PodRouter {
     }
 }
 
-fn digest(status: &k8s_openapi::api::core::v1::PodStatus) -> u64 {
-    let mut h = DefaultHasher::new();
-    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
-    h.finish()
-}
-
 /// Brings one pod's status up to date and says when to look again (the next scheduled change, or
 /// a retry with back-off). See the module docs.
 async fn sync_pod(shared: &Shared, key: &str) -> Action {
@@ -796,7 +788,8 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
     };
 
     // The digest of a changed status (only a changed one is written).
-    let changed = (pod.status.as_ref() != Some(&eval.status)).then(|| digest(&eval.status));
+    let d = status_digest(&eval.status);
+    let changed = (pod.status.as_ref().map(|s| s.digest) != Some(d)).then_some(d);
     let already_written = |d: u64| {
         written.as_ref().is_some_and(|(rv, dg)| {
             *dg == d && pod.metadata.resource_version.as_deref() == Some(rv.as_str())
@@ -1053,7 +1046,10 @@ mod tests {
             "status": {"phase": "Pending"}
         }))
         .unwrap_or_default();
-        let status = pod(json!({"phase": "Running"})).status.unwrap_or_default();
+        let status = k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        };
         let body = serde_json::to_value(status_body(&full, &status)).unwrap_or_default();
         assert_eq!(
             body,
