@@ -237,8 +237,27 @@ impl Inner {
             if consistent {
                 return Ok(());
             }
+            // The write is the whole pod, as upstream's: the stored one, since the informer's copy
+            // lacks what only a kubelet reads (pod_transform), with the same changes made to it.
+            let mut stored = match api.get(name(&pod.metadata.name)).await {
+                Ok(stored) => stored,
+                Err(e) => {
+                    result = Err(Error::api("update pod", e));
+                    break;
+                }
+            };
+            if stored.metadata.uid != pod.metadata.uid {
+                // Another pod of that name: the informer brings it, and a later sync decides.
+                break;
+            }
+            if !identity_matches(set, &stored) {
+                update_identity(set, &mut stored);
+            }
+            if !storage_matches(set, &stored) {
+                update_storage(set, &mut stored);
+            }
             attempted = true;
-            match api.replace(name(&pod.metadata.name), &pod).await {
+            match api.replace(name(&pod.metadata.name), &stored).await {
                 Ok(_) => {
                     result = Ok(());
                     break;

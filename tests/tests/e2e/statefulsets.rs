@@ -426,3 +426,46 @@ async fn retention_policy_delete_removes_claims_on_scale_down_and_deletion() {
     .await;
     sandbox.stop().await;
 }
+
+/// A pod that lost its identity label gets it back (`UpdateStatefulPod`): the controller writes
+/// the whole pod, as upstream's does, so it starts from the stored pod, not from its informer's
+/// copy, which lacks what only a kubelet reads (the service account's token volume, mounts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_lost_its_identity_label_gets_it_back() {
+    let sandbox = sandbox().await;
+    let client = sandbox.client();
+    let sets: Api<StatefulSet> = client.api(Some("default"));
+    let pods: Api<Pod> = client.api(Some("default"));
+    let mut s = web(1, "nginx:1");
+    s.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .env = Some(vec![serde_json::from_value(
+        json!({"name": "A", "value": "1"}),
+    )
+    .unwrap()]);
+    sets.create(&s).await.unwrap();
+    wait_rolled_out(&sets, 1).await;
+    let before = pods.get("web-0").await.unwrap();
+    let label = "statefulset.kubernetes.io/pod-name";
+    pods.patch(
+        "web-0",
+        &Patch::Merge(json!({"metadata": {"labels": {label: null}}})),
+    )
+    .await
+    .unwrap();
+    let after = eventually("web-0 labelled again", || async {
+        let p = pods.get("web-0").await.ok()?;
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        (labels.get(label).map(String::as_str) == Some("web-0")).then_some(p)
+    })
+    .await;
+    assert_eq!(after.metadata.uid, before.metadata.uid, "the same pod");
+    assert_eq!(after.spec, before.spec, "its spec untouched");
+    sandbox.stop().await;
+}
