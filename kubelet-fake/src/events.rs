@@ -353,8 +353,9 @@ impl PodMarks {
     }
 
     /// The events between the last look and `status` (the pod's status now), and the marks
-    /// moved on. `deleting`: the pod's deletion was seen (its running containers are killed,
-    /// once). `image_present` as for [`container_events`].
+    /// moved on. `deleting`: the pod is being stopped — its deletion was seen, or the API shows
+    /// it terminal (its running containers are killed, once). `image_present` as for
+    /// [`container_events`].
     pub fn advance(
         &mut self,
         pod: &KubeletPod,

@@ -760,12 +760,9 @@ async fn sync_pod(shared: &Shared, key: &str) -> Action {
             if let Some(rt) = pods.get_mut(key) {
                 let mut present =
                     |image: &str, pulled: bool| NodePods::image_present_in(images, image, pulled);
-                pod_events = rt.marks.advance(
-                    &pod,
-                    &eval.status,
-                    facts.deletion_seen.is_some(),
-                    &mut present,
-                );
+                // Its containers are stopped for a deletion or a terminal phase the API shows.
+                let stopping = facts.deletion_seen.is_some() || facts.terminal_seen.is_some();
+                pod_events = rt.marks.advance(&pod, &eval.status, stopping, &mut present);
                 rt.terminal = terminal;
                 // A finished pod's address is free for the next pod (a Job's pods finish by the
                 // thousand; holding their addresses exhausted a node's /24).

@@ -455,6 +455,42 @@ async fn repairs_what_the_node_lifecycle_controller_marked() {
     env.stop().await;
 }
 
+/// A terminal phase someone else writes stays (upstream's `generateAPIPodStatus`): the node stops
+/// the containers (`Killing`), keeps the phase and its reason, and never writes Running again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_set_failed_by_someone_else_is_kept_and_stops_the_containers() {
+    let env = start(1, "").await;
+    let pods: Api<Pod> = env.client.api(Some("default"));
+    pods.create(&pod("web", "node-0", json!({}), json!({})))
+        .await
+        .expect("create");
+    let mut p = ready_pod(&pods, "web").await;
+    if let Some(s) = p.status.as_mut() {
+        s.phase = Some("Failed".into());
+        s.reason = Some("Evicted".into());
+    }
+    pods.replace_status("web", &p).await.expect("set Failed");
+    let stopped = wait_for("containers stopped", Duration::from_secs(10), || async {
+        let p = pods.get("web").await.ok()?;
+        terminated(&p, "app").is_some().then_some(p)
+    })
+    .await;
+    let status = stopped.status.clone().unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    assert_eq!(cond(&stopped, "Ready").as_deref(), Some("False"));
+    wait_for("Killing recorded", Duration::from_secs(10), || async {
+        let evs = events(&env.client, "default", "Pod", "web", "Killing").await;
+        (!evs.is_empty()).then_some(())
+    })
+    .await;
+    // Nothing changes afterwards: the same stored status a while later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = pods.get("web").await.expect("pod");
+    assert_eq!(later.status, stopped.status);
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_kubelet_adopts_its_pods_unchanged() {
     let env = start(1, "").await;
