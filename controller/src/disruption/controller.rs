@@ -20,19 +20,19 @@ use api::labels::{label_selector_as_selector, Selector};
 use client::record::{EventRecorder, EventType};
 use client::{
     key_of_meta, split_meta_namespace_key, Action, Client, DeletedObject, HandlerRegistration,
-    HasSynced, Lister, RateLimitingQueue, ResourceEventHandler, RestMapper, Runner,
+    HasSynced, Lister, Patch, RateLimitingQueue, ResourceEventHandler, RestMapper, Runner,
     SharedIndexInformer,
 };
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition, ReplicationController};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{
     count_healthy, disrupted_pods, expected_and_desired, fail_safe_status, needs_scale,
-    next_status, stale_disruption_after, Counts,
+    next_status, stale_disruption_after, stale_disruption_reset, Counts,
 };
 use super::finder::Finders;
 use crate::clock::Clock;
@@ -376,25 +376,11 @@ impl Inner {
             Some(d) if d > SignedDuration::ZERO => return Ok(Some(to_std(d))),
             Some(_) => {}
         }
-        let mut next = (*pod).clone();
-        let Some(c) = next
-            .status
-            .as_mut()
-            .and_then(|s| s.conditions.as_mut())
-            .and_then(|cs| cs.iter_mut().find(|c| c.type_ == "DisruptionTarget"))
-        else {
-            return Ok(None);
-        };
-        *c = PodCondition {
-            type_: "DisruptionTarget".into(),
-            status: "False".into(),
-            last_transition_time: Some(Time(now)),
-            ..Default::default()
-        };
+        let patch = stale_disruption_reset(&pod, now);
         match self
             .client
             .api::<Pod>(Some(ns))
-            .replace_status(name, &next)
+            .patch_status(name, &Patch::Strategic(patch))
             .await
         {
             Ok(_) => {

@@ -296,6 +296,22 @@ pub fn stale_disruption_after(pod: &Pod, now: Timestamp) -> Option<SignedDuratio
     Some(wait.max(SignedDuration::ZERO))
 }
 
+/// `syncStalePodDisruption`'s write: `DisruptionTarget` False since `now`, at the pod's
+/// `resourceVersion` (a changed pod is decided again). Upstream applies it to `/status` with
+/// server-side apply; a strategic merge patch merges it the same way, into the condition of that
+/// type, so what others set of it (its reason, its message) stays, and the rest of the status is
+/// not sent.
+pub fn stale_disruption_reset(pod: &Pod, now: Timestamp) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"resourceVersion": pod.metadata.resource_version},
+        "status": {"conditions": [{
+            "type": "DisruptionTarget",
+            "status": "False",
+            "lastTransitionTime": Time(now),
+        }]},
+    })
+}
+
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;

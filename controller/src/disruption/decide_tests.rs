@@ -186,3 +186,18 @@ fn stale_disruption_target_is_reset_after_two_minutes() {
     p.metadata.deletion_timestamp = Some(Time(ts(150)));
     assert_eq!(stale_disruption_after(&p, ts(400)), None);
 }
+
+#[test]
+fn a_stale_reset_sends_the_condition_alone_at_the_pods_version() {
+    let mut p = ready("web-0");
+    p.metadata.resource_version = Some("42".into());
+    let patch = stale_disruption_reset(&p, ts(400));
+    assert_eq!(
+        patch,
+        serde_json::json!({
+            "metadata": {"resourceVersion": "42"},
+            "status": {"conditions": [{"type": "DisruptionTarget", "status": "False",
+                "lastTransitionTime": serde_json::to_value(Time(ts(400))).unwrap()}]},
+        })
+    );
+}
