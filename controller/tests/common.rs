@@ -133,6 +133,23 @@ pub fn template(app: &str) -> PodTemplateSpec {
     }
 }
 
+/// A pod `name` in `default` with one container, bound to `node` if given, held by `finalizer`.
+pub fn pod_on(name: &str, node: Option<&str>, finalizer: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            finalizers: finalizer.map(|f| vec![f.to_string()]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: node.map(str::to_string),
+            ..template("").spec.unwrap_or_default()
+        }),
+        status: None,
+    }
+}
+
 /// Live pods (no deletionTimestamp) in `ns` matching `app`.
 pub async fn live_pods(api: &Api<Pod>, app: &str) -> Vec<Pod> {
     match api

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::*;
 use controller::EnabledControllers;
-use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn only_disruption() -> EnabledControllers {
     let mut e = EnabledControllers::none();
@@ -33,23 +33,7 @@ async fn a_stale_disruption_target_is_reset_keeping_its_reason() {
     let env = start(only_disruption()).await;
     let api = env.pods("default");
     let mut p = api
-        .create(&Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some("n".into()),
-                containers: vec![Container {
-                    name: "c".into(),
-                    image: Some("nginx".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        })
+        .create(&pod_on("web", Some("n"), None))
         .await
         .expect("create pod");
     // Three minutes ago, in whole seconds (what the API keeps).
@@ -64,26 +48,22 @@ async fn a_stale_disruption_target_is_reset_keeping_its_reason() {
     });
     api.replace_status("web", &p).await.expect("pod status");
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    let reset = loop {
+    let reset = || async {
         let p = api.get("web").await.expect("get pod");
-        let conds = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        if conds
+        let conds = p.status.and_then(|s| s.conditions).unwrap_or_default();
+        conds
             .iter()
             .any(|c| c.type_ == "DisruptionTarget" && c.status == "False")
-        {
-            break conds;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "DisruptionTarget not reset: {conds:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+            .then_some(conds)
     };
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            reset().await.is_some()
+        })
+        .await,
+        "DisruptionTarget not reset"
+    );
+    let reset = reset().await.unwrap();
     let target = reset
         .iter()
         .find(|c| c.type_ == "DisruptionTarget")

@@ -11,8 +11,7 @@ use client::{DeleteParams, ListParams, Patch, WatchEvent};
 use common::*;
 use controller::EnabledControllers;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -20,27 +19,6 @@ fn only_podgc() -> EnabledControllers {
     let mut e = EnabledControllers::none();
     e.podgc = true;
     e
-}
-
-fn pod(name: &str, node: Option<&str>, finalizer: Option<&str>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            finalizers: finalizer.map(|f| vec![f.to_string()]),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            node_name: node.map(str::to_string),
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("nginx".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        status: None,
-    }
 }
 
 /// Create a pod and give it a `Running` status (as its kubelet would).
@@ -72,8 +50,8 @@ async fn pod_of_a_deleted_node_is_marked_failed_and_force_deleted() {
     let env = start(only_podgc()).await;
     create_node(&env.client, ready_node("doomed", "4", "110")).await;
     create_node(&env.client, ready_node("kept", "4", "110")).await;
-    let orphan = running(&env, pod("orphan", Some("doomed"), None)).await;
-    running(&env, pod("stays", Some("kept"), None)).await;
+    let orphan = running(&env, pod_on("orphan", Some("doomed"), None)).await;
+    running(&env, pod_on("stays", Some("kept"), None)).await;
     let pods = env.pods("default");
 
     // Watch from the orphan's last write: every change to it until it is gone.
@@ -134,7 +112,7 @@ async fn terminating_pod_never_bound_is_marked_failed_and_force_deleted() {
     let env = start(only_podgc()).await;
     let pods = env.pods("default");
     // A finalizer keeps the pod visible after the GC's delete, so the result can be read.
-    pods.create(&pod("unbound", None, Some("example.com/hold")))
+    pods.create(&pod_on("unbound", None, Some("example.com/hold")))
         .await
         .expect("create");
     pods.delete("unbound", &DeleteParams::default())

@@ -24,10 +24,10 @@
 //! starts reading another spec field adds it here. Every list kept is at its exact length
 //! ([`shrink`]).
 
-use api::qos::ContainerResources;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
+use api::qos::ContainerResources;
 use k8s_openapi::api::core::v1::{
     ContainerStatus, PodCondition, PodReadinessGate, PodResourceClaimStatus, PodStatus,
     ResourceRequirements,
@@ -203,11 +203,23 @@ impl KubeletPodStatus {
 }
 
 /// A digest of a whole status: two statuses serialize the same exactly when their digests are
-/// equal (but for a 64-bit collision).
+/// equal (but for a 64-bit collision). The JSON goes straight into the hasher, never a buffer:
+/// every pod the informer decodes and every status a node computes is digested.
 pub fn status_digest(status: &PodStatus) -> u64 {
-    let mut h = DefaultHasher::new();
-    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
-    h.finish()
+    struct Digest(DefaultHasher);
+    impl std::io::Write for Digest {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut digest = Digest(DefaultHasher::new());
+    // Writing into a hasher cannot fail, nor can serialising a typed status.
+    let _ = serde_json::to_writer(&mut digest, status);
+    digest.0.finish()
 }
 
 /// A digest of a `containerID`.

@@ -72,7 +72,8 @@ impl EventType {
 /// An event as it waits in a broadcaster's queue: what the recorder was told and when, made an
 /// `Event` when it is taken out ([`Recorded::into_event`]). Queues of 1,000 per fake node fill
 /// while a sandbox starts many pods, and a whole `Event` is ~1 KB before its strings; this keeps
-/// what the recorder was told and shares the component and host. Boxed: a channel holds its slots in blocks of 32 allocated for the type.
+/// what the recorder was told and shares the component and host. Queued boxed: a channel holds
+/// its slots in blocks of 32 allocated for the type.
 struct Recorded {
     involved_object: ObjectReference,
     type_: EventType,
@@ -140,7 +141,7 @@ pub struct EventRecorder {
 
 impl EventRecorder {
     /// Records an event about `obj` (client-go `generateEvent`, made when the broadcaster takes it
-    /// from the queue, stamped with now): name `<obj>.<unix-nanos hex>`, in the object's namespace
+    /// from the queue, stamped with the time it was recorded): name `<obj>.<unix-nanos hex>`, in the object's namespace
     /// (`default` for cluster-scoped objects), count 1.
     pub fn event(&self, obj: &ObjectReference, type_: EventType, reason: &str, message: &str) {
         tracing::debug!(

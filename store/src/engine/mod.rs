@@ -401,10 +401,6 @@ impl<B: Backend> Engine<B> {
             .transpose()
     }
 
-    fn thaw(&self, seen: Revision, items: &mut [KeyValue], cold: &[usize]) -> Result<()> {
-        thaw(&self.shared.backend, seen, items, cold)
-    }
-
     pub(crate) async fn create(&self, key: &str, value: Bytes) -> Result<CreateOutcome> {
         Self::check_size(&value)?;
         let key = key.to_owned();
@@ -482,7 +478,7 @@ impl<B: Backend> Engine<B> {
             }
             let remaining = range.count() as u64;
             drop(index);
-            self.thaw(current, &mut items, &cold)?;
+            thaw(&self.shared.backend, current, &mut items, &cold)?;
             return Ok(ListOutcome::Listed(page(
                 items,
                 current,
@@ -570,7 +566,7 @@ impl<B: Backend> Engine<B> {
         // The untouched keys are as the index has them now.
         let seen = index.revision;
         drop(index);
-        self.thaw(seen, &mut items, &cold)?;
+        thaw(&self.shared.backend, seen, &mut items, &cold)?;
         Ok(ListOutcome::Listed(page(
             items,
             target,
