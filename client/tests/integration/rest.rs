@@ -3,7 +3,6 @@
 
 #![allow(clippy::result_large_err)] // client::Error carries a full Status by design
 
-mod common;
 
 use std::collections::BTreeMap;
 
@@ -11,7 +10,7 @@ use client::{
     Client, Config, DeleteParams, Error, ListParams, Patch, Preconditions, PropagationPolicy,
     WatchEvent,
 };
-use common::TestServer;
+use crate::common::TestServer;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -228,7 +227,7 @@ async fn list_pagination_and_selectors() -> client::Result<()> {
     assert_eq!(all, 5);
 
     // Go servers may send `"items": null` for an empty list.
-    s.state.inject.lock().push_back(common::Injected {
+    s.state.inject.lock().push_back(crate::common::Injected {
         status: 200,
         retry_after: None,
         body: Some(json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": null})),

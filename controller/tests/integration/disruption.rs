@@ -4,11 +4,10 @@
 //! rest of the status untouched.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use controller::EnabledControllers;
 use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -4,12 +4,11 @@
 //! controller), and it recovers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::time::Duration;
 
 use client::{ListParams, Patch};
-use common::*;
+use crate::common::*;
 use controller::EnabledControllers;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

@@ -3,12 +3,11 @@
 //! and force-deleted. Short period and quarantine (100 ms, 300 ms; see `common::start`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::time::Duration;
 
 use client::{DeleteParams, ListParams, Patch, WatchEvent};
-use common::*;
+use crate::common::*;
 use controller::EnabledControllers;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};

@@ -4,7 +4,6 @@
 //! minReadySeconds reflected in status, driven by a test double writing pod status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::{DeletedObject, ResourceEventHandler, SharedInformerFactory};
-use common::*;
+use crate::common::*;
 use controller::metrics::ManagerMetrics;
 use controller::{ControllerManagerConfig, EnabledControllers};
 use jiff::Timestamp;

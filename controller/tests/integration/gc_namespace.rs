@@ -2,12 +2,11 @@
 //! apiserver, with the replication controller creating the dependents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::time::Duration;
 
 use client::{DeleteParams, Patch, PropagationPolicy};
-use common::*;
+use crate::common::*;
 use controller::EnabledControllers;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, ReplicationController, ReplicationControllerSpec,

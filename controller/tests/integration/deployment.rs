@@ -3,7 +3,6 @@
 //! `DeploymentController` started alongside, and the real `/usr/bin/kubectl` as the user.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -12,7 +11,7 @@ use std::time::Duration;
 
 use client::record::EventBroadcaster;
 use client::{Api, ListParams, SharedInformerFactory};
-use common::*;
+use crate::common::*;
 use controller::deployment::DeploymentController;
 use controller::EnabledControllers;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};

@@ -1,14 +1,13 @@
 //! Lease leader election between real electors over HTTP (axum test server with optimistic
 //! concurrency on PUT), with shortened timings (spec informer.md §7).
 
-mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use client::{Client, Config, LeaderCallbacks, LeaderElectionConfig, LeaderElector};
-use common::TestServer;
+use crate::common::TestServer;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::time::Instant;
