@@ -7,6 +7,7 @@
 //! Every decision a controller makes is a pure function in its own module (tested with a fake clock);
 //! the controller modules only read caches, call those functions and issue the resulting requests.
 
+pub mod cached_pod;
 pub mod clientbuilder;
 pub mod clock;
 pub mod clusterroleaggregation;
@@ -26,7 +27,7 @@ pub mod manager;
 pub mod metrics;
 pub mod namespace;
 pub mod nodelifecycle;
-pub mod pod_transform;
+
 pub mod pod_util;
 pub mod podgc;
 pub mod replication;

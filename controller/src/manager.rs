@@ -545,12 +545,7 @@ async fn run_controllers(
         .obtain(&client, &controller_accounts(&en))
         .await;
 
-    let pods = factory.informer::<Pod>();
-    // Every pod is cached for its life: without what only a kubelet reads, each list at its exact
-    // length (issue 17).
-    if let Err(e) = pods.set_transform(crate::pod_transform::controller_pod) {
-        tracing::debug!(error = %e, "pod informer already started; its pods are kept as decoded");
-    }
+    let pods = crate::cached_pod::informer(&factory);
     if let (true, Some(client)) = (en.replicaset, clients.get("replicaset-controller")) {
         let m = ReplicationManager::<ReplicaSet>::new(
             client.clone(),
@@ -598,7 +593,7 @@ async fn run_controllers(
         clients.get("generic-garbage-collector"),
     ) {
         let mut gc = GarbageCollector::new(client.clone());
-        gc.watch(pods.clone());
+        gc.watch_as::<Pod, _>(pods.clone());
         gc.watch(factory.informer::<ReplicaSet>());
         gc.watch(factory.informer::<ReplicationController>());
         // Deployments own ReplicaSets: without them the GC would never see those owners go.

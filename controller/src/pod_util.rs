@@ -2,8 +2,8 @@
 //!
 //! All functions are pure: they read an object and, where time matters, take `now` explicitly.
 
+use crate::cached_pod::CachedPod;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 /// The ownerReference with `controller: true`, if any (`GetControllerOf`).
@@ -15,7 +15,7 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
 }
 
 /// The pod's phase, empty if unset.
-pub fn phase(pod: &Pod) -> &str {
+pub fn phase(pod: &CachedPod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -23,19 +23,19 @@ pub fn phase(pod: &Pod) -> &str {
 }
 
 /// Not terminal and not being deleted (`IsPodActive`).
-pub fn is_pod_active(pod: &Pod) -> bool {
+pub fn is_pod_active(pod: &CachedPod) -> bool {
     let p = phase(pod);
     p != "Succeeded" && p != "Failed" && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// Not terminal but being deleted (`IsPodTerminating`).
-pub fn is_pod_terminating(pod: &Pod) -> bool {
+pub fn is_pod_terminating(pod: &CachedPod) -> bool {
     let p = phase(pod);
     p != "Succeeded" && p != "Failed" && pod.metadata.deletion_timestamp.is_some()
 }
 
 /// The time of the pod's `Ready=True` transition, if it is ready.
-pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
+pub fn ready_since(pod: &CachedPod) -> Option<Option<Timestamp>> {
     let cond = pod
         .status
         .as_ref()?
@@ -47,12 +47,12 @@ pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
 }
 
 /// Condition `Ready` has status `True` (`IsPodReady`).
-pub fn is_pod_ready(pod: &Pod) -> bool {
+pub fn is_pod_ready(pod: &CachedPod) -> bool {
     ready_since(pod).is_some()
 }
 
 /// Ready for at least `min_ready_seconds` (`IsPodAvailable`, newest upstream: `transition + min ≤ now`).
-pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_pod_available(pod: &CachedPod, min_ready_seconds: i32, now: Timestamp) -> bool {
     match ready_since(pod) {
         None => false,
         Some(_) if min_ready_seconds <= 0 => true,
@@ -67,15 +67,16 @@ pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bo
 pub(crate) mod testing {
     //! Pod builders for unit tests.
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use crate::cached_pod::{CachedPod, CachedPodSpec, CachedPodStatus};
+    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     pub fn ts(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
     }
 
-    pub fn pod(name: &str) -> Pod {
-        Pod {
+    pub fn pod(name: &str) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -83,12 +84,12 @@ pub(crate) mod testing {
                 resource_version: Some("1".into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec::default()),
-            status: Some(PodStatus::default()),
+            spec: Some(CachedPodSpec::default()),
+            status: Some(CachedPodStatus::default()),
         }
     }
 
-    pub fn with_labels(mut p: Pod, pairs: &[(&str, &str)]) -> Pod {
+    pub fn with_labels(mut p: CachedPod, pairs: &[(&str, &str)]) -> CachedPod {
         p.metadata.labels = Some(
             pairs
                 .iter()
@@ -98,17 +99,17 @@ pub(crate) mod testing {
         p
     }
 
-    pub fn with_phase(mut p: Pod, phase: &str) -> Pod {
+    pub fn with_phase(mut p: CachedPod, phase: &str) -> CachedPod {
         p.status.get_or_insert_with(Default::default).phase = Some(phase.into());
         p
     }
 
-    pub fn on_node(mut p: Pod, node: &str) -> Pod {
+    pub fn on_node(mut p: CachedPod, node: &str) -> CachedPod {
         p.spec.get_or_insert_with(Default::default).node_name = Some(node.into());
         p
     }
 
-    pub fn ready_at(mut p: Pod, at: Option<Timestamp>) -> Pod {
+    pub fn ready_at(mut p: CachedPod, at: Option<Timestamp>) -> CachedPod {
         let st = p.status.get_or_insert_with(Default::default);
         st.conditions = Some(vec![PodCondition {
             type_: "Ready".into(),
@@ -119,7 +120,7 @@ pub(crate) mod testing {
         p
     }
 
-    pub fn owned_by(mut p: Pod, kind: &str, name: &str, uid: &str) -> Pod {
+    pub fn owned_by(mut p: CachedPod, kind: &str, name: &str, uid: &str) -> CachedPod {
         p.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "apps/v1".into(),
             kind: kind.into(),
@@ -134,6 +135,7 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+
     use super::testing::*;
     use super::*;
 

@@ -3,6 +3,7 @@
 //! handlers that feed the queue (upstream `addDaemonset` … `updateNode`). A sync's steps live in
 //! `sync` and `history`.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use client::{
     ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +37,7 @@ pub(super) struct Inner {
     pub(super) revisions: Lister<ControllerRevision>,
     // Adoption, release, renumbering and deletion of revisions (upstream's `crControl`).
     pub(super) history: History,
-    pub(super) pods: Lister<Pod>,
+    pub(super) pods: Lister<CachedPod>,
     pub(super) nodes: Lister<Node>,
     pub(super) queue: RateLimitingQueue<String>,
     pub(super) expectations: ControllerExpectations,
@@ -59,7 +60,7 @@ impl DaemonSetsController {
         client: Client,
         daemonsets: SharedIndexInformer<DaemonSet>,
         revisions: SharedIndexInformer<ControllerRevision>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         nodes: SharedIndexInformer<Node>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
@@ -195,7 +196,7 @@ impl Inner {
             .collect()
     }
 
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             // On a restart the pod may show up already being deleted.
             self.pod_deleted(pod);
@@ -215,7 +216,7 @@ impl Inner {
         }
     }
 
-    fn pod_updated(&self, old: &Pod, cur: &Pod) {
+    fn pod_updated(&self, old: &CachedPod, cur: &CachedPod) {
         if old.metadata.resource_version == cur.metadata.resource_version {
             return;
         }
@@ -254,7 +255,7 @@ impl Inner {
         }
     }
 
-    fn pod_deleted(&self, pod: &Pod) {
+    fn pod_deleted(&self, pod: &CachedPod) {
         let Some(r) = controller_of(&pod.metadata) else {
             return;
         };
@@ -365,16 +366,16 @@ impl ResourceEventHandler<ControllerRevision> for RevisionHandler {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.pod_added(obj);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.pod_updated(old, new);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.pod_deleted(obj.object());
     }
 }

@@ -7,13 +7,13 @@
 //! (node names), what to delete (pod names), the events to record and when to look again. The
 //! only state touched is the failed-pod back-off table passed in; nothing here does I/O.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::backoff::FailedPodsBackoff;
@@ -22,7 +22,7 @@ use crate::deployment::util::scaled_value;
 use crate::pod_util::{is_pod_available, is_pod_ready, phase};
 
 /// Claimed pods by the node they belong to.
-pub type NodeToPods = BTreeMap<String, Vec<Arc<Pod>>>;
+pub type NodeToPods = BTreeMap<String, Vec<Arc<CachedPod>>>;
 
 /// `FailedDaemonPodReason`.
 pub const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
@@ -62,14 +62,14 @@ pub struct NodeDecision {
     pub retry_after: Option<Duration>,
 }
 
-fn name(p: &Pod) -> String {
+fn name(p: &CachedPod) -> String {
     p.metadata.name.clone().unwrap_or_default()
 }
 
 /// `podByCreationTimestampAndPhase`: bound pods first, then oldest, then by name.
-pub fn sort_pods(pods: &mut [Arc<Pod>]) {
+pub fn sort_pods(pods: &mut [Arc<CachedPod>]) {
     pods.sort_by(|a, b| {
-        let bound = |p: &Pod| {
+        let bound = |p: &CachedPod| {
             p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
@@ -78,7 +78,7 @@ pub fn sort_pods(pods: &mut [Arc<Pod>]) {
         bound(b)
             .cmp(&bound(a))
             .then_with(|| {
-                let t = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                let t = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
                 t(a).cmp(&t(b))
             })
             .then_with(|| a.metadata.name.cmp(&b.metadata.name))
@@ -89,7 +89,7 @@ pub fn sort_pods(pods: &mut [Arc<Pod>]) {
 pub fn pods_should_be_on_node(
     node: &str,
     (should_run, should_continue): (bool, bool),
-    pods: Option<&[Arc<Pod>]>,
+    pods: Option<&[Arc<CachedPod>]>,
     ctx: &DecideCtx<'_>,
     backoff: &mut FailedPodsBackoff,
 ) -> NodeDecision {
@@ -98,7 +98,7 @@ pub fn pods_should_be_on_node(
         None if should_run => out.create = true,
         None => {}
         Some(pods) if should_continue => {
-            let mut running: Vec<Arc<Pod>> = Vec::new();
+            let mut running: Vec<Arc<CachedPod>> = Vec::new();
             for pod in pods
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -150,8 +150,10 @@ pub fn pods_should_be_on_node(
                 return out;
             }
             // Surging: at most the oldest new pod and the oldest old pod.
-            let (mut oldest_new, mut oldest_old): (Option<&Arc<Pod>>, Option<&Arc<Pod>>) =
-                (None, None);
+            let (mut oldest_new, mut oldest_old): (
+                Option<&Arc<CachedPod>>,
+                Option<&Arc<CachedPod>>,
+            ) = (None, None);
             for pod in &running {
                 let current = pod
                     .metadata
@@ -237,11 +239,11 @@ pub fn allows_surge(ds: &DaemonSet) -> bool {
 }
 
 /// A node's live pod of the current revision and live pod of an older one, each if any.
-pub type NewAndOld<'p> = (Option<&'p Arc<Pod>>, Option<&'p Arc<Pod>>);
+pub type NewAndOld<'p> = (Option<&'p Arc<CachedPod>>, Option<&'p Arc<CachedPod>>);
 
 /// `findUpdatedPodsOnNode`: the node's one new and one old live pod; `None` if it has more.
 pub fn find_updated_pods_on_node<'p>(
-    pods: &'p [Arc<Pod>],
+    pods: &'p [Arc<CachedPod>],
     hash: &str,
     generation: Option<i64>,
 ) -> Option<NewAndOld<'p>> {
@@ -287,7 +289,7 @@ pub fn rolling_update(
         // An impossible configuration: obey the default of one unavailable.
         max_unavailable = 1;
     }
-    let available = |p: &Pod| is_pod_available(p, ctx.min_ready_seconds, ctx.now);
+    let available = |p: &CachedPod| is_pod_available(p, ctx.min_ready_seconds, ctx.now);
     let mut step = RollingStep::default();
     if max_surge == 0 {
         let mut num_unavailable = 0usize;

@@ -1,6 +1,8 @@
 //! Unit tests of [`super::decide`]: per-node pods, failed-pod back-off, surge, rolling update
 //! with maxUnavailable and maxSurge, status counts.
 
+use crate::cached_pod::CachedPod;
+use crate::cached_pod::{CachedPodSpec, CachedPodStatus};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -28,8 +30,8 @@ fn pod(
     hash: &str,
     phase: &str,
     ready: Option<i64>,
-) -> Arc<Pod> {
-    Arc::new(Pod {
+) -> Arc<CachedPod> {
+    Arc::new(CachedPod {
         metadata: ObjectMeta {
             name: Some(name.into()),
             namespace: Some("default".into()),
@@ -37,11 +39,11 @@ fn pod(
             labels: Some([(CONTROLLER_REVISION_HASH_LABEL.to_string(), hash.to_string())].into()),
             ..Default::default()
         },
-        spec: Some(PodSpec {
+        spec: Some(CachedPodSpec {
             node_name: Some(node.into()),
             ..Default::default()
         }),
-        status: Some(PodStatus {
+        status: Some(CachedPodStatus {
             phase: Some(phase.into()),
             conditions: ready.map(|t| {
                 vec![PodCondition {

@@ -12,6 +12,7 @@
 //! `ControllerRevisionControllerRefManager`). Creation is the DaemonSet's own (`snapshot`): its
 //! name hashes the pod template, and a collision is counted in the DaemonSet's status.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::Selector;
@@ -178,7 +179,7 @@ impl Inner {
             .unwrap_or_default();
         let pods_api: Api<Pod> = self.client.api(Some(&ns));
         let uid = ds.metadata.uid.clone();
-        let ours: Vec<Arc<Pod>> = self
+        let ours: Vec<Arc<CachedPod>> = self
             .pods
             .namespace(&ns)
             .list(&Selector::everything())

@@ -15,10 +15,11 @@
 //!
 //! Pure functions of the objects given.
 
+use crate::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, PodTemplateSpec, Taint, Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+    PodTemplateSpec, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -197,7 +198,7 @@ pub fn replace_node_name_affinity(affinity: Option<Affinity>, node: &str) -> Aff
 }
 
 /// `IsPodUpdated`: the pod carries the current hash, or the current template generation.
-pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+pub fn is_pod_updated(pod: &CachedPod, hash: &str, generation: Option<i64>) -> bool {
     let labels = pod.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k));
     let template_matches =
@@ -209,7 +210,7 @@ pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
 
 /// `GetTargetNodeName`: `spec.nodeName`, or for a pod not bound yet the node its required
 /// affinity pins it to (`matchFields metadata.name In [node]`); `None` if neither.
-pub fn target_node_name(pod: &Pod) -> Option<String> {
+pub fn target_node_name(pod: &CachedPod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         return Some(n.to_string());
@@ -235,6 +236,7 @@ pub fn target_node_name(pod: &Pod) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cached_pod::CachedPodSpec;
     use k8s_openapi::api::apps::v1::DaemonSetSpec;
     use k8s_openapi::api::core::v1::NodeSpec;
 
@@ -382,9 +384,9 @@ mod tests {
         );
         let pod_spec = t.spec.get_or_insert_with(Default::default);
         pod_spec.affinity = Some(replace_node_name_affinity(pod_spec.affinity.take(), "n7"));
-        let pod = Pod {
+        let pod = CachedPod {
             metadata: t.metadata.clone().unwrap_or_default(),
-            spec: t.spec.clone(),
+            spec: t.spec.clone().map(CachedPodSpec::from),
             status: None,
         };
         assert_eq!(target_node_name(&pod).as_deref(), Some("n7"));

@@ -5,6 +5,7 @@
 //! clean-up; finally the status. Pods are claimed first (adopting matching orphans, releasing
 //! ours that stopped matching), with an uncached re-read of the DaemonSet before any adoption.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -347,7 +348,7 @@ impl Inner {
         &self,
         ds: &DaemonSet,
         selector: &api::labels::Selector,
-    ) -> Result<Vec<Arc<Pod>>> {
+    ) -> Result<Vec<Arc<CachedPod>>> {
         let ns = ds.metadata.namespace.clone().unwrap_or_default();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let owner = ClaimOwner {
@@ -383,7 +384,7 @@ impl Inner {
                     }
                     let patch = Patch::Strategic(adopt_patch(&owner_ref(ds), &pod_uid));
                     match api.patch(&pod_name, &patch).await {
-                        Ok(adopted) => claimed.push(Arc::new(adopted)),
+                        Ok(adopted) => claimed.push(Arc::new(CachedPod::from(adopted))),
                         Err(e) if e.is_not_found() => {}
                         Err(e) => return Err(Error::api("adopt daemon pod", e)),
                     }

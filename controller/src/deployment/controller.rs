@@ -8,6 +8,7 @@
 //! revisions, and write status. Every RS write is an update carrying the cached resourceVersion, so a
 //! sync acting on a stale cache gets a conflict and is retried with backoff instead of overshooting.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::{self, Selector};
@@ -18,7 +19,7 @@ use client::{
 };
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +36,7 @@ pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) deployments: Lister<Deployment>,
     pub(super) rss: Lister<ReplicaSet>,
-    pub(super) pods: Lister<Pod>,
+    pub(super) pods: Lister<CachedPod>,
     pub(super) queue: RateLimitingQueue<String>,
     pub(super) recorder: EventRecorder,
     pub(super) clock: Arc<dyn Clock>,
@@ -54,7 +55,7 @@ impl DeploymentController {
         client: Client,
         deployments: SharedIndexInformer<Deployment>,
         replica_sets: SharedIndexInformer<ReplicaSet>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -398,7 +399,7 @@ struct PodHandler(Arc<Inner>);
 
 impl PodHandler {
     /// A Recreate Deployment waits for its old pods: wake it when one of them goes.
-    fn wake_recreate(&self, pod: &Pod) {
+    fn wake_recreate(&self, pod: &CachedPod) {
         let Some(r) = controller_of(&pod.metadata) else {
             return;
         };
@@ -418,16 +419,16 @@ impl PodHandler {
     }
 }
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, _obj: &Arc<Pod>, _in_initial_list: bool) {}
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, _obj: &Arc<CachedPod>, _in_initial_list: bool) {}
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         if phase(old) != phase(new) && matches!(phase(new), "Failed" | "Succeeded") {
             self.wake_recreate(new);
         }
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.wake_recreate(obj.object());
     }
 }

@@ -11,7 +11,7 @@ use client::{Api, Client, Config, ListParams, Patch, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio_util::sync::CancellationToken;
@@ -121,7 +121,7 @@ async fn resizing_mid_rollout_spreads_the_change_in_proportion() {
         client.clone(),
         factory.informer::<Deployment>(),
         factory.informer::<ReplicaSet>(),
-        factory.informer::<Pod>(),
+        crate::cached_pod::informer(&factory),
         broadcaster.recorder("deployment-controller"),
         crate::clock::system(),
     );

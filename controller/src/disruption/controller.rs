@@ -12,6 +12,7 @@
 //! `CalculateExpectedPodCountFailed`, `UnmanagedPods` on the PDB, `NotDeleted` and
 //! `MultiplePodDisruptionBudgets` on pods.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ pub struct DisruptionListers {
 struct Inner {
     client: Client,
     pdbs: Lister<PodDisruptionBudget>,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     finders: Finders,
     queue: RateLimitingQueue<String>,
     stale: RateLimitingQueue<String>,
@@ -81,7 +82,7 @@ impl DisruptionController {
     pub fn new(
         client: Client,
         pdbs: SharedIndexInformer<PodDisruptionBudget>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         listers: DisruptionListers,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
@@ -189,7 +190,7 @@ fn pdb_ref(pdb: &PodDisruptionBudget) -> ObjectReference {
     }
 }
 
-fn pod_ref(pod: &Pod) -> ObjectReference {
+fn pod_ref(pod: &CachedPod) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
@@ -271,7 +272,7 @@ impl Inner {
         if pods.is_empty() {
             self.pdb_event(pdb, EventType::Normal, "NoPods", "No matching pods found");
         }
-        let pods: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
+        let pods: Vec<&CachedPod> = pods.iter().map(|p| p.as_ref()).collect();
         let (scale, unmanaged) = if needs_scale(pdb) {
             self.finders
                 .expected_scale(&pods)
@@ -393,7 +394,7 @@ impl Inner {
     }
 
     /// `getPdbForPod`: the first (by name) PDB of the pod's namespace selecting it.
-    fn pdb_for_pod(&self, pod: &Pod) -> Option<Arc<PodDisruptionBudget>> {
+    fn pdb_for_pod(&self, pod: &CachedPod) -> Option<Arc<PodDisruptionBudget>> {
         let labels = pod.metadata.labels.as_ref().filter(|l| !l.is_empty())?;
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         let mut pdbs: Vec<Arc<PodDisruptionBudget>> = self
@@ -425,7 +426,7 @@ impl Inner {
         Some(first)
     }
 
-    fn on_pod(&self, pod: &Pod, deleted: bool) {
+    fn on_pod(&self, pod: &CachedPod, deleted: bool) {
         if let Some(pdb) = self.pdb_for_pod(pod) {
             self.queue.add(key_of_meta(&pdb.metadata));
         }
@@ -455,16 +456,16 @@ impl ResourceEventHandler<PodDisruptionBudget> for PdbHandler {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.on_pod(obj, false);
     }
 
-    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.on_pod(new, false);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.on_pod(obj.object(), true);
     }
 }

@@ -16,10 +16,10 @@
 //! False (`InsufficientPods`) otherwise, and False (`SyncFailed`, the error as message) when the
 //! status could not be computed, in which case `disruptionsAllowed` is forced to 0 (fail safe).
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -97,7 +97,7 @@ pub fn expected_and_desired(
 /// deleted, within [`DELETION_TIMEOUT`]), the earliest instant one of them expires (recheck
 /// then), and the names of the pods that overstayed (a `NotDeleted` event each).
 pub fn disrupted_pods(
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     pdb: &PodDisruptionBudget,
     now: Timestamp,
 ) -> (BTreeMap<String, Time>, Option<Timestamp>, Vec<String>) {
@@ -127,7 +127,11 @@ pub fn disrupted_pods(
 }
 
 /// `countHealthyPods`.
-pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: Timestamp) -> i32 {
+pub fn count_healthy(
+    pods: &[&CachedPod],
+    disrupted: &BTreeMap<String, Time>,
+    now: Timestamp,
+) -> i32 {
     let mut n = 0;
     for pod in pods {
         if pod.metadata.deletion_timestamp.is_some() {
@@ -275,7 +279,7 @@ pub fn fail_safe_status(
 /// `nonTerminatingPodHasStaleDisruptionCondition`: for a pod not being deleted and not terminal
 /// whose `DisruptionTarget` condition is True (and not set by the kubelet), how long until it is
 /// stale (zero: now); `None` if there is nothing to clean.
-pub fn stale_disruption_after(pod: &Pod, now: Timestamp) -> Option<SignedDuration> {
+pub fn stale_disruption_after(pod: &CachedPod, now: Timestamp) -> Option<SignedDuration> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -301,7 +305,7 @@ pub fn stale_disruption_after(pod: &Pod, now: Timestamp) -> Option<SignedDuratio
 /// server-side apply; a strategic merge patch merges it the same way, into the condition of that
 /// type, so what others set of it (its reason, its message) stays, and the rest of the status is
 /// not sent.
-pub fn stale_disruption_reset(pod: &Pod, now: Timestamp) -> serde_json::Value {
+pub fn stale_disruption_reset(pod: &CachedPod, now: Timestamp) -> serde_json::Value {
     serde_json::json!({
         "metadata": {"resourceVersion": pod.metadata.resource_version},
         "status": {"conditions": [{

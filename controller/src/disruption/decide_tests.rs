@@ -1,6 +1,7 @@
 //! Unit tests of the disruption decisions, after upstream's `disruption_test.go` cases.
 
 use super::*;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::testing::{pod, ready_at, ts};
 use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -30,7 +31,7 @@ fn pct(s: &str) -> Option<IntOrString> {
     Some(IntOrString::String(s.into()))
 }
 
-fn ready(name: &str) -> Pod {
+fn ready(name: &str) -> CachedPod {
     ready_at(pod(name), Some(ts(1)))
 }
 

@@ -11,12 +11,13 @@
 //! A pod without a controller is "unmanaged" (reported, not counted); a pod whose controller
 //! cannot be found, or whose kind has no scale subresource, fails the computation.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 
 use client::{Client, GroupVersionKind, Lister, RestMapper};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::autoscaling::v1::Scale;
-use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::pod_util::controller_of;
@@ -47,7 +48,7 @@ fn is_kind(r: &OwnerReference, kind: &str, groups: &[&str]) -> bool {
 impl Finders {
     /// `getExpectedScale`: the sum of the scales of the pods' controllers, and the names of the
     /// pods without a controller.
-    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), String> {
+    pub async fn expected_scale(&self, pods: &[&CachedPod]) -> Result<(i32, Vec<String>), String> {
         let mut scales: HashMap<String, i32> = HashMap::new();
         let mut unmanaged = Vec::new();
         for pod in pods {

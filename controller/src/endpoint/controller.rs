@@ -1,5 +1,6 @@
 //! The endpoints controller's wiring and sync (see [`super`]).
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use client::{
     key_of_meta, split_meta_namespace_key, Action, Api, Client, DeleteParams, FnHandler,
     HandlerRegistration, Lister, RateLimitingQueue, Runner, SharedIndexInformer,
 };
-use k8s_openapi::api::core::v1::{Endpoints, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, ObjectReference, Service};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +26,7 @@ use crate::{Error, Result};
 struct Inner {
     client: Client,
     services: Lister<Service>,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     endpoints: Lister<Endpoints>,
     queue: RateLimitingQueue<String>,
     triggers: TriggerTimeTracker,
@@ -46,7 +47,7 @@ impl EndpointController {
     pub fn new(
         client: Client,
         services: SharedIndexInformer<Service>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         endpoints: SharedIndexInformer<Endpoints>,
         recorder: EventRecorder,
     ) -> Self {
@@ -71,7 +72,7 @@ impl EndpointController {
                 let i = inner.clone();
                 move |d| i.queue.add(key_of_meta(&d.object().metadata))
             });
-        let pod_handler = FnHandler::<Pod>::new()
+        let pod_handler = FnHandler::<CachedPod>::new()
             .on_add(move |p, _| b.pod_added(p))
             .on_update({
                 let i = inner.clone();
@@ -141,7 +142,7 @@ impl EndpointController {
 }
 
 impl Inner {
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         for key in pod_service_memberships(&self.services, pod) {
             self.queue.add(key);
         }

@@ -10,10 +10,11 @@
 //! addresses sorted by IP and pod UID. Over 1,000 addresses are truncated, ready ones kept first,
 //! each subset keeping its share.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, ObjectReference, Pod, Service, ServicePort,
+    EndpointAddress, EndpointPort, EndpointSubset, ObjectReference, Service, ServicePort,
 };
 
 use crate::endpointutil::pod::{
@@ -27,7 +28,7 @@ pub const MAX_CAPACITY: usize = 1000;
 
 /// The pod's address for the Service's (first) IP family (`podToEndpointAddressForService`);
 /// `None` if the pod has no IP of that family.
-pub fn pod_to_endpoint_address(svc: &Service, pod: &Pod) -> Option<EndpointAddress> {
+pub fn pod_to_endpoint_address(svc: &Service, pod: &CachedPod) -> Option<EndpointAddress> {
     let ips = pod_ips(pod);
     let want_v6 = match ip_families(svc).first() {
         Some(f) => f == "IPv6",
@@ -68,7 +69,7 @@ type Entry = (EndpointAddress, Option<EndpointPort>, bool);
 
 /// The Service's subsets over `pods` (already selected by its selector), repacked; and the
 /// numbers of ready and not-ready addresses added.
-pub fn desired_subsets<P: AsRef<Pod>>(svc: &Service, pods: &[P]) -> Vec<EndpointSubset> {
+pub fn desired_subsets<P: AsRef<CachedPod>>(svc: &Service, pods: &[P]) -> Vec<EndpointSubset> {
     let tolerate_unready = publish_not_ready(svc);
     let ports = service_ports(svc);
     let mut entries: Vec<Entry> = Vec::new();

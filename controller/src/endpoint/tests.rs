@@ -1,12 +1,12 @@
 //! Unit tests of the Endpoints computation: readiness, publishNotReadyAddresses, terminating and
 //! terminal pods, named ports, headless Services, repacking, truncation and the no-op check.
 
+use crate::cached_pod::CachedPod;
+use crate::cached_pod::{CachedContainer, CachedPodSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodIP, PodSpec, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{ContainerPort, PodIP, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -41,11 +41,11 @@ fn port(name: &str, port: i32, target: IntOrString) -> ServicePort {
 }
 
 /// A running pod with `ip`, ready or not, serving `http` on `http_port`.
-fn member(name: &str, ip: &str, ready: bool, http_port: i32) -> Arc<Pod> {
+fn member(name: &str, ip: &str, ready: bool, http_port: i32) -> Arc<CachedPod> {
     let mut p = with_phase(pod(name), "Running");
-    p.spec = Some(PodSpec {
+    p.spec = Some(CachedPodSpec {
         node_name: Some("node-0".into()),
-        containers: vec![Container {
+        containers: vec![CachedContainer {
             name: "c".into(),
             ports: Some(vec![ContainerPort {
                 name: Some("http".into()),
@@ -179,7 +179,7 @@ fn hostname_is_published_when_subdomain_is_the_service() {
 #[test]
 fn over_capacity_keeps_ready_addresses_first_and_annotates() {
     let s = svc(vec![port("http", 80, IntOrString::Int(80))]);
-    let pods: Vec<Arc<Pod>> = (0..1100)
+    let pods: Vec<Arc<CachedPod>> = (0..1100)
         .map(|i| {
             member(
                 &format!("p{i}"),

@@ -1,5 +1,6 @@
 //! The EndpointSlice controller's wiring, sync and writes (see [`super`]).
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use client::{
     HandlerRegistration, Lister, RateLimitingQueue, Runner, SharedIndexInformer,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::BTreeMap;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +39,7 @@ pub const ENDPOINT_SLICE_CHANGE_MIN_SYNC_DELAY: Duration = Duration::from_secs(1
 struct Inner {
     client: Client,
     services: Lister<Service>,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     nodes: Lister<Node>,
     slices: Lister<EndpointSlice>,
     queue: RateLimitingQueue<String>,
@@ -95,7 +96,7 @@ impl EndpointSliceController {
     pub fn new(
         client: Client,
         services: SharedIndexInformer<Service>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         nodes: SharedIndexInformer<Node>,
         slices: SharedIndexInformer<EndpointSlice>,
         recorder: EventRecorder,
@@ -130,7 +131,7 @@ impl EndpointSliceController {
                 let i = i.clone();
                 move |d| i.queue.add(key_of_meta(&d.object().metadata))
             });
-        let pod_handler = FnHandler::<Pod>::new()
+        let pod_handler = FnHandler::<CachedPod>::new()
             .on_add({
                 let i = i.clone();
                 move |p, _| i.pod_added(p)
@@ -221,7 +222,7 @@ impl EndpointSliceController {
 }
 
 impl Inner {
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         for key in pod_service_memberships(&self.services, pod) {
             self.queue.add(key);
         }

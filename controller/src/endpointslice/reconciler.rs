@@ -17,9 +17,10 @@
 //! that would otherwise be deleted (same Service, same address type), so a change of ports
 //! rewrites a slice instead of replacing it.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 
 use super::slices::{
@@ -63,7 +64,7 @@ struct Group {
 
 impl Reconciler {
     /// `Reconcile`.
-    pub fn reconcile<P: AsRef<Pod>>(
+    pub fn reconcile<P: AsRef<CachedPod>>(
         &self,
         svc: &Service,
         pods: &[P],
@@ -96,7 +97,7 @@ impl Reconciler {
         plan
     }
 
-    fn desired_groups<P: AsRef<Pod>>(
+    fn desired_groups<P: AsRef<CachedPod>>(
         &self,
         svc: &Service,
         pods: &[P],
@@ -144,7 +145,7 @@ impl Reconciler {
     }
 
     /// `reconcileByAddressType` and the recycling step of `finalize`.
-    fn reconcile_address_type<P: AsRef<Pod>>(
+    fn reconcile_address_type<P: AsRef<CachedPod>>(
         &self,
         svc: &Service,
         pods: &[P],

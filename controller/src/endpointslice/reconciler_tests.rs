@@ -1,10 +1,12 @@
 //! Unit tests of the EndpointSlice reconciler: conditions, zones, ports, packing, minimal churn,
 //! placeholders, recycling and address types.
 
+use crate::cached_pod::CachedPod;
+use crate::cached_pod::CachedPodSpec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodIP, PodSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{PodIP, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -36,9 +38,9 @@ fn svc() -> Service {
     s
 }
 
-fn member(i: usize, ready: bool) -> Arc<Pod> {
+fn member(i: usize, ready: bool) -> Arc<CachedPod> {
     let mut p = with_phase(pod(&format!("p{i}")), "Running");
-    p.spec = Some(PodSpec {
+    p.spec = Some(CachedPodSpec {
         node_name: Some("node-0".into()),
         ..Default::default()
     });
@@ -197,11 +199,11 @@ fn readiness_change_is_an_in_place_update() {
 #[test]
 fn no_pods_leaves_one_placeholder_and_keeps_it() {
     let s = svc();
-    let plan = rec(100).reconcile(&s, &[] as &[Arc<Pod>], &[], &zone_a);
+    let plan = rec(100).reconcile(&s, &[] as &[Arc<CachedPod>], &[], &zone_a);
     assert_eq!(plan.create.len(), 1);
     assert!(plan.create[0].endpoints.is_empty());
     let slices = apply(Vec::new(), &plan);
-    let again = rec(100).reconcile(&s, &[] as &[Arc<Pod>], &refs(&slices), &zone_a);
+    let again = rec(100).reconcile(&s, &[] as &[Arc<CachedPod>], &refs(&slices), &zone_a);
     assert!(again.create.is_empty() && again.update.is_empty() && again.delete.is_empty());
     // Pods arrive: the placeholder is reused rather than deleted.
     let filled = rec(100).reconcile(&s, &[member(0, true)], &refs(&slices), &zone_a);
@@ -215,7 +217,7 @@ fn no_pods_leaves_one_placeholder_and_keeps_it() {
     );
     // And when they go, the slice is recycled into the placeholder.
     let slices = apply(slices, &filled);
-    let emptied = rec(100).reconcile(&s, &[] as &[Arc<Pod>], &refs(&slices), &zone_a);
+    let emptied = rec(100).reconcile(&s, &[] as &[Arc<CachedPod>], &refs(&slices), &zone_a);
     assert_eq!(
         (
             emptied.create.len(),

@@ -9,10 +9,11 @@
 //! `kubernetes.io/service-name`, `endpointslice.kubernetes.io/managed-by` and, for a Service
 //! without a cluster IP, `service.kubernetes.io/headless`.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -32,7 +33,7 @@ pub const IPV6: &str = "IPv6";
 
 /// `podToEndpoint`: the pod as an endpoint of `address_type`, its node's zone given.
 pub fn pod_to_endpoint(
-    pod: &Pod,
+    pod: &CachedPod,
     zone: Option<&str>,
     svc: &Service,
     address_type: &str,
@@ -69,7 +70,7 @@ pub fn pod_to_endpoint(
 
 /// `getEndpointPorts`: the Service's ports as resolved for this pod (ports it cannot resolve
 /// left out); none for a headless Service without ports.
-pub fn endpoint_ports(svc: &Service, pod: &Pod) -> Vec<EndpointPort> {
+pub fn endpoint_ports(svc: &Service, pod: &CachedPod) -> Vec<EndpointPort> {
     let ports = service_ports(svc);
     if ports.is_empty() && cluster_ip(svc) == "None" {
         return Vec::new();

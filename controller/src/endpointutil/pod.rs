@@ -8,11 +8,12 @@
 //! an absent or empty selector selects nothing (Go's `omitempty` makes the two the same on the
 //! wire), so selector-less Services are left to whoever writes their endpoints.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use client::{key_of_meta, Lister};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, Service, ServicePort};
+use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::pod_util::{is_pod_ready, phase};
@@ -70,7 +71,7 @@ pub fn ip_families(svc: &Service) -> &[String] {
 }
 
 /// The pod's IPs (`status.podIPs`, else `status.podIP`).
-pub fn pod_ips(pod: &Pod) -> Vec<&str> {
+pub fn pod_ips(pod: &CachedPod) -> Vec<&str> {
     let Some(st) = pod.status.as_ref() else {
         return Vec::new();
     };
@@ -87,7 +88,7 @@ pub fn is_ipv6(ip: &str) -> bool {
 
 /// `ShouldPodBeInEndpoints`: not terminal, has an IP, and not terminating unless
 /// `include_terminating`.
-pub fn should_pod_be_in_endpoints(pod: &Pod, include_terminating: bool) -> bool {
+pub fn should_pod_be_in_endpoints(pod: &CachedPod, include_terminating: bool) -> bool {
     let p = phase(pod);
     if p == "Succeeded" || p == "Failed" {
         return false;
@@ -98,7 +99,7 @@ pub fn should_pod_be_in_endpoints(pod: &Pod, include_terminating: bool) -> bool 
     include_terminating || pod.metadata.deletion_timestamp.is_none()
 }
 
-fn hostname_and_subdomain(pod: &Pod) -> (&str, &str) {
+fn hostname_and_subdomain(pod: &CachedPod) -> (&str, &str) {
     let spec = pod.spec.as_ref();
     (
         spec.and_then(|s| s.hostname.as_deref()).unwrap_or(""),
@@ -108,7 +109,7 @@ fn hostname_and_subdomain(pod: &Pod) -> (&str, &str) {
 
 /// The pod's hostname when it is to be published for `svc` (`ShouldSetHostname`: a hostname is
 /// set, the pod's subdomain is the Service's name, and both are in one namespace).
-pub fn endpoint_hostname<'a>(pod: &'a Pod, svc: &Service) -> Option<&'a str> {
+pub fn endpoint_hostname<'a>(pod: &'a CachedPod, svc: &Service) -> Option<&'a str> {
     let (hostname, subdomain) = hostname_and_subdomain(pod);
     let same_ns = svc.metadata.namespace == pod.metadata.namespace;
     (!hostname.is_empty() && Some(subdomain) == svc.metadata.name.as_deref() && same_ns)
@@ -118,7 +119,7 @@ pub fn endpoint_hostname<'a>(pod: &'a Pod, svc: &Service) -> Option<&'a str> {
 /// `FindPort`: a numeric target port as is; a named one looked up in the pod's containers (then in
 /// its restartable init containers, the sidecars) with the Service port's protocol. `None` if
 /// the pod has no such port.
-pub fn find_port(pod: &Pod, svc_port: &ServicePort) -> Option<i32> {
+pub fn find_port(pod: &CachedPod, svc_port: &ServicePort) -> Option<i32> {
     let protocol = svc_port.protocol.as_deref().unwrap_or("TCP");
     match svc_port.target_port.as_ref() {
         Some(IntOrString::Int(n)) => Some(*n),
@@ -145,7 +146,7 @@ pub fn find_port(pod: &Pod, svc_port: &ServicePort) -> Option<i32> {
 }
 
 /// The pod as an endpoint's `targetRef`.
-pub fn pod_target_ref(pod: &Pod) -> ObjectReference {
+pub fn pod_target_ref(pod: &CachedPod) -> ObjectReference {
     ObjectReference {
         kind: Some("Pod".into()),
         namespace: pod.metadata.namespace.clone(),
@@ -158,7 +159,7 @@ pub fn pod_target_ref(pod: &Pod) -> ObjectReference {
 /// `podEndpointsChanged`: (the pod's endpoint may have changed, the Services it matches may have
 /// changed). The first covers deletion, readiness and IPs (name, namespace, UID and node never
 /// change once a pod has an IP); the second its labels, hostname and subdomain.
-pub fn pod_endpoints_changed(old: &Pod, new: &Pod) -> (bool, bool) {
+pub fn pod_endpoints_changed(old: &CachedPod, new: &CachedPod) -> (bool, bool) {
     let labels_changed = old.metadata.labels != new.metadata.labels
         || hostname_and_subdomain(old) != hostname_and_subdomain(new);
     let pod_changed = old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
@@ -183,7 +184,7 @@ pub fn services_for_labels(
 }
 
 /// `GetPodServiceMemberships`: the Services selecting `pod`.
-pub fn pod_service_memberships(services: &Lister<Service>, pod: &Pod) -> BTreeSet<String> {
+pub fn pod_service_memberships(services: &Lister<Service>, pod: &CachedPod) -> BTreeSet<String> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     services_for_labels(services, ns, pod.metadata.labels.as_ref())
 }
@@ -193,8 +194,8 @@ pub fn pod_service_memberships(services: &Lister<Service>, pod: &Pod) -> BTreeSe
 /// gained or lost it, and (if its endpoint changed too) every Service of either set.
 pub fn services_to_update_on_pod_change(
     services: &Lister<Service>,
-    old: &Pod,
-    new: &Pod,
+    old: &CachedPod,
+    new: &CachedPod,
 ) -> BTreeSet<String> {
     if old.metadata.resource_version == new.metadata.resource_version {
         return BTreeSet::new();
@@ -218,11 +219,12 @@ pub fn services_to_update_on_pod_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cached_pod::CachedPod;
     use crate::pod_util::testing::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodIP, ServiceSpec};
+    use k8s_openapi::api::core::v1::{ContainerPort, PodIP, ServiceSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn with_ip(mut p: Pod, ip: &str) -> Pod {
+    fn with_ip(mut p: CachedPod, ip: &str) -> CachedPod {
         let st = p.status.get_or_insert_with(Default::default);
         st.pod_ip = Some(ip.into());
         st.pod_ips = Some(vec![PodIP { ip: ip.into() }]);
@@ -255,8 +257,8 @@ mod tests {
     #[test]
     fn named_ports_resolve_per_pod_and_protocol() {
         let mut p = pod("a");
-        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
-            containers: vec![Container {
+        p.spec = Some(crate::cached_pod::CachedPodSpec {
+            containers: vec![crate::cached_pod::CachedContainer {
                 name: "c".into(),
                 ports: Some(vec![
                     ContainerPort {

@@ -8,10 +8,11 @@
 //! as the last one only. Calls for one Service never run concurrently (the work queue's
 //! guarantee); the map's lock is held only to read and to store a Service's state.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use parking_lot::Mutex;
 
 #[derive(Default)]
@@ -26,7 +27,7 @@ pub struct TriggerTimeTracker {
     states: Mutex<HashMap<(String, String), ServiceState>>,
 }
 
-fn pod_trigger_time(pod: &Pod) -> Option<Timestamp> {
+fn pod_trigger_time(pod: &CachedPod) -> Option<Timestamp> {
     pod.status
         .as_ref()?
         .conditions
@@ -49,7 +50,7 @@ impl TriggerTimeTracker {
 
     /// `ComputeEndpointLastChangeTriggerTime`: the trigger time to publish for this sync of `svc`
     /// over `pods` (the pods its selector matches), and the new state remembered.
-    pub fn compute<P: AsRef<Pod>>(&self, svc: &Service, pods: &[P]) -> Option<Timestamp> {
+    pub fn compute<P: AsRef<CachedPod>>(&self, svc: &Service, pods: &[P]) -> Option<Timestamp> {
         let key = (
             svc.metadata.namespace.clone().unwrap_or_default(),
             svc.metadata.name.clone().unwrap_or_default(),
@@ -133,7 +134,7 @@ mod tests {
         let c = Arc::new(ready_at(pod("c"), Some(ts(35))));
         assert_eq!(t.compute(&s, &[a, b2, c]), Some(ts(35)));
         t.delete_service("default", "web");
-        assert_eq!(t.compute(&s, &[] as &[Arc<Pod>]), Some(ts(10)));
+        assert_eq!(t.compute(&s, &[] as &[Arc<CachedPod>]), Some(ts(10)));
     }
 
     #[test]

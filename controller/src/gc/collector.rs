@@ -175,9 +175,18 @@ impl GarbageCollector {
 
     /// Observe kind `K` through its shared informer (dependents and owners of this kind).
     pub fn watch<K: client::Resource>(&mut self, informer: SharedIndexInformer<K>) {
+        self.watch_as::<K, K>(informer);
+    }
+
+    /// [`watch`](Self::watch) through an informer that decodes resource `R` as its own type `K`
+    /// (the pods' [`CachedPod`](crate::cached_pod::CachedPod)); requests are of `R`.
+    pub fn watch_as<R: client::Resource, K: client::ApiObject>(
+        &mut self,
+        informer: SharedIndexInformer<K>,
+    ) {
         self.ops.insert(
-            group_kind(K::API_VERSION, K::KIND),
-            Arc::new(TypedOps::<K> {
+            group_kind(R::API_VERSION, R::KIND),
+            Arc::new(TypedOps::<R> {
                 client: self.client.clone(),
                 _k: std::marker::PhantomData,
             }),
@@ -185,6 +194,8 @@ impl GarbageCollector {
         self.graph_handlers.push(Box::new(move |inner: Arc<Inner>| {
             informer.add_event_handler(GraphHandler::<K> {
                 inner,
+                api_version: R::API_VERSION,
+                kind: R::KIND,
                 _k: std::marker::PhantomData,
             })
         }));
@@ -424,12 +435,15 @@ impl Inner {
 
 struct GraphHandler<K> {
     inner: Arc<Inner>,
+    /// The resource's, of which `K` is the informer's type.
+    api_version: &'static str,
+    kind: &'static str,
     _k: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: client::Resource> GraphHandler<K> {
+impl<K: client::ApiObject> GraphHandler<K> {
     fn observe(&self, obj: &K) {
-        let Some(node) = GraphNode::from_meta(K::API_VERSION, K::KIND, obj.metadata()) else {
+        let Some(node) = GraphNode::from_meta(self.api_version, self.kind, obj.meta()) else {
             return;
         };
         let dirty = self.inner.graph.lock().observe(node);
@@ -437,14 +451,14 @@ impl<K: client::Resource> GraphHandler<K> {
     }
 }
 
-impl<K: client::Resource> ResourceEventHandler<K> for GraphHandler<K> {
+impl<K: client::ApiObject> ResourceEventHandler<K> for GraphHandler<K> {
     fn on_add(&self, obj: &Arc<K>, _in_initial_list: bool) {
         self.observe(obj);
     }
 
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
-        if old.metadata().uid != new.metadata().uid {
-            if let Some(u) = old.metadata().uid.as_deref() {
+        if old.meta().uid != new.meta().uid {
+            if let Some(u) = old.meta().uid.as_deref() {
                 let dirty = self.inner.graph.lock().forget(u);
                 self.inner.enqueue_all(dirty);
             }
@@ -453,7 +467,7 @@ impl<K: client::Resource> ResourceEventHandler<K> for GraphHandler<K> {
     }
 
     fn on_delete(&self, obj: DeletedObject<K>) {
-        if let Some(u) = obj.object().metadata().uid.as_deref() {
+        if let Some(u) = obj.object().meta().uid.as_deref() {
             let dirty = self.inner.graph.lock().forget(u);
             self.inner.enqueue_all(dirty);
         }

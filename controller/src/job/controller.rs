@@ -2,6 +2,7 @@
 //! pods), the expectations and back-off records, the event handlers that feed them, and the
 //! orphan-pod sync. A Job sync's steps live in the sibling modules `sync`, `manage`, `tracking`.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +38,7 @@ pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(10);
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) jobs: Lister<Job>,
-    pub(super) pods: Lister<Pod>,
+    pub(super) pods: Lister<CachedPod>,
     pub(super) queue: RateLimitingQueue<String>,
     // Pods with the tracking finalizer whose Job is gone or finished: their own queue, as
     // upstream's `orphanQueue`, so a flood of them never delays Job syncs.
@@ -67,7 +68,7 @@ impl JobController {
     pub fn new(
         client: Client,
         jobs: SharedIndexInformer<Job>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -230,7 +231,7 @@ impl Inner {
     }
 
     /// Jobs whose selector matches an orphan pod (`getPodJobs`).
-    pub(super) fn matching_jobs(&self, pod: &Pod) -> Vec<Arc<Job>> {
+    pub(super) fn matching_jobs(&self, pod: &CachedPod) -> Vec<Arc<Job>> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         if pod.metadata.labels.as_ref().is_none_or(|l| l.is_empty()) {
             return Vec::new();
@@ -260,11 +261,11 @@ impl Inner {
         }
     }
 
-    pub(super) fn enqueue_orphan(&self, pod: &Pod) {
+    pub(super) fn enqueue_orphan(&self, pod: &CachedPod) {
         self.orphans.add(key_of_meta(&pod.metadata));
     }
 
-    pub(super) fn pod_added(&self, pod: &Pod) {
+    pub(super) fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             self.pod_deleted(pod, false);
             return;
@@ -290,7 +291,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn pod_updated(&self, old: &Pod, new: &Pod) {
+    pub(super) fn pod_updated(&self, old: &CachedPod, new: &CachedPod) {
         if old.metadata.resource_version == new.metadata.resource_version {
             return;
         }
@@ -299,7 +300,7 @@ impl Inner {
             return;
         }
         // Back-off applies from a pod's first failure: that sync is batched, others are not.
-        let phase = |p: &Pod| crate::pod_util::phase(p).to_string();
+        let phase = |p: &CachedPod| crate::pod_util::phase(p).to_string();
         let immediate = !(phase(new) == "Failed" && phase(old) != "Failed");
         let finalizer_gone = !decide::has_tracking_finalizer(new);
         let ns = new.metadata.namespace.as_deref().unwrap_or_default();
@@ -336,7 +337,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn pod_deleted(&self, pod: &Pod, is_final: bool) {
+    pub(super) fn pod_deleted(&self, pod: &CachedPod, is_final: bool) {
         let has_finalizer = decide::has_tracking_finalizer(pod);
         let Some(r) = controller_of(&pod.metadata) else {
             if has_finalizer {
@@ -416,16 +417,16 @@ impl ResourceEventHandler<Job> for JobHandler {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.pod_added(obj);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.pod_updated(old, new);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.pod_deleted(obj.object(), true);
     }
 }

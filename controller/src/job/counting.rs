@@ -1,11 +1,11 @@
 //! Counting finished pods (the pure half of `trackJobStatusAndRemoveFinalizers`): which pods
 //! are new, which get counted and unfinalized now, and moving uncounted UIDs into the counters.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 
 use super::decide::*;
 use super::indexes::Intervals;
@@ -17,7 +17,7 @@ use crate::pod_util::{is_pod_active, phase};
 #[derive(Debug, Default, Clone)]
 pub struct CountPlan {
     /// Pods whose finalizer is to be removed, in order.
-    pub unfinalize: Vec<Arc<Pod>>,
+    pub unfinalize: Vec<Arc<CachedPod>>,
     /// UIDs to add to `uncountedTerminatedPods.succeeded`.
     pub succeeded: Vec<String>,
     /// UIDs to add to `uncountedTerminatedPods.failed`.
@@ -33,7 +33,7 @@ pub struct CountInput<'a> {
     /// The Job (with this sync's status so far).
     pub job: &'a Job,
     /// Its pods.
-    pub pods: &'a [Arc<Pod>],
+    pub pods: &'a [Arc<CachedPod>],
     /// UIDs already in `uncountedTerminatedPods`.
     pub uncounted_succeeded: &'a BTreeSet<String>,
     /// Ditto, failed.
@@ -47,7 +47,7 @@ pub struct CountInput<'a> {
     /// The indexes recorded before this sync.
     pub prev_succeeded: &'a Intervals,
     /// Indexes whose last failed pod keeps its finalizer for now.
-    pub delayed: &'a BTreeMap<i32, Arc<Pod>>,
+    pub delayed: &'a BTreeMap<i32, Arc<CachedPod>>,
 }
 
 /// Which pods get counted and unfinalized now.
@@ -56,7 +56,7 @@ pub fn plan_counting(input: &CountInput<'_>) -> CountPlan {
     let indexed = is_indexed(job);
     let completions = completions(job).unwrap_or(0);
     let policy = pod_failure_policy(job);
-    let mut pods: Vec<Arc<Pod>> = input.pods.to_vec();
+    let mut pods: Vec<Arc<CachedPod>> = input.pods.to_vec();
     if indexed {
         pods.sort_by_key(|p| completion_index(p).unwrap_or(-1));
     }
@@ -113,13 +113,13 @@ pub fn plan_counting(input: &CountInput<'_>) -> CountPlan {
 /// Newly finished pods not yet in the status (`getNewFinishedPods`): (succeeded, failed).
 pub fn new_finished_pods<'a>(
     job: &Job,
-    pods: &'a [Arc<Pod>],
+    pods: &'a [Arc<CachedPod>],
     uncounted_succeeded: &BTreeSet<String>,
     uncounted_failed: &BTreeSet<String>,
     expected_rm: &BTreeSet<String>,
-) -> (Vec<&'a Pod>, Vec<&'a Pod>) {
+) -> (Vec<&'a CachedPod>, Vec<&'a CachedPod>) {
     let completions = completions(job).unwrap_or(0);
-    let valid = |p: &Pod, uncounted: &BTreeSet<String>| {
+    let valid = |p: &CachedPod, uncounted: &BTreeSet<String>| {
         has_tracking_finalizer(p)
             && !uncounted.contains(uid(p))
             && !expected_rm.contains(uid(p))
@@ -139,7 +139,7 @@ pub fn new_finished_pods<'a>(
 }
 
 /// How many of `failed` count under the pod failure policy (`nonIgnoredFailedPodsCount`).
-pub fn counted_failures(job: &Job, failed: &[&Pod]) -> i32 {
+pub fn counted_failures(job: &Job, failed: &[&CachedPod]) -> i32 {
     let policy = pod_failure_policy(job);
     let n = failed
         .iter()
@@ -178,7 +178,7 @@ pub fn clean_uncounted(job: &mut Job, with_finalizer: &BTreeSet<String>) -> bool
 }
 
 /// Active pods of the Job that are ready (for `status.ready`).
-pub fn count_ready(active: &[Arc<Pod>]) -> i32 {
+pub fn count_ready(active: &[Arc<CachedPod>]) -> i32 {
     let n = active
         .iter()
         .filter(|p| crate::pod_util::is_pod_ready(p))
@@ -187,7 +187,7 @@ pub fn count_ready(active: &[Arc<Pod>]) -> i32 {
 }
 
 /// Terminating pods: being deleted, not yet terminal (`CountTerminatingPods`).
-pub fn count_terminating(pods: &[Arc<Pod>]) -> i32 {
+pub fn count_terminating(pods: &[Arc<CachedPod>]) -> i32 {
     let n = pods
         .iter()
         .filter(|p| crate::pod_util::is_pod_terminating(p))
@@ -196,7 +196,7 @@ pub fn count_terminating(pods: &[Arc<Pod>]) -> i32 {
 }
 
 /// The active pods of a Job (`FilterActivePods`).
-pub fn active_pods(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
+pub fn active_pods(pods: &[Arc<CachedPod>]) -> Vec<Arc<CachedPod>> {
     pods.iter().filter(|p| is_pod_active(p)).cloned().collect()
 }
 

@@ -6,13 +6,12 @@
 //!
 //! Nothing here does I/O or reads a clock: `now` is always an argument.
 
+use crate::cached_pod::{CachedContainerStatus, CachedPod, CachedPodStatus};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{Job, JobCondition, PodFailurePolicy};
-use k8s_openapi::api::core::v1::{
-    ContainerStatus, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodStatus,
-};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::pod_util::phase;
@@ -161,7 +160,7 @@ pub fn managed_elsewhere(job: &Job) -> bool {
 // ---- pods
 
 /// The pod carries [`JOB_TRACKING_FINALIZER`].
-pub fn has_tracking_finalizer(pod: &Pod) -> bool {
+pub fn has_tracking_finalizer(pod: &CachedPod) -> bool {
     pod.metadata
         .finalizers
         .iter()
@@ -169,11 +168,11 @@ pub fn has_tracking_finalizer(pod: &Pod) -> bool {
         .any(|f| f == JOB_TRACKING_FINALIZER)
 }
 
-pub(super) fn uid(pod: &Pod) -> &str {
+pub(super) fn uid(pod: &CachedPod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
 }
 
-pub(super) fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+pub(super) fn annotation<'a>(pod: &'a CachedPod, key: &str) -> Option<&'a str> {
     pod.metadata
         .annotations
         .as_ref()
@@ -182,20 +181,20 @@ pub(super) fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// The pod's completion index (`getCompletionIndex`), if it has a valid one.
-pub fn completion_index(pod: &Pod) -> Option<i32> {
+pub fn completion_index(pod: &CachedPod) -> Option<i32> {
     annotation(pod, COMPLETION_INDEX_ANNOTATION)
         .and_then(|v| v.parse::<i32>().ok())
         .filter(|i| *i >= 0)
 }
 
 /// The index is valid for a Job of `completions`.
-pub(super) fn valid_index(pod: &Pod, completions: i32) -> Option<i32> {
+pub(super) fn valid_index(pod: &CachedPod, completions: i32) -> Option<i32> {
     completion_index(pod).filter(|i| *i < completions)
 }
 
 /// The pod counts as failed (`isPodFailed`): `Failed`, or (unless only failed pods are
 /// replaced) deleted before it succeeded.
-pub fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
+pub fn is_pod_failed(pod: &CachedPod, job: &Job) -> bool {
     if phase(pod) == "Failed" {
         return true;
     }
@@ -227,7 +226,7 @@ impl PolicyMatch {
 }
 
 fn exit_code_rule_matches(
-    statuses: &[ContainerStatus],
+    statuses: &[CachedContainerStatus],
     container: Option<&str>,
     operator: &str,
     values: &[i32],
@@ -248,7 +247,7 @@ fn exit_code_rule_matches(
 }
 
 /// Match `pod` against the policy's rules, first match wins.
-pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) -> PolicyMatch {
+pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &CachedPod) -> PolicyMatch {
     let Some(policy) = policy else {
         return PolicyMatch::no_rule();
     };
@@ -257,7 +256,7 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
     let name = pod.metadata.name.as_deref().unwrap_or("");
     for (i, rule) in policy.rules.iter().enumerate() {
         let what = if let Some(req) = &rule.on_exit_codes {
-            let find = |list: &Option<Vec<ContainerStatus>>| {
+            let find = |list: &Option<Vec<CachedContainerStatus>>| {
                 exit_code_rule_matches(
                     list.as_deref().unwrap_or_default(),
                     req.container_name.as_deref(),
@@ -312,7 +311,7 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
 }
 
 /// The first `FailJob` message among the failed pods (`getFailJobMessage`).
-pub fn fail_job_message(job: &Job, pods: &[Arc<Pod>]) -> Option<String> {
+pub fn fail_job_message(job: &Job, pods: &[Arc<CachedPod>]) -> Option<String> {
     let policy = pod_failure_policy(job)?;
     pods.iter()
         .filter(|p| is_pod_failed(p, job))
@@ -321,7 +320,7 @@ pub fn fail_job_message(job: &Job, pods: &[Arc<Pod>]) -> Option<String> {
 
 /// When the pod finished (`getFinishedTime`): its containers' last exit, else its `Ready=False`
 /// transition, else its deletion (minus the grace period), else its creation.
-pub fn finished_time(pod: &Pod) -> Timestamp {
+pub fn finished_time(pod: &CachedPod) -> Timestamp {
     let status = pod.status.as_ref();
     let containers = status.and_then(|s| s.container_statuses.as_deref());
     if let Some(cs) = containers.filter(|cs| !cs.is_empty()) {
@@ -365,7 +364,7 @@ pub fn finished_time(pod: &Pod) -> Timestamp {
 
 /// Container restarts of running or pending pods reached the back-off limit
 /// (`pastBackoffLimitOnFailure`, `restartPolicy: OnFailure` only).
-pub fn past_backoff_limit_on_failure(job: &Job, pods: &[Arc<Pod>]) -> bool {
+pub fn past_backoff_limit_on_failure(job: &Job, pods: &[Arc<CachedPod>]) -> bool {
     let policy = job
         .spec
         .as_ref()
@@ -378,7 +377,7 @@ pub fn past_backoff_limit_on_failure(job: &Job, pods: &[Arc<Pod>]) -> bool {
         .iter()
         .filter(|p| matches!(phase(p), "Running" | "Pending"))
         .filter_map(|p| p.status.as_ref())
-        .map(|s: &PodStatus| {
+        .map(|s: &CachedPodStatus| {
             s.init_container_statuses
                 .iter()
                 .chain(s.container_statuses.iter())
@@ -420,8 +419,8 @@ pub struct BackoffRecord {
 /// The record after newly finished pods (`newBackoffRecord`).
 pub fn new_backoff_record(
     old: BackoffRecord,
-    succeeded: &[&Pod],
-    failed: &[&Pod],
+    succeeded: &[&CachedPod],
+    failed: &[&CachedPod],
 ) -> BackoffRecord {
     let mut failed_times: Vec<Timestamp> = failed.iter().map(|p| finished_time(p)).collect();
     failed_times.sort_unstable();

@@ -1,4 +1,5 @@
 use super::*;
+use crate::cached_pod::CachedPod;
 use crate::job::counting::*;
 use crate::job::indexed::*;
 use crate::job::indexes::Intervals;
@@ -24,7 +25,7 @@ fn job(spec: serde_json::Value) -> Job {
     serde_json::from_value(v).expect("job")
 }
 
-fn pod(name: &str, phase: &str) -> Pod {
+fn pod(name: &str, phase: &str) -> CachedPod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
                      "finalizers": [JOB_TRACKING_FINALIZER],
@@ -34,7 +35,7 @@ fn pod(name: &str, phase: &str) -> Pod {
     .expect("pod")
 }
 
-fn exited(mut p: Pod, container: &str, code: i32, at: &str) -> Pod {
+fn exited(mut p: CachedPod, container: &str, code: i32, at: &str) -> CachedPod {
     p.status = Some(
         serde_json::from_value(json!({
             "phase": if code == 0 { "Succeeded" } else { "Failed" },
@@ -47,7 +48,7 @@ fn exited(mut p: Pod, container: &str, code: i32, at: &str) -> Pod {
     p
 }
 
-fn indexed(mut p: Pod, ix: i32) -> Pod {
+fn indexed(mut p: CachedPod, ix: i32) -> CachedPod {
     p.metadata
         .annotations
         .get_or_insert_with(Default::default)
@@ -55,7 +56,7 @@ fn indexed(mut p: Pod, ix: i32) -> Pod {
     p
 }
 
-fn arcs(pods: Vec<Pod>) -> Vec<Arc<Pod>> {
+fn arcs(pods: Vec<CachedPod>) -> Vec<Arc<CachedPod>> {
     pods.into_iter().map(Arc::new).collect()
 }
 
@@ -211,7 +212,7 @@ fn duplicate_and_invalid_index_pods_are_removed() {
         indexed(pod("e", "Running"), 1),
     ]);
     let (rm, left) = duplicated_index_pods(&pods, 3);
-    let names = |v: &[Arc<Pod>]| {
+    let names = |v: &[Arc<CachedPod>]| {
         let mut n: Vec<String> = v.iter().filter_map(|p| p.metadata.name.clone()).collect();
         n.sort();
         n

@@ -2,19 +2,19 @@
 //! indexes are done, failed, pending or duplicated, per-index back-off and failure counts, and the
 //! success policy.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{Job, SuccessPolicy};
-use k8s_openapi::api::core::v1::Pod;
 
 use super::decide::*;
 use super::indexes::Intervals;
 use crate::pod_util::phase;
 
 /// The indexes of the active pods (valid ones only).
-pub fn active_indexes(pods: &[Arc<Pod>], completions: i32) -> BTreeSet<i32> {
+pub fn active_indexes(pods: &[Arc<CachedPod>], completions: i32) -> BTreeSet<i32> {
     pods.iter()
         .filter_map(|p| valid_index(p, completions))
         .collect()
@@ -55,10 +55,10 @@ pub fn first_pending_indexes(
 /// index (`appendDuplicatedIndexPodsForRemoval`, keeping the first as upstream's sort does);
 /// returns (to remove, the rest).
 pub fn duplicated_index_pods(
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     completions: i32,
-) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
-    let mut sorted: Vec<Arc<Pod>> = pods.to_vec();
+) -> (Vec<Arc<CachedPod>>, Vec<Arc<CachedPod>>) {
+    let mut sorted: Vec<Arc<CachedPod>> = pods.to_vec();
     sorted.sort_by_key(|p| completion_index(p).unwrap_or(-1));
     let mut seen = BTreeSet::new();
     let (mut rm, mut left) = (Vec::new(), Vec::new());
@@ -73,7 +73,7 @@ pub fn duplicated_index_pods(
 
 /// Succeeded indexes: the recorded ones (`status.completedIndexes`), and with those of the
 /// succeeded pods still holding the finalizer added (`calculateSucceededIndexes`).
-pub fn succeeded_indexes(job: &Job, pods: &[Arc<Pod>]) -> (Intervals, Intervals) {
+pub fn succeeded_indexes(job: &Job, pods: &[Arc<CachedPod>]) -> (Intervals, Intervals) {
     let completions = completions(job).unwrap_or(0);
     let prev = Intervals::parse(
         job.status
@@ -90,7 +90,7 @@ pub fn succeeded_indexes(job: &Job, pods: &[Arc<Pod>]) -> (Intervals, Intervals)
     (prev, all)
 }
 
-fn annotation_count(pod: &Pod, key: &str) -> i32 {
+fn annotation_count(pod: &CachedPod, key: &str) -> i32 {
     annotation(pod, key)
         .and_then(|v| v.parse::<i32>().ok())
         .filter(|v| *v >= 0)
@@ -98,16 +98,16 @@ fn annotation_count(pod: &Pod, key: &str) -> i32 {
 }
 
 /// The index failure count the pod was created with.
-pub fn index_failure_count(pod: &Pod) -> i32 {
+pub fn index_failure_count(pod: &CachedPod) -> i32 {
     annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION)
 }
 
-fn index_absolute_failure_count(pod: &Pod) -> i32 {
+fn index_absolute_failure_count(pod: &CachedPod) -> i32 {
     index_failure_count(pod) + annotation_count(pod, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
 }
 
 /// The pod's failure made its index fail (`isIndexFailed`).
-pub fn is_index_failed(job: &Job, pod: &Pod) -> bool {
+pub fn is_index_failed(job: &Job, pod: &CachedPod) -> bool {
     let Some(limit) = backoff_limit_per_index(job) else {
         return false;
     };
@@ -123,7 +123,11 @@ pub fn is_index_failed(job: &Job, pod: &Pod) -> bool {
 
 /// Failed indexes: the recorded ones with those whose last pod just failed them
 /// (`calculateFailedIndexes`).
-pub fn failed_indexes(job: &Job, pods: &[Arc<Pod>], expected_rm: &BTreeSet<String>) -> Intervals {
+pub fn failed_indexes(
+    job: &Job,
+    pods: &[Arc<CachedPod>],
+    expected_rm: &BTreeSet<String>,
+) -> Intervals {
     let completions = completions(job).unwrap_or(0);
     let prev = Intervals::parse(
         job.status
@@ -144,15 +148,15 @@ pub fn failed_indexes(job: &Job, pods: &[Arc<Pod>], expected_rm: &BTreeSet<Strin
 /// replacement carries its failure count (`getPodsWithDelayedDeletionPerIndex`).
 pub fn pods_with_delayed_deletion(
     job: &Job,
-    pods: &[Arc<Pod>],
-    active: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
+    active: &[Arc<CachedPod>],
     succeeded: &Intervals,
     failed: &Intervals,
     expected_rm: &BTreeSet<String>,
-) -> BTreeMap<i32, Arc<Pod>> {
+) -> BTreeMap<i32, Arc<CachedPod>> {
     let completions = completions(job).unwrap_or(0);
     let busy = active_indexes(active, completions);
-    let mut out: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();
+    let mut out: BTreeMap<i32, Arc<CachedPod>> = BTreeMap::new();
     for p in pods {
         if !has_tracking_finalizer(p) || expected_rm.contains(uid(p)) || !is_pod_failed(p, job) {
             continue;
@@ -179,7 +183,7 @@ pub fn pods_with_delayed_deletion(
 
 /// The failure-count annotations of the pod replacing `last_failed` in its index
 /// (`addIndexFailureCountAnnotation`).
-pub fn index_failure_annotations(job: &Job, last_failed: Option<&Pod>) -> (i32, i32) {
+pub fn index_failure_annotations(job: &Job, last_failed: Option<&CachedPod>) -> (i32, i32) {
     let Some(pod) = last_failed else {
         return (0, 0);
     };
@@ -193,7 +197,10 @@ pub fn index_failure_annotations(job: &Job, last_failed: Option<&Pod>) -> (i32, 
 }
 
 /// The remaining back-off of an index whose last pod failed (`getRemainingTimePerIndex`).
-pub fn remaining_backoff_for_index(last_failed: Option<&Pod>, now: Timestamp) -> SignedDuration {
+pub fn remaining_backoff_for_index(
+    last_failed: Option<&CachedPod>,
+    now: Timestamp,
+) -> SignedDuration {
     let Some(pod) = last_failed else {
         return SignedDuration::ZERO;
     };

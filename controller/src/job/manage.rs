@@ -1,5 +1,6 @@
 //! Creating and deleting a Job's pods (`manageJob`, `deleteJobPods`, `deleteActivePods`).
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::record::EventType;
@@ -50,7 +51,7 @@ impl Inner {
     pub(super) async fn delete_job_pods(
         &self,
         ctx: &SyncCtx,
-        victims: &[Arc<Pod>],
+        victims: &[Arc<CachedPod>],
     ) -> (i32, i32, Option<Error>) {
         let ns = ctx.job.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Pod> = self.client.api(Some(&ns));
@@ -130,7 +131,7 @@ impl Inner {
             Vec::new()
         };
         if victims.len() < rm_at_least {
-            let kept: Vec<Arc<Pod>> = ctx
+            let kept: Vec<Arc<CachedPod>> = ctx
                 .active_pods
                 .iter()
                 .filter(|p| !victims.iter().any(|v| v.metadata.uid == p.metadata.uid))
@@ -170,7 +171,7 @@ impl Inner {
         if decide::is_indexed(&job) {
             let mut busy = indexed::active_indexes(&ctx.active_pods, completions);
             if decide::only_replace_failed_pods(&job) {
-                let terminating: Vec<Arc<Pod>> = ctx
+                let terminating: Vec<Arc<CachedPod>> = ctx
                     .pods
                     .iter()
                     .filter(|p| crate::pod_util::is_pod_terminating(p))

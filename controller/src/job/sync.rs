@@ -1,6 +1,7 @@
 //! One Job sync (`syncJob`): the context it builds, the finishing decision, the
 //! suspend condition, and claiming the Job's pods.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +27,8 @@ use crate::{Error, Result};
 pub(super) struct SyncCtx {
     pub(super) key: String,
     pub(super) job: Job,
-    pub(super) pods: Vec<Arc<Pod>>,
-    pub(super) active_pods: Vec<Arc<Pod>>,
+    pub(super) pods: Vec<Arc<CachedPod>>,
+    pub(super) active_pods: Vec<Arc<CachedPod>>,
     pub(super) succeeded: i32,
     pub(super) failed: i32,
     pub(super) ready: i32,
@@ -40,7 +41,7 @@ pub(super) struct SyncCtx {
     pub(super) prev_succeeded: Intervals,
     pub(super) succeeded_indexes: Intervals,
     pub(super) failed_indexes: Option<Intervals>,
-    pub(super) delayed: BTreeMap<i32, Arc<Pod>>,
+    pub(super) delayed: BTreeMap<i32, Arc<CachedPod>>,
     pub(super) requeue: Option<Duration>,
 }
 
@@ -173,7 +174,7 @@ impl Inner {
         behind.then_some(left)
     }
 
-    pub(super) fn new_ctx(&self, key: &str, mut job: Job, pods: Vec<Arc<Pod>>) -> SyncCtx {
+    pub(super) fn new_ctx(&self, key: &str, mut job: Job, pods: Vec<Arc<CachedPod>>) -> SyncCtx {
         let now = self.now();
         let active_pods = counting::active_pods(&pods);
         let status = job.status.clone().unwrap_or_default();
@@ -368,7 +369,7 @@ impl Inner {
 
     /// `getPodsForJob`: every pod in the namespace the Job controls or adopts (with the
     /// finalizer added on adoption); releases the ones that no longer match.
-    pub(super) async fn pods_for_job(&self, job: &Job) -> Result<Vec<Arc<Pod>>> {
+    pub(super) async fn pods_for_job(&self, job: &Job) -> Result<Vec<Arc<CachedPod>>> {
         let selector = api::labels::label_selector_as_selector(
             job.spec.as_ref().and_then(|s| s.selector.as_ref()),
         )?;
@@ -413,7 +414,7 @@ impl Inner {
                         "uid": pod_uid,
                     }}));
                     match api.patch(&name, &patch).await {
-                        Ok(p) => claimed.push(Arc::new(p)),
+                        Ok(p) => claimed.push(Arc::new(CachedPod::from(p))),
                         Err(e) if e.is_not_found() => {}
                         Err(e) => return Err(Error::api("adopt pod", e)),
                     }

@@ -1,6 +1,7 @@
 //! Counting finished pods (`trackJobStatusAndRemoveFinalizers`): uncounted UIDs, finalizer
 //! removal, counters, and the terminal condition, each step written before the next.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -153,7 +154,7 @@ impl Inner {
     pub(super) async fn remove_finalizers(
         &self,
         key: &str,
-        pods: &[Arc<Pod>],
+        pods: &[Arc<CachedPod>],
     ) -> (Vec<String>, Option<Error>) {
         self.finalizer_expectations
             .lock()

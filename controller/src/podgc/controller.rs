@@ -19,6 +19,7 @@
 //! first two passes' pods concurrently without a bound; here at most [`MAX_CONCURRENT_DELETES`]
 //! are in flight. A failed request is logged and the pod is picked up again by a later pass.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -85,9 +86,9 @@ impl Reason {
 /// The pod garbage collector (`pod-garbage-collector-controller`, alias `podgc`).
 pub struct PodGcController {
     client: Client,
-    pods: SharedIndexInformer<Pod>,
+    pods: SharedIndexInformer<CachedPod>,
     nodes: SharedIndexInformer<Node>,
-    pod_lister: Lister<Pod>,
+    pod_lister: Lister<CachedPod>,
     node_lister: Lister<Node>,
     /// Nodes missing from the cache, each due once its quarantine passed.
     quarantine: Quarantine,
@@ -99,7 +100,7 @@ impl PodGcController {
     /// Build on the shared pod and node informers.
     pub fn new(
         client: Client,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         nodes: SharedIndexInformer<Node>,
         clock: Arc<dyn Clock>,
         cfg: PodGcConfig,
@@ -150,7 +151,7 @@ impl PodGcController {
     }
 
     /// `gcOrphaned`: quarantine the missing nodes, confirm the due ones gone, delete their pods.
-    async fn gc_orphaned(&self, pods: &[Arc<Pod>], nodes: &[Arc<Node>]) {
+    async fn gc_orphaned(&self, pods: &[Arc<CachedPod>], nodes: &[Arc<Node>]) {
         let existing: HashSet<&str> = nodes
             .iter()
             .filter_map(|n| n.metadata.name.as_deref())
@@ -186,7 +187,7 @@ impl PodGcController {
         deleted
     }
 
-    async fn delete_concurrently(&self, pods: Vec<Arc<Pod>>, reason: Reason) {
+    async fn delete_concurrently(&self, pods: Vec<Arc<CachedPod>>, reason: Reason) {
         futures::stream::iter(pods)
             .for_each_concurrent(MAX_CONCURRENT_DELETES, |pod| async move {
                 self.mark_failed_and_delete(&pod, None, reason).await;
@@ -198,7 +199,7 @@ impl PodGcController {
     /// then a delete with `gracePeriodSeconds=0`. Failures are logged; a later pass retries.
     async fn mark_failed_and_delete(
         &self,
-        pod: &Pod,
+        pod: &CachedPod,
         condition: Option<PodCondition>,
         reason: Reason,
     ) {

@@ -2,13 +2,14 @@
 //! pods each pass deletes, in which order, and the status patch that marks a pod `Failed` first.
 //! No I/O: the controller lists its caches, calls these, and issues the requests.
 
+use crate::cached_pod::CachedPod;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 
@@ -30,17 +31,17 @@ pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 
 /// `isPodTerminated`: any phase other than Pending, Running or Unknown (an unset phase counts, as
 /// upstream's comparison makes it).
-pub fn is_pod_terminated(pod: &Pod) -> bool {
+pub fn is_pod_terminated(pod: &CachedPod) -> bool {
     !matches!(phase(pod), "Pending" | "Running" | "Unknown")
 }
 
 /// `isPodTerminating`: the pod has a deletionTimestamp.
-pub fn is_pod_terminating(pod: &Pod) -> bool {
+pub fn is_pod_terminating(pod: &CachedPod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 /// `eviction.PodIsEvicted`: Failed with reason `Evicted`.
-fn is_evicted(pod: &Pod) -> bool {
+fn is_evicted(pod: &CachedPod) -> bool {
     let status = pod.status.as_ref();
     status.and_then(|s| s.phase.as_deref()) == Some("Failed")
         && status.and_then(|s| s.reason.as_deref()) == Some("Evicted")
@@ -48,17 +49,17 @@ fn is_evicted(pod: &Pod) -> bool {
 
 /// `byEvictionAndCreationTimestamp`: evicted pods first, then oldest first, then by name (so the
 /// pods controllers still count on go last).
-pub fn by_eviction_and_creation(a: &Pod, b: &Pod) -> Ordering {
+pub fn by_eviction_and_creation(a: &CachedPod, b: &CachedPod) -> Ordering {
     is_evicted(b)
         .cmp(&is_evicted(a))
         .then_with(|| {
-            let t = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let t = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
             t(a).cmp(&t(b))
         })
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
-fn node_name(pod: &Pod) -> &str {
+fn node_name(pod: &CachedPod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
@@ -67,11 +68,11 @@ fn node_name(pod: &Pod) -> &str {
 
 /// `gcTerminated`: with more than `threshold` terminated pods, the surplus, in deletion order.
 /// `threshold == 0` disables the pass (`gc` skips it).
-pub fn terminated_to_delete(pods: &[Arc<Pod>], threshold: usize) -> Vec<Arc<Pod>> {
+pub fn terminated_to_delete(pods: &[Arc<CachedPod>], threshold: usize) -> Vec<Arc<CachedPod>> {
     if threshold == 0 {
         return Vec::new();
     }
-    let mut terminated: Vec<Arc<Pod>> = pods
+    let mut terminated: Vec<Arc<CachedPod>> = pods
         .iter()
         .filter(|p| is_pod_terminated(p))
         .cloned()
@@ -89,10 +90,10 @@ pub fn terminated_to_delete(pods: &[Arc<Pod>], threshold: usize) -> Vec<Arc<Pod>
 /// taint (any effect), in deletion order. `node(name)` looks the node up in the cache; a pod whose
 /// node is not there is skipped (upstream logs the lookup error).
 pub fn terminating_on_out_of_service(
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     node: impl Fn(&str) -> Option<Arc<Node>>,
-) -> Vec<Arc<Pod>> {
-    let mut out: Vec<Arc<Pod>> = pods
+) -> Vec<Arc<CachedPod>> {
+    let mut out: Vec<Arc<CachedPod>> = pods
         .iter()
         .filter(|p| is_pod_terminating(p))
         .filter(|p| node(node_name(p)).is_some_and(|n| out_of_service(&n)))
@@ -113,7 +114,7 @@ fn out_of_service(node: &Node) -> bool {
 
 /// `gcOrphaned`, step 1: the nodes pods are bound to that the node cache does not have; each goes
 /// into quarantine.
-pub fn missing_nodes(pods: &[Arc<Pod>], existing: &HashSet<&str>) -> BTreeSet<String> {
+pub fn missing_nodes(pods: &[Arc<CachedPod>], existing: &HashSet<&str>) -> BTreeSet<String> {
     pods.iter()
         .map(|p| node_name(p))
         .filter(|n| !n.is_empty() && !existing.contains(n))
@@ -122,7 +123,7 @@ pub fn missing_nodes(pods: &[Arc<Pod>], existing: &HashSet<&str>) -> BTreeSet<St
 }
 
 /// `gcOrphaned`, step 3: the pods bound to a node confirmed deleted (quarantine passed, GET 404).
-pub fn orphaned(pods: &[Arc<Pod>], deleted_nodes: &HashSet<String>) -> Vec<Arc<Pod>> {
+pub fn orphaned(pods: &[Arc<CachedPod>], deleted_nodes: &HashSet<String>) -> Vec<Arc<CachedPod>> {
     pods.iter()
         .filter(|p| deleted_nodes.contains(node_name(p)))
         .cloned()
@@ -130,7 +131,7 @@ pub fn orphaned(pods: &[Arc<Pod>], deleted_nodes: &HashSet<String>) -> Vec<Arc<P
 }
 
 /// `gcUnscheduledTerminating`: terminating pods never bound to a node.
-pub fn unscheduled_terminating(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
+pub fn unscheduled_terminating(pods: &[Arc<CachedPod>]) -> Vec<Arc<CachedPod>> {
     pods.iter()
         .filter(|p| is_pod_terminating(p) && node_name(p).is_empty())
         .cloned()
@@ -153,7 +154,11 @@ pub fn node_gone_condition() -> PodCondition {
 /// the same). `None` for a pod already Succeeded or Failed, which is deleted without a patch. The
 /// strategic-merge patch carries `metadata.uid` as a precondition (`PatchPodStatus`), so a pod
 /// replaced under the same name is never marked.
-pub fn fail_patch(pod: &Pod, condition: Option<PodCondition>, now: Timestamp) -> Option<Value> {
+pub fn fail_patch(
+    pod: &CachedPod,
+    condition: Option<PodCondition>,
+    now: Timestamp,
+) -> Option<Value> {
     if matches!(phase(pod), "Succeeded" | "Failed") {
         return None;
     }
@@ -191,21 +196,21 @@ mod tests {
     use crate::pod_util::testing::{on_node, pod, ts, with_phase};
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint};
 
-    fn arc(p: Pod) -> Arc<Pod> {
+    fn arc(p: CachedPod) -> Arc<CachedPod> {
         Arc::new(p)
     }
 
-    fn created(mut p: Pod, secs: i64) -> Pod {
+    fn created(mut p: CachedPod, secs: i64) -> CachedPod {
         p.metadata.creation_timestamp = Some(Time(ts(secs)));
         p
     }
 
-    fn deleting(mut p: Pod) -> Pod {
+    fn deleting(mut p: CachedPod) -> CachedPod {
         p.metadata.deletion_timestamp = Some(Time(ts(500)));
         p
     }
 
-    fn evicted(p: Pod) -> Pod {
+    fn evicted(p: CachedPod) -> CachedPod {
         let mut p = with_phase(p, "Failed");
         if let Some(s) = p.status.as_mut() {
             s.reason = Some("Evicted".into());
@@ -213,7 +218,7 @@ mod tests {
         p
     }
 
-    fn names(pods: &[Arc<Pod>]) -> Vec<&str> {
+    fn names(pods: &[Arc<CachedPod>]) -> Vec<&str> {
         pods.iter()
             .map(|p| p.metadata.name.as_deref().unwrap_or_default())
             .collect()

@@ -4,8 +4,8 @@
 //! controller performs the returned [`ClaimAction`]s with the strategic-merge patches built here, which
 //! carry `metadata.uid` as a precondition so a pod replaced under the same name is never touched.
 
+use crate::cached_pod::CachedPod;
 use api::labels::Selector;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{json, Value};
 
@@ -36,7 +36,7 @@ pub enum ClaimAction {
 }
 
 /// Classify one (active) pod.
-pub fn decide(owner: ClaimOwner<'_>, pod: &Pod) -> ClaimAction {
+pub fn decide(owner: ClaimOwner<'_>, pod: &CachedPod) -> ClaimAction {
     let matches = owner.selector.matches(pod.metadata.labels.as_ref());
     match controller_of(&pod.metadata) {
         Some(r) if r.uid != owner.uid => ClaimAction::Ignore,

@@ -7,6 +7,7 @@
 //! uncached GET that guards adoption. Every create or delete is preceded by the expectation it will
 //! satisfy, so a sync never acts on a cache that has not yet seen its own previous writes.
 
+use crate::cached_pod::CachedPod;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +64,7 @@ pub struct SyncMetrics {
 struct Inner<K: ReplicaOwner + client::Resource> {
     client: Client,
     owners: Lister<K>,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     queue: RateLimitingQueue<String>,
     expectations: UidTrackingExpectations,
     recorder: EventRecorder,
@@ -87,7 +88,7 @@ impl<K: ReplicaOwner + client::Resource> ReplicationManager<K> {
     pub fn new(
         client: Client,
         owner_informer: SharedIndexInformer<K>,
-        pod_informer: SharedIndexInformer<Pod>,
+        pod_informer: SharedIndexInformer<CachedPod>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -203,7 +204,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
     }
 
     /// `getPodReplicaSets`: owners in the pod's namespace whose (non-empty) selector matches it.
-    fn matching_owners(&self, pod: &Pod) -> Vec<Arc<K>> {
+    fn matching_owners(&self, pod: &CachedPod) -> Vec<Arc<K>> {
         let Some(ns) = pod.metadata.namespace.as_deref() else {
             return Vec::new();
         };
@@ -240,7 +241,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
 
     // ---- pod handlers (§6.4)
 
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             // A restart may surface already-terminating pods: never count them as creations.
             self.pod_deleted(pod);
@@ -260,7 +261,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         }
     }
 
-    fn pod_updated(&self, old: &Pod, new: &Pod) {
+    fn pod_updated(&self, old: &CachedPod, new: &CachedPod) {
         if old.metadata.resource_version == new.metadata.resource_version {
             return;
         }
@@ -303,7 +304,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         }
     }
 
-    fn pod_deleted(&self, pod: &Pod) {
+    fn pod_deleted(&self, pod: &CachedPod) {
         let Some(r) = controller_of(&pod.metadata) else {
             return;
         };
@@ -338,8 +339,8 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                 return Ok(());
             }
         };
-        let all: Vec<Arc<Pod>> = self.pods.namespace(ns).list(&Selector::everything());
-        let active: Vec<Arc<Pod>> = all.into_iter().filter(|p| is_pod_active(p)).collect();
+        let all: Vec<Arc<CachedPod>> = self.pods.namespace(ns).list(&Selector::everything());
+        let active: Vec<Arc<CachedPod>> = all.into_iter().filter(|p| is_pod_active(p)).collect();
         let claimed = self.claim_pods(&owner, &rs, &selector, active).await?;
 
         let deleting = rs.metadata.deletion_timestamp.is_some();
@@ -391,8 +392,8 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         owner: &K,
         rs: &ReplicaSet,
         selector: &Selector,
-        active: Vec<Arc<Pod>>,
-    ) -> Result<Vec<Arc<Pod>>> {
+        active: Vec<Arc<CachedPod>>,
+    ) -> Result<Vec<Arc<CachedPod>>> {
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let ns = rs.metadata.namespace.clone().unwrap_or_default();
         let claim_owner = ClaimOwner {
@@ -435,7 +436,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
                     match api.patch(&pod_name, &patch).await {
                         Ok(adopted) => {
                             tracing::info!(pod = %pod_name, "adopted pod");
-                            claimed.push(Arc::new(adopted));
+                            claimed.push(Arc::new(CachedPod::from(adopted)));
                         }
                         Err(e) if e.is_not_found() => {}
                         Err(e) => errors.push(format!("adopt {pod_name}: {e}")),
@@ -487,7 +488,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
         key: &str,
         _owner: &K,
         rs: &ReplicaSet,
-        claimed: &[Arc<Pod>],
+        claimed: &[Arc<CachedPod>],
     ) -> Result<()> {
         let desired = rs
             .spec
@@ -605,7 +606,7 @@ impl<K: ReplicaOwner + client::Resource> Inner<K> {
     }
 
     /// Pods of every owner sharing this owner's controller (Deployment siblings); none if standalone.
-    fn related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<Pod>> {
+    fn related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<CachedPod>> {
         let Some(parent) = controller_of(&rs.metadata).map(|r| r.uid.clone()) else {
             return Vec::new();
         };
@@ -694,16 +695,16 @@ impl<K: ReplicaOwner + client::Resource> ResourceEventHandler<K> for OwnerHandle
 
 struct PodHandler<K: ReplicaOwner + client::Resource>(Arc<Inner<K>>);
 
-impl<K: ReplicaOwner + client::Resource> ResourceEventHandler<Pod> for PodHandler<K> {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl<K: ReplicaOwner + client::Resource> ResourceEventHandler<CachedPod> for PodHandler<K> {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.pod_added(obj);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.pod_updated(old, new);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.pod_deleted(obj.object());
     }
 }

@@ -6,25 +6,25 @@
 //! (`LogarithmicScaleDown`, GA in 1.31) with the pod UID as a stable pseudo-random tie-break.
 //! The sort is deterministic for a given `now`.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 
 use crate::pod_util::{is_pod_active, is_pod_ready, phase, ready_since};
 
 /// Annotation read by step 4 (`PodDeletionCost`, on by default since 1.22).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-fn node_name(p: &Pod) -> &str {
+fn node_name(p: &CachedPod) -> &str {
     p.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .unwrap_or("")
 }
 
-fn phase_ordinal(p: &Pod) -> u8 {
+fn phase_ordinal(p: &CachedPod) -> u8 {
     match phase(p) {
         "Unknown" => 1,
         "Running" => 2,
@@ -33,7 +33,7 @@ fn phase_ordinal(p: &Pod) -> u8 {
     }
 }
 
-fn deletion_cost(p: &Pod) -> i32 {
+fn deletion_cost(p: &CachedPod) -> i32 {
     p.metadata
         .annotations
         .as_ref()
@@ -42,7 +42,7 @@ fn deletion_cost(p: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
-fn max_restarts(p: &Pod) -> i32 {
+fn max_restarts(p: &CachedPod) -> i32 {
     p.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
@@ -50,7 +50,7 @@ fn max_restarts(p: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
-fn uid(p: &Pod) -> &str {
+fn uid(p: &CachedPod) -> &str {
     p.metadata.uid.as_deref().unwrap_or("")
 }
 
@@ -92,7 +92,7 @@ fn recency_bucket(t: Option<Timestamp>, now: Timestamp) -> i64 {
     }
 }
 
-fn deletion_key(p: &Pod, rank: i32, now: Timestamp) -> DeletionKey {
+fn deletion_key(p: &CachedPod, rank: i32, now: Timestamp) -> DeletionKey {
     let ready = is_pod_ready(p);
     DeletionKey {
         assigned: !node_name(p).is_empty(),
@@ -115,7 +115,7 @@ fn deletion_key(p: &Pod, rank: i32, now: Timestamp) -> DeletionKey {
 #[derive(Debug, Clone)]
 pub struct ActivePodsWithRanks {
     /// The candidate pods.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<CachedPod>>,
     /// `rank[i]` = number of active related pods on `pods[i]`'s node.
     pub rank: Vec<i32>,
     /// The instant time buckets are measured from.
@@ -131,7 +131,7 @@ impl ActivePodsWithRanks {
 
     /// Sort into deletion order (a total order: never panics, deterministic for a given `now`).
     pub fn sort(&mut self) {
-        let mut keyed: Vec<(DeletionKey, Arc<Pod>, i32)> = self
+        let mut keyed: Vec<(DeletionKey, Arc<CachedPod>, i32)> = self
             .pods
             .iter()
             .zip(&self.rank)
@@ -146,11 +146,11 @@ impl ActivePodsWithRanks {
 /// The `n` pods to delete from `filtered` (`getPodsToDelete`): when `n < filtered.len()`, rank each pod
 /// by the number of active pods of `related` on its node and take the first `n` in deletion order.
 pub fn pods_to_delete(
-    filtered: &[Arc<Pod>],
-    related: &[Arc<Pod>],
+    filtered: &[Arc<CachedPod>],
+    related: &[Arc<CachedPod>],
     n: usize,
     now: Timestamp,
-) -> Vec<Arc<Pod>> {
+) -> Vec<Arc<CachedPod>> {
     if n >= filtered.len() {
         return filtered.to_vec();
     }
@@ -178,17 +178,18 @@ pub fn pods_to_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cached_pod::{CachedContainerStatus, CachedPod};
     use crate::pod_util::testing::*;
-    use k8s_openapi::api::core::v1::ContainerStatus;
+
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn names(pods: &[Arc<Pod>]) -> Vec<String> {
+    fn names(pods: &[Arc<CachedPod>]) -> Vec<String> {
         pods.iter()
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect()
     }
 
-    fn running_ready(name: &str, node: &str, ready: i64) -> Pod {
+    fn running_ready(name: &str, node: &str, ready: i64) -> CachedPod {
         ready_at(
             on_node(with_phase(pod(name), "Running"), node),
             Some(ts(ready)),
@@ -197,7 +198,7 @@ mod tests {
 
     #[test]
     fn unscheduled_pending_notready_before_running_ready() {
-        let pods: Vec<Arc<Pod>> = vec![
+        let pods: Vec<Arc<CachedPod>> = vec![
             Arc::new(running_ready("ready", "n1", 0)),
             Arc::new(on_node(
                 with_phase(pod("running-notready"), "Running"),
@@ -229,8 +230,8 @@ mod tests {
                 .collect(),
         );
         let crowded = running_ready("crowded", "n3", 0);
-        let pods: Vec<Arc<Pod>> = vec![Arc::new(bad), Arc::new(crowded), Arc::new(cheap)];
-        let related: Vec<Arc<Pod>> = vec![
+        let pods: Vec<Arc<CachedPod>> = vec![Arc::new(bad), Arc::new(crowded), Arc::new(cheap)];
+        let related: Vec<Arc<CachedPod>> = vec![
             pods[0].clone(),
             pods[1].clone(),
             Arc::new(running_ready("other", "n3", 0)),
@@ -243,13 +244,13 @@ mod tests {
     fn recently_ready_first_with_log_buckets_and_uid_tiebreak() {
         let now = ts(100_000);
         // Ready 10 s ago vs 5000 s ago: different buckets, recent first.
-        let pods: Vec<Arc<Pod>> = vec![
+        let pods: Vec<Arc<CachedPod>> = vec![
             Arc::new(running_ready("old", "n1", 100_000 - 5000)),
             Arc::new(running_ready("recent", "n2", 100_000 - 10)),
         ];
         assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["recent"]);
         // 1000 s and 1001 s ago share a log2 bucket → UID decides ("uid-a" < "uid-b").
-        let pods: Vec<Arc<Pod>> = vec![
+        let pods: Vec<Arc<CachedPod>> = vec![
             Arc::new(running_ready("b", "n1", 100_000 - 1000)),
             Arc::new(running_ready("a", "n2", 100_000 - 1001)),
         ];
@@ -262,7 +263,7 @@ mod tests {
         crashy
             .status
             .get_or_insert_with(Default::default)
-            .container_statuses = Some(vec![ContainerStatus {
+            .container_statuses = Some(vec![CachedContainerStatus {
             restart_count: 3,
             ..Default::default()
         }]);
@@ -270,7 +271,7 @@ mod tests {
         young.metadata.creation_timestamp = Some(Time(ts(90_000)));
         let mut old = running_ready("old", "n3", 0);
         old.metadata.creation_timestamp = Some(Time(ts(10)));
-        let pods: Vec<Arc<Pod>> = vec![Arc::new(old), Arc::new(young), Arc::new(crashy)];
+        let pods: Vec<Arc<CachedPod>> = vec![Arc::new(old), Arc::new(young), Arc::new(crashy)];
         let out = pods_to_delete(&pods, &[], 2, ts(100_000));
         assert_eq!(names(&out), ["crashy", "young"]);
     }
@@ -282,12 +283,12 @@ mod tests {
         let mut a = running_ready("a", "n1", 100_000 - 1001);
         a.status
             .get_or_insert_with(Default::default)
-            .container_statuses = Some(vec![ContainerStatus {
+            .container_statuses = Some(vec![CachedContainerStatus {
             restart_count: 1,
             ..Default::default()
         }]);
         let b = running_ready("b", "n2", 100_000 - 1000);
-        let pods: Vec<Arc<Pod>> = vec![Arc::new(b), Arc::new(a)];
+        let pods: Vec<Arc<CachedPod>> = vec![Arc::new(b), Arc::new(a)];
         assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["a"]);
     }
 
@@ -326,7 +327,7 @@ mod tests {
 
     #[test]
     fn deleting_all_skips_sorting() {
-        let pods: Vec<Arc<Pod>> = vec![Arc::new(pod("x")), Arc::new(pod("y"))];
+        let pods: Vec<Arc<CachedPod>> = vec![Arc::new(pod("x")), Arc::new(pod("y"))];
         assert_eq!(pods_to_delete(&pods, &[], 5, ts(0)).len(), 2);
     }
 }

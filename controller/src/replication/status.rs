@@ -5,12 +5,12 @@
 //! and maintains the `ReplicaFailure` condition from the manage error. `needs_update` implements the
 //! "write only when changed" rule: counts, conditions and `observedGeneration == generation`.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::matches_set;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::pod_util::{is_pod_available, is_pod_ready};
@@ -22,7 +22,7 @@ pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 /// by manageReplicas, if any.
 pub fn calculate_status(
     rs: &ReplicaSet,
-    claimed: &[Arc<Pod>],
+    claimed: &[Arc<CachedPod>],
     manage_err: Option<&str>,
     now: Timestamp,
 ) -> ReplicaSetStatus {
@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn counts_fully_labeled_ready_and_available() {
         let now = ts(1000);
-        let pods: Vec<Arc<Pod>> = vec![
+        let pods: Vec<Arc<CachedPod>> = vec![
             Arc::new(ready_at(
                 with_labels(pod("a"), &[("app", "web"), ("v", "1")]),
                 Some(ts(900)),
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn failed_delete_reason_when_over_replicas() {
-        let pods: Vec<Arc<Pod>> = vec![Arc::new(pod("a")), Arc::new(pod("b"))];
+        let pods: Vec<Arc<CachedPod>> = vec![Arc::new(pod("a")), Arc::new(pod("b"))];
         let s = calculate_status(&rs(1, 0), &pods, Some("boom"), ts(0));
         let c = s.conditions.unwrap_or_default();
         assert_eq!(c[0].reason.as_deref(), Some("FailedDelete"));

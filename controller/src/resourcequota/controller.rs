@@ -1,6 +1,7 @@
 //! The `resourcequota` controller's I/O (see [`super`]): informers, the two work queues, the
 //! full resync, replenishment handlers and the status write.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use client::{
     ListParams, Lister, RateLimitingQueue, ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolumeClaim, Pod, ReplicationController, ResourceQuota, Secret, Service,
+    ConfigMap, PersistentVolumeClaim, ReplicationController, ResourceQuota, Secret, Service,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -28,7 +29,7 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(300);
 /// discovers every resource; these are the ones with their own evaluator or a legacy alias).
 pub struct Informers {
     pub quotas: SharedIndexInformer<ResourceQuota>,
-    pub pods: SharedIndexInformer<Pod>,
+    pub pods: SharedIndexInformer<CachedPod>,
     pub services: SharedIndexInformer<Service>,
     pub claims: SharedIndexInformer<PersistentVolumeClaim>,
     pub configmaps: SharedIndexInformer<ConfigMap>,
@@ -38,7 +39,7 @@ pub struct Informers {
 
 struct Listers {
     quotas: Lister<ResourceQuota>,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     services: Lister<Service>,
     claims: Lister<PersistentVolumeClaim>,
     configmaps: Lister<ConfigMap>,
@@ -97,7 +98,7 @@ impl ResourceQuotaController {
             vec![
                 i.quotas.add_event_handler(QuotaHandler(inner.clone())),
                 i.pods
-                    .add_event_handler(Replenish::<Pod>::new(&inner, "pods")),
+                    .add_event_handler(Replenish::<CachedPod>::new(&inner, "pods")),
                 i.services
                     .add_event_handler(Replenish::<Service>::new(&inner, "services")),
                 i.claims
@@ -381,10 +382,10 @@ fn timestamp(
     t.map(|t| t.0)
 }
 
-impl ReplenishOnUpdate for Pod {
+impl ReplenishOnUpdate for CachedPod {
     /// The pod stopped counting (it became terminal or outlived its deletion grace period).
     fn lowers_usage(old: &Self, new: &Self, now: jiff::Timestamp) -> bool {
-        let counts = |p: &Pod| {
+        let counts = |p: &CachedPod| {
             decide::pod_counts(
                 p.status.as_ref().and_then(|s| s.phase.as_deref()),
                 timestamp(p.metadata.deletion_timestamp.as_ref()),

@@ -14,6 +14,7 @@
 //! for the claims to be bound) in a task of its own before the pod's bind takes a bind slot; claim,
 //! volume and class changes retry unschedulable pods at once.
 
+use crate::cached_pod::CachedPod;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -202,7 +203,7 @@ impl Cache {
 
 struct Inner {
     client: Client,
-    pods: Lister<Pod>,
+    pods: Lister<CachedPod>,
     nodes: Lister<Node>,
     queue: RateLimitingQueue<String>,
     cache: Mutex<Cache>,
@@ -228,7 +229,7 @@ pub struct Scheduler {
     registrations: Vec<HandlerRegistration>,
 }
 
-fn responsible(pod: &Pod) -> bool {
+fn responsible(pod: &CachedPod) -> bool {
     let spec = pod.spec.as_ref();
     let name = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("");
     (name.is_empty() || name == DEFAULT_SCHEDULER_NAME)
@@ -239,7 +240,7 @@ fn responsible(pod: &Pod) -> bool {
         && !matches!(phase(pod), "Succeeded" | "Failed")
 }
 
-fn bound_node(pod: &Pod) -> Option<&str> {
+fn bound_node(pod: &CachedPod) -> Option<&str> {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
@@ -250,7 +251,7 @@ impl Scheduler {
     /// Build the scheduler on the shared pod and node informers.
     pub fn new(
         client: Client,
-        pod_informer: SharedIndexInformer<Pod>,
+        pod_informer: SharedIndexInformer<CachedPod>,
         node_informer: SharedIndexInformer<Node>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
@@ -355,7 +356,7 @@ impl Inner {
         }
     }
 
-    fn pod_ref(pod: &Pod) -> ObjectReference {
+    fn pod_ref(pod: &CachedPod) -> ObjectReference {
         ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -483,7 +484,7 @@ impl Inner {
     }
 
     /// The pod fits nowhere (or its PreBind failed): event, condition, retry with back-off.
-    async fn fail(&self, key: &str, pod: &Pod, msg: &str) {
+    async fn fail(&self, key: &str, pod: &CachedPod, msg: &str) {
         tracing::debug!(pod = key, %msg, "unschedulable");
         self.recorder.event(
             &Self::pod_ref(pod),
@@ -504,7 +505,7 @@ impl Inner {
         self.queue.add_after(key.to_string(), backoff);
     }
 
-    async fn mark_unschedulable(&self, pod: &Pod, msg: &str) {
+    async fn mark_unschedulable(&self, pod: &CachedPod, msg: &str) {
         let already = pod
             .status
             .as_ref()
@@ -534,7 +535,7 @@ impl Inner {
         }
     }
 
-    async fn bind(&self, key: &str, pod: &Pod, node: &str) {
+    async fn bind(&self, key: &str, pod: &CachedPod, node: &str) {
         let binding = Binding {
             metadata: ObjectMeta {
                 name: pod.metadata.name.clone(),
@@ -582,7 +583,7 @@ impl Inner {
         |name| self.nodes.get(name).is_some()
     }
 
-    fn observe_pod(&self, pod: &Pod) {
+    fn observe_pod(&self, pod: &CachedPod) {
         let key = key_of_meta(&pod.metadata);
         if let Some(node) = bound_node(pod) {
             if matches!(phase(pod), "Succeeded" | "Failed") {
@@ -605,16 +606,16 @@ impl Inner {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.observe_pod(obj);
     }
 
-    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.observe_pod(new);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         let key = obj.key();
         let freed = self.0.cache.lock().remove(&key, &self.0.node_exists());
         self.0.assumed.lock().remove(&key);

@@ -9,10 +9,11 @@
 //! Failures come back as [`FitFailure`] values and are summarised as kube-scheduler does:
 //! `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable.`
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use api::quantity::Amount;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
 use super::nodeaffinity::RequiredNodeAffinity;
 use super::resources::{from_list, pod_requests, Resources};
@@ -125,7 +126,7 @@ pub struct PodInfo<'a> {
 }
 
 impl<'a> PodInfo<'a> {
-    pub fn new(pod: &'a Pod) -> Self {
+    pub fn new(pod: &'a CachedPod) -> Self {
         let spec = pod.spec.as_ref();
         PodInfo {
             tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]),
@@ -137,7 +138,7 @@ impl<'a> PodInfo<'a> {
 }
 
 /// Check one node; every failing reason is returned (kube-scheduler reports them all).
-pub fn node_fits(pod: &Pod, node: &Node, usage: &NodeUsage) -> Result<(), Vec<FitFailure>> {
+pub fn node_fits(pod: &CachedPod, node: &Node, usage: &NodeUsage) -> Result<(), Vec<FitFailure>> {
     fits(&PodInfo::new(pod), node, allocatable(node), usage)
 }
 
@@ -215,9 +216,8 @@ pub fn fit_error_message(total_nodes: usize, failures: &[Vec<FitFailure>]) -> St
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        Container, NodeCondition, NodeSpec, NodeStatus, PodSpec, ResourceRequirements,
-    };
+    use crate::cached_pod::{CachedContainer, CachedPodSpec};
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -247,15 +247,15 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn pod_req(cpu: &str, mem: &str) -> Pod {
-        Pod {
+    pub fn pod_req(cpu: &str, mem: &str) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some("p".into()),
                 namespace: Some("default".into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
-                containers: vec![Container {
+            spec: Some(CachedPodSpec {
+                containers: vec![CachedContainer {
                     resources: Some(ResourceRequirements {
                         requests: Some(
                             [

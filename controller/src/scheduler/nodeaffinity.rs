@@ -12,10 +12,13 @@
 //!
 //! Built once per pod ([`RequiredNodeAffinity::of`]) and matched against many nodes; pure.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use api::labels::{Operator, Requirement};
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+};
 
 /// The only field `matchFields` may name (`metav1.ObjectNameField`).
 pub const OBJECT_NAME_FIELD: &str = "metadata.name";
@@ -96,22 +99,31 @@ pub struct RequiredNodeAffinity {
 
 impl RequiredNodeAffinity {
     /// `GetRequiredNodeAffinity` of a pod.
-    pub fn of(pod: &Pod) -> Self {
-        pod.spec.as_ref().map(Self::of_spec).unwrap_or_default()
+    pub fn of(pod: &CachedPod) -> Self {
+        pod.spec
+            .as_ref()
+            .map(|s| Self::of_parts(s.node_selector.as_ref(), s.affinity.as_ref()))
+            .unwrap_or_default()
     }
 
     /// The same from a pod spec (a template's).
     pub fn of_spec(spec: &PodSpec) -> Self {
-        let required = spec
-            .affinity
-            .as_ref()
+        Self::of_parts(spec.node_selector.as_ref(), spec.affinity.as_ref())
+    }
+
+    /// The same from a spec's `nodeSelector` and `affinity`.
+    fn of_parts(
+        node_selector: Option<&BTreeMap<String, String>>,
+        affinity: Option<&Affinity>,
+    ) -> Self {
+        let required = affinity
             .and_then(|a| a.node_affinity.as_ref())
             .and_then(|n| {
                 n.required_during_scheduling_ignored_during_execution
                     .as_ref()
             });
         Self {
-            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            node_selector: node_selector.cloned().unwrap_or_default(),
             terms: required.map(|r| {
                 r.node_selector_terms
                     .iter()

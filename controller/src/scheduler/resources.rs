@@ -5,10 +5,10 @@
 //! largest init container request, plus `spec.overhead` (`computePodResourceRequest`). For scoring,
 //! containers without requests count as 100m CPU and 200 MiB (`GetNonzeroRequests`).
 
+use crate::cached_pod::{CachedContainer, CachedPod};
 use std::collections::BTreeMap;
 
 use api::quantity::Amount;
-use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// Default CPU request for scoring when none is set: 100 millicores (`DefaultMilliCPURequest`).
@@ -65,7 +65,7 @@ pub fn from_list(map: Option<&BTreeMap<String, Quantity>>) -> Resources {
     }
 }
 
-fn container_requests(c: &Container, non_zero: bool) -> Resources {
+fn container_requests(c: &CachedContainer, non_zero: bool) -> Resources {
     let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
     let mut r = from_list(req);
     if non_zero {
@@ -80,7 +80,7 @@ fn container_requests(c: &Container, non_zero: bool) -> Resources {
 }
 
 /// The pod's effective request; `non_zero` substitutes the scoring defaults for unset requests.
-pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
+pub fn pod_requests(pod: &CachedPod, non_zero: bool) -> Resources {
     let Some(spec) = pod.spec.as_ref() else {
         return Resources::default();
     };
@@ -98,9 +98,10 @@ pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use crate::cached_pod::{CachedContainer, CachedPod, CachedPodSpec};
+    use k8s_openapi::api::core::v1::ResourceRequirements;
 
-    fn container(cpu: Option<&str>, mem: Option<&str>) -> Container {
+    fn container(cpu: Option<&str>, mem: Option<&str>) -> CachedContainer {
         let mut req = BTreeMap::new();
         if let Some(c) = cpu {
             req.insert("cpu".to_string(), Quantity(c.into()));
@@ -108,7 +109,7 @@ mod tests {
         if let Some(m) = mem {
             req.insert("memory".to_string(), Quantity(m.into()));
         }
-        Container {
+        CachedContainer {
             resources: Some(ResourceRequirements {
                 requests: Some(req),
                 ..Default::default()
@@ -119,8 +120,8 @@ mod tests {
 
     #[test]
     fn pod_request_sums_containers_and_maxes_init() {
-        let pod = Pod {
-            spec: Some(PodSpec {
+        let pod = CachedPod {
+            spec: Some(CachedPodSpec {
                 containers: vec![
                     container(Some("250m"), Some("64Mi")),
                     container(Some("250m"), None),

@@ -5,7 +5,8 @@
 //! allocatable is 0. The highest score wins; ties go to the lexically first node name so that the
 //! choice is deterministic (the pod just placed changes the next pod's scores, which spreads pods).
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::cached_pod::CachedPod;
+use k8s_openapi::api::core::v1::Node;
 
 use super::filter::{allocatable, fits, FitFailure, NodeUsage, PodInfo};
 use super::resources::{pod_requests, Resources};
@@ -21,7 +22,7 @@ fn least_allocated(requested: i64, capacity: i64) -> i64 {
 }
 
 /// Score one (feasible) node for the pod.
-pub fn score(pod: &Pod, node: &Node, usage: &NodeUsage) -> i64 {
+pub fn score(pod: &CachedPod, node: &Node, usage: &NodeUsage) -> i64 {
     score_with(pod_requests(pod, true), allocatable(node).0, usage)
 }
 
@@ -44,7 +45,7 @@ pub enum Placement {
 
 /// Filter then score `nodes` (each with its current usage) and pick one.
 pub fn select_node<'a>(
-    pod: &Pod,
+    pod: &CachedPod,
     nodes: impl IntoIterator<Item = (&'a Node, NodeUsage)>,
 ) -> Placement {
     select_node_with(
@@ -58,7 +59,7 @@ pub fn select_node<'a>(
 /// [`select_node`] with each node's [`allocatable`] already parsed (the scheduler's cache keeps
 /// it per node version, as upstream's `NodeInfo`).
 pub fn select_node_with<'a>(
-    pod: &Pod,
+    pod: &CachedPod,
     nodes: impl IntoIterator<Item = (&'a Node, NodeUsage, (Resources, i64))>,
 ) -> Placement {
     let mut best: Option<(i64, &str)> = None;
@@ -89,7 +90,7 @@ pub fn select_node_with<'a>(
 }
 
 /// The usage a pod adds to its node.
-pub fn usage_of(pod: &Pod) -> (Resources, Resources) {
+pub fn usage_of(pod: &CachedPod) -> (Resources, Resources) {
     (pod_requests(pod, false), pod_requests(pod, true))
 }
 

@@ -16,12 +16,13 @@
 //!   bound, at most [`BIND_TIMEOUT`] (`bindTimeoutSeconds`), woken by claim and volume events.
 //!   Failures come back as errors; the scheduler retries the pod with its back-off.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use client::{Client, Lister};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -72,7 +73,7 @@ pub enum ClaimBinding {
     Provision(Arc<PersistentVolumeClaim>),
 }
 
-fn claim_names(pod: &Pod) -> Vec<String> {
+fn claim_names(pod: &CachedPod) -> Vec<String> {
     let vols = pod
         .spec
         .as_ref()
@@ -115,7 +116,7 @@ impl VolumeBinding {
     }
 
     /// PreFilter: the pod's claims, or why no node can take it.
-    pub fn pre_filter(&self, pod: &Pod) -> Result<PodVolumes, String> {
+    pub fn pre_filter(&self, pod: &CachedPod) -> Result<PodVolumes, String> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("");
         let mut out = PodVolumes::default();
         let mut immediate_unbound = false;

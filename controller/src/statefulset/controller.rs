@@ -3,6 +3,7 @@
 //! feed it (`addPod`, `updatePod`, `deletePod`, `enqueueStatefulSet`). A sync's steps are in
 //! `sync`; its requests in `pod_control`.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use client::{
     ResourceEventHandler, Runner, SharedIndexInformer,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +27,7 @@ use crate::Error;
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) sets: Lister<StatefulSet>,
-    pub(super) pods: Lister<Pod>,
+    pub(super) pods: Lister<CachedPod>,
     pub(super) claims: Lister<PersistentVolumeClaim>,
     pub(super) history: History,
     pub(super) queue: RateLimitingQueue<String>,
@@ -45,7 +46,7 @@ impl StatefulSetController {
     pub fn new(
         client: Client,
         sets: SharedIndexInformer<StatefulSet>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         revisions: SharedIndexInformer<ControllerRevision>,
         claims: SharedIndexInformer<PersistentVolumeClaim>,
         recorder: EventRecorder,
@@ -121,7 +122,7 @@ impl Inner {
     }
 
     /// `getStatefulSetsForPod`: sets whose selector matches an orphan pod.
-    fn matching_sets(&self, pod: &Pod) -> Vec<Arc<StatefulSet>> {
+    fn matching_sets(&self, pod: &CachedPod) -> Vec<Arc<StatefulSet>> {
         if pod.metadata.labels.as_ref().is_none_or(|l| l.is_empty()) {
             return Vec::new();
         }
@@ -137,7 +138,7 @@ impl Inner {
             .collect()
     }
 
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             self.pod_deleted(pod);
             return;
@@ -154,7 +155,7 @@ impl Inner {
         }
     }
 
-    fn pod_updated(&self, old: &Pod, new: &Pod) {
+    fn pod_updated(&self, old: &CachedPod, new: &CachedPod) {
         if old.metadata.resource_version == new.metadata.resource_version {
             return;
         }
@@ -186,7 +187,7 @@ impl Inner {
         }
     }
 
-    fn pod_deleted(&self, pod: &Pod) {
+    fn pod_deleted(&self, pod: &CachedPod) {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(set) = controller_of(&pod.metadata).and_then(|r| self.resolve(ns, r)) {
             self.enqueue(&set);
@@ -212,16 +213,16 @@ impl ResourceEventHandler<StatefulSet> for SetHandler {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.pod_added(obj);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.pod_updated(old, new);
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.pod_deleted(obj.object());
     }
 }

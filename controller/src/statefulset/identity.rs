@@ -5,6 +5,7 @@
 //!
 //! Everything here is deterministic and free of I/O.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -46,8 +47,13 @@ pub fn parent_and_ordinal(name: &str) -> Option<(&str, i32)> {
 }
 
 /// `getOrdinal`: the pod's ordinal, -1 when its name has none.
-pub fn ordinal(pod: &Pod) -> i32 {
-    parent_and_ordinal(pod.metadata.name.as_deref().unwrap_or_default()).map_or(-1, |(_, o)| o)
+pub fn ordinal(pod: &CachedPod) -> i32 {
+    meta_ordinal(&pod.metadata)
+}
+
+/// [`ordinal`] of a pod's metadata (of a pod being built or repaired).
+fn meta_ordinal(meta: &ObjectMeta) -> i32 {
+    parent_and_ordinal(meta.name.as_deref().unwrap_or_default()).map_or(-1, |(_, o)| o)
 }
 
 fn name(set: &StatefulSet) -> &str {
@@ -77,7 +83,7 @@ pub fn end_ordinal(set: &StatefulSet) -> i32 {
 }
 
 /// `podInOrdinalRange`.
-pub fn in_ordinal_range(pod: &Pod, set: &StatefulSet) -> bool {
+pub fn in_ordinal_range(pod: &CachedPod, set: &StatefulSet) -> bool {
     let o = ordinal(pod);
     o >= start_ordinal(set) && o <= end_ordinal(set)
 }
@@ -93,17 +99,17 @@ pub fn claim_name(set: &StatefulSet, template: &str, ordinal: i32) -> String {
 }
 
 /// `isMemberOf`: the pod's name says it belongs to the set.
-pub fn is_member_of(set: &StatefulSet, pod: &Pod) -> bool {
+pub fn is_member_of(set: &StatefulSet, pod: &CachedPod) -> bool {
     parent_and_ordinal(pod.metadata.name.as_deref().unwrap_or_default())
         .is_some_and(|(p, _)| p == name(set))
 }
 
-fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+fn label<'a>(pod: &'a CachedPod, key: &str) -> Option<&'a str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// `identityMatches`: name, namespace and the pod-name label are the set's.
-pub fn identity_matches(set: &StatefulSet, pod: &Pod) -> bool {
+pub fn identity_matches(set: &StatefulSet, pod: &CachedPod) -> bool {
     let pod_name_ = pod.metadata.name.as_deref().unwrap_or_default();
     parent_and_ordinal(pod_name_).is_some_and(|(parent, o)| {
         parent == name(set)
@@ -121,7 +127,7 @@ fn claim_templates(set: &StatefulSet) -> &[PersistentVolumeClaim] {
 }
 
 /// `storageMatches`: every claim template is mounted from the pod's own claim.
-pub fn storage_matches(set: &StatefulSet, pod: &Pod) -> bool {
+pub fn storage_matches(set: &StatefulSet, pod: &CachedPod) -> bool {
     let o = ordinal(pod);
     if o < 0 {
         return false;
@@ -170,7 +176,7 @@ pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<(String, PersistentVol
 /// `updateStorage`: mount each template's claim under the template's name, keeping the pod's
 /// other volumes.
 pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
-    let claims = claims_for(set, ordinal(pod));
+    let claims = claims_for(set, meta_ordinal(&pod.metadata));
     let spec = pod.spec.get_or_insert_with(Default::default);
     let current = spec.volumes.take().unwrap_or_default();
     let mut volumes: Vec<Volume> = claims
@@ -194,7 +200,7 @@ pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
 
 /// `updateIdentity`: name, namespace, the pod-name and pod-index labels.
 pub fn update_identity(set: &StatefulSet, pod: &mut Pod) {
-    let o = ordinal(pod);
+    let o = meta_ordinal(&pod.metadata);
     let n = pod_name(set, o);
     pod.metadata.name = Some(n.clone());
     pod.metadata.namespace = set.metadata.namespace.clone();
@@ -301,7 +307,7 @@ pub fn new_versioned_pod(
 }
 
 /// `getPodRevision`.
-pub fn pod_revision(pod: &Pod) -> &str {
+pub fn pod_revision(pod: &CachedPod) -> &str {
     label(pod, REVISION_LABEL).unwrap_or_default()
 }
 
@@ -354,27 +360,27 @@ pub fn apply_revision(set: &StatefulSet, revision: &ControllerRevision) -> Optio
 }
 
 /// `isCreated`: the apiserver has it (it has a phase).
-pub fn is_created(pod: &Pod) -> bool {
+pub fn is_created(pod: &CachedPod) -> bool {
     !phase(pod).is_empty()
 }
 
 /// `isTerminating`.
-pub fn is_terminating(pod: &Pod) -> bool {
+pub fn is_terminating(pod: &CachedPod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 /// `isRunningAndReady`.
-pub fn is_running_and_ready(pod: &Pod) -> bool {
+pub fn is_running_and_ready(pod: &CachedPod) -> bool {
     phase(pod) == "Running" && is_pod_ready(pod)
 }
 
 /// `isRunningAndAvailable`: ready for `minReadySeconds`.
-pub fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_running_and_available(pod: &CachedPod, min_ready_seconds: i32, now: Timestamp) -> bool {
     is_pod_available(pod, min_ready_seconds, now)
 }
 
 /// `isUnavailable`: not available, or terminating.
-pub fn is_unavailable(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_unavailable(pod: &CachedPod, min_ready_seconds: i32, now: Timestamp) -> bool {
     !is_running_and_available(pod, min_ready_seconds, now) || is_terminating(pod)
 }
 

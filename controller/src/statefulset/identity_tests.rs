@@ -2,12 +2,18 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::{
     RollingUpdateStatefulSetStrategy, StatefulSetOrdinals, StatefulSetSpec,
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// A built pod as the cache would show it.
+fn seen(p: &Pod) -> CachedPod {
+    CachedPod::from(p.clone())
+}
 
 pub(crate) fn set(replicas: i32, image: &str) -> StatefulSet {
     let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
@@ -70,10 +76,10 @@ fn names_and_ordinals() {
     s.spec.as_mut().unwrap().ordinals = Some(StatefulSetOrdinals { start: Some(5) });
     assert_eq!((start_ordinal(&s), end_ordinal(&s)), (5, 7));
     let p = new_pod(&s, 6);
-    assert!(in_ordinal_range(&p, &s));
-    assert!(!in_ordinal_range(&new_pod(&s, 4), &s));
+    assert!(in_ordinal_range(&seen(&p), &s));
+    assert!(!in_ordinal_range(&seen(&new_pod(&s, 4)), &s));
     assert_eq!(claim_name(&s, "www", 6), "www-web-6");
-    assert!(is_member_of(&s, &p));
+    assert!(is_member_of(&s, &seen(&p)));
 }
 
 #[test]
@@ -99,7 +105,7 @@ fn a_new_pod_has_its_identity_storage_and_owner() {
         (owner.kind.as_str(), owner.controller),
         ("StatefulSet", Some(true))
     );
-    assert!(identity_matches(&s, &p) && storage_matches(&s, &p));
+    assert!(identity_matches(&s, &seen(&p)) && storage_matches(&s, &seen(&p)));
 
     let mut broken = p.clone();
     broken
@@ -109,10 +115,10 @@ fn a_new_pod_has_its_identity_storage_and_owner() {
         .unwrap()
         .remove(POD_NAME_LABEL);
     broken.spec.as_mut().unwrap().volumes = None;
-    assert!(!identity_matches(&s, &broken) && !storage_matches(&s, &broken));
+    assert!(!identity_matches(&s, &seen(&broken)) && !storage_matches(&s, &seen(&broken)));
     update_identity(&s, &mut broken);
     update_storage(&s, &mut broken);
-    assert!(identity_matches(&s, &broken) && storage_matches(&s, &broken));
+    assert!(identity_matches(&s, &seen(&broken)) && storage_matches(&s, &seen(&broken)));
 }
 
 #[test]
@@ -158,16 +164,16 @@ fn versioned_pods_follow_the_partition() {
     let update = set(4, "nginx:2");
     let p1 = new_versioned_pod(&current, &update, "web-a", "web-b", 1);
     let p2 = new_versioned_pod(&current, &update, "web-a", "web-b", 2);
-    assert_eq!(pod_revision(&p1), "web-a");
-    assert_eq!(pod_revision(&p2), "web-b");
-    let image = |p: &Pod| {
+    assert_eq!(pod_revision(&seen(&p1)), "web-a");
+    assert_eq!(pod_revision(&seen(&p2)), "web-b");
+    let image = |p: &CachedPod| {
         p.spec.as_ref().unwrap().containers[0]
             .image
             .clone()
             .unwrap()
     };
     assert_eq!(
-        (image(&p1), image(&p2)),
+        (image(&seen(&p1)), image(&seen(&p2))),
         ("nginx:1".to_string(), "nginx:2".to_string())
     );
 }

@@ -20,6 +20,7 @@
 //! The executor performs the steps in order and stops at the first failure; with `Parallel`
 //! it may run the creations of step 1 concurrently. Pure: time comes in as `now`.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -53,13 +54,13 @@ pub enum Step {
     /// Create the claims, then the pod, then set the claims' owners.
     Create(Box<Pod>),
     /// Create the missing claims of a pending pod and set their owners.
-    CreateClaims(Arc<Pod>),
+    CreateClaims(Arc<CachedPod>),
     /// Restore the pod's identity and storage, and its claims' owners.
-    Update(Arc<Pod>),
+    Update(Arc<CachedPod>),
     /// Set the owners of a condemned pod's claims.
-    FixClaims(Arc<Pod>),
+    FixClaims(Arc<CachedPod>),
     /// Delete the pod.
-    Delete(Arc<Pod>, DeleteReason),
+    Delete(Arc<CachedPod>, DeleteReason),
 }
 
 /// The plan: the status to write and the steps to take.
@@ -89,7 +90,7 @@ pub struct Snapshot<'a> {
     /// The set's collision count after revisions were made.
     pub collision_count: i32,
     /// The set's pods (claimed).
-    pub pods: &'a [Arc<Pod>],
+    pub pods: &'a [Arc<CachedPod>],
     /// Claim lookup by name in the set's namespace.
     pub claim: &'a dyn Fn(&str) -> Option<Arc<PersistentVolumeClaim>>,
     /// Now.
@@ -97,7 +98,7 @@ pub struct Snapshot<'a> {
 }
 
 /// `updateStatus`/`computeReplicaStatus` over `pods` into `status`.
-pub fn count(status: &mut StatefulSetStatus, s: &Snapshot<'_>, pods: &[&Pod]) {
+pub fn count(status: &mut StatefulSetStatus, s: &Snapshot<'_>, pods: &[&CachedPod]) {
     let min_ready = min_ready_seconds(s.set);
     let (mut replicas, mut ready, mut available, mut current, mut updated) = (0, 0, 0, 0, 0);
     for pod in pods {
@@ -124,7 +125,7 @@ pub fn count(status: &mut StatefulSetStatus, s: &Snapshot<'_>, pods: &[&Pod]) {
 }
 
 /// `ClaimsMatchRetentionPolicy` (missing claims match: they are made later).
-fn claims_match(s: &Snapshot<'_>, pod: &Pod) -> bool {
+fn claims_match(s: &Snapshot<'_>, pod: &CachedPod) -> bool {
     claims_for(s.update_set, ordinal(pod)).iter().all(|(_, c)| {
         let name = c.metadata.name.as_deref().unwrap_or_default();
         (s.claim)(name).is_none_or(|found| is_claim_owner_up_to_date(&found, s.update_set, pod))
@@ -132,7 +133,7 @@ fn claims_match(s: &Snapshot<'_>, pod: &Pod) -> bool {
 }
 
 /// `PodClaimIsStale`: under `whenScaled: Delete`, a claim of this ordinal refers to another pod.
-fn claim_is_stale(s: &Snapshot<'_>, pod: &Pod) -> bool {
+fn claim_is_stale(s: &Snapshot<'_>, pod: &CachedPod) -> bool {
     if policy(s.set).1 == Retention::Retain {
         return false;
     }
@@ -144,15 +145,19 @@ fn claim_is_stale(s: &Snapshot<'_>, pod: &Pod) -> bool {
 
 /// A replica slot: a pod found, or one to create.
 enum Slot {
-    Found(Arc<Pod>),
-    New(Box<Pod>),
+    Found(Arc<CachedPod>),
+    /// A pod to create: whole, and as the plan reads a pod.
+    New {
+        pod: Box<Pod>,
+        view: Box<CachedPod>,
+    },
 }
 
 impl Slot {
-    fn pod(&self) -> &Pod {
+    fn pod(&self) -> &CachedPod {
         match self {
             Slot::Found(p) => p,
-            Slot::New(p) => p,
+            Slot::New { view, .. } => view,
         }
     }
 }
@@ -169,21 +174,27 @@ struct Replicas<'s, 'a> {
     start: i32,
     n: usize,
     /// By index (ordinal − start).
-    found: BTreeMap<usize, Arc<Pod>>,
+    found: BTreeMap<usize, Arc<CachedPod>>,
 }
 
 impl Replicas<'_, '_> {
     fn slot(&self, i: usize) -> Slot {
         match self.found.get(&i) {
             Some(p) => Slot::Found(p.clone()),
-            None => Slot::New(Box::new(new_versioned_pod(
-                self.s.current_set,
-                self.s.update_set,
-                self.s.current_revision,
-                self.s.update_revision,
-                self.start
-                    .saturating_add(i32::try_from(i).unwrap_or(i32::MAX)),
-            ))),
+            None => {
+                let pod = new_versioned_pod(
+                    self.s.current_set,
+                    self.s.update_set,
+                    self.s.current_revision,
+                    self.s.update_revision,
+                    self.start
+                        .saturating_add(i32::try_from(i).unwrap_or(i32::MAX)),
+                );
+                Slot::New {
+                    view: Box::new(CachedPod::from(pod.clone())),
+                    pod: Box::new(pod),
+                }
+            }
         }
     }
 }
@@ -199,7 +210,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         collision_count: Some(s.collision_count),
         ..Default::default()
     };
-    let all: Vec<&Pod> = s.pods.iter().map(|p| &**p).collect();
+    let all: Vec<&CachedPod> = s.pods.iter().map(|p| &**p).collect();
     count(&mut status, s, &all);
 
     let start = start_ordinal(set);
@@ -209,7 +220,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         n: usize::try_from(super::identity::replicas(set)).unwrap_or(0),
         found: BTreeMap::new(),
     };
-    let mut condemned: Vec<Arc<Pod>> = Vec::new();
+    let mut condemned: Vec<Arc<CachedPod>> = Vec::new();
     for pod in s.pods {
         if in_ordinal_range(pod, set) {
             if let Some(i) = ordinal(pod)
@@ -232,7 +243,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             .found
             .values()
             .any(|p| is_unavailable(p, min_ready, s.now));
-    let first_unavailable: Option<&Pod> = if replica_unavailable {
+    let first_unavailable: Option<&CachedPod> = if replica_unavailable {
         None
     } else {
         condemned
@@ -244,7 +255,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
 
     // Status over the replicas and condemned pods, as upstream recounts before returning (a
     // replica still to create counts for nothing).
-    let counted: Vec<&Pod> = replicas
+    let counted: Vec<&CachedPod> = replicas
         .found
         .values()
         .chain(condemned.iter())
@@ -265,7 +276,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     let mut creates = 0;
     for i in 0..replicas.n {
         let slot = replicas.slot(i);
-        if matches!(slot, Slot::New(_)) {
+        if matches!(slot, Slot::New { .. }) {
             // A create past the limit waits for the next sync (the rest of this one waits too).
             if creates == MAX_CREATES_PER_SYNC {
                 return out;
@@ -324,8 +335,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
 /// `processReplica`: push its steps; `true` when the plan must stop here.
 fn process_replica(s: &Snapshot<'_>, slot: &Slot, monotonic: bool, steps: &mut Vec<Step>) -> bool {
     let pod = match slot {
-        Slot::New(pod) => {
-            if claim_is_stale(s, pod) {
+        Slot::New { pod, view } => {
+            if claim_is_stale(s, view) {
                 return true;
             }
             steps.push(Step::Create(pod.clone()));

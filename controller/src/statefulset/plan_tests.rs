@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::testing::{ready_at, ts, with_phase};
 use crate::statefulset::identity::tests::set;
 use crate::statefulset::identity::{new_versioned_pod, REVISION_LABEL};
@@ -12,8 +13,8 @@ const CUR: &str = "web-aaa";
 const UPD: &str = "web-bbb";
 
 /// A pod of `s` at `revision`, in `phase`, ready when Running.
-fn pod(s: &StatefulSet, ordinal: i32, revision: &str, phase: &str) -> Arc<Pod> {
-    let mut p = new_versioned_pod(s, s, revision, revision, ordinal);
+fn pod(s: &StatefulSet, ordinal: i32, revision: &str, phase: &str) -> Arc<CachedPod> {
+    let mut p = CachedPod::from(new_versioned_pod(s, s, revision, revision, ordinal));
     p.metadata.uid = Some(format!("uid-{ordinal}"));
     p.metadata
         .labels
@@ -27,7 +28,7 @@ fn pod(s: &StatefulSet, ordinal: i32, revision: &str, phase: &str) -> Arc<Pod> {
     Arc::new(p)
 }
 
-fn run(s: &StatefulSet, update: &StatefulSet, pods: &[Arc<Pod>]) -> Plan {
+fn run(s: &StatefulSet, update: &StatefulSet, pods: &[Arc<CachedPod>]) -> Plan {
     let none = |_: &str| None;
     plan(&Snapshot {
         set: s,

@@ -8,6 +8,7 @@
 //! the pod exists. Reads come from the informer caches; a pod update retries conflicts with a
 //! fresh copy from the cache, as `retry.RetryOnConflict(retry.DefaultBackoff, …)` (4 tries).
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::record::EventType;
@@ -61,7 +62,13 @@ fn err_text(e: &Error) -> String {
 
 impl Inner {
     /// `recordPodEvent`.
-    pub(super) fn pod_event(&self, verb: &str, set: &StatefulSet, pod: &Pod, err: Option<&Error>) {
+    pub(super) fn pod_event(
+        &self,
+        verb: &str,
+        set: &StatefulSet,
+        pod: &CachedPod,
+        err: Option<&Error>,
+    ) {
         let (pod_name, set_name) = (name(&pod.metadata.name), name(&set.metadata.name));
         let (type_, reason, message) = match err {
             None => (
@@ -82,7 +89,7 @@ impl Inner {
     }
 
     /// `recordClaimEvent`.
-    fn claim_event(&self, set: &StatefulSet, pod: &Pod, claim: &str, err: Option<&Error>) {
+    fn claim_event(&self, set: &StatefulSet, pod: &CachedPod, claim: &str, err: Option<&Error>) {
         let (pod_name, set_name) = (name(&pod.metadata.name), name(&set.metadata.name));
         let (type_, reason, message) = match err {
             None => (
@@ -107,7 +114,7 @@ impl Inner {
     }
 
     /// `createPersistentVolumeClaims`: create the pod's missing claims.
-    async fn create_claims(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    async fn create_claims(&self, set: &StatefulSet, pod: &CachedPod) -> Result<()> {
         let ns = name(&set.metadata.namespace);
         let api: Api<PersistentVolumeClaim> = self.client.api(Some(ns));
         let mut failed: Vec<String> = Vec::new();
@@ -140,7 +147,7 @@ impl Inner {
 
     /// `UpdatePodClaimForRetentionPolicy`: give the pod's existing claims the owners the policy
     /// wants.
-    async fn fix_claim_owners(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    async fn fix_claim_owners(&self, set: &StatefulSet, pod: &CachedPod) -> Result<()> {
         let ns = name(&set.metadata.namespace);
         let api: Api<PersistentVolumeClaim> = self.client.api(Some(ns));
         for (_, wanted) in claims_for(set, ordinal(pod)) {
@@ -169,14 +176,16 @@ impl Inner {
     }
 
     /// `CreateStatefulPod`: claims, pod, claims' owners.
-    pub(super) async fn create_pod(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    pub(super) async fn create_pod(&self, set: &StatefulSet, whole: &Pod) -> Result<()> {
+        // What the claims and events read of the pod, as they read a cached one.
+        let pod = &CachedPod::from(whole.clone());
         if let Err(e) = self.create_claims(set, pod).await {
             self.pod_event("create", set, pod, Some(&e));
             return Err(e);
         }
         let api: Api<Pod> = self.client.api(pod.metadata.namespace.as_deref());
-        let created = match api.create(pod).await {
-            Ok(p) => p,
+        let created = match api.create(whole).await {
+            Ok(p) => CachedPod::from(p),
             Err(e) if e.is_already_exists() => return Err(Error::api("create pod", e)),
             Err(e) => {
                 let e = Error::api("create pod", e);
@@ -193,7 +202,11 @@ impl Inner {
     }
 
     /// `createMissingPersistentVolumeClaims`, for a pending pod.
-    pub(super) async fn create_missing_claims(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    pub(super) async fn create_missing_claims(
+        &self,
+        set: &StatefulSet,
+        pod: &CachedPod,
+    ) -> Result<()> {
         self.create_claims(set, pod).await?;
         if let Err(e) = self.fix_claim_owners(set, pod).await {
             self.pod_event("update", set, pod, Some(&e));
@@ -203,20 +216,20 @@ impl Inner {
     }
 
     /// `UpdateStatefulPod`: restore identity and storage, fix the claims' owners, write the pod.
-    pub(super) async fn update_pod(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    pub(super) async fn update_pod(&self, set: &StatefulSet, pod: &CachedPod) -> Result<()> {
         let ns = name(&set.metadata.namespace);
         let api: Api<Pod> = self.client.api(Some(ns));
         let mut pod = pod.clone();
         let mut attempted = false;
         let mut result = Ok(());
         for _ in 0..UPDATE_TRIES {
+            // The cached pod is only read: its repair is made to the stored one below (the name,
+            // ordinal and UID the claims read stay as they are).
             let mut consistent = true;
             if !identity_matches(set, &pod) {
-                update_identity(set, &mut pod);
                 consistent = false;
             }
             if !storage_matches(set, &pod) {
-                update_storage(set, &mut pod);
                 consistent = false;
                 if let Err(e) = self.create_claims(set, &pod).await {
                     self.pod_event("update", set, &pod, Some(&e));
@@ -238,7 +251,7 @@ impl Inner {
                 return Ok(());
             }
             // The write is the whole pod, as upstream's: the stored one, since the informer's copy
-            // lacks what only a kubelet reads (pod_transform), with the same changes made to it.
+            // holds only what the controllers read (`CachedPod`), with the repair made to it.
             let mut stored = match api.get(name(&pod.metadata.name)).await {
                 Ok(stored) => stored,
                 Err(e) => {
@@ -250,10 +263,11 @@ impl Inner {
                 // Another pod of that name: the informer brings it, and a later sync decides.
                 break;
             }
-            if !identity_matches(set, &stored) {
+            let seen = CachedPod::from(stored.clone());
+            if !identity_matches(set, &seen) {
                 update_identity(set, &mut stored);
             }
-            if !storage_matches(set, &stored) {
+            if !storage_matches(set, &seen) {
                 update_storage(set, &mut stored);
             }
             attempted = true;
@@ -281,12 +295,16 @@ impl Inner {
     }
 
     /// `UpdatePodClaimForRetentionPolicy` for a condemned pod.
-    pub(super) async fn fix_condemned_claims(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+    pub(super) async fn fix_condemned_claims(
+        &self,
+        set: &StatefulSet,
+        pod: &CachedPod,
+    ) -> Result<()> {
         self.fix_claim_owners(set, pod).await
     }
 
     /// `DeleteStatefulPod`. `Ok(false)` when the pod was already gone.
-    pub(super) async fn delete_pod(&self, set: &StatefulSet, pod: &Pod) -> Result<bool> {
+    pub(super) async fn delete_pod(&self, set: &StatefulSet, pod: &CachedPod) -> Result<bool> {
         let api: Api<Pod> = self.client.api(pod.metadata.namespace.as_deref());
         match api
             .delete(name(&pod.metadata.name), &DeleteParams::default())

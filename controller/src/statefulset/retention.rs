@@ -14,8 +14,9 @@
 //! Claims with a stale reference (the set's or pod's name with another UID) are left alone, and
 //! so are claims another controller manages (our references are removed from them). Pure.
 
+use crate::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::identity::{in_ordinal_range, owner_ref};
@@ -63,7 +64,7 @@ fn set_target(set: &StatefulSet) -> Target<'_> {
     }
 }
 
-fn pod_target(pod: &Pod) -> Target<'_> {
+fn pod_target(pod: &CachedPod) -> Target<'_> {
     Target {
         api_version: "v1",
         kind: "Pod",
@@ -100,7 +101,7 @@ fn has_stale(claim: &PersistentVolumeClaim, t: &Target<'_>) -> bool {
 
 /// `PodClaimIsStale` for one claim: it refers to a pod of this name with another UID (a pod
 /// about to be created has no UID, so any such reference is stale).
-pub fn has_stale_pod_ref(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
+pub fn has_stale_pod_ref(claim: &PersistentVolumeClaim, pod: &CachedPod) -> bool {
     has_stale(claim, &pod_target(pod))
 }
 
@@ -109,7 +110,7 @@ pub fn has_stale_pod_ref(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
 pub fn has_unexpected_controller(
     claim: &PersistentVolumeClaim,
     set: &StatefulSet,
-    pod: &Pod,
+    pod: &CachedPod,
 ) -> bool {
     if policy(set) == (Retention::Retain, Retention::Retain) {
         return false;
@@ -127,7 +128,11 @@ pub fn has_unexpected_controller(
 }
 
 /// `hasNonControllerOwner`: the set or pod owns the claim without being its controller.
-fn has_non_controller_owner(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> bool {
+fn has_non_controller_owner(
+    claim: &PersistentVolumeClaim,
+    set: &StatefulSet,
+    pod: &CachedPod,
+) -> bool {
     let (s, p) = (set_target(set), pod_target(pod));
     refs(claim)
         .iter()
@@ -139,7 +144,7 @@ fn has_non_controller_owner(claim: &PersistentVolumeClaim, set: &StatefulSet, po
 pub fn is_claim_owner_up_to_date(
     claim: &PersistentVolumeClaim,
     set: &StatefulSet,
-    pod: &Pod,
+    pod: &CachedPod,
 ) -> bool {
     let (s, p) = (set_target(set), pod_target(pod));
     if has_stale(claim, &s) || has_stale(claim, &p) {
@@ -156,7 +161,7 @@ pub fn is_claim_owner_up_to_date(
 }
 
 /// Which of (set, pod) should control the claim under the policy.
-fn wanted(set: &StatefulSet, pod: &Pod) -> (bool, bool) {
+fn wanted(set: &StatefulSet, pod: &CachedPod) -> (bool, bool) {
     let scaled_down = !in_ordinal_range(pod, set);
     match policy(set) {
         (Retention::Retain, Retention::Retain) => (false, false),
@@ -168,7 +173,11 @@ fn wanted(set: &StatefulSet, pod: &Pod) -> (bool, bool) {
 
 /// `updateClaimOwnerRefForSetAndPod`: scrub our references, then add the controller references
 /// the policy wants (none if another controller manages the claim).
-pub fn update_claim_owner_refs(claim: &mut PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) {
+pub fn update_claim_owner_refs(
+    claim: &mut PersistentVolumeClaim,
+    set: &StatefulSet,
+    pod: &CachedPod,
+) {
     let unexpected = has_unexpected_controller(claim, set, pod);
     let (s, p) = (set_target(set), pod_target(pod));
     let mut out: Vec<OwnerReference> = refs(claim)
@@ -218,8 +227,8 @@ mod tests {
         }
     }
 
-    fn pod(ordinal: i32, uid: &str) -> Pod {
-        Pod {
+    fn pod(ordinal: i32, uid: &str) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(format!("web-{ordinal}")),
                 namespace: Some("default".into()),
@@ -247,7 +256,7 @@ mod tests {
             .collect()
     }
 
-    fn settle(s: &StatefulSet, p: &Pod) -> PersistentVolumeClaim {
+    fn settle(s: &StatefulSet, p: &CachedPod) -> PersistentVolumeClaim {
         let mut c = claim();
         assert_eq!(
             is_claim_owner_up_to_date(&c, s, p),

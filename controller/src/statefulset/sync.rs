@@ -12,6 +12,7 @@
 //!
 //! With `minReadySeconds` and pods not yet available, the key comes back that much later.
 
+use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,7 +116,11 @@ impl Inner {
     }
 
     /// `getPodsForStatefulSet`: the set's pods after adoption and release.
-    async fn claim_pods(&self, set: &StatefulSet, selector: &Selector) -> Result<Vec<Arc<Pod>>> {
+    async fn claim_pods(
+        &self,
+        set: &StatefulSet,
+        selector: &Selector,
+    ) -> Result<Vec<Arc<CachedPod>>> {
         let ns = set_ns(set);
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         let owner = ClaimOwner {
@@ -172,14 +177,14 @@ impl Inner {
         pod_name: &str,
         pod_uid: &str,
         action: ClaimAction,
-    ) -> Result<Option<Arc<Pod>>> {
+    ) -> Result<Option<Arc<CachedPod>>> {
         let patch = if action == ClaimAction::Adopt {
             adopt_patch(&owner_ref(set), pod_uid)
         } else {
             release_patch(set.metadata.uid.as_deref().unwrap_or_default(), pod_uid)
         };
         match api.patch(pod_name, &Patch::Strategic(patch)).await {
-            Ok(p) if action == ClaimAction::Adopt => Ok(Some(Arc::new(p))),
+            Ok(p) if action == ClaimAction::Adopt => Ok(Some(Arc::new(CachedPod::from(p)))),
             Ok(_) => Ok(None),
             Err(e) if e.is_not_found() || (action == ClaimAction::Release && e.is_invalid()) => {
                 Ok(None)
@@ -227,7 +232,7 @@ impl Inner {
         &self,
         set: &StatefulSet,
         selector: &Selector,
-        pods: Vec<Arc<Pod>>,
+        pods: Vec<Arc<CachedPod>>,
     ) -> Result<StatefulSetStatus> {
         let uid = set.metadata.uid.as_deref().unwrap_or_default();
         let mut revisions = self.history.list(set_ns(set), uid, selector);
@@ -367,7 +372,7 @@ impl Inner {
     async fn truncate_history(
         &self,
         set: &StatefulSet,
-        pods: &[Arc<Pod>],
+        pods: &[Arc<CachedPod>],
         revisions: &[Arc<ControllerRevision>],
         current: &str,
         update: &str,

@@ -12,6 +12,7 @@
 //! precondition; a cancelled one records "Cancelling deletion of Pod ns/name". Failed writes are
 //! retried with the queue's per-key back-off.
 
+use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +43,8 @@ pub const REASON_DELETION_BY_TAINT_MANAGER: &str = "DeletionByTaintManager";
 
 struct Inner {
     client: Client,
-    pods: Lister<Pod>,
-    pod_index: Indexer<Pod>,
+    pods: Lister<CachedPod>,
+    pod_index: Indexer<CachedPod>,
     nodes: Lister<Node>,
     queue: RateLimitingQueue<String>,
     // Per pod key, the eviction scheduled for it; written by the workers (one key is never
@@ -63,12 +64,12 @@ impl TaintEvictionController {
     /// Build on the shared pod and node informers.
     pub fn new(
         client: Client,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
         nodes: SharedIndexInformer<Node>,
         recorder: EventRecorder,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let by_node: client::IndexFunc<Pod> = Arc::new(|p: &Pod| {
+        let by_node: client::IndexFunc<CachedPod> = Arc::new(|p: &CachedPod| {
             p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
@@ -203,7 +204,7 @@ impl Inner {
     }
 
     /// `deletePodHandler` + `addConditionAndDeletePod`.
-    async fn evict(&self, key: &str, cached: &Pod) -> Result<()> {
+    async fn evict(&self, key: &str, cached: &CachedPod) -> Result<()> {
         let ns = cached.metadata.namespace.as_deref().unwrap_or_default();
         let name = cached.metadata.name.as_deref().unwrap_or_default();
         tracing::info!(pod = key, "deleting pod for a NoExecute taint");
@@ -252,7 +253,7 @@ impl Inner {
 
     /// A pod concerns this controller if its node has `NoExecute` taints or it has an eviction
     /// scheduled (which may need cancelling).
-    fn concerns(&self, pod: &Pod) -> bool {
+    fn concerns(&self, pod: &CachedPod) -> bool {
         let tainted = pod
             .spec
             .as_ref()
@@ -303,14 +304,14 @@ pub fn set_disruption_target(pod: &mut Pod, now: Time) -> bool {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         if self.0.concerns(obj) {
             self.0.queue.add(key_of_meta(&obj.metadata));
         }
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         let (o, n) = (old.spec.as_ref(), new.spec.as_ref());
         let moved = o.and_then(|s| s.node_name.as_ref()) != n.and_then(|s| s.node_name.as_ref());
         let retolerated =
@@ -320,7 +321,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
         }
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         let key = key_of_meta(&obj.object().metadata);
         if self.0.scheduled.lock().contains_key(&key) {
             self.0.queue.add(key);
@@ -355,11 +356,11 @@ impl ResourceEventHandler<Node> for NodeHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_util::testing::{pod, ts};
+    use crate::pod_util::testing::ts;
 
     #[test]
     fn disruption_target_is_set_once() {
-        let mut p = pod("p");
+        let mut p = Pod::default();
         assert!(set_disruption_target(&mut p, Time(ts(10))));
         assert!(!set_disruption_target(&mut p, Time(ts(20))));
         let c = p

@@ -2,7 +2,8 @@
 //! `podUsesPVC`/`isBeingUsed` helpers of `pvc_protection_controller.go` and
 //! `pv_protection_controller.go`).
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolume, PersistentVolumeClaim, Pod};
+use crate::cached_pod::{CachedContainerStatus, CachedPod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// `PVCProtectionFinalizer`.
@@ -60,20 +61,20 @@ pub fn decide(meta: &ObjectMeta, finalizer: &str, in_use: bool) -> Decision {
 
 /// `podIsShutDown`: the kubelet is done with the pod (deleted with a zero grace period) or it
 /// was force-deleted.
-pub fn pod_is_shut_down(pod: &Pod) -> bool {
+pub fn pod_is_shut_down(pod: &CachedPod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
         && pod.metadata.deletion_grace_period_seconds == Some(0)
 }
 
 /// `IsPodTerminated`: `Failed` or `Succeeded`, or being deleted with no container running (init,
 /// regular and ephemeral containers alike).
-pub fn pod_is_terminated(pod: &Pod) -> bool {
+pub fn pod_is_terminated(pod: &CachedPod) -> bool {
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Failed" | "Succeeded")) {
         return true;
     }
-    let not_running = |statuses: Option<&Vec<ContainerStatus>>| {
+    let not_running = |statuses: Option<&Vec<CachedContainerStatus>>| {
         statuses.is_none_or(|all| {
             all.iter().all(|c| {
                 c.state
@@ -91,7 +92,7 @@ pub fn pod_is_terminated(pod: &Pod) -> bool {
 }
 
 /// `ephemeral.VolumeClaimName`: the claim of the pod's ephemeral volume `volume`.
-pub fn ephemeral_claim_name(pod: &Pod, volume: &str) -> String {
+pub fn ephemeral_claim_name(pod: &CachedPod, volume: &str) -> String {
     format!(
         "{}-{volume}",
         pod.metadata.name.as_deref().unwrap_or_default()
@@ -99,14 +100,14 @@ pub fn ephemeral_claim_name(pod: &Pod, volume: &str) -> String {
 }
 
 /// `ephemeral.VolumeIsForPod`: the claim's controller is the pod.
-fn claim_is_for_pod(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
+fn claim_is_for_pod(pod: &CachedPod, pvc: &PersistentVolumeClaim) -> bool {
     crate::pod_util::controller_of(&pvc.metadata)
         .is_some_and(|r| Some(&r.uid) == pod.metadata.uid.as_ref())
 }
 
 /// `podUsesPVC`: a scheduled pod (only those reach a kubelet) with a volume of the claim, or
 /// with a generic ephemeral volume whose claim this is while the pod is not shut down.
-pub fn pod_uses_pvc(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
+pub fn pod_uses_pvc(pod: &CachedPod, pvc: &PersistentVolumeClaim) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
@@ -127,7 +128,7 @@ pub fn pod_uses_pvc(pod: &Pod, pvc: &PersistentVolumeClaim) -> bool {
 
 /// The `namespace/claim` keys of the claims `pod` names (`PodPVCIndexFunc`, also the claims a
 /// pod event queues).
-pub fn claim_keys(pod: &Pod) -> Vec<String> {
+pub fn claim_keys(pod: &CachedPod) -> Vec<String> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref());
     volumes
@@ -143,7 +144,7 @@ pub fn claim_keys(pod: &Pod) -> Vec<String> {
 
 /// `enqueuePVCs`' filter: only a pod that is deleted, terminated or not scheduled may let a claim
 /// go.
-pub fn pod_event_may_free_claims(pod: &Pod, deleted: bool) -> bool {
+pub fn pod_event_may_free_claims(pod: &CachedPod, deleted: bool) -> bool {
     let scheduled = pod
         .spec
         .as_ref()
@@ -160,10 +161,13 @@ pub fn pv_in_use(pv: &PersistentVolume) -> bool {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use crate::cached_pod::{
+        CachedContainerStatus, CachedPod, CachedPodSpec, CachedPodStatus, CachedVolume,
+    };
 
     use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateTerminated, ContainerStatus, EphemeralVolumeSource,
-        PersistentVolumeClaimVolumeSource, PersistentVolumeStatus, PodSpec, PodStatus, Volume,
+        ContainerState, ContainerStateTerminated, EphemeralVolumeSource,
+        PersistentVolumeClaimVolumeSource, PersistentVolumeStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
@@ -191,15 +195,15 @@ mod tests {
         }
     }
 
-    fn pod_with(volumes: Vec<Volume>, node: &str) -> Pod {
-        Pod {
+    fn pod_with(volumes: Vec<CachedVolume>, node: &str) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some("p".into()),
                 namespace: Some("ns".into()),
                 uid: Some("pod-uid".into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: Some(node.into()),
                 volumes: Some(volumes),
                 ..Default::default()
@@ -208,8 +212,8 @@ mod tests {
         }
     }
 
-    fn pvc_volume(claim: &str) -> Volume {
-        Volume {
+    fn pvc_volume(claim: &str) -> CachedVolume {
+        CachedVolume {
             name: "data".into(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                 claim_name: claim.into(),
@@ -249,7 +253,7 @@ mod tests {
         ));
         // A terminated pod still holds a claim volume (the kubelet may still unmount it).
         let mut done = pod_with(vec![pvc_volume("data")], "n1");
-        done.status = Some(PodStatus {
+        done.status = Some(CachedPodStatus {
             phase: Some("Succeeded".into()),
             ..Default::default()
         });
@@ -259,7 +263,7 @@ mod tests {
 
     #[test]
     fn an_ephemeral_claim_is_used_by_its_pod_until_it_shuts_down() {
-        let eph = Volume {
+        let eph = CachedVolume {
             name: "scratch".into(),
             ephemeral: Some(EphemeralVolumeSource::default()),
             ..Default::default()
@@ -285,9 +289,9 @@ mod tests {
         assert!(!pod_event_may_free_claims(&pod, false));
         assert!(pod_event_may_free_claims(&pod, true));
         pod.metadata.deletion_timestamp = Some(Time(ts(5)));
-        pod.status = Some(PodStatus {
+        pod.status = Some(CachedPodStatus {
             phase: Some("Running".into()),
-            container_statuses: Some(vec![ContainerStatus {
+            container_statuses: Some(vec![CachedContainerStatus {
                 state: Some(ContainerState {
                     terminated: Some(ContainerStateTerminated::default()),
                     ..Default::default()
@@ -299,7 +303,7 @@ mod tests {
         assert!(pod_is_terminated(&pod));
         assert!(pod_event_may_free_claims(&pod, false));
         // A running init or ephemeral container keeps the deleting pod alive.
-        let running = ContainerStatus {
+        let running = CachedContainerStatus {
             state: Some(ContainerState {
                 running: Some(Default::default()),
                 ..Default::default()

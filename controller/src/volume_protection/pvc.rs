@@ -10,6 +10,7 @@
 //! (upstream's `askAPIServer`: the cache may not have a pod created a moment ago). Upstream
 //! batches the claims of a namespace to share one live list; here each claim lists once.
 
+use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::{
@@ -33,7 +34,7 @@ pub const PVC_INDEX: &str = "pod-pvc-index";
 struct Inner {
     client: Client,
     claims: Lister<PersistentVolumeClaim>,
-    pod_index: Indexer<Pod>,
+    pod_index: Indexer<CachedPod>,
     queue: RateLimitingQueue<String>,
 }
 
@@ -48,9 +49,9 @@ impl PvcProtectionController {
     pub fn new(
         client: Client,
         claims: SharedIndexInformer<PersistentVolumeClaim>,
-        pods: SharedIndexInformer<Pod>,
+        pods: SharedIndexInformer<CachedPod>,
     ) -> Self {
-        let by_claim: client::IndexFunc<Pod> = Arc::new(|p: &Pod| claim_keys(p));
+        let by_claim: client::IndexFunc<CachedPod> = Arc::new(|p: &CachedPod| claim_keys(p));
         // Another controller may have added the same index: that one serves as well.
         if let Err(e) = pods.add_indexers([(PVC_INDEX.to_string(), by_claim)].into()) {
             tracing::debug!(error = %e, "pod claim index not added");
@@ -141,16 +142,17 @@ impl Inner {
 
     /// `askAPIServer`: whether a pod of a live list of `ns` uses `claim`.
     async fn used_by_a_live_pod(&self, ns: &str, claim: &PersistentVolumeClaim) -> Result<bool> {
+        // Read as the cache reads pods (only what the check needs is decoded).
         let pods = self
             .client
-            .api::<Pod>(Some(ns))
+            .api_with::<CachedPod>(&client::ApiResource::of::<Pod>(), Some(ns))
             .list(&ListParams::default())
             .await
             .map_err(|e| Error::api("live list of pods", e))?;
         Ok(pods.items.iter().any(|p| pod_uses_pvc(p, claim)))
     }
 
-    fn queue_claims_of(&self, pod: &Pod, deleted: bool) {
+    fn queue_claims_of(&self, pod: &CachedPod, deleted: bool) {
         if pod_event_may_free_claims(pod, deleted) {
             for key in claim_keys(pod) {
                 self.queue.add(key);
@@ -186,12 +188,12 @@ impl ResourceEventHandler<PersistentVolumeClaim> for ClaimHandler {
 
 struct PodHandler(Arc<Inner>);
 
-impl ResourceEventHandler<Pod> for PodHandler {
-    fn on_add(&self, obj: &Arc<Pod>, _in_initial_list: bool) {
+impl ResourceEventHandler<CachedPod> for PodHandler {
+    fn on_add(&self, obj: &Arc<CachedPod>, _in_initial_list: bool) {
         self.0.queue_claims_of(obj, false);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, old: &Arc<CachedPod>, new: &Arc<CachedPod>) {
         self.0.queue_claims_of(new, false);
         // An update may hide the deletion of a pod and the creation of another of its name.
         if old.metadata.uid != new.metadata.uid {
@@ -199,7 +201,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
         }
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
+    fn on_delete(&self, obj: DeletedObject<CachedPod>) {
         self.0.queue_claims_of(obj.object(), true);
     }
 }

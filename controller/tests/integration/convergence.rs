@@ -4,14 +4,13 @@
 //! minReadySeconds reflected in status, driven by a test double writing pod status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{DeletedObject, ResourceEventHandler, SharedInformerFactory};
 use crate::common::*;
+use client::{DeletedObject, ResourceEventHandler, SharedInformerFactory};
 use controller::metrics::ManagerMetrics;
 use controller::{ControllerManagerConfig, EnabledControllers};
 use jiff::Timestamp;

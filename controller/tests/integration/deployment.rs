@@ -3,15 +3,14 @@
 //! `DeploymentController` started alongside, and the real `/usr/bin/kubectl` as the user.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use client::record::EventBroadcaster;
 use client::{Api, ListParams, SharedInformerFactory};
-use crate::common::*;
 use controller::deployment::DeploymentController;
 use controller::EnabledControllers;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -51,7 +50,7 @@ async fn start_all(lifecycle: LifecycleConfig) -> DEnv {
         env.client.clone(),
         factory.informer::<Deployment>(),
         factory.informer::<ReplicaSet>(),
-        factory.informer::<Pod>(),
+        controller::cached_pod::informer(&factory),
         broadcaster.recorder("deployment-controller"),
         controller::clock::system(),
     );

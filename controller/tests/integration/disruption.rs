@@ -4,7 +4,6 @@
 //! rest of the status untouched.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::time::Duration;
 
 use crate::common::*;

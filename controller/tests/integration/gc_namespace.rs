@@ -2,11 +2,10 @@
 //! apiserver, with the replication controller creating the dependents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::time::Duration;
 
-use client::{DeleteParams, Patch, PropagationPolicy};
 use crate::common::*;
+use client::{DeleteParams, Patch, PropagationPolicy};
 use controller::EnabledControllers;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, ReplicationController, ReplicationControllerSpec,

@@ -3,11 +3,10 @@
 //! and force-deleted. Short period and quarantine (100 ms, 300 ms; see `common::start`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::time::Duration;
 
-use client::{DeleteParams, ListParams, Patch, WatchEvent};
 use crate::common::*;
+use client::{DeleteParams, ListParams, Patch, WatchEvent};
 use controller::EnabledControllers;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};

@@ -2,11 +2,10 @@
 //! status, adoption of a matching orphan, release of a pod whose labels no longer match.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::time::Duration;
 
-use client::{ListParams, Patch};
 use crate::common::*;
+use client::{ListParams, Patch};
 use controller::EnabledControllers;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController, ReplicationControllerSpec};

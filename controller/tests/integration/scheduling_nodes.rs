@@ -4,11 +4,10 @@
 //! controller), and it recovers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use std::time::Duration;
 
-use client::{ListParams, Patch};
 use crate::common::*;
+use client::{ListParams, Patch};
 use controller::EnabledControllers;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
