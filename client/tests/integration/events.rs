@@ -1,12 +1,11 @@
 //! Event broadcaster writing through the REST client to a real HTTP server: first occurrence is
 //! a POST, repeats are strategic-merge PATCHes of the count.
 
-
 use std::time::Duration;
 
+use crate::common::TestServer;
 use axum::http::Method;
 use client::{Client, Config, EventBroadcaster, EventType};
-use crate::common::TestServer;
 use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

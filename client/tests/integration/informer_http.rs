@@ -3,13 +3,12 @@
 
 #![allow(clippy::result_large_err)] // client::Error carries a full Status by design
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::TestServer;
 use api::labels::Selector;
 use client::{Client, Config, FnHandler, ListParams, SharedInformerFactory};
-use crate::common::TestServer;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use serde_json::json;

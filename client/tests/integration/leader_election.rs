@@ -1,13 +1,12 @@
 //! Lease leader election between real electors over HTTP (axum test server with optimistic
 //! concurrency on PUT), with shortened timings (spec informer.md §7).
 
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{Client, Config, LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 use crate::common::TestServer;
+use client::{Client, Config, LeaderCallbacks, LeaderElectionConfig, LeaderElector};
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::time::Instant;

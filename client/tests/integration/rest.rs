@@ -3,14 +3,13 @@
 
 #![allow(clippy::result_large_err)] // client::Error carries a full Status by design
 
-
 use std::collections::BTreeMap;
 
+use crate::common::TestServer;
 use client::{
     Client, Config, DeleteParams, Error, ListParams, Patch, Preconditions, PropagationPolicy,
     WatchEvent,
 };
-use crate::common::TestServer;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
