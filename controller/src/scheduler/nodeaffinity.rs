@@ -102,7 +102,7 @@ impl RequiredNodeAffinity {
     pub fn of(pod: &CachedPod) -> Self {
         pod.spec
             .as_ref()
-            .map(|s| Self::of_parts(s.node_selector.as_ref(), s.affinity.as_ref()))
+            .map(|s| Self::of_parts(s.node_selector.as_ref(), s.affinity.as_deref()))
             .unwrap_or_default()
     }
 

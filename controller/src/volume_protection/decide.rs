@@ -166,8 +166,8 @@ mod tests {
     };
 
     use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateTerminated, EphemeralVolumeSource,
-        PersistentVolumeClaimVolumeSource, PersistentVolumeStatus,
+        ContainerState, ContainerStateTerminated, PersistentVolumeClaimVolumeSource,
+        PersistentVolumeStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
@@ -265,7 +265,7 @@ mod tests {
     fn an_ephemeral_claim_is_used_by_its_pod_until_it_shuts_down() {
         let eph = CachedVolume {
             name: "scratch".into(),
-            ephemeral: Some(EphemeralVolumeSource::default()),
+            ephemeral: Some(Box::default()),
             ..Default::default()
         };
         let mut c = claim("p-scratch");
