@@ -18,9 +18,11 @@
 //! (affinity, pod-level resources, an ephemeral volume's claim template) is boxed.
 //!
 //! Controllers never write a cached pod back whole (they patch, delete, bind, or write
-//! `/status` with a status of their own making), and the type is not a `k8s_openapi::Resource`,
-//! so a typed `Api` cannot send it: what it leaves out is never lost. It serialises with the
-//! `core/v1` names (the quota evaluator reads pods as JSON).
+//! `/status` with a status of their own making; the StatefulSet's identity repair writes the
+//! stored pod), so what the type leaves out is never lost. It is not a `k8s_openapi::Resource`:
+//! `client.api::<CachedPod>()` does not compile, and the one `Api` made of it (PVC protection's
+//! live list, `api_with`) only lists. It serialises with the `core/v1` names (the quota
+//! evaluator reads pods as JSON).
 //!
 //! Guarantees: decoding a pod's JSON as a [`CachedPod`] keeps every field it has equal to the
 //! `Pod`'s (a test compares them leaf by leaf); a controller cannot read a field the type does

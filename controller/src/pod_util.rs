@@ -2,9 +2,10 @@
 //!
 //! All functions are pure: they read an object and, where time matters, take `now` explicitly.
 
-use crate::cached_pod::CachedPod;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::cached_pod::CachedPod;
 
 /// The ownerReference with `controller: true`, if any (`GetControllerOf`).
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {

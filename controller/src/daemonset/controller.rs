@@ -3,7 +3,6 @@
 //! handlers that feed the queue (upstream `addDaemonset` … `updateNode`). A sync's steps live in
 //! `sync` and `history`.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{FailedPodsBackoff, BACKOFF_GC_INTERVAL};
 use super::placement::DaemonPlacement;
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::history::History;
 use crate::pod_util::{controller_of, is_pod_ready};

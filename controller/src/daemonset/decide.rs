@@ -7,7 +7,6 @@
 //! (node names), what to delete (pod names), the events to record and when to look again. The
 //! only state touched is the failed-pod back-off table passed in; nothing here does I/O.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::backoff::FailedPodsBackoff;
 use super::placement::{is_pod_updated, CONTROLLER_REVISION_HASH_LABEL};
+use crate::cached_pod::CachedPod;
 use crate::deployment::util::scaled_value;
 use crate::pod_util::{is_pod_available, is_pod_ready, phase};
 

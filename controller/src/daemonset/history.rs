@@ -12,7 +12,6 @@
 //! `ControllerRevisionControllerRefManager`). Creation is the DaemonSet's own (`snapshot`): its
 //! name hashes the pod template, and a collision is counted in the DaemonSet's status.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::Selector;
@@ -23,6 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::controller::{owner_ref, Inner};
 use super::placement::CONTROLLER_REVISION_HASH_LABEL;
 use super::revisions::{keep_of_duplicates, matches, new_revision};
+use crate::cached_pod::CachedPod;
 use crate::history::next_revision;
 use crate::pod_util::controller_of;
 use crate::{Error, Result};

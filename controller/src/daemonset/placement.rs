@@ -15,7 +15,6 @@
 //!
 //! Pure functions of the objects given.
 
-use crate::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
@@ -23,6 +22,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::cached_pod::CachedPod;
 use crate::scheduler::filter::tolerated_by;
 use crate::scheduler::nodeaffinity::{RequiredNodeAffinity, OBJECT_NAME_FIELD};
 

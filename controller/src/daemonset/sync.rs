@@ -5,7 +5,6 @@
 //! clean-up; finally the status. Pods are claimed first (adopting matching orphans, releasing
 //! ours that stopped matching), with an uncached re-read of the DaemonSet before any adoption.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use super::placement::{
     DaemonPlacement, CONTROLLER_REVISION_HASH_LABEL,
 };
 use super::revisions::revisions_to_delete;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::phase;
 use crate::replication::claim::{adopt_patch, decide, release_patch, ClaimAction, ClaimOwner};
 use crate::replication::manage::{

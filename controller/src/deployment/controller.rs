@@ -8,7 +8,6 @@
 //! revisions, and write status. Every RS write is an update carrying the cached resourceVersion, so a
 //! sync acting on a stale cache gets a conflict and is retried with backoff instead of overshooting.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::{self, Selector};
@@ -25,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::{self};
 use super::util::*;
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::pod_util::{controller_of, phase};
 use crate::replication::claim::{adopt_patch, controller_ref, release_patch};

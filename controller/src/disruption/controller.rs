@@ -12,7 +12,6 @@
 //! `CalculateExpectedPodCountFailed`, `UnmanagedPods` on the PDB, `NotDeleted` and
 //! `MultiplePodDisruptionBudgets` on pods.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +35,7 @@ use super::decide::{
     next_status, stale_disruption_after, stale_disruption_reset, Counts,
 };
 use super::finder::Finders;
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::{Error, Result};
 

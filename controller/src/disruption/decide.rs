@@ -16,7 +16,6 @@
 //! False (`InsufficientPods`) otherwise, and False (`SyncFailed`, the error as message) when the
 //! status could not be computed, in which case `disruptionsAllowed` is forced to 0 (fail safe).
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -24,6 +23,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::is_pod_ready;
 
 /// `DeletionTimeout`: how long a pod the eviction subresource let go may take to be deleted

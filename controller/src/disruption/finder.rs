@@ -11,7 +11,6 @@
 //! A pod without a controller is "unmanaged" (reported, not counted); a pod whose controller
 //! cannot be found, or whose kind has no scale subresource, fails the computation.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 
 use client::{Client, GroupVersionKind, Lister, RestMapper};
@@ -20,6 +19,7 @@ use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::controller_of;
 
 /// A controller found for a pod: its UID and desired replicas.

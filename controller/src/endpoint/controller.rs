@@ -1,6 +1,5 @@
 //! The endpoints controller's wiring and sync (see [`super`]).
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::object::desired_endpoints;
 use super::subsets::desired_subsets;
+use crate::cached_pod::CachedPod;
 use crate::endpointutil::pod::{
     is_external_name, pod_service_memberships, service_selector, services_to_update_on_pod_change,
 };

@@ -10,13 +10,13 @@
 //! addresses sorted by IP and pod UID. Over 1,000 addresses are truncated, ready ones kept first,
 //! each subset keeping its share.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, ObjectReference, Service, ServicePort,
 };
 
+use crate::cached_pod::CachedPod;
 use crate::endpointutil::pod::{
     cluster_ip, endpoint_hostname, find_port, ip_families, is_ipv6, pod_ips, pod_target_ref,
     publish_not_ready, service_ports, should_pod_be_in_endpoints,

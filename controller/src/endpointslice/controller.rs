@@ -1,6 +1,5 @@
 //! The EndpointSlice controller's wiring, sync and writes (see [`super`]).
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::reconciler::{NodeInfo, Plan, Reconciler};
 use super::slices::LABEL_ZONE;
 use super::MANAGED_BY;
+use crate::cached_pod::CachedPod;
 use crate::endpointutil::pod::{
     is_external_name, pod_service_memberships, service_selector, services_to_update_on_pod_change,
 };

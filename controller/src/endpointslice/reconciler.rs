@@ -17,7 +17,6 @@
 //! that would otherwise be deleted (same Service, same address type), so a change of ports
 //! rewrites a slice instead of replacing it.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Service;
@@ -27,6 +26,7 @@ use super::slices::{
     address_types_for_service, endpoint_ports, endpoint_slice_labels, new_endpoint_slice, owned_by,
     pod_to_endpoint, slice_to_fill,
 };
+use crate::cached_pod::CachedPod;
 use crate::endpointutil::endpoint_set::{endpoints_equal_beyond_hash, EndpointSet, PortMapKey};
 use crate::endpointutil::pod::{publish_not_ready, should_pod_be_in_endpoints};
 

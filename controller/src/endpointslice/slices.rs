@@ -9,7 +9,6 @@
 //! `kubernetes.io/service-name`, `endpointslice.kubernetes.io/managed-by` and, for a Service
 //! without a cluster IP, `service.kubernetes.io/headless`.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::cached_pod::CachedPod;
 use crate::endpointutil::pod::{
     cluster_ip, endpoint_hostname, find_port, ip_families, is_ipv6, is_service_ip_set, pod_ips,
     pod_target_ref, publish_not_ready, service_ports,

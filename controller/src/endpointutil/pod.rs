@@ -8,7 +8,6 @@
 //! an absent or empty selector selects nothing (Go's `omitempty` makes the two the same on the
 //! wire), so selector-less Services are left to whoever writes their endpoints.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -16,6 +15,7 @@ use client::{key_of_meta, Lister};
 use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::{is_pod_ready, phase};
 
 /// The Service's selector, `None` when it selects nothing by design (absent or empty).

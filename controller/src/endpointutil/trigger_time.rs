@@ -8,12 +8,13 @@
 //! as the last one only. Calls for one Service never run concurrently (the work queue's
 //! guarantee); the map's lock is held only to read and to store a Service's state.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Service;
 use parking_lot::Mutex;
+
+use crate::cached_pod::CachedPod;
 
 #[derive(Default)]
 struct ServiceState {

@@ -2,7 +2,6 @@
 //! pods), the expectations and back-off records, the event handlers that feed them, and the
 //! orphan-pod sync. A Job sync's steps live in the sibling modules `sync`, `manage`, `tracking`.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +21,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, BackoffRecord, JOB_TRACKING_FINALIZER};
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::pod_util::controller_of;
 use crate::replication::claim::controller_ref;

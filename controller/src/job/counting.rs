@@ -1,7 +1,6 @@
 //! Counting finished pods (the pure half of `trackJobStatusAndRemoveFinalizers`): which pods
 //! are new, which get counted and unfinalized now, and moving uncounted UIDs into the counters.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -9,6 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 
 use super::decide::*;
 use super::indexes::Intervals;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::{is_pod_active, phase};
 
 // ---- counting finished pods

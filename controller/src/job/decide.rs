@@ -6,7 +6,6 @@
 //!
 //! Nothing here does I/O or reads a clock: `now` is always an argument.
 
-use crate::cached_pod::{CachedContainerStatus, CachedPod, CachedPodStatus};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -14,6 +13,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, PodFailurePolicy};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+use crate::cached_pod::{CachedContainerStatus, CachedPod, CachedPodStatus};
 use crate::pod_util::phase;
 
 /// The finalizer that keeps a Job's finished pod until the Job counted it.

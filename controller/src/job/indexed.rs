@@ -2,7 +2,6 @@
 //! indexes are done, failed, pending or duplicated, per-index back-off and failure counts, and the
 //! success policy.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use k8s_openapi::api::batch::v1::{Job, SuccessPolicy};
 
 use super::decide::*;
 use super::indexes::Intervals;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::phase;
 
 /// The indexes of the active pods (valid ones only).

@@ -1,6 +1,5 @@
 //! Creating and deleting a Job's pods (`manageJob`, `deleteJobPods`, `deleteActivePods`).
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::record::EventType;
@@ -13,6 +12,7 @@ use super::controller::{owner_ref, remove_finalizer_patch, to_std, Inner};
 use super::decide;
 use super::indexed;
 use super::sync::SyncCtx;
+use crate::cached_pod::CachedPod;
 use crate::pod_util::is_pod_ready;
 use crate::replication::manage::{batch_sizes, SLOW_START_INITIAL_BATCH_SIZE};
 use crate::replication::ranking::pods_to_delete;

@@ -1,7 +1,6 @@
 //! One Job sync (`syncJob`): the context it builds, the finishing decision, the
 //! suspend condition, and claiming the Job's pods.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +19,7 @@ use super::counting;
 use super::decide::{self, BackoffRecord, JOB_TRACKING_FINALIZER};
 use super::indexed;
 use super::indexes::Intervals;
+use crate::cached_pod::CachedPod;
 use crate::replication::claim::{decide as claim, ClaimAction, ClaimOwner};
 use crate::{Error, Result};
 

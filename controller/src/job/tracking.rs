@@ -1,7 +1,6 @@
 //! Counting finished pods (`trackJobStatusAndRemoveFinalizers`): uncounted UIDs, finalizer
 //! removal, counters, and the terminal condition, each step written before the next.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use super::counting::{self, CountInput, CountPlan};
 use super::decide;
 use super::indexes::Intervals;
 use super::sync::SyncCtx;
+use crate::cached_pod::CachedPod;
 use crate::{Error, Result};
 
 impl Inner {

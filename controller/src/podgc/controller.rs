@@ -19,7 +19,6 @@
 //! first two passes' pods concurrently without a bound; here at most [`MAX_CONCURRENT_DELETES`]
 //! are in flight. A failed request is logged and the pod is picked up again by a later pass.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -36,6 +35,7 @@ use super::decide::{
     GC_CHECK_PERIOD, QUARANTINE_TIME,
 };
 use super::quarantine::Quarantine;
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 
 /// Deletes in flight at once in one pass: the pod GC's share of the apiserver's mutating

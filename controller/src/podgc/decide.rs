@@ -2,7 +2,6 @@
 //! pods each pass deletes, in which order, and the status patch that marks a pod `Failed` first.
 //! No I/O: the controller lists its caches, calls these, and issues the requests.
 
-use crate::cached_pod::CachedPod;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use k8s_openapi::api::core::v1::{Node, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::phase;
 use crate::scheduler::filter::node_ready;
 

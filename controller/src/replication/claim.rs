@@ -4,11 +4,11 @@
 //! controller performs the returned [`ClaimAction`]s with the strategic-merge patches built here, which
 //! carry `metadata.uid` as a precondition so a pod replaced under the same name is never touched.
 
-use crate::cached_pod::CachedPod;
 use api::labels::Selector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{json, Value};
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::controller_of;
 
 /// The owner as claiming sees it.

@@ -7,7 +7,6 @@
 //! uncached GET that guards adoption. Every create or delete is preceded by the expectation it will
 //! satisfy, so a sync never acts on a cache that has not yet seen its own previous writes.
 
-use crate::cached_pod::CachedPod;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +34,7 @@ use super::manage::{
 };
 use super::ranking::pods_to_delete;
 use super::status::{calculate_status, needs_update, with_observed_generation};
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::pod_util::{controller_of, is_pod_active, is_pod_ready};
 use crate::{Error, Result};

@@ -6,12 +6,12 @@
 //! (`LogarithmicScaleDown`, GA in 1.31) with the pod UID as a stable pseudo-random tie-break.
 //! The sort is deterministic for a given `now`.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::{is_pod_active, is_pod_ready, phase, ready_since};
 
 /// Annotation read by step 4 (`PodDeletionCost`, on by default since 1.22).

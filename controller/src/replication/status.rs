@@ -5,7 +5,6 @@
 //! and maintains the `ReplicaFailure` condition from the manage error. `needs_update` implements the
 //! "write only when changed" rule: counts, conditions and `observedGeneration == generation`.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use api::labels::matches_set;
@@ -13,6 +12,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::cached_pod::CachedPod;
 use crate::pod_util::{is_pod_available, is_pod_ready};
 
 /// Condition type set when creating or deleting pods failed.

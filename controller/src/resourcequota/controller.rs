@@ -1,7 +1,6 @@
 //! The `resourcequota` controller's I/O (see [`super`]): informers, the two work queues, the
 //! full resync, replenishment handlers and the status write.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, Priority};
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::{Error, Result};
 

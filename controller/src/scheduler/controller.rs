@@ -14,7 +14,6 @@
 //! for the claims to be bound) in a task of its own before the pod's bind takes a bind slot; claim,
 //! volume and class changes retry unschedulable pods at once.
 
-use crate::cached_pod::CachedPod;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -40,6 +39,7 @@ use super::filter::{allocatable, fit_error_message, FitFailure, NodeUsage};
 use super::resources::Resources;
 use super::score::{select_node_with, usage_of, Placement};
 use super::volumebinding::{ClaimBinding, VolumeBinding};
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::pod_util::phase;
 

@@ -9,7 +9,6 @@
 //! Failures come back as [`FitFailure`] values and are summarised as kube-scheduler does:
 //! `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable.`
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use api::quantity::Amount;
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 
 use super::nodeaffinity::RequiredNodeAffinity;
 use super::resources::{from_list, pod_requests, Resources};
+use crate::cached_pod::CachedPod;
 
 pub use api::taints::TAINT_UNSCHEDULABLE;
 

@@ -12,13 +12,14 @@
 //!
 //! Built once per pod ([`RequiredNodeAffinity::of`]) and matched against many nodes; pure.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use api::labels::{Operator, Requirement};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
 };
+
+use crate::cached_pod::CachedPod;
 
 /// The only field `matchFields` may name (`metav1.ObjectNameField`).
 pub const OBJECT_NAME_FIELD: &str = "metadata.name";

@@ -5,11 +5,12 @@
 //! largest init container request, plus `spec.overhead` (`computePodResourceRequest`). For scoring,
 //! containers without requests count as 100m CPU and 200 MiB (`GetNonzeroRequests`).
 
-use crate::cached_pod::{CachedContainer, CachedPod};
 use std::collections::BTreeMap;
 
 use api::quantity::Amount;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::cached_pod::{CachedContainer, CachedPod};
 
 /// Default CPU request for scoring when none is set: 100 millicores (`DefaultMilliCPURequest`).
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;

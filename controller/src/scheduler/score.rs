@@ -5,11 +5,11 @@
 //! allocatable is 0. The highest score wins; ties go to the lexically first node name so that the
 //! choice is deterministic (the pod just placed changes the next pod's scores, which spreads pods).
 
-use crate::cached_pod::CachedPod;
 use k8s_openapi::api::core::v1::Node;
 
 use super::filter::{allocatable, fits, FitFailure, NodeUsage, PodInfo};
 use super::resources::{pod_requests, Resources};
+use crate::cached_pod::CachedPod;
 
 /// Maximum node score (`MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;

@@ -16,7 +16,6 @@
 //!   bound, at most [`BIND_TIMEOUT`] (`bindTimeoutSeconds`), woken by claim and volume events.
 //!   Failures come back as errors; the scheduler retries the pod with its back-off.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +26,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::cached_pod::CachedPod;
 use crate::volume::affinity::volume_admits_node;
 use crate::volume::matching::find_best_match;
 use crate::volume::{

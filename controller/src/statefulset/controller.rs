@@ -3,7 +3,6 @@
 //! feed it (`addPod`, `updatePod`, `deletePod`, `enqueueStatefulSet`). A sync's steps are in
 //! `sync`; its requests in `pod_control`.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::min_ready_seconds;
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::history::History;
 use crate::pod_util::{controller_of, is_pod_ready};

@@ -5,7 +5,6 @@
 //!
 //! Everything here is deterministic and free of I/O.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -16,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::{json, Value};
 
+use crate::cached_pod::CachedPod;
 use crate::history;
 use crate::pod_util::{is_pod_available, is_pod_ready, phase};
 use crate::replication::claim::controller_ref;

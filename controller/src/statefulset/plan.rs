@@ -20,7 +20,6 @@
 //! The executor performs the steps in order and stops at the first failure; with `Parallel`
 //! it may run the creations of step 1 concurrently. Pure: time comes in as `now`.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -35,6 +34,7 @@ use super::identity::{
     storage_matches,
 };
 use super::retention::{has_stale_pod_ref, is_claim_owner_up_to_date, policy, Retention};
+use crate::cached_pod::CachedPod;
 use crate::pod_util::phase;
 
 /// Why a pod is deleted (for logs; the event is the same).

@@ -8,7 +8,6 @@
 //! the pod exists. Reads come from the informer caches; a pod update retries conflicts with a
 //! fresh copy from the cache, as `retry.RetryOnConflict(retry.DefaultBackoff, …)` (4 tries).
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::record::EventType;
@@ -23,6 +22,7 @@ use super::identity::{
 use super::retention::{
     has_unexpected_controller, is_claim_owner_up_to_date, update_claim_owner_refs,
 };
+use crate::cached_pod::CachedPod;
 use crate::{Error, Result};
 
 /// Tries of a pod update on conflict (`retry.DefaultBackoff.Steps`).

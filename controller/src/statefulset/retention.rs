@@ -14,12 +14,12 @@
 //! Claims with a stale reference (the set's or pod's name with another UID) are left alone, and
 //! so are claims another controller manages (our references are removed from them). Pure.
 
-use crate::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::identity::{in_ordinal_range, owner_ref};
+use crate::cached_pod::CachedPod;
 use crate::replication::claim::controller_ref;
 
 /// One side of the retention policy.

@@ -12,7 +12,6 @@
 //!
 //! With `minReadySeconds` and pods not yet available, the key comes back that much later.
 
-use crate::cached_pod::CachedPod;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +28,7 @@ use super::identity::{
     replicas,
 };
 use super::plan::{self, complete_rolling_update, inconsistent_status, Plan, Snapshot, Step};
+use crate::cached_pod::CachedPod;
 use crate::history::{equal_revision, find_equal_revisions, next_revision, sort_revisions};
 use crate::pod_util::controller_of;
 use crate::replication::claim::{self, adopt_patch, release_patch, ClaimAction, ClaimOwner};

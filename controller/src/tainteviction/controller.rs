@@ -12,7 +12,6 @@
 //! precondition; a cancelled one records "Cancelling deletion of Pod ns/name". Failed writes are
 //! retried with the queue's per-key back-off.
 
-use crate::cached_pod::CachedPod;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +28,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{decide, no_execute_taints, Decision, Scheduled};
+use crate::cached_pod::CachedPod;
 use crate::clock::Clock;
 use crate::{Error, Result};
 

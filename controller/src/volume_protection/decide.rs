@@ -2,9 +2,10 @@
 //! `podUsesPVC`/`isBeingUsed` helpers of `pvc_protection_controller.go` and
 //! `pv_protection_controller.go`).
 
-use crate::cached_pod::{CachedContainerStatus, CachedPod};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::cached_pod::{CachedContainerStatus, CachedPod};
 
 /// `PVCProtectionFinalizer`.
 pub const PVC_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";

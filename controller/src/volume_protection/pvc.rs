@@ -10,7 +10,6 @@
 //! (upstream's `askAPIServer`: the cache may not have a pod created a moment ago). Upstream
 //! batches the claims of a namespace to share one live list; here each claim lists once.
 
-use crate::cached_pod::CachedPod;
 use std::sync::Arc;
 
 use client::{
@@ -26,6 +25,7 @@ use super::decide::{
     pod_uses_pvc, Decision, PVC_PROTECTION_FINALIZER,
 };
 use super::finalizers_patch;
+use crate::cached_pod::CachedPod;
 use crate::{Error, Result};
 
 /// The pod index by the claims a pod names (upstream `common.PodPVCIndex`).
