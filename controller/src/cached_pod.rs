@@ -9,7 +9,7 @@
 //! so a pod kept as a `Pod` costs that much whatever is dropped.
 //!
 //! The fields keep the `core/v1` names and shapes (`pod.spec.as_ref()?.containers`,
-//! `pod.status?.conditions`), so a controller reads a cached pod as it would read a `Pod`.
+//! `pod.status.as_ref()?.conditions`), so a controller reads a cached pod as it reads a `Pod`.
 //! Dropped, because no controller here reads them: the containers' commands, environment,
 //! mounts, probes, lifecycle and security settings; every volume but the claims, named or
 //! ephemeral (the volumes that carry API data into a container, such as the `kube-api-access-*`
