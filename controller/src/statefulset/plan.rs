@@ -51,8 +51,9 @@ pub enum DeleteReason {
 /// One request of the sync.
 #[derive(Debug, Clone)]
 pub enum Step {
-    /// Create the claims, then the pod, then set the claims' owners.
-    Create(Box<Pod>),
+    /// Create the claims, then the pod, then set the claims' owners: the pod whole, and as the
+    /// claims and events read it.
+    Create { pod: Box<Pod>, view: Box<CachedPod> },
     /// Create the missing claims of a pending pod and set their owners.
     CreateClaims(Arc<CachedPod>),
     /// Restore the pod's identity and storage, and its claims' owners.
@@ -283,7 +284,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             }
             creates += 1;
         }
-        if process_replica(s, &slot, monotonic, &mut out.steps) {
+        if process_replica(s, slot, monotonic, &mut out.steps) {
             return out;
         }
     }
@@ -333,17 +334,18 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
 }
 
 /// `processReplica`: push its steps; `true` when the plan must stop here.
-fn process_replica(s: &Snapshot<'_>, slot: &Slot, monotonic: bool, steps: &mut Vec<Step>) -> bool {
+fn process_replica(s: &Snapshot<'_>, slot: Slot, monotonic: bool, steps: &mut Vec<Step>) -> bool {
     let pod = match slot {
         Slot::New { pod, view } => {
-            if claim_is_stale(s, view) {
+            if claim_is_stale(s, &view) {
                 return true;
             }
-            steps.push(Step::Create(pod.clone()));
+            steps.push(Step::Create { pod, view });
             return monotonic;
         }
         Slot::Found(pod) => pod,
     };
+    let pod = &pod;
     let p = phase(pod);
     if p == "Failed" || p == "Succeeded" {
         if !is_terminating(pod) {

@@ -47,7 +47,9 @@ fn summary(p: &Plan) -> Vec<String> {
     p.steps
         .iter()
         .map(|s| match s {
-            Step::Create(p) => format!("create {}", p.metadata.name.as_deref().unwrap()),
+            Step::Create { view, .. } => {
+                format!("create {}", view.metadata.name.as_deref().unwrap())
+            }
             Step::CreateClaims(p) => format!("claims {}", p.metadata.name.as_deref().unwrap()),
             Step::Update(p) => format!("update {}", p.metadata.name.as_deref().unwrap()),
             Step::FixClaims(p) => format!("fixclaims {}", p.metadata.name.as_deref().unwrap()),

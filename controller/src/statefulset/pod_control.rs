@@ -175,10 +175,14 @@ impl Inner {
         Ok(())
     }
 
-    /// `CreateStatefulPod`: claims, pod, claims' owners.
-    pub(super) async fn create_pod(&self, set: &StatefulSet, whole: &Pod) -> Result<()> {
-        // What the claims and events read of the pod, as they read a cached one.
-        let pod = &CachedPod::from(whole.clone());
+    /// `CreateStatefulPod`: claims, pod, claims' owners. `whole` is sent; the claims and events
+    /// read `pod`, its cached view.
+    pub(super) async fn create_pod(
+        &self,
+        set: &StatefulSet,
+        whole: &Pod,
+        pod: &CachedPod,
+    ) -> Result<()> {
         if let Err(e) = self.create_claims(set, pod).await {
             self.pod_event("create", set, pod, Some(&e));
             return Err(e);

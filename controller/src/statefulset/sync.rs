@@ -322,7 +322,7 @@ impl Inner {
 
     async fn step(&self, set: &StatefulSet, update_set: &StatefulSet, step: &Step) -> Result<()> {
         match step {
-            Step::Create(pod) => self.create_pod(set, pod).await,
+            Step::Create { pod, view } => self.create_pod(set, pod, view).await,
             Step::CreateClaims(pod) => self.create_missing_claims(set, pod).await,
             Step::Update(pod) => self.update_pod(update_set, pod).await,
             Step::FixClaims(pod) => self.fix_condemned_claims(update_set, pod).await,
