@@ -421,6 +421,12 @@ impl ControlPlane {
                 _ => data_dir.as_ref().map(|d| d.path().join("pki")),
             };
         }
+        // sled keeps every value this process' memory holds in its index (shared with the watch
+        // cache) and on disk: compressed, a pod takes half the bytes in both. In memory the
+        // compression would only cost time; on etcd, other tools read the values.
+        if matches!(config.storage, Storage::Dir(_)) {
+            apiserver_config.stored_text = apiserver::watch_cache::StoredText::Lz4;
+        }
         if let Some(secure) = apiserver_config.secure.as_mut() {
             // The serving certificate names the address the server is reached at.
             if !addr.ip().is_unspecified() {

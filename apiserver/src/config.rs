@@ -39,6 +39,10 @@ pub struct Config {
     /// Recent events kept per resource for watches resuming from an older resourceVersion
     /// (Kubernetes watch cache: between 100 and 100 * 1024 events).
     pub watch_history: usize,
+    /// How object texts are written to the store (every form is read): compressed where the
+    /// store keeps values in this process' memory and on its disk, JSON where values are read by
+    /// other tools (etcd) or kept only in memory (see [`crate::watch_cache::StoredText`]).
+    pub stored_text: crate::watch_cache::StoredText,
     /// How long an event lives after its last write (kube-apiserver's `--event-ttl`, one hour);
     /// zero: events live until deleted. See [`crate::event_ttl`].
     pub event_ttl: Duration,
@@ -113,6 +117,7 @@ impl Default for Config {
             preread_budget: 256 * 1024 * 1024,
             watch_buffer: 1024,
             watch_history: 10 * 1024,
+            stored_text: Default::default(),
             event_ttl: Duration::from_secs(3600),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),

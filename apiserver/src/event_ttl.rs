@@ -204,7 +204,7 @@ fn last_written_age(value: &[u8], now: jiff::Timestamp) -> Duration {
     struct Series {
         last_observed_time: Option<String>,
     }
-    let Ok(stamps) = serde_json::from_slice::<Stamps>(value) else {
+    let Some(stamps) = crate::watch_cache::stored::parse::<Stamps>(value) else {
         return Duration::ZERO;
     };
     let newest = [

@@ -82,6 +82,7 @@ impl AppState {
         let cache = WatchCache::start_defaulting(
             store.clone(),
             crate::watch_cache::Defaulter::new(resources.clone()),
+            config.stored_text,
             config.watch_history,
             config.watch_buffer,
             shutdown.clone(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::registry::{ClusterIpAllocator, ResourceRegistry};
-use apiserver::watch_cache::{Defaulter, StorageDefaults, WatchCache};
+use apiserver::watch_cache::{Defaulter, StorageDefaults, StoredText, WatchCache};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -110,6 +110,7 @@ pub async fn restart(pods: usize, deadline: Duration) -> Result<(), Error> {
                 let cache = WatchCache::start_defaulting(
                     store,
                     Defaulter::new(registry),
+                    StoredText::Json,
                     100,
                     100,
                     shutdown,

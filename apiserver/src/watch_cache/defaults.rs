@@ -77,10 +77,10 @@ impl Defaulter {
         self.0.as_ref().and_then(|d| d.selector_view(key, obj))
     }
 
-    /// Decodes the `bytes` stored at `key`, stamps `revision` as their resourceVersion and
+    /// Decodes the `bytes` stored at `key` (either [`super::StoredText`]), stamps `revision` as their resourceVersion and
     /// applies the defaults.
     pub fn decode(&self, key: &str, bytes: &[u8], revision: Revision) -> Option<Value> {
-        let mut v = serde_json::from_slice(bytes).ok()?;
+        let mut v = super::stored::parse(bytes)?;
         self.apply(key, &mut v);
         stamp(&mut v, revision);
         Some(v)

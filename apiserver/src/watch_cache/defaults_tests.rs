@@ -45,6 +45,7 @@ async fn setup(
     let cache = WatchCache::start_defaulting(
         store.clone(),
         Defaulter::new(colors.clone()),
+        crate::watch_cache::StoredText::Lz4,
         100,
         100,
         shutdown.clone(),

@@ -40,7 +40,7 @@ impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
             .field("revision", &self.revision)
-            .field("len", &self.json.text().len())
+            .field("len", &self.json.stored().len())
             .finish_non_exhaustive()
     }
 }
@@ -92,7 +92,7 @@ impl Entry {
     }
 
     fn decode(&self) -> Option<Value> {
-        let object = super::decode(self.json.text(), self.revision);
+        let object = super::decode(self.json.stored(), self.revision);
         if object.is_none() {
             tracing::error!(
                 revision = self.revision,

@@ -79,7 +79,7 @@ impl WatchCache {
         revision: Revision,
     ) -> Option<Arc<Value>> {
         let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.stored(), bytes));
         if !ours {
             return None;
         }
@@ -104,7 +104,7 @@ impl WatchCache {
     /// Takes back a pending offer whose write did not happen; `None` if a relist dropped it.
     pub fn withdraw(&self, key: &str, bytes: &bytes::Bytes) -> Option<Value> {
         let mut offers = self.offers.lock();
-        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.text(), bytes));
+        let ours = matches!(offers.by_key.get(key), Some(Offer::Pending { json, .. }) if same_bytes(json.stored(), bytes));
         match ours.then(|| offers.by_key.remove(key)).flatten() {
             Some(Offer::Pending { object, .. }) => Some(object),
             _ => None,
@@ -146,7 +146,7 @@ impl WatchCache {
         let mut offers = self.offers.lock();
         offers.applied = offers.applied.max(revision);
         let take = match offers.by_key.get(key)? {
-            Offer::Pending { json, .. } => value.is_some_and(|v| same_bytes(json.text(), v)),
+            Offer::Pending { json, .. } => value.is_some_and(|v| same_bytes(json.stored(), v)),
             Offer::Stored { revision: r, .. } if *r == revision => true,
             Offer::Stored { revision: r, .. } => {
                 // Older than this event: its own event went by without it (a relist). Stale.
@@ -217,9 +217,9 @@ impl WatchCache {
         api::meta::remove(&mut obj, "resourceVersion");
         if !super::resource_prefix(key).is_some_and(|p| self.caches(p)) {
             // A resource the cache does not hold: nothing to hand over.
-            let json = ObjectJson::encode(&obj)
+            let json = ObjectJson::encode_as(&obj, self.stored_text)
                 .map_err(|e| ApiError::internal("encoding an object", e))?;
-            return Ok(match write(json.text().clone()).await? {
+            return Ok(match write(json.stored().clone()).await? {
                 StoreWrite::Stored(rev) => {
                     stamp(&mut obj, rev);
                     Ok(Written {
@@ -230,9 +230,9 @@ impl WatchCache {
                 StoreWrite::NotStored => Err(obj),
             });
         }
-        let json =
-            ObjectJson::encode(&obj).map_err(|e| ApiError::internal("encoding an object", e))?;
-        let bytes = json.text().clone();
+        let json = ObjectJson::encode_as(&obj, self.stored_text)
+            .map_err(|e| ApiError::internal("encoding an object", e))?;
+        let bytes = json.stored().clone();
         // Refused while another write of the key is in flight: then this one keeps its object.
         let kept = self.offer_pending(key, json.clone(), obj).err();
         // Until the outcome is known, a failed write, or the request being dropped mid-write,
@@ -279,9 +279,9 @@ impl WatchCache {
             (StoreWrite::NotStored, None) => match self.withdraw(key, &bytes) {
                 Some(obj) => Ok(Err(obj)),
                 // A relist dropped the offer: the bytes are the object.
-                None => serde_json::from_slice(&bytes)
+                None => super::stored::parse(&bytes)
                     .map(Err)
-                    .map_err(|e| ApiError::internal("decoding an object", e)),
+                    .ok_or_else(|| ApiError::internal("decoding an object", "undecodable write")),
             },
         }
     }
@@ -325,7 +325,7 @@ mod tests {
         assert!(c.take_offer("/registry/pods/ns/p", 19, None).is_none());
         let got = c.take_offer("/registry/pods/ns/p", 20, None);
         assert!(got.is_some_and(
-            |(g, j)| Arc::ptr_eq(&g, &a) && j.is_some_and(|j| j.text() == json.text())
+            |(g, j)| Arc::ptr_eq(&g, &a) && j.is_some_and(|j| j.stored() == json.stored())
         ));
         assert!(
             c.take_offer("/registry/pods/ns/p", 20, None).is_none(),
@@ -346,7 +346,7 @@ mod tests {
         let key = "/registry/pods/ns/p";
         let stored = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
         let json = crate::watch_cache::ObjectJson::encode(&stored).unwrap();
-        let bytes = json.text().clone();
+        let bytes = json.stored().clone();
         assert_eq!(bytes, serde_json::to_vec(&stored).unwrap());
         let text_at = |rev: u64| {
             let mut o = stored.clone();
@@ -415,7 +415,7 @@ mod tests {
         c.offer_pending(key, json.clone(), stored.clone()).unwrap();
         let kv = KeyValue {
             key: key.into(),
-            value: json.text().clone(),
+            value: json.stored().clone(),
             create_revision: 50,
             mod_revision: 50,
         };
@@ -492,6 +492,6 @@ mod tests {
         // Nothing of it is left: the next write of the key can hand its object over.
         let json = crate::watch_cache::ObjectJson::encode(&json!({})).unwrap();
         assert!(c.offer_pending(key, json.clone(), json!({})).is_ok());
-        assert!(c.withdraw(key, json.text()).is_some());
+        assert!(c.withdraw(key, json.stored()).is_some());
     }
 }

@@ -6,15 +6,23 @@
 //! stamped object gives: the field goes where `api::wire::set_resource_version` puts it (its place
 //! in ObjectMeta's Go order, before the first field that comes after it), and `serde_json` writes
 //! keys in their order.
+//!
+//! The text is kept as the store keeps it ([`StoredText`]): as JSON, or compressed, in which case
+//! each splice decompresses it first. The slot is a place in the JSON.
+
+use std::borrow::Cow;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
+
+use super::stored::{self, StoredText};
 
 const RESOURCE_VERSION: &str = "resourceVersion";
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
 pub struct ObjectJson {
+    /// The text as stored: JSON, or compressed JSON.
     text: Bytes,
     /// Where `metadata.resourceVersion` goes; `None` without a `metadata` object (stamping then
     /// sets nothing either).
@@ -33,11 +41,16 @@ struct Slot {
 
 impl ObjectJson {
     /// `obj` serialised as `serde_json::to_vec` would serialise it without
-    /// `metadata.resourceVersion`.
+    /// `metadata.resourceVersion`, kept as JSON.
     pub fn encode(obj: &Value) -> serde_json::Result<ObjectJson> {
+        Self::encode_as(obj, StoredText::Json)
+    }
+
+    /// [`encode`](Self::encode), the text kept as `codec` stores it.
+    pub fn encode_as(obj: &Value, codec: StoredText) -> serde_json::Result<ObjectJson> {
         let Value::Object(top) = obj else {
             return Ok(ObjectJson {
-                text: exact(api::wire::to_vec(obj)?),
+                text: exact(codec.store(api::wire::to_vec(obj)?)),
                 slot: None,
             });
         };
@@ -59,33 +72,48 @@ impl ObjectJson {
         }
         out.push(b'}');
         Ok(ObjectJson {
-            text: exact(out),
+            text: exact(codec.store(out)),
             slot,
         })
     }
 
-    /// The text without resourceVersion (what the store keeps).
-    pub fn text(&self) -> &Bytes {
+    /// The text without resourceVersion as the store keeps it (JSON, or compressed JSON).
+    pub fn stored(&self) -> &Bytes {
         &self.text
+    }
+
+    /// The JSON text without resourceVersion.
+    pub fn plain(&self) -> Cow<'_, [u8]> {
+        // Only `encode_as` makes a text, and what it compressed decompresses.
+        stored::plain(&self.text).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "a held text does not decompress");
+            Cow::Borrowed(b"null")
+        })
     }
 
     /// The text with `metadata.resourceVersion` set to `rv`.
     pub fn with_resource_version(&self, rv: &str) -> Bytes {
-        if self.slot.is_none() {
+        if self.slot.is_none() && !stored::is_compressed(&self.text) {
             return self.text.clone();
         }
-        let mut out = BytesMut::with_capacity(self.text.len() + rv.len() + 24);
-        self.write_with_resource_version(rv, &mut out);
+        let text = self.plain();
+        let mut out = BytesMut::with_capacity(text.len() + rv.len() + 24);
+        self.splice(&text, rv, &mut out);
         out.freeze()
     }
 
     /// Writes the text with `metadata.resourceVersion` set to `rv` to `out`.
     pub fn write_with_resource_version(&self, rv: &str, out: &mut impl BufMut) {
+        self.splice(&self.plain(), rv, out);
+    }
+
+    /// Writes `text` (this text as JSON) with `rv` spliced in at the slot.
+    fn splice(&self, text: &[u8], rv: &str, out: &mut impl BufMut) {
         let Some(slot) = self.slot else {
-            out.put_slice(&self.text);
+            out.put_slice(text);
             return;
         };
-        out.put_slice(&self.text[..slot.at]);
+        out.put_slice(&text[..slot.at]);
         if !slot.first {
             out.put_u8(b',');
         }
@@ -95,7 +123,7 @@ impl ObjectJson {
         if slot.first && !slot.alone {
             out.put_u8(b',');
         }
-        out.put_slice(&self.text[slot.at..]);
+        out.put_slice(&text[slot.at..]);
     }
 }
 
@@ -165,17 +193,24 @@ mod tests {
     }
 
     fn check(obj: &Value) {
-        let json = ObjectJson::encode(obj).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(json.text().as_ref(), without_rv(obj).as_slice(), "{obj}");
-        for rv in ["1", "18446744073709551615", "q\"\\"] {
+        for codec in [StoredText::Json, StoredText::Lz4] {
+            let json = ObjectJson::encode_as(obj, codec).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(json.plain().as_ref(), without_rv(obj).as_slice(), "{obj}");
             assert_eq!(
-                json.with_resource_version(rv).as_ref(),
-                stamped(obj, rv).as_slice(),
-                "{obj} at {rv}"
+                stored::is_compressed(json.stored()),
+                codec == StoredText::Lz4,
+                "{obj}"
             );
-            let mut written = b"[".to_vec();
-            json.write_with_resource_version(rv, &mut written);
-            assert_eq!(&written[1..], stamped(obj, rv).as_slice(), "{obj} at {rv}");
+            for rv in ["1", "18446744073709551615", "q\"\\"] {
+                assert_eq!(
+                    json.with_resource_version(rv).as_ref(),
+                    stamped(obj, rv).as_slice(),
+                    "{obj} at {rv} ({codec:?})"
+                );
+                let mut written = b"[".to_vec();
+                json.write_with_resource_version(rv, &mut written);
+                assert_eq!(&written[1..], stamped(obj, rv).as_slice(), "{obj} at {rv}");
+            }
         }
     }
 
@@ -213,11 +248,13 @@ mod tests {
             json!({"metadata": {"name": "a", "annotations": {"a": long}}, "spec": {}}),
             json!([long]),
         ] {
-            let json = ObjectJson::encode(&obj).unwrap_or_else(|e| panic!("{e}"));
-            let text = json.text().clone();
-            drop(json);
-            let len = text.len();
-            assert_eq!(allocated(text), len);
+            for codec in [StoredText::Json, StoredText::Lz4] {
+                let json = ObjectJson::encode_as(&obj, codec).unwrap_or_else(|e| panic!("{e}"));
+                let text = json.stored().clone();
+                drop(json);
+                let len = text.len();
+                assert_eq!(allocated(text), len, "{codec:?}");
+            }
         }
     }
 

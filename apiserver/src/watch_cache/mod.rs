@@ -42,6 +42,7 @@ mod live;
 mod pages;
 mod ring;
 mod snapshot;
+pub mod stored;
 mod uncached;
 mod view;
 
@@ -69,6 +70,7 @@ use store::{Event, EventKind, Revision, Store, WatchItem, WatchOutcome};
 
 pub use pages::InitialPages;
 pub use snapshot::{ListAt, Listed, Select, Snapshot, SnapshotOutcome, ViewFilter};
+pub use stored::StoredText;
 pub use uncached::UNCACHED_RESOURCES;
 pub use view::SelectorView;
 
@@ -294,6 +296,8 @@ pub struct WatchCache {
     uncached: Vec<String>,
     /// The kinds' defaults, applied to what enters from storage ([`defaults`]).
     defaulter: Defaulter,
+    /// How the texts this cache encodes are kept, and written through it to the store.
+    stored_text: StoredText,
     /// The trees [`Self::get`] decoded last, held so that they stay decoded ([`RECENT_READS`]).
     recent_reads: parking_lot::Mutex<VecDeque<Arc<Value>>>,
 }
@@ -332,9 +336,9 @@ fn stamp(obj: &mut Value, revision: Revision) {
     api::wire::set_resource_version(obj, revision.to_string());
 }
 
-/// Parses a stored value and stamps its resourceVersion.
+/// Parses a stored value (either [`StoredText`]) and stamps its resourceVersion.
 fn decode(kv_value: &[u8], revision: Revision) -> Option<Value> {
-    let mut v: Value = serde_json::from_slice(kv_value).ok()?;
+    let mut v: Value = stored::parse(kv_value)?;
     stamp(&mut v, revision);
     Some(v)
 }
@@ -349,14 +353,24 @@ impl WatchCache {
         buffer: usize,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, store::Error> {
-        Self::start_defaulting(store, Defaulter::default(), history, buffer, shutdown).await
+        Self::start_defaulting(
+            store,
+            Defaulter::default(),
+            StoredText::Json,
+            history,
+            buffer,
+            shutdown,
+        )
+        .await
     }
 
     /// [`start`](Self::start), with every object that enters from storage defaulted by
-    /// `defaulter` ([`defaults`]).
+    /// `defaulter` ([`defaults`]), and the texts it encodes kept as `stored_text` says (what it
+    /// writes through to the store too).
     pub async fn start_defaulting(
         store: Arc<dyn Store>,
         defaulter: Defaulter,
+        stored_text: StoredText,
         history: usize,
         buffer: usize,
         shutdown: CancellationToken,
@@ -377,6 +391,7 @@ impl WatchCache {
             store: store.clone(),
             uncached: UNCACHED_RESOURCES.iter().map(|p| p.to_string()).collect(),
             defaulter,
+            stored_text,
             recent_reads: Default::default(),
         });
         let stream = cache.relist(store.as_ref()).await?;
@@ -611,6 +626,8 @@ impl WatchCache {
         object: &Arc<Value>,
         json: Option<ObjectJson>,
     ) -> Option<Arc<Entry>> {
+        // Not handed over by a writer: kept as this apiserver stores texts.
+        let json = json.or_else(|| ObjectJson::encode_as(object, self.stored_text).ok());
         Entry::new(revision, object, json, self.defaulter.view(key, object))
     }
 

@@ -465,6 +465,7 @@ pub(super) mod tests {
             ),
             uncached: vec!["/registry/events/".to_string()],
             defaulter: Default::default(),
+            stored_text: Default::default(),
             recent_reads: Default::default(),
         }
     }
