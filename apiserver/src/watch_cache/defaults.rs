@@ -123,7 +123,7 @@ impl WatchCache {
                 if v == *held {
                     return None;
                 }
-                let new = self.entry(&key, old.revision, &Arc::new(v), None)?;
+                let new = self.entry(&key, old.revision, &Arc::new(v), None, None)?;
                 Some((key, old, new))
             })
             .collect();

@@ -193,3 +193,55 @@ async fn lists_and_watches_of_an_uncached_resource_are_defaulted() {
         .unwrap();
     assert_eq!(color(&live.object), "blue", "live events");
 }
+
+/// The entry of `key` the cache holds.
+fn held(cache: &WatchCache, key: &str) -> Arc<super::entry::Entry> {
+    let prefix = super::resource_prefix(key).unwrap();
+    cache.inner.read().resources[prefix].objects[key].clone()
+}
+
+/// A loaded object whose text the cache would write as the store holds it (this apiserver
+/// stored it, the defaults add nothing) is held in the store's own buffer: a start or a relist
+/// keeps one copy of each text, not two. Either codec; a text the defaults change is the
+/// cache's own.
+#[tokio::test]
+async fn a_loaded_text_as_stored_is_the_stores_own_buffer() {
+    use super::{ObjectJson, StoredText};
+    for codec in [StoredText::Json, StoredText::Lz4] {
+        let store: Arc<dyn Store> = Arc::new(
+            store::MemoryStore::new(store::StoreConfig::default())
+                .unwrap_or_else(|e| panic!("memory store: {e}")),
+        );
+        let colored = json!({"metadata": {"name": "colored", "namespace": "ns"},
+                             "spec": {"color": "blue"}});
+        let text = ObjectJson::encode_as(&colored, codec).unwrap();
+        store
+            .create(&key("colored"), text.stored().clone())
+            .await
+            .unwrap();
+        store.create(&key("bare"), widget("bare")).await.unwrap();
+        let colors = Arc::new(Colors::default());
+        *colors.color.lock() = "blue".to_string();
+        let shutdown = CancellationToken::new();
+        let cache = WatchCache::start_defaulting(
+            store.clone(),
+            Defaulter::new(colors),
+            codec,
+            100,
+            100,
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let stored = store.get(&key("colored")).await.unwrap().unwrap().value;
+        let entry = held(&cache, &key("colored"));
+        assert_eq!(entry.json.stored().as_ptr(), stored.as_ptr(), "{codec:?}");
+        assert_eq!(color(&cache.get(&key("colored")).unwrap()), "blue");
+
+        let stored = store.get(&key("bare")).await.unwrap().unwrap().value;
+        let entry = held(&cache, &key("bare"));
+        assert_ne!(entry.json.stored().as_ptr(), stored.as_ptr(), "{codec:?}");
+        assert_eq!(color(&cache.get(&key("bare")).unwrap()), "blue");
+        shutdown.cancel();
+    }
+}

@@ -77,6 +77,15 @@ impl ObjectJson {
         })
     }
 
+    /// This text in `stored`'s buffer if `stored` holds the same bytes, so that the store's copy
+    /// and this one are one.
+    pub(super) fn sharing(mut self, stored: &Bytes) -> ObjectJson {
+        if self.text == *stored {
+            self.text = stored.clone();
+        }
+        self
+    }
+
     /// The text without resourceVersion as the store keeps it (JSON, or compressed JSON).
     pub fn stored(&self) -> &Bytes {
         &self.text

@@ -463,7 +463,8 @@ impl WatchCache {
                                 .defaulter
                                 .decode(&kv.key, &kv.value, kv.mod_revision)
                                 .and_then(|v| {
-                                    self.entry(&kv.key, kv.mod_revision, &Arc::new(v), None)
+                                    let v = Arc::new(v);
+                                    self.entry(&kv.key, kv.mod_revision, &v, None, Some(&kv.value))
                                 })
                             else {
                                 tracing::warn!(key = %kv.key, "undecodable object skipped");
@@ -625,9 +626,17 @@ impl WatchCache {
         revision: Revision,
         object: &Arc<Value>,
         json: Option<ObjectJson>,
+        stored: Option<&bytes::Bytes>,
     ) -> Option<Arc<Entry>> {
-        // Not handed over by a writer: kept as this apiserver stores texts.
-        let json = json.or_else(|| ObjectJson::encode_as(object, self.stored_text).ok());
+        // Not handed over by a writer: kept as this apiserver stores texts, in the store's own
+        // buffer when that holds the same bytes (a load or a relist then keeps one copy).
+        let json = json.or_else(|| {
+            let json = ObjectJson::encode_as(object, self.stored_text).ok()?;
+            Some(match stored {
+                Some(stored) => json.sharing(stored),
+                None => json,
+            })
+        });
         Entry::new(revision, object, json, self.defaulter.view(key, object))
     }
 
@@ -654,7 +663,8 @@ impl WatchCache {
                             .map(|v| (Arc::new(v), None))
                     })
                     .and_then(|(object, json)| {
-                        let entry = self.entry(&ev.key, revision, &object, json)?;
+                        let entry =
+                            self.entry(&ev.key, revision, &object, json, Some(&kv.value))?;
                         Some((object, entry))
                     });
                 if made.is_none() {
@@ -725,7 +735,9 @@ impl WatchCache {
                         let kv = ev.prev.as_ref()?;
                         let tree =
                             Arc::new(self.defaulter.decode(&kv.key, &kv.value, kv.mod_revision)?);
-                        Some((self.entry(&ev.key, kv.mod_revision, &tree, None)?, tree))
+                        let entry =
+                            self.entry(&ev.key, kv.mod_revision, &tree, None, Some(&kv.value))?;
+                        Some((entry, tree))
                     });
                     last.map(|(entry, tree)| {
                         let event = CacheEvent {
