@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use client::{Client, EventBroadcaster, EventRecorder, EventType};
+use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -60,15 +61,22 @@ impl NodeState {
         );
     }
 
-    /// Records events about `pod` (and its containers, by field path), in order.
+    /// Records events about `pod` (and its containers, by field path), in order. Consecutive
+    /// events about one container (`Pulled`, `Created`, `Started`) share one reference while
+    /// they wait to be written.
     pub(crate) fn record_pod_events(&self, pod: &KubeletPod, evs: Vec<PodEvent>) {
+        let mut last: Option<Arc<ObjectReference>> = None;
         for e in evs {
             let type_ = match e.severity {
                 Severity::Normal => EventType::Normal,
                 Severity::Warning => EventType::Warning,
             };
-            let obj = events::pod_ref(pod, e.field_path.as_deref());
-            self.recorder.event(&obj, type_, e.reason, &e.message);
+            let obj = match last.take() {
+                Some(obj) if obj.field_path == e.field_path => obj,
+                _ => Arc::new(events::pod_ref(pod, e.field_path.as_deref())),
+            };
+            self.recorder.event_about(&obj, type_, e.reason, &e.message);
+            last = Some(obj);
         }
     }
 }

@@ -333,12 +333,14 @@ impl FakeKubelets {
             SharedInformerFactory::new(client.clone(), Duration::ZERO).without_managed_fields(),
         );
         // Every pod of every node is cached for its life: only what a kubelet reads of it
-        // (`KubeletPod`), each list at its exact length.
+        // (`KubeletPod`), each list at its exact length, and of its labels those a lifecycle
+        // rule matches on.
         let pods = factory.informer_for_resource::<KubeletPod>(
             &ApiResource::of::<Pod>(),
             ListParams::default().fields("spec.nodeName!="),
         );
-        if let Err(e) = pods.set_transform(crate::transform::shrink) {
+        let read_labels = crate::transform::ReadLabels::of(&cfg.lifecycle);
+        if let Err(e) = pods.set_transform(move |pod| crate::transform::shrink(pod, &read_labels)) {
             debug!(error = %e, "pod informer already started; its pods are kept as decoded");
         }
         let mut indexers: Indexers<KubeletPod> = Indexers::new();

@@ -14,7 +14,8 @@
 //! status write sends only the pod's identity and the new status (the apiserver takes every
 //! other field from the stored pod, as upstream's status strategy), so nothing
 //! the type leaves out is ever written. Metadata is kept whole (events reference the pod,
-//! deletes carry its UID precondition).
+//! deletes carry its UID precondition) but for the labels no lifecycle rule matches on
+//! ([`ReadLabels`]).
 //!
 //! The status is kept as [`KubeletPodStatus`]: what the kubelet reads of it and a digest of the
 //! whole, which is all a kubelet compares its computed status with.
@@ -25,6 +26,7 @@
 //! ([`shrink`]).
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 
 use api::qos::ContainerResources;
@@ -34,6 +36,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::config::LifecycleConfig;
 use crate::events::ContainerMark;
 use crate::pod_status::KUBELET_CONDITIONS;
 use serde::{Deserialize, Serialize};
@@ -256,9 +259,35 @@ impl client::Object for KubeletPod {
     }
 }
 
+/// The pod labels a kubelet here reads: the keys its lifecycle rules match pods on (a one-label
+/// map costs a ~560-byte tree node, and the default configuration reads none).
+#[derive(Debug, Clone, Default)]
+pub struct ReadLabels(BTreeSet<String>);
+
+impl ReadLabels {
+    pub fn of(lifecycle: &LifecycleConfig) -> Self {
+        let keys = lifecycle.rules.iter();
+        ReadLabels(
+            keys.flat_map(|r| r.selector.labels.keys().cloned())
+                .collect(),
+        )
+    }
+
+    /// Drops from `labels` every label no rule reads.
+    fn keep(&self, labels: &mut Option<BTreeMap<String, String>>) {
+        if let Some(map) = labels.as_mut() {
+            map.retain(|k, _| self.0.contains(k));
+            if map.is_empty() {
+                *labels = None;
+            }
+        }
+    }
+}
+
 /// `pod` with every list at its exact length (the informer's transform: a decoder grows lists
-/// by doubling).
-pub fn shrink(mut pod: KubeletPod) -> KubeletPod {
+/// by doubling) and only the labels `read` names.
+pub fn shrink(mut pod: KubeletPod, read: &ReadLabels) -> KubeletPod {
+    read.keep(&mut pod.metadata.labels);
     client::transform::shrink_meta(&mut pod.metadata);
     if let Some(spec) = pod.spec.as_mut() {
         spec.containers.shrink_to_fit();
@@ -355,7 +384,12 @@ mod tests {
     #[test]
     fn a_decoded_pod_keeps_what_the_kubelet_reads() {
         let text = full_pod();
-        let (full, kept): (Pod, KubeletPod) = (decode(&text), shrink(decode(&text)));
+        let cfg = LifecycleConfig::from_yaml(
+            "rules: [{name: web, match: {labels: {app: web}}, notReady: {after: 1s}}]",
+        )
+        .unwrap();
+        let read = ReadLabels::of(&cfg);
+        let (full, kept): (Pod, KubeletPod) = (decode(&text), shrink(decode(&text), &read));
         assert_eq!(kept.metadata, full.metadata);
         assert_eq!(kept.status, full.status.as_ref().map(KubeletPodStatus::of));
         let (spec, full_spec) = (kept.spec.unwrap_or_default(), full.spec.unwrap_or_default());
@@ -484,7 +518,39 @@ mod tests {
     fn a_pod_without_a_spec_is_kept() {
         let pod: KubeletPod = decode(br#"{"metadata": {"name": "p"}}"#);
         assert_eq!(pod.metadata.name.as_deref(), Some("p"));
-        assert_eq!(shrink(pod.clone()), pod);
+        assert_eq!(shrink(pod.clone(), &ReadLabels::default()), pod);
         assert_eq!(pod.spec, None);
+    }
+
+    /// Only the labels a rule matches on are kept: none with no rules (the default), and the
+    /// pod still matches every rule it matched.
+    #[test]
+    fn only_the_labels_a_rule_reads_are_kept() {
+        let pod: KubeletPod = decode(
+            br#"{"metadata": {"name": "p", "labels": {"app": "web", "tier": "front", "x": "y"}}}"#,
+        );
+        let kept = shrink(pod.clone(), &ReadLabels::default());
+        assert_eq!(kept.metadata.labels, None);
+        assert_eq!(kept.metadata.name.as_deref(), Some("p"));
+
+        let cfg = LifecycleConfig::from_yaml(
+            "rules: [{name: a, match: {labels: {app: web}}, notReady: {after: 1s}},
+                     {name: b, match: {labels: {tier: back}}, notReady: {after: 1s}},
+                     {name: c, match: {namespace: prod}, notReady: {after: 1s}}]",
+        )
+        .unwrap();
+        let kept = shrink(pod.clone(), &ReadLabels::of(&cfg));
+        let labels = kept.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["app", "tier"]);
+        for rule in &cfg.rules {
+            assert_eq!(
+                rule.selector
+                    .matches_pod("default", kept.metadata.labels.as_ref()),
+                rule.selector
+                    .matches_pod("default", pod.metadata.labels.as_ref()),
+                "{}",
+                rule.name
+            );
+        }
     }
 }

@@ -72,10 +72,12 @@ impl EventType {
 /// An event as it waits in a broadcaster's queue: what the recorder was told and when, made an
 /// `Event` when it is taken out ([`Recorded::into_event`]). Queues of 1,000 per fake node fill
 /// while a sandbox starts many pods, and a whole `Event` is ~1 KB before its strings; this keeps
-/// what the recorder was told and shares the component and host. Queued boxed: a channel holds
-/// its slots in blocks of 32 allocated for the type.
+/// what the recorder was told and shares the component and host, and the object with the other
+/// events recorded about it at once ([`EventRecorder::event_about`]: a kubelet's `Pulled`,
+/// `Created` and `Started` name one container). Queued boxed: a channel holds its slots in
+/// blocks of 32 allocated for the type.
 struct Recorded {
-    involved_object: ObjectReference,
+    involved_object: Arc<ObjectReference>,
     type_: EventType,
     reason: String,
     message: String,
@@ -98,6 +100,7 @@ impl Recorded {
             component,
             host,
         } = self;
+        let involved_object = Arc::unwrap_or_clone(involved_object);
         let ns = involved_object
             .namespace
             .clone()
@@ -144,6 +147,18 @@ impl EventRecorder {
     /// from the queue, stamped with the time it was recorded): name `<obj>.<unix-nanos hex>`, in the object's namespace
     /// (`default` for cluster-scoped objects), count 1.
     pub fn event(&self, obj: &ObjectReference, type_: EventType, reason: &str, message: &str) {
+        self.event_about(&Arc::new(obj.clone()), type_, reason, message);
+    }
+
+    /// [`event`](Self::event), the reference shared with the caller's other events about `obj`
+    /// while they wait in the queue.
+    pub fn event_about(
+        &self,
+        obj: &Arc<ObjectReference>,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
         tracing::debug!(
             object = %format!(
                 "{}/{}",
@@ -154,7 +169,7 @@ impl EventRecorder {
             r#type = type_.as_str(), reason, message, "event"
         );
         let recorded = Recorded {
-            involved_object: obj.clone(),
+            involved_object: Arc::clone(obj),
             type_,
             reason: reason.to_string(),
             message: message.to_string(),

@@ -191,3 +191,38 @@ async fn field_paths_are_part_of_the_event_key() {
     let again = c.correlate(with_path("spec.containers{a}", 1), at(1));
     assert_eq!(again.event.count, Some(2));
 }
+
+/// Events recorded about one shared reference hold it once while they wait, and each is written
+/// with the whole reference.
+#[tokio::test]
+async fn events_about_one_reference_share_it_in_the_queue() {
+    let client = crate::Client::new(crate::Config::new("http://127.0.0.1:1")).expect("client");
+    let mut b = super::EventBroadcaster::new(client, "kubelet").with_host("node-0");
+    let r = b.recorder("");
+    let obj = std::sync::Arc::new(ObjectReference {
+        kind: Some("Pod".into()),
+        namespace: Some("default".into()),
+        name: Some("p".into()),
+        uid: Some("u".into()),
+        field_path: Some("spec.containers{c}".into()),
+        ..Default::default()
+    });
+    for reason in ["Pulled", "Created", "Started"] {
+        r.event_about(&obj, super::EventType::Normal, reason, "m");
+    }
+    assert_eq!(
+        std::sync::Arc::strong_count(&obj),
+        4,
+        "held once per queued event"
+    );
+    let mut reasons = Vec::new();
+    while let Ok(queued) = b.rx.try_recv() {
+        assert!(std::sync::Arc::ptr_eq(&queued.involved_object, &obj));
+        let event = queued.into_event();
+        assert_eq!(event.involved_object, *obj);
+        assert_eq!(event.metadata.namespace.as_deref(), Some("default"));
+        reasons.extend(event.reason);
+    }
+    assert_eq!(reasons, ["Pulled", "Created", "Started"]);
+    assert_eq!(std::sync::Arc::strong_count(&obj), 1);
+}
