@@ -15,7 +15,8 @@
 //! ephemeral (the volumes that carry API data into a container, such as the `kube-api-access-*`
 //! one on nearly every pod, are the kubelet's alone); of the status, the containers' images,
 //! IDs and last states and the resize and volume details. What is rarely set and large in place
-//! (affinity, pod-level resources, an ephemeral volume's claim template) is boxed.
+//! (affinity, pod-level resources, an ephemeral volume's claim template) is boxed; a container's
+//! requests and limits are sorted slices ([`ResourceList`]), not tree maps.
 //!
 //! Controllers never write a cached pod back whole (they patch, delete, bind, or write
 //! `/status` with a status of their own making; the StatefulSet's identity repair writes the
@@ -36,7 +37,7 @@ use client::{ApiResource, ListParams, SharedIndexInformer, SharedInformerFactory
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, ContainerState, ContainerStatus, EphemeralVolumeSource,
     HostIP, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodIP, PodReadinessGate,
-    PodResourceClaim, PodResourceClaimStatus, PodSchedulingGate, PodSpec, PodStatus,
+    PodResourceClaim, PodResourceClaimStatus, PodSchedulingGate, PodSpec, PodStatus, ResourceClaim,
     ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -124,9 +125,72 @@ pub struct CachedContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ContainerPort>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<CachedResources>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_policy: Option<String>,
+}
+
+/// A container's `resources` (`ResourceRequirements`), its lists kept as [`ResourceList`]s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedResources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Vec<ResourceClaim>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceList>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<ResourceList>,
+}
+
+/// A `ResourceList` (resource name to quantity) as a slice sorted by name, read and written as
+/// the JSON map it is. A `BTreeMap` holds even one entry in an 11-slot tree node (~560 bytes);
+/// a container names two or three resources.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceList(Box<[(String, Quantity)]>);
+
+impl ResourceList {
+    /// The quantity of `name`.
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        let i = self
+            .0
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// Every (name, quantity), by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Quantity)> {
+        self.0.iter().map(|(k, q)| (k.as_str(), q))
+    }
+}
+
+impl From<BTreeMap<String, Quantity>> for ResourceList {
+    fn from(map: BTreeMap<String, Quantity>) -> Self {
+        ResourceList(map.into_iter().collect())
+    }
+}
+
+impl Serialize for ResourceList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, q)| (k, q)))
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceList {
+    /// As the map decodes (a repeated name: the last one).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::<String, Quantity>::deserialize(d).map(ResourceList::from)
+    }
+}
+
+impl From<ResourceRequirements> for CachedResources {
+    fn from(r: ResourceRequirements) -> Self {
+        CachedResources {
+            claims: r.claims,
+            limits: r.limits.map(ResourceList::from),
+            requests: r.requests.map(ResourceList::from),
+        }
+    }
 }
 
 /// What the controllers read of a `Volume`: the claims a pod uses (the StatefulSet's, PVC
@@ -291,7 +355,7 @@ impl From<Container> for CachedContainer {
             name: c.name,
             image: c.image,
             ports: c.ports,
-            resources: c.resources,
+            resources: c.resources.map(CachedResources::from),
             restart_policy: c.restart_policy,
         }
     }
@@ -574,5 +638,30 @@ mod tests {
         assert_eq!(volumes.capacity(), volumes.len());
         let conditions = status.conditions.as_ref().unwrap();
         assert_eq!(conditions.capacity(), conditions.len());
+    }
+
+    /// A resource list reads and writes as the JSON map, finds each name, and keeps its names
+    /// in order, as a `BTreeMap` does.
+    #[test]
+    fn a_resource_list_is_the_map_it_was_decoded_from() {
+        let text = r#"{"memory":"16Mi","cpu":"10m","example.com/gpu":"1"}"#;
+        let list: ResourceList = serde_json::from_str(text).unwrap();
+        let map: BTreeMap<String, Quantity> = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            serde_json::to_string(&list).unwrap(),
+            serde_json::to_string(&map).unwrap()
+        );
+        assert_eq!(list, ResourceList::from(map.clone()));
+        for (name, q) in &map {
+            assert_eq!(list.get(name), Some(q));
+        }
+        assert_eq!(list.get("storage"), None);
+        assert_eq!(
+            list.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            ["cpu", "example.com/gpu", "memory"]
+        );
+        let empty: ResourceList = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.get("cpu"), None);
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
     }
 }

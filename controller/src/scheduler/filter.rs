@@ -256,16 +256,19 @@ pub(crate) mod tests {
             },
             spec: Some(CachedPodSpec {
                 containers: vec![CachedContainer {
-                    resources: Some(ResourceRequirements {
-                        requests: Some(
-                            [
-                                ("cpu".to_string(), Quantity(cpu.into())),
-                                ("memory".to_string(), Quantity(mem.into())),
-                            ]
-                            .into(),
-                        ),
-                        ..Default::default()
-                    }),
+                    resources: Some(
+                        ResourceRequirements {
+                            requests: Some(
+                                [
+                                    ("cpu".to_string(), Quantity(cpu.into())),
+                                    ("memory".to_string(), Quantity(mem.into())),
+                                ]
+                                .into(),
+                            ),
+                            ..Default::default()
+                        }
+                        .into(),
+                    ),
                     ..Default::default()
                 }],
                 ..Default::default()

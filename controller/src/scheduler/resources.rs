@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use api::quantity::Amount;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::cached_pod::{CachedContainer, CachedPod};
+use crate::cached_pod::{CachedContainer, CachedPod, ResourceList};
 
 /// Default CPU request for scoring when none is set: 100 millicores (`DefaultMilliCPURequest`).
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
@@ -50,16 +50,38 @@ impl Resources {
     }
 }
 
-fn milli_of(map: Option<&BTreeMap<String, Quantity>>, name: &str) -> Option<i128> {
-    map.and_then(|m| m.get(name))
+/// A resource list the scheduler reads: a node's or an overhead's map, or a cached
+/// container's [`ResourceList`].
+trait Quantities {
+    fn quantity(&self, name: &str) -> Option<&Quantity>;
+}
+
+impl Quantities for BTreeMap<String, Quantity> {
+    fn quantity(&self, name: &str) -> Option<&Quantity> {
+        self.get(name)
+    }
+}
+
+impl Quantities for ResourceList {
+    fn quantity(&self, name: &str) -> Option<&Quantity> {
+        self.get(name)
+    }
+}
+
+fn milli_of(list: Option<&impl Quantities>, name: &str) -> Option<i128> {
+    list.and_then(|l| l.quantity(name))
         .and_then(|q| Amount::parse(&q.0).ok())
         .map(Amount::milli_value)
 }
 
 /// Read `cpu` and `memory` from a resource list (absent or malformed = 0).
 pub fn from_list(map: Option<&BTreeMap<String, Quantity>>) -> Resources {
-    let cpu = milli_of(map, "cpu").unwrap_or(0);
-    let mem = milli_of(map, "memory").unwrap_or(0);
+    of_list(map)
+}
+
+fn of_list(list: Option<&impl Quantities>) -> Resources {
+    let cpu = milli_of(list, "cpu").unwrap_or(0);
+    let mem = milli_of(list, "memory").unwrap_or(0);
     Resources {
         milli_cpu: i64::try_from(cpu).unwrap_or(i64::MAX),
         memory: i64::try_from((mem + 999) / 1000).unwrap_or(i64::MAX),
@@ -68,7 +90,7 @@ pub fn from_list(map: Option<&BTreeMap<String, Quantity>>) -> Resources {
 
 fn container_requests(c: &CachedContainer, non_zero: bool) -> Resources {
     let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-    let mut r = from_list(req);
+    let mut r = of_list(req);
     if non_zero {
         if milli_of(req, "cpu").is_none() {
             r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
@@ -111,10 +133,13 @@ mod tests {
             req.insert("memory".to_string(), Quantity(m.into()));
         }
         CachedContainer {
-            resources: Some(ResourceRequirements {
-                requests: Some(req),
-                ..Default::default()
-            }),
+            resources: Some(
+                ResourceRequirements {
+                    requests: Some(req),
+                    ..Default::default()
+                }
+                .into(),
+            ),
             ..Default::default()
         }
     }
