@@ -141,7 +141,7 @@ pub struct BenchArgs {
     /// objects outweighs the pods themselves.
     #[arg(long)]
     pub watch_history: Option<usize>,
-    /// Scale benchmark on the on-disk sled store (as `minik8s up`) instead of memory.
+    /// Scale and list benchmarks on the on-disk sled store (as `minik8s up`) instead of memory.
     #[arg(long)]
     pub on_disk: bool,
     /// Scale benchmark against the running cluster this kubeconfig names (e.g. `minik8s up
@@ -250,7 +250,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         .await?;
     }
     if all || args.which == Which::List {
-        list(10_000).await?;
+        list(10_000, args.on_disk).await?;
     }
     if all || args.which == Which::Watch {
         watch::watch(
@@ -547,8 +547,14 @@ fn configmap(name: &str, payload: &str) -> serde_json::Value {
 }
 
 /// LIST of `n` pods (JSON, whole body received).
-async fn list(n: usize) -> Result<(), Error> {
-    let plane = ControlPlane::start(in_memory_config()).await?;
+async fn list(n: usize, on_disk: bool) -> Result<(), Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
+    let mut config = in_memory_config();
+    if on_disk {
+        // As `minik8s up` keeps them: durable, the texts compressed.
+        config.storage = Storage::Dir(dir.path().to_path_buf());
+    }
+    let plane = ControlPlane::start(config).await?;
     let http = reqwest::Client::new();
     let url = format!("{}/api/v1/namespaces/default/pods", plane.url());
     let created = Arc::new(AtomicU64::new(0));
@@ -585,8 +591,9 @@ async fn list(n: usize) -> Result<(), Error> {
     }
     times.sort();
     println!(
-        "list: LIST {n} pods ({:.1} MiB JSON): median {} p90 {} (10 rounds)",
+        "list: LIST {n} pods ({:.1} MiB JSON, {}): median {} p90 {} (10 rounds)",
         bytes as f64 / 1048576.0,
+        if on_disk { "sled on disk" } else { "in memory" },
         ms(percentile(&times, 0.5)),
         ms(percentile(&times, 0.9))
     );
