@@ -31,6 +31,7 @@
 //! length ([`shrink`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use client::transform::{fit_opt, shrink_meta};
 use client::{ApiResource, ListParams, SharedIndexInformer, SharedInformerFactory};
@@ -67,8 +68,13 @@ pub struct CachedPodSpec {
     /// Boxed, as `resources`: rarely set, and 144 bytes in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Box<Affinity>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tolerations: Option<Vec<Toleration>>,
+    /// Shared with the other cached pods that carry the same list ([`shared_tolerations`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "shared_tolerations"
+    )]
+    pub tolerations: Option<Arc<[Toleration]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +186,59 @@ impl<'de> Deserialize<'de> for ResourceList {
     /// As the map decodes (a repeated name: the last one).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         BTreeMap::<String, Quantity>::deserialize(d).map(ResourceList::from)
+    }
+}
+
+/// A cached pod's tolerations, shared by the pods that carry the same list: nearly every pod
+/// carries the same two (`not-ready` and `unreachable` for 300 s, which the
+/// `DefaultTolerationSeconds` admission plugin adds), 340 bytes a pod held apart. The lists
+/// decoded last are remembered (weakly, at most [`RECENT`]); a list equal to one of them is
+/// that one.
+pub mod shared_tolerations {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Weak};
+
+    use k8s_openapi::api::core::v1::Toleration;
+    use parking_lot::Mutex;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// How many lists are remembered: a cluster's pods carry a handful of distinct lists
+    /// (the default pair, daemon pods' longer one, a few of users' own).
+    pub const RECENT: usize = 8;
+
+    /// The lists shared last, the most recent first.
+    static SHARED: Mutex<VecDeque<Weak<[Toleration]>>> = Mutex::new(VecDeque::new());
+
+    /// `list`, as the list equal to it that cached pods hold already if there is one.
+    pub fn intern(list: Vec<Toleration>) -> Arc<[Toleration]> {
+        let mut shared = SHARED.lock();
+        let found = shared.iter().enumerate().find_map(|(i, held)| {
+            let held = held.upgrade()?;
+            (*held == *list).then_some((i, held))
+        });
+        let list = match found {
+            Some((i, held)) => {
+                shared.remove(i);
+                held
+            }
+            None => Arc::from(list),
+        };
+        shared.push_front(Arc::downgrade(&list));
+        shared.truncate(RECENT);
+        list
+    }
+
+    pub fn serialize<S: Serializer>(
+        list: &Option<Arc<[Toleration]>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        list.as_deref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<[Toleration]>>, D::Error> {
+        Ok(Option::<Vec<Toleration>>::deserialize(d)?.map(intern))
     }
 }
 
@@ -317,7 +376,7 @@ impl From<PodSpec> for CachedPodSpec {
             node_name: s.node_name,
             node_selector: s.node_selector,
             affinity: s.affinity.map(Box::new),
-            tolerations: s.tolerations,
+            tolerations: s.tolerations.map(shared_tolerations::intern),
             topology_spread_constraints: s.topology_spread_constraints,
             scheduler_name: s.scheduler_name,
             scheduling_gates: s.scheduling_gates,
@@ -421,7 +480,6 @@ pub fn shrink(mut pod: CachedPod) -> CachedPod {
             fit_opt(&mut c.ports);
         }
         fit_opt(&mut spec.init_containers);
-        fit_opt(&mut spec.tolerations);
         fit_opt(&mut spec.topology_spread_constraints);
         fit_opt(&mut spec.scheduling_gates);
         fit_opt(&mut spec.readiness_gates);
@@ -663,5 +721,42 @@ mod tests {
         let empty: ResourceList = serde_json::from_str("{}").unwrap();
         assert_eq!(empty.get("cpu"), None);
         assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
+    }
+
+    /// Pods decoded with the same tolerations hold one list; a different list is its own, and
+    /// the shared one reads and writes as the JSON it was decoded from.
+    #[test]
+    fn equal_toleration_lists_are_one() {
+        let pod = |tolerations: Value| -> CachedPod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"containers": [], "tolerations": tolerations}}))
+            .unwrap()
+        };
+        let defaults = json!([
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+             "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+             "effect": "NoExecute", "tolerationSeconds": 300}]);
+        let tolerations = |p: &CachedPod| p.spec.as_ref().unwrap().tolerations.clone().unwrap();
+        let (a, b) = (pod(defaults.clone()), pod(defaults.clone()));
+        assert!(Arc::ptr_eq(&tolerations(&a), &tolerations(&b)));
+        let other = pod(json!([{"key": "gpu", "operator": "Exists"}]));
+        assert!(!Arc::ptr_eq(&tolerations(&a), &tolerations(&other)));
+        assert_eq!(
+            serde_json::to_value(&a).unwrap()["spec"]["tolerations"],
+            defaults
+        );
+        let from_pod = CachedPod::from(
+            serde_json::from_value::<Pod>(serde_json::to_value(&a).unwrap()).unwrap(),
+        );
+        assert!(Arc::ptr_eq(&tolerations(&a), &tolerations(&from_pod)));
+        // More distinct lists than are remembered: each still decodes to its own value.
+        for i in 0..2 * shared_tolerations::RECENT {
+            let list = json!([{"key": format!("k{i}"), "operator": "Exists"}]);
+            assert_eq!(
+                serde_json::to_value(&tolerations(&pod(list.clone()))[..]).unwrap(),
+                list
+            );
+        }
     }
 }

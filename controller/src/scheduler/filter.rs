@@ -310,12 +310,15 @@ pub(crate) mod tests {
             node_fits(&p, &n, &NodeUsage::default()),
             Err(vec![FitFailure::Unschedulable])
         );
-        p.spec.get_or_insert_with(Default::default).tolerations = Some(vec![Toleration {
-            key: Some(TAINT_UNSCHEDULABLE.into()),
-            operator: Some("Exists".into()),
-            effect: Some("NoSchedule".into()),
-            ..Default::default()
-        }]);
+        p.spec.get_or_insert_with(Default::default).tolerations = Some(
+            vec![Toleration {
+                key: Some(TAINT_UNSCHEDULABLE.into()),
+                operator: Some("Exists".into()),
+                effect: Some("NoSchedule".into()),
+                ..Default::default()
+            }]
+            .into(),
+        );
         assert_eq!(node_fits(&p, &n, &NodeUsage::default()), Ok(()));
         let mut nr = node("n2", "2", "4Gi", "110");
         if let Some(cs) = nr.status.as_mut().and_then(|s| s.conditions.as_mut()) {
@@ -349,12 +352,15 @@ pub(crate) mod tests {
             Err(vec![FitFailure::UntoleratedTaint("gpu: yes".into())])
         );
         let spec = p.spec.get_or_insert_with(Default::default);
-        spec.tolerations = Some(vec![Toleration {
-            key: Some("gpu".into()),
-            operator: Some("Equal".into()),
-            value: Some("yes".into()),
-            ..Default::default()
-        }]);
+        spec.tolerations = Some(
+            vec![Toleration {
+                key: Some("gpu".into()),
+                operator: Some("Equal".into()),
+                value: Some("yes".into()),
+                ..Default::default()
+            }]
+            .into(),
+        );
         spec.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
         assert_eq!(
             node_fits(&p, &n, &NodeUsage::default()),
