@@ -191,41 +191,25 @@ impl<'de> Deserialize<'de> for ResourceList {
 
 /// A cached pod's tolerations, shared by the pods that carry the same list: nearly every pod
 /// carries the same two (`not-ready` and `unreachable` for 300 s, which the
-/// `DefaultTolerationSeconds` admission plugin adds), 340 bytes a pod held apart. The lists
-/// decoded last are remembered (weakly, at most [`RECENT`]); a list equal to one of them is
-/// that one.
+/// `DefaultTolerationSeconds` admission plugin adds), 340 bytes a pod held apart
+/// ([`crate::interned`]).
 pub mod shared_tolerations {
-    use std::collections::VecDeque;
-    use std::sync::{Arc, Weak};
+    use std::sync::Arc;
 
     use k8s_openapi::api::core::v1::Toleration;
-    use parking_lot::Mutex;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    /// How many lists are remembered: a cluster's pods carry a handful of distinct lists
-    /// (the default pair, daemon pods' longer one, a few of users' own).
+    use crate::interned::RecentLists;
+
+    /// How many distinct lists are remembered: a cluster's pods carry a handful (the default
+    /// pair, daemon pods' longer one, a few of users' own).
     pub const RECENT: usize = 8;
 
-    /// The lists shared last, the most recent first.
-    static SHARED: Mutex<VecDeque<Weak<[Toleration]>>> = Mutex::new(VecDeque::new());
+    static SHARED: RecentLists<Toleration> = RecentLists::new(RECENT);
 
-    /// `list`, as the list equal to it that cached pods hold already if there is one.
+    /// `list`, as the equal list cached pods hold already if there is one.
     pub fn intern(list: Vec<Toleration>) -> Arc<[Toleration]> {
-        let mut shared = SHARED.lock();
-        let found = shared.iter().enumerate().find_map(|(i, held)| {
-            let held = held.upgrade()?;
-            (*held == *list).then_some((i, held))
-        });
-        let list = match found {
-            Some((i, held)) => {
-                shared.remove(i);
-                held
-            }
-            None => Arc::from(list),
-        };
-        shared.push_front(Arc::downgrade(&list));
-        shared.truncate(RECENT);
-        list
+        SHARED.intern(list)
     }
 
     pub fn serialize<S: Serializer>(

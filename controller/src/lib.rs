@@ -22,6 +22,7 @@ pub mod endpointutil;
 pub mod error;
 pub mod gc;
 pub mod history;
+pub mod interned;
 pub mod job;
 pub mod manager;
 pub mod metrics;

@@ -387,7 +387,7 @@ impl Inner {
             return Ok(());
         }
         let mut states = HashMap::new();
-        for r in &node.owners {
+        for r in node.owners.iter() {
             let s = self.owner_state(node.id.namespace.as_deref(), r).await?;
             states.insert(r.uid.clone(), s);
         }

@@ -18,8 +18,11 @@
 //! (the cache may lag its dependents); [`OwnerState::Unverified`] makes that explicit.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::interned::RecentLists;
 
 /// Finalizer of `propagationPolicy: Orphan`.
 pub const FINALIZER_ORPHAN: &str = "orphan";
@@ -46,13 +49,18 @@ pub struct ObjectId {
 pub struct GraphNode {
     /// Who it is.
     pub id: ObjectId,
-    /// Its `ownerReferences`.
-    pub owners: Vec<OwnerReference>,
+    /// Its `ownerReferences`, shared with the nodes that carry the same list (every pod of one
+    /// ReplicaSet: [`crate::interned`]).
+    pub owners: Arc<[OwnerReference]>,
     /// It has a deletionTimestamp.
     pub deleting: bool,
     /// Its finalizers.
     pub finalizers: Vec<String>,
 }
+
+/// The owner lists nodes share: the objects observed together (a ReplicaSet's pods, as it
+/// creates them) carry a few distinct lists at a time.
+static OWNER_LISTS: RecentLists<OwnerReference> = RecentLists::new(16);
 
 impl GraphNode {
     /// Build from an object's metadata; `None` if it has no UID or name.
@@ -65,7 +73,7 @@ impl GraphNode {
                 name: meta.name.clone()?,
                 uid: meta.uid.clone()?,
             },
-            owners: meta.owner_references.clone().unwrap_or_default(),
+            owners: OWNER_LISTS.intern(meta.owner_references.clone().unwrap_or_default()),
             deleting: meta.deletion_timestamp.is_some(),
             finalizers: meta.finalizers.clone().unwrap_or_default(),
         })
@@ -133,7 +141,7 @@ impl Graph {
     }
 
     fn unlink(&mut self, node: &GraphNode) {
-        for o in &node.owners {
+        for o in node.owners.iter() {
             if let Some(set) = self.dependents.get_mut(&o.uid) {
                 set.remove(&node.id.uid);
                 if set.is_empty() {
@@ -156,11 +164,11 @@ impl Graph {
         if let Some(old) = self.nodes.get(&uid).cloned() {
             self.unlink(&old);
             // Owners it no longer references may be waiting on it.
-            for o in &old.owners {
+            for o in old.owners.iter() {
                 dirty.insert(o.uid.clone());
             }
         }
-        for o in &node.owners {
+        for o in node.owners.iter() {
             self.dependents
                 .entry(o.uid.clone())
                 .or_default()
@@ -259,7 +267,7 @@ pub fn decide_dependent(
     let mut dangling = Vec::new();
     let mut waiting = Vec::new();
     let mut unverified = Vec::new();
-    for r in &item.owners {
+    for r in item.owners.iter() {
         match state(r) {
             OwnerState::Solid => solid += 1,
             OwnerState::Absent => dangling.push(r.uid.clone()),
@@ -379,10 +387,30 @@ mod tests {
                 name: uid.into(),
                 uid: uid.into(),
             },
-            owners,
+            owners: owners.into(),
             deleting,
             finalizers: finalizers.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    /// The pods of one owner hold one owner list.
+    #[test]
+    fn nodes_with_equal_owners_share_the_list() {
+        let meta = |name: &str| ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            uid: Some(format!("uid-{name}")),
+            owner_references: Some(vec![oref("rc", true)]),
+            ..Default::default()
+        };
+        let a = GraphNode::from_meta("v1", "Pod", &meta("a")).unwrap();
+        let b = GraphNode::from_meta("v1", "Pod", &meta("b")).unwrap();
+        assert!(Arc::ptr_eq(&a.owners, &b.owners));
+        assert_eq!(*a.owners, [oref("rc", true)]);
+        let mut other = meta("c");
+        other.owner_references = Some(vec![oref("rs", true)]);
+        let c = GraphNode::from_meta("v1", "Pod", &other).unwrap();
+        assert!(!Arc::ptr_eq(&a.owners, &c.owners));
     }
 
     #[test]
