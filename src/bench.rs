@@ -548,10 +548,13 @@ fn configmap(name: &str, payload: &str) -> serde_json::Value {
 
 /// LIST of `n` pods (JSON, whole body received).
 async fn list(n: usize, on_disk: bool) -> Result<(), Error> {
-    let dir = tempfile::tempdir().map_err(|e| Error::Failed(e.to_string()))?;
     let mut config = in_memory_config();
-    if on_disk {
-        // As `minik8s up` keeps them: durable, the texts compressed.
+    // As `minik8s up` keeps them: durable, the texts compressed. Removed when the run ends.
+    let dir = on_disk
+        .then(tempfile::tempdir)
+        .transpose()
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    if let Some(dir) = &dir {
         config.storage = Storage::Dir(dir.path().to_path_buf());
     }
     let plane = ControlPlane::start(config).await?;

@@ -191,7 +191,7 @@ impl<'de> Deserialize<'de> for ResourceList {
 
 /// A cached pod's tolerations, shared by the pods that carry the same list: nearly every pod
 /// carries the same two (`not-ready` and `unreachable` for 300 s, which the
-/// `DefaultTolerationSeconds` admission plugin adds), 340 bytes a pod held apart
+/// `DefaultTolerationSeconds` admission plugin adds), about 340 bytes a pod held apart
 /// ([`crate::interned`]).
 pub mod shared_tolerations {
     use std::sync::Arc;

@@ -31,21 +31,37 @@ impl<T: PartialEq> RecentLists<T> {
     /// `list`, as the equal list held already if it is among the recent ones.
     pub fn intern(&self, list: Vec<T>) -> Arc<[T]> {
         let mut lists = self.lists.lock();
-        let found = lists.iter().enumerate().find_map(|(i, held)| {
-            let held = held.upgrade()?;
-            (*held == *list).then_some((i, held))
-        });
-        let list = match found {
-            Some((i, held)) => {
-                lists.remove(i);
-                held
-            }
-            None => Arc::from(list),
-        };
-        lists.push_front(Arc::downgrade(&list));
-        lists.truncate(self.size);
-        list
+        let shared = take_equal(&mut lists, &list).unwrap_or_else(|| Arc::from(list));
+        self.remember(&mut lists, &shared);
+        shared
     }
+
+    /// [`intern`](Self::intern) of a borrowed list: copied only if no equal list is held.
+    pub fn share(&self, list: &[T]) -> Arc<[T]>
+    where
+        T: Clone,
+    {
+        let mut lists = self.lists.lock();
+        let shared = take_equal(&mut lists, list).unwrap_or_else(|| Arc::from(list));
+        self.remember(&mut lists, &shared);
+        shared
+    }
+
+    /// Puts `list` in front, forgetting the oldest past `size`.
+    fn remember(&self, lists: &mut VecDeque<Weak<[T]>>, list: &Arc<[T]>) {
+        lists.push_front(Arc::downgrade(list));
+        lists.truncate(self.size);
+    }
+}
+
+/// The remembered list equal to `list`, if one is still held, taken out of `lists`.
+fn take_equal<T: PartialEq>(lists: &mut VecDeque<Weak<[T]>>, list: &[T]) -> Option<Arc<[T]>> {
+    let (i, held) = lists.iter().enumerate().find_map(|(i, held)| {
+        let held = held.upgrade()?;
+        (*held == *list).then_some((i, held))
+    })?;
+    lists.remove(i);
+    Some(held)
 }
 
 #[cfg(test)]
@@ -69,5 +85,8 @@ mod tests {
         drop(c);
         assert!(weak.upgrade().is_none());
         assert_eq!(recent.lists.lock().len(), 2);
+        // A borrowed list is the held one when there is one, a copy otherwise.
+        assert!(Arc::ptr_eq(&d, &recent.share(&[4])));
+        assert_eq!(*recent.share(&[5, 6]), [5, 6]);
     }
 }

@@ -266,9 +266,10 @@ pub struct ReadLabels(BTreeSet<String>);
 
 impl ReadLabels {
     pub fn of(lifecycle: &LifecycleConfig) -> Self {
-        let keys = lifecycle.rules.iter();
+        let rules = lifecycle.rules.iter();
         ReadLabels(
-            keys.flat_map(|r| r.selector.labels.keys().cloned())
+            rules
+                .flat_map(|r| r.selector.labels.keys().cloned())
                 .collect(),
         )
     }

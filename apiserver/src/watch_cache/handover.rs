@@ -216,22 +216,26 @@ impl WatchCache {
     {
         api::meta::remove(&mut obj, "resourceVersion");
         if !super::resource_prefix(key).is_some_and(|p| self.caches(p)) {
-            // A resource the cache does not hold: nothing to hand over.
-            let json = ObjectJson::encode_as(&obj, self.stored_text)
+            // A resource the cache does not hold: nothing to hand over. The answer is spliced
+            // from the JSON, not from the stored text (which may be compressed).
+            let plain = ObjectJson::encode(&obj)
                 .map_err(|e| ApiError::internal("encoding an object", e))?;
-            return Ok(match write(json.stored().clone()).await? {
+            let stored = plain.stored_as(self.stored_text);
+            return Ok(match write(stored.stored().clone()).await? {
                 StoreWrite::Stored(rev) => {
                     stamp(&mut obj, rev);
                     Ok(Written {
                         object: Arc::new(obj),
-                        json: Some(json.with_resource_version(&rev.to_string())),
+                        json: Some(plain.with_resource_version(&rev.to_string())),
                     })
                 }
                 StoreWrite::NotStored => Err(obj),
             });
         }
-        let json = ObjectJson::encode_as(&obj, self.stored_text)
-            .map_err(|e| ApiError::internal("encoding an object", e))?;
+        // The answer is spliced from the JSON; the cache and the store hold the stored text.
+        let plain =
+            ObjectJson::encode(&obj).map_err(|e| ApiError::internal("encoding an object", e))?;
+        let json = plain.stored_as(self.stored_text);
         let bytes = json.stored().clone();
         // Refused while another write of the key is in flight: then this one keeps its object.
         let kept = self.offer_pending(key, json.clone(), obj).err();
@@ -248,7 +252,7 @@ impl WatchCache {
         match (outcome, kept) {
             (StoreWrite::Stored(rev), kept) => {
                 let rv = rev.to_string();
-                let text = json.with_resource_version(&rv);
+                let text = plain.with_resource_version(&rv);
                 let object = match kept {
                     Some(mut obj) => {
                         stamp(&mut obj, rev);

@@ -77,6 +77,22 @@ impl ObjectJson {
         })
     }
 
+    /// This text as `codec` stores it: a JSON text compressed for [`StoredText::Lz4`], else
+    /// this one (shared).
+    pub fn stored_as(&self, codec: StoredText) -> ObjectJson {
+        let compressed = match codec {
+            StoredText::Lz4 if !stored::is_compressed(&self.text) => stored::compress(&self.text),
+            _ => None,
+        };
+        match compressed {
+            Some(text) => ObjectJson {
+                text: exact(text),
+                slot: self.slot,
+            },
+            None => self.clone(),
+        }
+    }
+
     /// This text in `stored`'s buffer if `stored` holds the same bytes, so that the store's copy
     /// and this one are one.
     pub(super) fn sharing(mut self, stored: &Bytes) -> ObjectJson {
@@ -205,6 +221,8 @@ mod tests {
         for codec in [StoredText::Json, StoredText::Lz4] {
             let json = ObjectJson::encode_as(obj, codec).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(json.plain().as_ref(), without_rv(obj).as_slice(), "{obj}");
+            let converted = ObjectJson::encode(obj).unwrap().stored_as(codec);
+            assert_eq!(converted.stored(), json.stored(), "{obj} ({codec:?})");
             assert_eq!(
                 stored::is_compressed(json.stored()),
                 codec == StoredText::Lz4,

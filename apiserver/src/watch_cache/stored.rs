@@ -45,20 +45,27 @@ impl StoredText {
     /// `json` as this codec stores it.
     pub(super) fn store(self, json: Vec<u8>) -> Vec<u8> {
         match self {
-            StoredText::Lz4 if json.len() <= store::MAX_VALUE_SIZE => {
-                let mut out = Vec::with_capacity(
-                    LZ4_PREFIX.len() + 4 + lz4_flex::block::get_maximum_output_size(json.len()),
-                );
-                out.extend_from_slice(LZ4_PREFIX);
-                // At most MAX_VALUE_SIZE (checked above), so it fits in 4 bytes.
-                out.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_le_bytes());
-                let block = lz4_flex::block::compress(&json);
-                out.extend_from_slice(&block);
-                out
-            }
-            _ => json,
+            StoredText::Json => json,
+            StoredText::Lz4 => compress(&json).unwrap_or(json),
         }
     }
+}
+
+/// `json` compressed behind the prefix, in one allocation; `None` if it is over the value limit
+/// (then it is stored as JSON, and the store refuses it as on any back end).
+pub(super) fn compress(json: &[u8]) -> Option<Vec<u8>> {
+    if json.len() > store::MAX_VALUE_SIZE {
+        return None;
+    }
+    let len = u32::try_from(json.len()).ok()?;
+    let header = LZ4_PREFIX.len() + 4;
+    let mut out = vec![0; header + lz4_flex::block::get_maximum_output_size(json.len())];
+    out[..LZ4_PREFIX.len()].copy_from_slice(LZ4_PREFIX);
+    out[LZ4_PREFIX.len()..header].copy_from_slice(&len.to_le_bytes());
+    // The output has the block's maximum size: this cannot run out of room.
+    let n = lz4_flex::block::compress_into(json, &mut out[header..]).ok()?;
+    out.truncate(header + n);
+    Some(out)
 }
 
 /// Whether `stored` is a compressed text.

@@ -73,7 +73,7 @@ impl GraphNode {
                 name: meta.name.clone()?,
                 uid: meta.uid.clone()?,
             },
-            owners: OWNER_LISTS.intern(meta.owner_references.clone().unwrap_or_default()),
+            owners: OWNER_LISTS.share(meta.owner_references.as_deref().unwrap_or_default()),
             deleting: meta.deletion_timestamp.is_some(),
             finalizers: meta.finalizers.clone().unwrap_or_default(),
         })

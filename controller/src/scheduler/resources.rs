@@ -52,7 +52,7 @@ impl Resources {
 
 /// A resource list the scheduler reads: a node's or an overhead's map, or a cached
 /// container's [`ResourceList`].
-trait Quantities {
+pub trait Quantities {
     fn quantity(&self, name: &str) -> Option<&Quantity>;
 }
 
@@ -75,11 +75,7 @@ fn milli_of(list: Option<&impl Quantities>, name: &str) -> Option<i128> {
 }
 
 /// Read `cpu` and `memory` from a resource list (absent or malformed = 0).
-pub fn from_list(map: Option<&BTreeMap<String, Quantity>>) -> Resources {
-    of_list(map)
-}
-
-fn of_list(list: Option<&impl Quantities>) -> Resources {
+pub fn from_list(list: Option<&impl Quantities>) -> Resources {
     let cpu = milli_of(list, "cpu").unwrap_or(0);
     let mem = milli_of(list, "memory").unwrap_or(0);
     Resources {
@@ -90,7 +86,7 @@ fn of_list(list: Option<&impl Quantities>) -> Resources {
 
 fn container_requests(c: &CachedContainer, non_zero: bool) -> Resources {
     let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-    let mut r = of_list(req);
+    let mut r = from_list(req);
     if non_zero {
         if milli_of(req, "cpu").is_none() {
             r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
